@@ -1,0 +1,40 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "vault",
+    products: [
+        .library(name: "VaultKit", targets: ["VaultKit"]),
+        .executable(name: "vault", targets: ["vault"]),
+    ],
+    targets: [
+        // C libraries from Debian's -dev packages, each behind one shim.
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // Process-level calls Swift cannot make directly (variadic prctl, signal-safe tty restore).
+        .target(name: "CPlatform"),
+
+        .target(name: "VaultCrypto", dependencies: ["CSodium"]),
+        .target(name: "VaultStorage", dependencies: ["CSQLite"]),
+        .target(name: "VaultKit", dependencies: ["VaultCrypto", "VaultStorage"]),
+        .target(name: "VaultCLI", dependencies: ["VaultKit", "CPlatform"]),
+        .executableTarget(name: "vault", dependencies: ["VaultCLI"]),
+
+        .target(name: "VaultTestSupport", dependencies: ["VaultKit"], path: "Tests/VaultTestSupport"),
+        .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto"]),
+        .testTarget(name: "VaultStorageTests", dependencies: ["VaultStorage"]),
+        .testTarget(
+            name: "VaultKitTests", dependencies: ["VaultKit", "VaultTestSupport"],
+            resources: [.copy("Vectors")]),
+        .testTarget(name: "VaultCLITests", dependencies: ["VaultCLI", "VaultTestSupport"]),
+    ]
+)
+
+// Strict settings for every Swift target, in one place.
+for target in package.targets where target.type != .system && target.name != "CPlatform" {
+    var settings = target.swiftSettings ?? []
+    settings.append(.swiftLanguageMode(.v6))
+    settings.append(.enableUpcomingFeature("ExistentialAny"))
+    settings.append(.enableUpcomingFeature("InternalImportsByDefault"))
+    target.swiftSettings = settings
+}

@@ -1,0 +1,67 @@
+internal import CPlatform
+internal import Glibc
+
+/// The `vault` command line.
+public enum CLI {
+    /// Runs the command line and returns the process exit status.
+    public static func main(arguments: [String], environment: [String: String]) -> Int32 {
+        hardenProcess()
+        let console = Console()
+        do {
+            return try dispatch(Array(arguments.dropFirst()), environment: environment).rawValue
+        } catch {
+            console.error(error.message, hint: error.hint)
+            return error.exitCode.rawValue
+        }
+    }
+
+    /// Private files whatever the caller's umask; no core dumps, no ptrace
+    /// by other processes of the same user.
+    static func hardenProcess() {
+        umask(0o077)
+        if vault_refuse_core_dumps() != 0 {
+            Console().warn("could not disable core dumps")
+        }
+    }
+
+    static func dispatch(_ args: [String], environment: [String: String]) throws(CLIError) -> ExitCode {
+        guard let first = args.first else {
+            Console().out(Help.overview)
+            return .usage
+        }
+        switch first {
+        case "--version", "version":
+            Console().out("vault \(Help.version)")
+            return .ok
+        case "--help", "-h":
+            Console().out(Help.overview)
+            return .ok
+        default:
+            break
+        }
+        // Global options may come before the command name.
+        var rest = args
+        var leading: [String] = []
+        while let a = rest.first, a.hasPrefix("-"), a != "--" {
+            leading.append(rest.removeFirst())
+            if (a == "--keyfile"), let v = rest.first {
+                leading.append(v)
+                rest.removeFirst()
+            }
+        }
+        guard let name = rest.first else { throw CLIError.usage("no command given", command: nil) }
+        guard let command = Commands.named(name) else {
+            throw CLIError.usage("unknown command '\(name)'", command: nil)
+        }
+        let parsed = try ArgumentParser.parse(leading + Array(rest.dropFirst()), options: command.options, command: name)
+        if parsed.flag("help") {
+            Console().out(Help.text(for: command))
+            return .ok
+        }
+        if parsed.trailing != nil {
+            throw CLIError.usage("'--' is not used by 'vault \(name)'", command: name)
+        }
+        let context = Context(command: command, arguments: parsed, environment: environment)
+        return try command.run(context)
+    }
+}

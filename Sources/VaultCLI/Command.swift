@@ -1,0 +1,23 @@
+/// A command: its help text, its options, and what it does.
+struct Command: Sendable {
+    let name: String
+    /// One sentence, shown in `vault help`.
+    let abstract: String
+    /// The usage line after `vault `.
+    let usage: String
+    var arguments: [(String, String)] = []
+    var options: [OptionSpec] = []
+    var discussion: String? = nil
+    var examples: [String] = []
+    let run: @Sendable (Context) throws(CLIError) -> ExitCode
+}
+
+/// All commands, in the order `vault help` lists them.
+enum Commands {
+    static let all: [Command] = [
+        initCommand, importCommand, listCommand, showCommand, renameCommand, removeCommand, passwdCommand,
+        helpCommand,
+    ]
+
+    static func named(_ name: String) -> Command? { all.first { $0.name == name } }
+}

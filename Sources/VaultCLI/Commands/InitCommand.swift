@@ -1,0 +1,85 @@
+internal import VaultKit
+
+extension Commands {
+    static let kdfOptions = [
+        OptionSpec(
+            name: "kdf-memory", valueName: "MIB",
+            help: "Argon2id memory in MiB (default 256, at least 64); lower only on very small machines"),
+        OptionSpec(name: "kdf-passes", valueName: "N", help: "Argon2id passes (default 3, 2 to 20)"),
+    ]
+
+    static let initCommand = Command(
+        name: "init",
+        abstract: "Create a new vault.",
+        usage: "init [--keyfile PATH] [--kdf-memory MIB] [--kdf-passes N]",
+        options: kdfOptions,
+        discussion: """
+            The new passphrase comes from VAULT_PASSPHRASE_COMMAND, VAULT_PASSPHRASE_FILE or
+            VAULT_PASSPHRASE when set, else it is asked twice on the terminal. With --keyfile
+            (or VAULT_KEYFILE), vault writes a new random key to PATH (mode 0600) and the vault
+            opens with that file alone, for servers and CI. The vault lives in $VAULT_HOME,
+            else $XDG_DATA_HOME/vault, else ~/.local/share/vault.
+            """,
+        examples: [
+            "vault init",
+            "vault init --keyfile ~/.config/vault/ci.key",
+        ]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        _ = try ctx.positionals()
+        let location = try ctx.location()
+        if Vault.exists(at: location) {
+            throw CLIError("a vault already exists at \(location.databasePath)")
+        }
+        let kdf = try kdfParameters(ctx)
+        let created: Vault
+        let unlock: String
+        if let path = ctx.unlockSources.keyfilePath {
+            let secret = try vault { () throws(VaultError) in
+                let secret = try Keyfile.generate()
+                try Keyfile.write(secret, to: path)
+                return secret
+            }
+            do throws(VaultError) {
+                created = try Vault.create(at: location, key: .keyfile(secret), time: ctx.time)
+            } catch {
+                Keyfile.discard(path: path)
+                throw CLIError(error)
+            }
+            unlock = "key file"
+            ctx.console.info("wrote a new key file to \(path); keep it safe, it alone opens the vault")
+        } else {
+            let key = try ctx.unlockSources.newPassphrase(prefix: "VAULT", fileFlag: nil)
+            created = try vault { () throws(VaultError) in
+                try Vault.create(at: location, key: key, kdf: kdf, time: ctx.time)
+            }
+            unlock = "passphrase"
+        }
+        if ctx.json {
+            try ctx.printJSON(["path": created.location.databasePath, "unlock": unlock])
+        } else {
+            ctx.console.info("created a vault at \(created.location.databasePath)")
+        }
+        return .ok
+    }
+
+    /// KDF parameters from --kdf-memory and --kdf-passes, checked against the bounds.
+    static func kdfParameters(_ ctx: Context) throws(CLIError) -> KDFParameters {
+        var kdf = KDFParameters.default
+        if let text = ctx.arguments.value("kdf-memory") {
+            guard let mib = UInt64(text), mib <= 1 << 20 else {
+                throw CLIError.usage("--kdf-memory needs a whole number of MiB", command: ctx.command.name)
+            }
+            kdf.memoryBytes = mib << 20
+        }
+        if let text = ctx.arguments.value("kdf-passes") {
+            guard let passes = UInt32(text) else {
+                throw CLIError.usage("--kdf-passes needs a whole number", command: ctx.command.name)
+            }
+            kdf.passes = passes
+        }
+        do { try kdf.validate() } catch {
+            throw CLIError.usage(error.reason, command: ctx.command.name)
+        }
+        return kdf
+    }
+}

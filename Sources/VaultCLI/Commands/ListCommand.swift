@@ -1,0 +1,138 @@
+internal import FoundationEssentials
+internal import VaultKit
+
+/// What `list` and `show` print about a grant: never a secret unless asked.
+struct GrantSummary: Encodable {
+    let name: String
+    let provider: String
+    let kind: String
+    let account: String?
+    let state: String
+    let expiresAt: Int64?
+    let expires: String?
+    let scopes: [String]
+    let tokenType: String?
+    let hasAccessToken: Bool
+    let hasRefreshToken: Bool
+    let hasIDToken: Bool
+    let createdAt: Int64
+    let refreshedAt: Int64?
+    let deadReason: String?
+    var accessToken: String? = nil
+    var refreshToken: String? = nil
+    var idToken: String? = nil
+    var tokenSecret: String? = nil
+
+    init(name: String, grant: Grant, now: Date) {
+        self.name = name
+        provider = grant.provider
+        kind = grant.kind.rawValue
+        account = grant.account
+        state = grant.state(at: now).rawValue
+        expiresAt = grant.expiresAt?.epochSeconds
+        expires = grant.expiresAt.map(Format.timestamp)
+        scopes = grant.scopes
+        tokenType = grant.tokenType
+        hasAccessToken = grant.accessToken != nil
+        hasRefreshToken = grant.refreshToken != nil
+        hasIDToken = grant.idToken != nil
+        createdAt = grant.createdAt.epochSeconds
+        refreshedAt = grant.refreshedAt?.epochSeconds
+        deadReason = grant.deadReason
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case name, provider, kind, account, state, expires, scopes
+        case expiresAt = "expires_at"
+        case tokenType = "token_type"
+        case hasAccessToken = "has_access_token"
+        case hasRefreshToken = "has_refresh_token"
+        case hasIDToken = "has_id_token"
+        case createdAt = "created_at"
+        case refreshedAt = "refreshed_at"
+        case deadReason = "dead_reason"
+        case accessToken = "access_token"
+        case refreshToken = "refresh_token"
+        case idToken = "id_token"
+        case tokenSecret = "token_secret"
+    }
+}
+
+extension Commands {
+    static let listCommand = Command(
+        name: "list",
+        abstract: "List the stored grants with their state.",
+        usage: "list [--json]",
+        discussion: """
+            One grant a line: name, provider, account, state and expiry. The state is fresh
+            (access token valid for more than a minute), refreshable (a refresh token can renew
+            it), expired, or dead (the provider refused it; add it again). A record that fails
+            its integrity checks is reported on stderr and the exit status is 1; the others are
+            still listed.
+            """,
+        examples: ["vault list", "vault list --json | jq -r '.[].name'"]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        _ = try ctx.positionals()
+        let store = try ctx.openVault()
+        let listing = try vault { () throws(VaultError) in try store.list() }
+        let now = ctx.time.now()
+        let summaries = listing.grants.map { GrantSummary(name: $0.name, grant: $0.grant, now: now) }
+        if ctx.json {
+            try ctx.printJSON(summaries)
+        } else if !summaries.isEmpty {
+            var rows = [["NAME", "PROVIDER", "ACCOUNT", "STATE", "EXPIRES"]]
+            for (s, g) in zip(summaries, listing.grants) {
+                let expiry = g.grant.expiresAt.map { "\(Format.timestamp($0)) (\(Format.relative($0, now: now)))" }
+                rows.append([s.name, s.provider, s.account ?? "-", s.state, expiry ?? "-"])
+            }
+            for line in Format.table(rows) { ctx.console.out(line) }
+        } else if listing.problems.isEmpty {
+            ctx.console.info("the vault holds no grants; add one with 'vault add PROVIDER' or 'vault import NAME'")
+        }
+        for problem in listing.problems { ctx.console.error(problem.reason) }
+        return listing.problems.isEmpty ? .ok : .failure
+    }
+
+    static let showCommand = Command(
+        name: "show",
+        abstract: "Show a grant's details; secrets only with --reveal.",
+        usage: "show NAME [--reveal] [--json]",
+        arguments: [("NAME", "the grant to show")],
+        options: [OptionSpec(name: "reveal", valueName: nil, help: "include the tokens themselves")],
+        examples: ["vault show work", "vault show work --json --reveal"]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        let name = try ctx.grantName(ctx.positionals("NAME")[0])
+        let store = try ctx.openVault()
+        let grant = try vault { () throws(VaultError) in try store.load(name) }
+        let now = ctx.time.now()
+        var s = GrantSummary(name: name, grant: grant, now: now)
+        let reveal = ctx.arguments.flag("reveal")
+        if reveal {
+            s.accessToken = grant.accessToken
+            s.refreshToken = grant.refreshToken
+            s.idToken = grant.idToken
+            s.tokenSecret = grant.tokenSecret
+        }
+        if ctx.json {
+            try ctx.printJSON(s)
+            return .ok
+        }
+        func present(_ has: Bool) -> String { has ? (reveal ? "" : "present (use --reveal to show)") : "none" }
+        var rows: [[String]] = [
+            ["name:", s.name], ["provider:", s.provider], ["account:", s.account ?? "-"], ["state:", s.state],
+            ["expires:", grant.expiresAt.map { "\(Format.timestamp($0)) (\(Format.relative($0, now: now)))" } ?? "-"],
+            ["scopes:", s.scopes.isEmpty ? "-" : s.scopes.joined(separator: " ")],
+            ["token type:", s.tokenType ?? "-"],
+        ]
+        rows.append(["access token:", s.accessToken ?? present(s.hasAccessToken)])
+        rows.append(["refresh token:", s.refreshToken ?? present(s.hasRefreshToken)])
+        rows.append(["id token:", s.idToken ?? present(s.hasIDToken)])
+        if grant.kind == .oauth1 { rows.append(["token secret:", s.tokenSecret ?? present(true)]) }
+        if let endpoint = grant.providerConfiguration?.tokenEndpoint { rows.append(["token endpoint:", endpoint]) }
+        rows.append(["created:", Format.timestamp(grant.createdAt)])
+        rows.append(["refreshed:", grant.refreshedAt.map(Format.timestamp) ?? "-"])
+        if grant.dead { rows.append(["dead because:", grant.deadReason ?? "refused by the provider"]) }
+        for line in Format.table(rows) { ctx.console.out(line) }
+        return .ok
+    }
+}

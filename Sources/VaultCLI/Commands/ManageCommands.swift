@@ -1,0 +1,59 @@
+internal import VaultKit
+
+extension Commands {
+    static let renameCommand = Command(
+        name: "rename",
+        abstract: "Give a grant a new name.",
+        usage: "rename NAME NEW-NAME",
+        arguments: [("NAME", "the grant to rename"), ("NEW-NAME", "its new name, which must be free")],
+        examples: ["vault rename google work-google"]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        let names = try ctx.positionals("NAME", "NEW-NAME")
+        let (from, to) = (try ctx.grantName(names[0]), try ctx.grantName(names[1]))
+        let store = try ctx.openVault()
+        try vault { () throws(VaultError) in try store.rename(from, to: to) }
+        ctx.console.info("renamed '\(from)' to '\(to)'")
+        return .ok
+    }
+
+    static let removeCommand = Command(
+        name: "remove",
+        abstract: "Delete a grant from the vault.",
+        usage: "remove NAME",
+        arguments: [("NAME", "the grant to delete")],
+        examples: ["vault remove old-work"]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        let name = try ctx.grantName(ctx.positionals("NAME")[0])
+        let store = try ctx.openVault()
+        try vault { () throws(VaultError) in try store.remove(name) }
+        ctx.console.info("removed '\(name)'")
+        return .ok
+    }
+
+    static let passwdCommand = Command(
+        name: "passwd",
+        abstract: "Change the vault's passphrase without re-encrypting grants.",
+        usage: "passwd [--new-passphrase-file FILE] [--kdf-memory MIB] [--kdf-passes N]",
+        options: [
+            OptionSpec(name: "new-passphrase-file", valueName: "FILE", help: "read the new passphrase from FILE")
+        ] + kdfOptions,
+        discussion: """
+            The vault is unlocked as usual (key file, VAULT_PASSPHRASE_COMMAND, ..., terminal).
+            The new passphrase comes from --new-passphrase-file, VAULT_NEW_PASSPHRASE_COMMAND,
+            VAULT_NEW_PASSPHRASE_FILE or VAULT_NEW_PASSPHRASE, else it is asked twice on the
+            terminal. Only the passphrase keyslot is rewritten, in one transaction: an
+            interruption leaves either the old or the new passphrase working. On a key-file
+            vault this adds a passphrase.
+            """,
+        examples: ["vault passwd", "VAULT_NEW_PASSPHRASE_FILE=new.txt vault passwd"]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        _ = try ctx.positionals()
+        let kdf = try kdfParameters(ctx)
+        let store = try ctx.openVault()
+        let key = try ctx.unlockSources.newPassphrase(
+            prefix: "VAULT_NEW", fileFlag: ctx.arguments.value("new-passphrase-file"))
+        try vault { () throws(VaultError) in try store.changePassphrase(to: key, kdf: kdf) }
+        ctx.console.info("changed the passphrase")
+        return .ok
+    }
+}

@@ -1,0 +1,30 @@
+internal import Glibc
+
+/// Standard streams: data to stdout, messages to stderr as
+/// `vault: error: ...` and `vault: hint: ...`.
+struct Console {
+    /// Writes all of `text` to a file descriptor, retrying short writes.
+    static func write(_ text: String, to fd: Int32) {
+        var bytes = Array(text.utf8)
+        writeAll(&bytes, fd: fd)
+    }
+
+    static func writeAll(_ bytes: inout [UInt8], fd: Int32) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + offset, $0.count - offset) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            offset += n
+        }
+    }
+
+    func out(_ line: String) { Console.write(line + "\n", to: 1) }
+    func info(_ line: String) { Console.write("vault: \(line)\n", to: 2) }
+    func warn(_ line: String) { Console.write("vault: warning: \(line)\n", to: 2) }
+    func error(_ line: String, hint: String? = nil) {
+        var text = "vault: error: \(line)\n"
+        if let hint { text += "vault: hint: \(hint)\n" }
+        Console.write(text, to: 2)
+    }
+}

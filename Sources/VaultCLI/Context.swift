@@ -1,0 +1,153 @@
+internal import FoundationEssentials
+internal import Glibc
+internal import VaultCrypto
+internal import VaultKit
+
+/// Everything a command needs: its arguments, the environment, the
+/// streams and the clock. Built once per process.
+struct Context {
+    let command: Command
+    let arguments: ParsedArguments
+    let environment: [String: String]
+    let console = Console()
+    let time: any TimeSource = SystemTime()
+
+    var json: Bool { arguments.flag("json") }
+
+    func location() throws(CLIError) -> VaultLocation {
+        try vault { () throws(VaultError) in try VaultLocation.resolve(environment: environment) }
+    }
+
+    var unlockSources: UnlockSources {
+        UnlockSources(environment: environment, keyfileFlag: arguments.value("keyfile"))
+    }
+
+    /// Opens and unlocks the vault. A wrong passphrase typed on the
+    /// terminal may be retried twice; other sources fail at once.
+    func openVault() throws(CLIError) -> Vault {
+        let location = try location()
+        guard Vault.exists(at: location) else {
+            throw CLIError("no vault at \(location.databasePath)", hint: "run 'vault init' to create one")
+        }
+        var attempts = 0
+        while true {
+            attempts += 1
+            let (key, origin, interactive) = try unlockSources.key()
+            do {
+                return try Vault.open(at: location, key: key, time: time)
+            } catch {
+                if error.code == .wrongKey {
+                    if interactive && attempts < 3 {
+                        console.error(error.reason)
+                        continue
+                    }
+                    throw CLIError(
+                        origin == "terminal" ? error.reason : "\(error.reason) (from \(origin))", hint: error.hint,
+                        exitCode: .locked)
+                }
+                throw CLIError(error)
+            }
+        }
+    }
+
+    /// Exactly `count` positional arguments, named for the usage message.
+    func positionals(_ names: String...) throws(CLIError) -> [String] {
+        let given = arguments.positionals
+        guard given.count == names.count else {
+            if given.count < names.count {
+                throw CLIError.usage("missing \(names[given.count])", command: command.name)
+            }
+            throw CLIError.usage("unexpected argument '\(given[names.count])'", command: command.name)
+        }
+        return given
+    }
+
+    /// A grant name from the command line; invalid names are usage errors.
+    func grantName(_ name: String) throws(CLIError) -> String {
+        do { try GrantName.validate(name) } catch {
+            throw CLIError("invalid grant name '\(name)'", hint: error.hint, exitCode: .usage)
+        }
+        return name
+    }
+
+    /// Reads all of stdin (at most `limit` bytes) into secure memory.
+    func readStandardInput(limit: Int) throws(CLIError) -> SecureBytes {
+        let buffer: SecureBytes
+        do { buffer = try SecureBytes(count: limit + 1) } catch { throw CLIError(error.reason) }
+        var total = 0
+        while total <= limit {
+            let n = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress! + total, limit + 1 - total) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { throw CLIError("cannot read standard input: \(String(cString: strerror(errno)))") }
+            if n == 0 { break }
+            total += n
+        }
+        guard total <= limit else { throw CLIError("standard input is larger than \(limit) bytes") }
+        do { return try buffer.prefix(total) } catch { throw CLIError(error.reason) }
+    }
+
+    /// Prints a value as JSON on stdout.
+    func printJSON(_ value: some Encodable) throws(CLIError) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        do {
+            var data = try encoder.encode(value)
+            data.append(0x0a)
+            var bytes = [UInt8](data)
+            Console.writeAll(&bytes, fd: 1)
+            secureZero(&bytes)
+        } catch {
+            throw CLIError("cannot encode JSON output")
+        }
+    }
+}
+
+/// Text formatting shared by commands.
+enum Format {
+    /// `2026-12-02T14:05:00Z`.
+    static func timestamp(_ date: Date) -> String {
+        let seconds = date.epochSeconds
+        var days = seconds >= 0 ? seconds / 86400 : (seconds - 86399) / 86400
+        let secs = seconds - days * 86400
+        // Civil date from days since 1970-01-01 (proleptic Gregorian).
+        days += 719_468
+        let era = (days >= 0 ? days : days - 146_096) / 146_097
+        let doe = days - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        func two(_ v: Int64) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        return "\(year)-\(two(month))-\(two(day))T\(two(secs / 3600)):\(two(secs % 3600 / 60)):\(two(secs % 60))Z"
+    }
+
+    /// `in 59m`, `3h ago`.
+    static func relative(_ date: Date, now: Date) -> String {
+        let delta = Int64(date.timeIntervalSince(now).rounded())
+        let magnitude = abs(delta)
+        let text: String
+        switch magnitude {
+        case ..<60: text = "\(magnitude)s"
+        case ..<3600: text = "\(magnitude / 60)m"
+        case ..<86400: text = "\(magnitude / 3600)h"
+        default: text = "\(magnitude / 86400)d"
+        }
+        return delta >= 0 ? "in \(text)" : "\(text) ago"
+    }
+
+    /// Left-aligned columns separated by two spaces.
+    static func table(_ rows: [[String]]) -> [String] {
+        guard let width = rows.first?.count else { return [] }
+        var widths = [Int](repeating: 0, count: width)
+        for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
+        return rows.map { row in
+            var line = ""
+            for (i, cell) in row.enumerated() {
+                line += i == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[i] - cell.count + 2)
+            }
+            return line
+        }
+    }
+}

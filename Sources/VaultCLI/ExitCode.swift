@@ -1,0 +1,41 @@
+internal import VaultKit
+
+/// The exit codes of SPEC.md.
+enum ExitCode: Int32 {
+    case ok = 0
+    case failure = 1
+    case dead = 2
+    case usage = 64
+    case transient = 75
+    case locked = 77
+}
+
+/// An error the CLI reports: a message, an optional hint and the exit code.
+struct CLIError: Error {
+    let message: String
+    let hint: String?
+    let exitCode: ExitCode
+
+    init(_ message: String, hint: String? = nil, exitCode: ExitCode = .failure) {
+        self.message = message
+        self.hint = hint
+        self.exitCode = exitCode
+    }
+
+    static func usage(_ message: String, command: String?) -> CLIError {
+        let help = command.map { "see 'vault \($0) --help'" } ?? "see 'vault help'"
+        return CLIError(message, hint: help, exitCode: .usage)
+    }
+
+    init(_ error: VaultError) {
+        let code: ExitCode
+        switch error.code {
+        case .wrongKey, .locked: code = .locked
+        case .busy: code = .transient
+        case .notFound, .alreadyExists, .invalidInput, .noVault, .damaged, .tampered, .unsupported, .io,
+            .insecurePath, .internalError:
+            code = .failure
+        }
+        self.init(error.reason, hint: error.hint, exitCode: code)
+    }
+}

@@ -1,0 +1,52 @@
+internal import CPlatform
+internal import Glibc
+internal import VaultCrypto
+
+/// The controlling terminal, opened directly (`/dev/tty`) so prompts work
+/// even when stdin and stdout are pipes, and fail fast when there is none.
+final class Terminal {
+    private let fd: Int32
+    static let maximumLength = 1024
+
+    /// Opens the controlling terminal, or returns nil when there is none.
+    init?() {
+        let fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        self.fd = fd
+    }
+
+    deinit { close(fd) }
+
+    /// Prompts and reads one line with echo off, straight into secure
+    /// memory. Ctrl-C and other terminating signals restore the terminal.
+    func readSecret(prompt: String) throws(CLIError) -> SecureBytes {
+        Console.write(prompt, to: fd)
+        guard vault_tty_echo_off(fd) == 0 else {
+            throw CLIError("cannot turn off terminal echo", exitCode: .locked)
+        }
+        defer {
+            vault_tty_restore()
+            Console.write("\n", to: fd)
+        }
+        let buffer: SecureBytes
+        do { buffer = try SecureBytes(count: Terminal.maximumLength) } catch {
+            throw CLIError(error.reason)
+        }
+        var length = 0
+        var sawNewline = false
+        while length < Terminal.maximumLength {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress! + length, 1) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            if buffer.withUnsafeBytes({ $0[length] }) == 0x0a {
+                sawNewline = true
+                break
+            }
+            length += 1
+        }
+        guard sawNewline || length < Terminal.maximumLength else {
+            throw CLIError("the passphrase is longer than \(Terminal.maximumLength) bytes")
+        }
+        do { return try buffer.prefix(length) } catch { throw CLIError(error.reason) }
+    }
+}

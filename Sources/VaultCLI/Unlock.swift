@@ -1,0 +1,133 @@
+internal import Glibc
+internal import VaultCrypto
+internal import VaultKit
+
+/// Where the key to a vault comes from, in SPEC.md's order of precedence.
+/// (The agent will come first in this list once it exists.)
+struct UnlockSources {
+    let environment: [String: String]
+    let keyfileFlag: String?
+
+    private func env(_ key: String) -> String? {
+        environment[key].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    var keyfilePath: String? { keyfileFlag ?? env("VAULT_KEYFILE") }
+
+    /// The key for unlocking, and a label of its origin for messages.
+    func key() throws(CLIError) -> (KeySource, origin: String, interactive: Bool) {
+        if let path = keyfilePath {
+            let secret = try vault { () throws(VaultError) in try Keyfile.read(path: path) }
+            return (.keyfile(secret), "key file \(path)", false)
+        }
+        if let (key, origin) = try nonInteractivePassphrase(prefix: "VAULT") {
+            return (key, origin, false)
+        }
+        guard let terminal = Terminal() else {
+            throw CLIError(
+                "the vault is locked and there is no terminal to ask for the passphrase",
+                hint: "set VAULT_KEYFILE, VAULT_PASSPHRASE_COMMAND or VAULT_PASSPHRASE_FILE", exitCode: .locked)
+        }
+        let raw = try terminal.readSecret(prompt: "Passphrase for the vault: ")
+        return (try vault { () throws(VaultError) in try KeySource.passphrase(utf8: raw) }, "terminal", true)
+    }
+
+    /// A passphrase from `<prefix>_PASSPHRASE_COMMAND`, `_FILE` or the
+    /// variable itself, or nil when none is set.
+    func nonInteractivePassphrase(prefix: String) throws(CLIError) -> (KeySource, String)? {
+        if let command = env("\(prefix)_PASSPHRASE_COMMAND") {
+            let raw = try PassphraseCommand.run(command, variable: "\(prefix)_PASSPHRASE_COMMAND")
+            return (try passphrase(raw, origin: "\(prefix)_PASSPHRASE_COMMAND"), "\(prefix)_PASSPHRASE_COMMAND")
+        }
+        if let path = env("\(prefix)_PASSPHRASE_FILE") {
+            let raw = try vault { () throws(VaultError) in try SecretFile.read(path: path) }
+            return (try passphrase(raw, origin: "\(prefix)_PASSPHRASE_FILE"), "\(prefix)_PASSPHRASE_FILE")
+        }
+        if let text = env("\(prefix)_PASSPHRASE") {
+            return (try vault { () throws(VaultError) in try KeySource.passphrase(normalizing: text) }, "\(prefix)_PASSPHRASE")
+        }
+        return nil
+    }
+
+    /// A new passphrase: from the non-interactive sources named by
+    /// `prefix`, else asked twice on the terminal.
+    func newPassphrase(prefix: String, fileFlag: String?) throws(CLIError) -> KeySource {
+        if let path = fileFlag {
+            let raw = try vault { () throws(VaultError) in try SecretFile.read(path: path) }
+            return try passphrase(raw, origin: path)
+        }
+        if let (key, _) = try nonInteractivePassphrase(prefix: prefix) { return key }
+        guard let terminal = Terminal() else {
+            throw CLIError(
+                "no terminal to ask for the new passphrase",
+                hint: "set \(prefix)_PASSPHRASE_FILE or \(prefix)_PASSPHRASE_COMMAND", exitCode: .locked)
+        }
+        let first = try terminal.readSecret(prompt: "New passphrase: ")
+        let second = try terminal.readSecret(prompt: "Repeat the new passphrase: ")
+        guard first.constantTimeEquals(second) else { throw CLIError("the passphrases do not match") }
+        return try passphrase(first, origin: "terminal")
+    }
+
+    private func passphrase(_ raw: SecureBytes, origin: String) throws(CLIError) -> KeySource {
+        do {
+            return try KeySource.passphrase(utf8: SecretFile.trimmingNewline(raw))
+        } catch {
+            throw CLIError("\(error.reason) (from \(origin))", exitCode: .locked)
+        }
+    }
+}
+
+/// Runs `VAULT_PASSPHRASE_COMMAND` with `/bin/sh -c`, like restic and borg:
+/// its stdout is the passphrase; stdin and stderr stay the terminal's so a
+/// pinentry or `pass` can interact.
+enum PassphraseCommand {
+    static let limit = 4096
+
+    static func run(_ command: String, variable: String) throws(CLIError) -> SecureBytes {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw CLIError("cannot create a pipe: \(errnoText())") }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
+        posix_spawn_file_actions_addclose(&actions, fds[0])
+        posix_spawn_file_actions_addclose(&actions, fds[1])
+        var pid: pid_t = 0
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("sh"), strdup("-c"), strdup(command), nil]
+        defer { for p in argv { free(p) } }
+        let rc = posix_spawn(&pid, "/bin/sh", &actions, nil, argv, environ)
+        close(fds[1])
+        guard rc == 0 else {
+            close(fds[0])
+            throw CLIError("cannot run \(variable): \(String(cString: strerror(rc)))", exitCode: .locked)
+        }
+        let output: SecureBytes
+        do { output = try SecureBytes(count: limit + 1) } catch { throw CLIError(error.reason) }
+        var total = 0
+        while total <= limit {
+            let n = output.withUnsafeMutableBytes { read(fds[0], $0.baseAddress! + total, limit + 1 - total) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            total += n
+        }
+        close(fds[0])
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let exited = (status & 0x7f) == 0
+        let code = (status >> 8) & 0xff
+        guard exited && code == 0 else {
+            throw CLIError(
+                "\(variable) failed (\(exited ? "exit status \(code)" : "killed by signal \(status & 0x7f)"))",
+                exitCode: .locked)
+        }
+        guard total <= limit else { throw CLIError("\(variable) printed more than \(limit) bytes", exitCode: .locked) }
+        do { return try output.prefix(total) } catch { throw CLIError(error.reason) }
+    }
+
+    static func errnoText() -> String { String(cString: strerror(errno)) }
+}
+
+/// Runs VaultKit calls, mapping their errors.
+func vault<R>(_ body: () throws(VaultError) -> R) throws(CLIError) -> R {
+    do { return try body() } catch { throw CLIError(error) }
+}

@@ -1,0 +1,222 @@
+public import FoundationEssentials
+
+/// What an OAuth authorization leaves behind, stored under a name.
+///
+/// Token strings are ordinary Swift strings while in use; at rest they are
+/// only ever inside a record's ciphertext.
+public struct Grant: Equatable, Sendable {
+    /// OAuth protocol of the grant.
+    public enum Kind: String, Codable, Sendable {
+        /// OAuth 2.0 or OpenID Connect.
+        case oauth2
+        /// OAuth 1.0a (token and token secret).
+        case oauth1
+    }
+
+    /// Provider name (a preset or a user provider file).
+    public var provider: String
+    /// OAuth protocol.
+    public var kind: Kind
+    /// The e-mail address or subject the grant belongs to.
+    public var account: String?
+    /// Access token (OAuth 1.0a: the token).
+    public var accessToken: String?
+    /// Refresh token.
+    public var refreshToken: String?
+    /// Token type, usually `Bearer`.
+    public var tokenType: String?
+    /// When the access token expires; `nil` when the provider gave no expiry.
+    public var expiresAt: Date?
+    /// Scopes granted.
+    public var scopes: [String]
+    /// OpenID Connect ID token.
+    public var idToken: String?
+    /// OAuth 1.0a token secret.
+    public var tokenSecret: String?
+    /// Endpoints and client needed to refresh or revoke the grant.
+    public var providerConfiguration: ProviderConfiguration?
+    /// When the grant was first stored.
+    public var createdAt: Date
+    /// When the grant was last refreshed.
+    public var refreshedAt: Date?
+    /// True once the provider refused the grant: it needs a new authorization.
+    public var dead: Bool
+    /// The provider's error code that made the grant dead.
+    public var deadReason: String?
+
+    /// Creates a grant.
+    public init(
+        provider: String, kind: Kind = .oauth2, account: String? = nil, accessToken: String? = nil,
+        refreshToken: String? = nil, tokenType: String? = nil, expiresAt: Date? = nil, scopes: [String] = [],
+        idToken: String? = nil, tokenSecret: String? = nil, providerConfiguration: ProviderConfiguration? = nil,
+        createdAt: Date, refreshedAt: Date? = nil, dead: Bool = false, deadReason: String? = nil
+    ) {
+        self.provider = provider
+        self.kind = kind
+        self.account = account
+        self.accessToken = accessToken
+        self.refreshToken = refreshToken
+        self.tokenType = tokenType
+        self.expiresAt = expiresAt
+        self.scopes = scopes
+        self.idToken = idToken
+        self.tokenSecret = tokenSecret
+        self.providerConfiguration = providerConfiguration
+        self.createdAt = createdAt
+        self.refreshedAt = refreshedAt
+        self.dead = dead
+        self.deadReason = deadReason
+    }
+
+    /// Seconds of validity an access token must still have to count as
+    /// fresh (AppAuth's tolerance).
+    public static let freshnessMargin: TimeInterval = 60
+
+    /// The grant's state at `now`.
+    public func state(at now: Date, margin: TimeInterval = Grant.freshnessMargin) -> GrantState {
+        if dead { return .dead }
+        if accessToken != nil || tokenSecret != nil {
+            guard let expiresAt else { return .fresh }
+            if expiresAt.timeIntervalSince(now) > margin { return .fresh }
+        }
+        return refreshToken != nil ? .refreshable : .expired
+    }
+
+    /// GTMAppAuth's `canAuthorize`: a usable access token or a refresh
+    /// token, and not marked dead.
+    public func canAuthorize(at now: Date) -> Bool {
+        if dead { return false }
+        if refreshToken != nil { return true }
+        guard accessToken != nil || tokenSecret != nil else { return false }
+        return expiresAt.map { $0 > now } ?? true
+    }
+}
+
+/// Where a grant stands, as `vault list` shows it.
+public enum GrantState: String, Codable, Sendable {
+    /// The access token has more than the freshness margin left.
+    case fresh
+    /// The access token is (nearly) expired but a refresh token can renew it.
+    case refreshable
+    /// Expired with no way to renew it.
+    case expired
+    /// The provider refused the grant.
+    case dead
+}
+
+/// The parts of a provider that a stored grant needs later: endpoints and
+/// client. Field names match provider files (docs/providers.md).
+public struct ProviderConfiguration: Codable, Equatable, Sendable {
+    public var name: String?
+    public var issuer: String?
+    public var authorizationEndpoint: String?
+    public var tokenEndpoint: String?
+    public var deviceAuthorizationEndpoint: String?
+    public var revocationEndpoint: String?
+    public var userinfoEndpoint: String?
+    public var clientID: String?
+    public var clientSecret: String?
+
+    /// Creates a configuration.
+    public init(
+        name: String? = nil, issuer: String? = nil, authorizationEndpoint: String? = nil,
+        tokenEndpoint: String? = nil, deviceAuthorizationEndpoint: String? = nil,
+        revocationEndpoint: String? = nil, userinfoEndpoint: String? = nil, clientID: String? = nil,
+        clientSecret: String? = nil
+    ) {
+        self.name = name
+        self.issuer = issuer
+        self.authorizationEndpoint = authorizationEndpoint
+        self.tokenEndpoint = tokenEndpoint
+        self.deviceAuthorizationEndpoint = deviceAuthorizationEndpoint
+        self.revocationEndpoint = revocationEndpoint
+        self.userinfoEndpoint = userinfoEndpoint
+        self.clientID = clientID
+        self.clientSecret = clientSecret
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case name, issuer
+        case authorizationEndpoint = "authorization_endpoint"
+        case tokenEndpoint = "token_endpoint"
+        case deviceAuthorizationEndpoint = "device_authorization_endpoint"
+        case revocationEndpoint = "revocation_endpoint"
+        case userinfoEndpoint = "userinfo_endpoint"
+        case clientID = "client_id"
+        case clientSecret = "client_secret"
+    }
+}
+
+extension Grant: Codable {
+    enum CodingKeys: String, CodingKey {
+        case provider, kind, account, scopes, dead
+        case accessToken = "access_token"
+        case refreshToken = "refresh_token"
+        case tokenType = "token_type"
+        case expiresAt = "expires_at"
+        case idToken = "id_token"
+        case tokenSecret = "token_secret"
+        case providerConfiguration = "provider_config"
+        case createdAt = "created_at"
+        case refreshedAt = "refreshed_at"
+        case deadReason = "dead_reason"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        provider = try c.decode(String.self, forKey: .provider)
+        kind = try c.decodeIfPresent(Kind.self, forKey: .kind) ?? .oauth2
+        account = try c.decodeIfPresent(String.self, forKey: .account)
+        accessToken = try c.decodeIfPresent(String.self, forKey: .accessToken)
+        refreshToken = try c.decodeIfPresent(String.self, forKey: .refreshToken)
+        tokenType = try c.decodeIfPresent(String.self, forKey: .tokenType)
+        expiresAt = try c.decodeIfPresent(Int64.self, forKey: .expiresAt).map(Date.init(epochSeconds:))
+        scopes = try c.decodeIfPresent([String].self, forKey: .scopes) ?? []
+        idToken = try c.decodeIfPresent(String.self, forKey: .idToken)
+        tokenSecret = try c.decodeIfPresent(String.self, forKey: .tokenSecret)
+        providerConfiguration = try c.decodeIfPresent(ProviderConfiguration.self, forKey: .providerConfiguration)
+        createdAt = Date(epochSeconds: try c.decode(Int64.self, forKey: .createdAt))
+        refreshedAt = try c.decodeIfPresent(Int64.self, forKey: .refreshedAt).map(Date.init(epochSeconds:))
+        dead = try c.decodeIfPresent(Bool.self, forKey: .dead) ?? false
+        deadReason = try c.decodeIfPresent(String.self, forKey: .deadReason)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(provider, forKey: .provider)
+        try c.encode(kind, forKey: .kind)
+        try c.encodeIfPresent(account, forKey: .account)
+        try c.encodeIfPresent(accessToken, forKey: .accessToken)
+        try c.encodeIfPresent(refreshToken, forKey: .refreshToken)
+        try c.encodeIfPresent(tokenType, forKey: .tokenType)
+        try c.encodeIfPresent(expiresAt?.epochSeconds, forKey: .expiresAt)
+        try c.encode(scopes, forKey: .scopes)
+        try c.encodeIfPresent(idToken, forKey: .idToken)
+        try c.encodeIfPresent(tokenSecret, forKey: .tokenSecret)
+        try c.encodeIfPresent(providerConfiguration, forKey: .providerConfiguration)
+        try c.encode(createdAt.epochSeconds, forKey: .createdAt)
+        try c.encodeIfPresent(refreshedAt?.epochSeconds, forKey: .refreshedAt)
+        try c.encode(dead, forKey: .dead)
+        try c.encodeIfPresent(deadReason, forKey: .deadReason)
+    }
+}
+
+extension Date {
+    /// A date from whole seconds since the epoch.
+    public init(epochSeconds: Int64) { self.init(timeIntervalSince1970: TimeInterval(epochSeconds)) }
+    /// Whole seconds since the epoch, rounded down.
+    public var epochSeconds: Int64 { Int64(timeIntervalSince1970.rounded(.down)) }
+}
+
+/// The current time, behind a protocol so tests can set it.
+public protocol TimeSource: Sendable {
+    /// Now.
+    func now() -> Date
+}
+
+/// The system's wall clock.
+public struct SystemTime: TimeSource {
+    /// Creates the system clock.
+    public init() {}
+    public func now() -> Date { Date() }
+}

@@ -1,0 +1,122 @@
+public import VaultCrypto
+
+/// What unlocks a vault: a passphrase or the secret of a key file. Both
+/// live in secure memory.
+public enum KeySource {
+    /// A passphrase as UTF-8 bytes; normalized to NFC before hashing.
+    case passphrase(SecureBytes)
+    /// The 32-byte secret read from a key file.
+    case keyfile(SecureBytes)
+
+    /// A passphrase from a Swift string, normalized to NFC as it is copied
+    /// into secure memory so that no normalized copy lingers elsewhere.
+    public static func passphrase(normalizing text: String) throws(VaultError) -> KeySource {
+        var count = 0
+        text._withNFCCodeUnits { _ in count += 1 }
+        let bytes = try wrap { () throws(CryptoError) in try SecureBytes(count: count) }
+        bytes.withUnsafeMutableBytes { out in
+            var i = 0
+            text._withNFCCodeUnits { b in
+                out[i] = b
+                i += 1
+            }
+        }
+        guard count > 0 else { throw VaultError(.invalidInput, "the passphrase is empty") }
+        return .passphrase(bytes)
+    }
+
+    /// A passphrase from raw bytes (a file, a command's output, a terminal),
+    /// which must be UTF-8; normalized to NFC.
+    public static func passphrase(utf8 raw: SecureBytes) throws(VaultError) -> KeySource {
+        let valid = raw.withUnsafeBytes { buf in
+            String(validating: buf.bindMemory(to: UInt8.self), as: UTF8.self)
+        }
+        guard let text = valid else { throw VaultError(.invalidInput, "the passphrase is not valid UTF-8") }
+        // Fast path: ASCII is already NFC; avoid a Swift copy entirely.
+        if text.utf8.allSatisfy({ $0 < 0x80 }) {
+            guard raw.count > 0 else { throw VaultError(.invalidInput, "the passphrase is empty") }
+            return .passphrase(raw)
+        }
+        return try passphrase(normalizing: text)
+    }
+}
+
+/// Key files: 32 random bytes written as one line of text, mode 0600.
+public enum Keyfile {
+    static let prefix = "vault-keyfile-v1:"
+
+    /// Makes a new random key file secret.
+    public static func generate() throws(VaultError) -> SecureBytes {
+        try wrap { () throws(CryptoError) in try SecureBytes(randomCount: 32) }
+    }
+
+    /// The file's text for `secret`, ending in a newline.
+    public static func encode(_ secret: SecureBytes) throws(VaultError) -> SecureBytes {
+        var raw = secret.unsafeCopyToArray()
+        defer { secureZero(&raw) }
+        var text = Array(prefix.utf8) + Base64URL.encode(raw) + [0x0a]
+        defer { secureZero(&text) }
+        return try wrap { () throws(CryptoError) in try SecureBytes(copying: text) }
+    }
+
+    /// Parses a key file's contents strictly (one trailing newline allowed).
+    public static func decode(_ contents: SecureBytes) throws(VaultError) -> SecureBytes {
+        var raw = contents.unsafeCopyToArray()
+        defer { secureZero(&raw) }
+        if raw.last == 0x0a { raw.removeLast() }
+        let p = Array(prefix.utf8)
+        guard raw.count == p.count + 43, Array(raw[..<p.count]) == p,
+            var secret = Base64URL.decode(Array(raw[p.count...])), secret.count == 32
+        else {
+            throw VaultError(.invalidInput, "the key file is not a vault key file")
+        }
+        defer { secureZero(&secret) }
+        return try wrap { () throws(CryptoError) in try SecureBytes(copying: secret) }
+    }
+}
+
+/// Unpadded base64url (RFC 4648 section 5), written here so key material
+/// never passes through Foundation's buffers.
+enum Base64URL {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    static func encode(_ data: [UInt8]) -> [UInt8] {
+        var out = [UInt8]()
+        out.reserveCapacity((data.count * 4 + 2) / 3)
+        var i = 0
+        while i < data.count {
+            let n = min(3, data.count - i)
+            var v = UInt32(data[i]) << 16
+            if n > 1 { v |= UInt32(data[i + 1]) << 8 }
+            if n > 2 { v |= UInt32(data[i + 2]) }
+            for j in 0...n { out.append(alphabet[Int((v >> (18 - 6 * UInt32(j))) & 63)]) }
+            i += 3
+        }
+        return out
+    }
+
+    static func decode(_ text: [UInt8]) -> [UInt8]? {
+        guard text.count % 4 != 1 else { return nil }
+        var out = [UInt8]()
+        var acc: UInt32 = 0
+        var bits = 0
+        for c in text {
+            guard let v = alphabet.firstIndex(of: c) else { return nil }
+            acc = (acc << 6) | UInt32(v)
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                out.append(UInt8((acc >> UInt32(bits)) & 0xff))
+            }
+        }
+        // Canonical encoding only: leftover bits must be zero.
+        guard acc & ((1 << UInt32(bits)) - 1) == 0 else { return nil }
+        return out
+    }
+}
+
+extension Keyfile {
+    /// Deletes a key file that was written for a vault that then failed to
+    /// be created, so no orphan key is left behind.
+    public static func discard(path: String) { FileSystem.remove(path) }
+}

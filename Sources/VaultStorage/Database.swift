@@ -1,0 +1,129 @@
+internal import CSQLite
+
+/// One SQLite connection, owned by this object and closed on `deinit`.
+///
+/// Not thread-safe: use one `Database` per thread, as SQLite's multi-thread
+/// mode requires.
+public final class Database {
+    let handle: OpaquePointer
+
+    /// How the file is opened.
+    public enum Mode: Sendable {
+        /// The file must exist.
+        case readWrite
+        /// The file may be created.
+        case readWriteCreate
+    }
+
+    /// Opens the database at `path`. `busyTimeoutMilliseconds` bounds how
+    /// long a statement waits for another process's lock.
+    public init(path: String, mode: Mode, busyTimeoutMilliseconds: Int32 = 10_000) throws(StorageError) {
+        var flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+        if mode == .readWriteCreate { flags |= SQLITE_OPEN_CREATE }
+        // Refuse to follow a symbolic link at the vault's own path.
+        flags |= SQLITE_OPEN_NOFOLLOW
+        var db: OpaquePointer?
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        guard rc == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            sqlite3_close_v2(db)
+            throw Database.error(rc, message)
+        }
+        handle = db
+        sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
+        sqlite3_extended_result_codes(db, 1)
+    }
+
+    deinit {
+        sqlite3_close_v2(handle)
+    }
+
+    /// Runs one or more statements that take no parameters and return no rows.
+    public func execute(_ sql: String) throws(StorageError) {
+        var message: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &message)
+        if rc != SQLITE_OK {
+            let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
+            sqlite3_free(message)
+            throw Database.error(rc, text)
+        }
+    }
+
+    /// Prepares a statement.
+    public func prepare(_ sql: String) throws(StorageError) -> Statement {
+        try Statement(database: self, sql: sql)
+    }
+
+    /// Runs `body` inside a transaction: committed when it returns, rolled
+    /// back when it throws. `.immediate` takes the write lock at once, so
+    /// concurrent writers queue on the busy timeout instead of failing late.
+    public func transaction<R, E: Error>(
+        _ kind: TransactionKind = .deferred, _ body: () throws(E) -> R
+    ) throws(TransactionError<E>) -> R {
+        do {
+            try execute(kind == .immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
+        } catch {
+            throw .storage(error)
+        }
+        let result: R
+        do {
+            result = try body()
+        } catch {
+            try? execute("ROLLBACK")
+            throw .body(error)
+        }
+        do {
+            try execute("COMMIT")
+        } catch {
+            try? execute("ROLLBACK")
+            throw .storage(error)
+        }
+        return result
+    }
+
+    /// The value of `PRAGMA user_version`, used as the schema version.
+    public func userVersion() throws(StorageError) -> Int {
+        let statement = try prepare("PRAGMA user_version")
+        guard try statement.step() else { return 0 }
+        return Int(statement.int64(at: 0))
+    }
+
+    /// Maps an SQLite result code to a typed error.
+    static func error(_ rc: Int32, _ message: String) -> StorageError {
+        let primary = rc & 0xff
+        let code: StorageError.Code
+        switch primary {
+        case SQLITE_BUSY, SQLITE_LOCKED: code = .busy
+        case SQLITE_CORRUPT, SQLITE_NOTADB: code = .corrupt
+        case SQLITE_IOERR, SQLITE_CANTOPEN, SQLITE_PERM, SQLITE_READONLY, SQLITE_FULL, SQLITE_AUTH: code = .io
+        case SQLITE_CONSTRAINT: code = .constraint
+        default: code = .sqlite
+        }
+        return StorageError(code, resultCode: primary, message.lowercased())
+    }
+
+    /// Turns a result code into a thrown error unless it is one of `accepted`.
+    @discardableResult
+    func check(_ rc: Int32, accepting accepted: Set<Int32> = [SQLITE_OK]) throws(StorageError) -> Int32 {
+        guard accepted.contains(rc) else {
+            throw Database.error(rc, String(cString: sqlite3_errmsg(handle)))
+        }
+        return rc
+    }
+}
+
+/// How a transaction starts.
+public enum TransactionKind: Sendable {
+    /// Takes locks as statements need them (readers).
+    case deferred
+    /// Takes the write lock at once (writers).
+    case immediate
+}
+
+/// A failure inside `Database.transaction`: either storage itself, or the body.
+public enum TransactionError<E: Error>: Error {
+    /// Beginning or committing failed.
+    case storage(StorageError)
+    /// The body threw; the transaction was rolled back.
+    case body(E)
+}
