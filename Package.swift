@@ -20,11 +20,11 @@ let package = Package(
         .target(name: "VaultCLI", dependencies: ["VaultKit", "CPlatform"]),
         .executableTarget(name: "vault", dependencies: ["VaultCLI"]),
 
-        .target(name: "VaultTestSupport", dependencies: ["VaultKit"], path: "Tests/VaultTestSupport"),
+        .target(name: "VaultTestSupport", dependencies: ["VaultKit", "VaultCrypto"], path: "Tests/VaultTestSupport"),
         .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto"]),
         .testTarget(name: "VaultStorageTests", dependencies: ["VaultStorage"]),
         .testTarget(
-            name: "VaultKitTests", dependencies: ["VaultKit", "VaultTestSupport"],
+            name: "VaultKitTests", dependencies: ["VaultKit", "VaultCrypto", "VaultStorage", "VaultTestSupport"],
             resources: [.copy("Vectors")]),
         .testTarget(name: "VaultCLITests", dependencies: ["VaultCLI", "VaultTestSupport"]),
     ]

@@ -35,6 +35,7 @@ public struct TokenResponse: Sendable {
             throw error
         } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {
             let field = context.codingPath.map(\.stringValue).joined(separator: ".")
+            guard !field.isEmpty else { throw VaultError(.invalidInput, "the token JSON is not a JSON object") }
             throw VaultError(.invalidInput, "the token JSON has a wrong type for '\(field)'")
         } catch {
             throw VaultError(.invalidInput, "the token JSON is not a JSON object")

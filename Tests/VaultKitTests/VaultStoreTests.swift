@@ -1,0 +1,227 @@
+import Foundation
+import Testing
+import VaultCrypto
+import VaultTestSupport
+
+@testable import VaultKit
+
+@Suite("the GTMAppAuth-style store")
+struct VaultStoreTests {
+    let dir = TemporaryDirectory()
+
+    func makeVault(_ key: KeySource? = nil) throws -> Vault {
+        try Vault.create(at: dir.location, key: key ?? .keyfile(TestKeys.keyfileSecret()), kdf: .minimum)
+    }
+
+    @Test("save, load, replace and remove by name")
+    func saveLoadRemove() throws {
+        let store = try makeVault()
+        let g = TestKeys.grant()
+        try store.save(g, as: "work")
+        #expect(try store.load("work") == g)
+        var g2 = g
+        g2.accessToken = "ya29.second"
+        try store.save(g2, as: "work")
+        #expect(try store.load("work").accessToken == "ya29.second")
+        #expect(throws: VaultError(.alreadyExists, "grant 'work' already exists", hint: "use --replace to overwrite it")) {
+            try store.save(g, as: "work", mode: .insertOnly)
+        }
+        try store.remove("work")
+        #expect { try store.load("work") } throws: { ($0 as? VaultError)?.code == .notFound }
+        #expect { try store.remove("work") } throws: { ($0 as? VaultError)?.code == .notFound }
+        #expect(try store.list().grants.isEmpty)
+    }
+
+    @Test("a re-added grant keeps its record and raises its version")
+    func readdKeepsIdentity() throws {
+        let store = try makeVault()
+        #expect(try store.save(TestKeys.grant(), as: "work") == 1)
+        try store.remove("work")
+        #expect(try store.save(TestKeys.grant(), as: "work") == 3)
+        #expect(try store.allRows().count == 1)
+    }
+
+    @Test("rename moves a grant and refuses a taken name")
+    func rename() throws {
+        let store = try makeVault()
+        try store.save(TestKeys.grant(token: "a"), as: "one")
+        try store.save(TestKeys.grant(token: "b"), as: "two")
+        #expect { try store.rename("one", to: "two") } throws: { ($0 as? VaultError)?.code == .alreadyExists }
+        try store.rename("one", to: "three")
+        #expect(try store.load("three").accessToken == "a")
+        #expect { try store.load("one") } throws: { ($0 as? VaultError)?.code == .notFound }
+        #expect(try store.list().grants.map(\.name) == ["three", "two"])
+    }
+
+    @Test("invalid names are refused", arguments: ["", "-x", ".hidden", "a/b", "with space", String(repeating: "a", count: 65), "naïve"])
+    func invalidNames(name: String) throws {
+        let store = try makeVault()
+        #expect { try store.save(TestKeys.grant(), as: name) } throws: { ($0 as? VaultError)?.code == .invalidInput }
+    }
+
+    @Test("canAuthorize follows GTMAppAuth: usable access token or refresh token, and not dead")
+    func canAuthorize() throws {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let store = try Vault.create(
+            at: dir.location, key: .keyfile(TestKeys.keyfileSecret()), kdf: .minimum, time: FixedTime(now))
+        var g = TestKeys.grant(now: now)
+        try store.save(g, as: "fresh")
+        g.refreshToken = nil
+        g.expiresAt = now.addingTimeInterval(-1)
+        try store.save(g, as: "expired")
+        g.refreshToken = "r"
+        g.dead = true
+        try store.save(g, as: "dead")
+        #expect(try store.canAuthorize("fresh"))
+        #expect(try !store.canAuthorize("expired"))
+        #expect(try !store.canAuthorize("dead"))
+    }
+
+    @Test("a new passphrase replaces the old one and leaves grants alone")
+    func changePassphrase() throws {
+        let store = try makeVault(TestKeys.passphrase("old passphrase"))
+        try store.save(TestKeys.grant(), as: "work")
+        let before = try store.allRows().map(\.ciphertext)
+        try store.changePassphrase(to: TestKeys.passphrase("new passphrase"), kdf: .minimum)
+        #expect(try store.allRows().map(\.ciphertext) == before)
+        #expect { try Vault.open(at: dir.location, key: TestKeys.passphrase("old passphrase")) } throws: {
+            ($0 as? VaultError)?.code == .wrongKey
+        }
+        let reopened = try Vault.open(at: dir.location, key: TestKeys.passphrase("new passphrase"))
+        #expect(try reopened.load("work") == TestKeys.grant(now: try reopened.load("work").createdAt))
+    }
+
+    @Test("NFC and NFD spellings of a passphrase open the same vault")
+    func unicodeNormalization() throws {
+        _ = try makeVault(TestKeys.passphrase("caf\u{E9}"))
+        _ = try Vault.open(at: dir.location, key: TestKeys.passphrase("cafe\u{301}"))
+    }
+
+    @Test("wrong keys name what failed")
+    func wrongKeys() throws {
+        let store = try makeVault(TestKeys.passphrase("right"))
+        #expect { try Vault.open(at: dir.location, key: TestKeys.passphrase("wrong")) } throws: {
+            ($0 as? VaultError) == VaultError(.wrongKey, "wrong passphrase")
+        }
+        #expect { try Vault.open(at: dir.location, key: .keyfile(TestKeys.keyfileSecret())) } throws: {
+            ($0 as? VaultError)?.reason == "this vault has no key file slot; it opens with a passphrase"
+        }
+        try store.addKeyfileSlot(TestKeys.keyfileSecret())
+        _ = try Vault.open(at: dir.location, key: .keyfile(TestKeys.keyfileSecret()))
+        #expect { try Vault.open(at: dir.location, key: .keyfile(TestKeys.keyfileSecret(1))) } throws: {
+            ($0 as? VaultError)?.reason == "the key file does not open this vault"
+        }
+    }
+
+    @Test("an existing vault is never replaced by create")
+    func createRefusesExisting() throws {
+        let store = try makeVault()
+        try store.save(TestKeys.grant(), as: "work")
+        #expect { try makeVault() } throws: { ($0 as? VaultError)?.code == .alreadyExists }
+        #expect(try Vault.open(at: dir.location, key: .keyfile(TestKeys.keyfileSecret())).load("work").provider == "google")
+    }
+
+    @Test("files are private whatever the umask")
+    func permissions() throws {
+        let old = umask(0)
+        defer { umask(old) }
+        let store = try makeVault()
+        try store.save(TestKeys.grant(), as: "work")
+        var st = stat()
+        stat(dir.location.directory, &st)
+        #expect(st.st_mode & 0o777 == 0o700)
+        for suffix in ["", "-wal", "-shm"] {
+            guard stat(dir.location.databasePath + suffix, &st) == 0 else { continue }
+            #expect(st.st_mode & 0o777 == 0o600, "vault.db\(suffix)")
+        }
+    }
+
+    @Test("a group- or world-writable vault directory is refused")
+    func insecureDirectory() throws {
+        _ = try makeVault()
+        chmod(dir.location.directory, 0o777)
+        #expect { try Vault.open(at: dir.location, key: .keyfile(TestKeys.keyfileSecret())) } throws: {
+            ($0 as? VaultError)?.code == .insecurePath
+        }
+    }
+
+    @Test("a missing vault is reported as such")
+    func noVault() throws {
+        #expect { try Vault.open(at: dir.location, key: .keyfile(TestKeys.keyfileSecret())) } throws: {
+            ($0 as? VaultError)?.code == .noVault
+        }
+    }
+}
+
+@Suite("grants and token JSON")
+struct GrantTests {
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    @Test("state at a given time", arguments: [
+        (3600.0, true, false, GrantState.fresh),
+        (61, false, false, .fresh),
+        (60, true, false, .refreshable),
+        (30, false, false, .expired),
+        (-5, true, false, .refreshable),
+        (3600, true, true, .dead),
+    ])
+    func state(expiresIn: Double, refresh: Bool, dead: Bool, expected: GrantState) {
+        var g = TestKeys.grant(now: now)
+        g.expiresAt = now.addingTimeInterval(expiresIn)
+        if !refresh { g.refreshToken = nil }
+        g.dead = dead
+        #expect(g.state(at: now) == expected)
+    }
+
+    @Test("a token response without expiry is fresh (GitHub)")
+    func noExpiry() throws {
+        let json = #"{"access_token":"gho_1","token_type":"bearer","scope":"repo,gist","provider":"github"}"#
+        let g = try TokenResponse(json: SecureBytes(copying: Array(json.utf8))).importedGrant(now: now)
+        #expect(g.state(at: now) == .fresh)
+        #expect(g.scopes == ["repo", "gist"])
+    }
+
+    @Test("expires_in as a string, scope as a list, account from the ID token")
+    func lenientFields() throws {
+        let payload = String(decoding: Base64URL.encode(Array(#"{"sub":"42","email":"ada@example.com"}"#.utf8)), as: UTF8.self)
+        let json = """
+            {"access_token":"a","refresh_token":"r","expires_in":"3599","scope":["openid","email"],
+             "id_token":"e30.\(payload).sig","provider":"test","unknown_field":{"x":1}}
+            """
+        let g = try TokenResponse(json: SecureBytes(copying: Array(json.utf8))).importedGrant(now: now)
+        #expect(g.expiresAt == now.addingTimeInterval(3599))
+        #expect(g.scopes == ["openid", "email"])
+        #expect(g.account == "ada@example.com")
+    }
+
+    @Test("bad token JSON is refused with a clear reason", arguments: [
+        (#"[]"#, "the token JSON is not a JSON object"),
+        (#"{"access_token":"a"}"#, "the token JSON has no 'provider'"),
+        (#"{"provider":"p"}"#, "the token JSON has neither 'access_token' nor 'refresh_token'"),
+        (#"{"provider":"p","access_token":5}"#, "the token JSON has a wrong type for 'access_token'"),
+        (#"{"provider":"p","access_token":"a","expires_in":"soon"}"#, "'expires_in' is not a number"),
+        (#"{"provider":"p","access_token":"a","expires_in":-1}"#, "'expires_in' is out of range"),
+        (#"{"provider":"p","access_token":"a""#, "the token JSON is not a JSON object"),
+    ])
+    func badJSON(json: String, reason: String) throws {
+        let input = try SecureBytes(copying: Array(json.utf8))
+        do throws(VaultError) {
+            _ = try TokenResponse(json: input).importedGrant(now: now)
+            Issue.record("accepted \(json)")
+        } catch {
+            #expect(error.reason == reason)
+            #expect(error.code == .invalidInput)
+        }
+    }
+
+    @Test("key files parse strictly")
+    func keyfileParsing() throws {
+        let secret = try TestKeys.keyfileSecret()
+        let text = try Keyfile.encode(secret)
+        #expect(try Keyfile.decode(text).constantTimeEquals(secret))
+        for bad in ["", "vault-keyfile-v1:", "vault-keyfile-v2:" + String(repeating: "A", count: 43),
+                    "vault-keyfile-v1:" + String(repeating: "A", count: 42) + "B\n\n"] {
+            #expect(throws: VaultError.self) { try Keyfile.decode(SecureBytes(copying: Array(bad.utf8))) }
+        }
+    }
+}

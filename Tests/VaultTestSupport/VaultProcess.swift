@@ -1,0 +1,148 @@
+public import Foundation
+import Glibc
+
+/// The result of running the `vault` binary.
+public struct ProcessResult: Sendable {
+    public let status: Int32
+    public let stdout: String
+    public let stderr: String
+}
+
+/// Runs the built `vault` executable, as a user would.
+public enum VaultProcess {
+    /// The binary: `VAULT_BINARY` if set, else the debug build of this package.
+    public static var binary: String {
+        if let b = ProcessInfo.processInfo.environment["VAULT_BINARY"], !b.isEmpty { return b }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        return root.appendingPathComponent(".build/debug/vault").path
+    }
+
+    /// A minimal environment for a test vault at `home`.
+    public static func environment(home: String, extra: [String: String] = [:]) -> [String: String] {
+        var env = [
+            "HOME": home, "VAULT_HOME": home + "/vault", "XDG_CONFIG_HOME": home + "/config",
+            "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
+        ]
+        for (k, v) in extra { env[k] = v }
+        return env
+    }
+
+    /// Runs `vault ARGS` with `stdin` as standard input and waits for it.
+    public static func run(
+        _ arguments: [String], environment: [String: String], stdin: String? = nil, newSession: Bool = true
+    ) throws -> ProcessResult {
+        let process = try start(arguments, environment: environment, stdin: stdin, newSession: newSession)
+        return process.wait()
+    }
+
+    /// Starts `vault ARGS` without waiting.
+    public static func start(
+        _ arguments: [String], environment: [String: String], stdin: String? = nil, newSession: Bool = true,
+        executable: String? = nil
+    ) throws -> RunningProcess {
+        try RunningProcess(
+            executable: executable ?? binary, arguments: arguments, environment: environment, stdin: stdin,
+            newSession: newSession)
+    }
+}
+
+/// A child process with captured output. Started with `setsid` by default so
+/// it has no controlling terminal, as under CI.
+public final class RunningProcess: @unchecked Sendable {
+    public let pid: pid_t
+    private let outFD: Int32
+    private let errFD: Int32
+
+    init(executable: String, arguments: [String], environment: [String: String], stdin: String?, newSession: Bool)
+        throws
+    {
+        var inPipe: [Int32] = [0, 0]
+        var outPipe: [Int32] = [0, 0]
+        var errPipe: [Int32] = [0, 0]
+        guard pipe(&inPipe) == 0, pipe(&outPipe) == 0, pipe(&errPipe) == 0 else {
+            throw POSIXError(.EMFILE)
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, inPipe[0], 0)
+        posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
+        posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2)
+        for fd in inPipe + outPipe + errPipe { posix_spawn_file_actions_addclose(&actions, fd) }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // 0x80 is POSIX_SPAWN_SETSID, a macro Swift does not import.
+        if newSession { posix_spawnattr_setflags(&attributes, Int16(0x80)) }
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var child: pid_t = 0
+        let rc = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+        close(inPipe[0])
+        close(outPipe[1])
+        close(errPipe[1])
+        guard rc == 0 else {
+            close(inPipe[1])
+            close(outPipe[0])
+            close(errPipe[0])
+            throw POSIXError(POSIXErrorCode(rawValue: rc) ?? .EINVAL)
+        }
+        pid = child
+        outFD = outPipe[0]
+        errFD = errPipe[0]
+        // Write stdin in the background so a large input cannot deadlock.
+        let input = Array((stdin ?? "").utf8)
+        let inFD = inPipe[1]
+        Thread.detachNewThread {
+            var offset = 0
+            while offset < input.count {
+                let n = input.withUnsafeBytes { write(inFD, $0.baseAddress! + offset, input.count - offset) }
+                if n <= 0 { break }
+                offset += n
+            }
+            close(inFD)
+        }
+    }
+
+    /// Sends a signal.
+    public func signal(_ sig: Int32) { kill(pid, sig) }
+
+    /// Waits for exit; a signal death is reported as 128 + signal.
+    public func wait() -> ProcessResult {
+        let group = DispatchGroup()
+        nonisolated(unsafe) var out = [UInt8]()
+        nonisolated(unsafe) var err = [UInt8]()
+        let oFD = outFD
+        let eFD = errFD
+        group.enter()
+        Thread.detachNewThread {
+            out = RunningProcess.drain(oFD)
+            group.leave()
+        }
+        err = RunningProcess.drain(eFD)
+        group.wait()
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let code = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        return ProcessResult(
+            status: code, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self))
+    }
+
+    private static func drain(_ fd: Int32) -> [UInt8] {
+        var data = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            data += buffer[0..<n]
+        }
+        close(fd)
+        return data
+    }
+}
