@@ -26,7 +26,7 @@ let package = Package(
         .testTarget(
             name: "VaultKitTests", dependencies: ["VaultKit", "VaultCrypto", "VaultStorage", "VaultTestSupport"],
             resources: [.copy("Vectors")]),
-        .testTarget(name: "VaultCLITests", dependencies: ["VaultCLI", "VaultTestSupport"]),
+        .testTarget(name: "VaultCLITests", dependencies: ["VaultTestSupport"], exclude: ["Transcripts"]),
     ]
 )
 

@@ -1,0 +1,96 @@
+import Testing
+
+@testable import VaultCrypto
+
+@Suite("libsodium wrapper")
+struct CryptoTests {
+    func key(_ fill: UInt8 = 1) throws -> SecureBytes { try SecureBytes(copying: [UInt8](repeating: fill, count: 32)) }
+
+    @Test("AEAD round trip, and any change to ciphertext, nonce, key or data fails")
+    func aead() throws {
+        let k = try key()
+        let nonce = try Random.bytes(AEAD.nonceLength)
+        let message = try SecureBytes(copying: Array("a refresh token".utf8))
+        let sealed = try AEAD.seal(message, key: k, nonce: nonce, associatedData: [1, 2, 3])
+        #expect(sealed.count == message.count + AEAD.tagLength)
+        #expect(try AEAD.open(sealed, key: k, nonce: nonce, associatedData: [1, 2, 3]).constantTimeEquals(message))
+        for i in sealed.indices {
+            var bad = sealed
+            bad[i] ^= 0x80
+            #expect(throws: CryptoError.self) { try AEAD.open(bad, key: k, nonce: nonce, associatedData: [1, 2, 3]) }
+        }
+        var badNonce = nonce
+        badNonce[0] ^= 1
+        #expect(throws: CryptoError.self) { try AEAD.open(sealed, key: k, nonce: badNonce, associatedData: [1, 2, 3]) }
+        #expect(throws: CryptoError.self) { try AEAD.open(sealed, key: try key(2), nonce: nonce, associatedData: [1, 2, 3]) }
+        #expect(throws: CryptoError.self) { try AEAD.open(sealed, key: k, nonce: nonce, associatedData: [1, 2]) }
+        #expect(throws: CryptoError.self) { try AEAD.open([1, 2], key: k, nonce: nonce, associatedData: []) }
+    }
+
+    @Test("AEAD refuses wrong key and nonce lengths")
+    func aeadLengths() throws {
+        let m = try SecureBytes(count: 4)
+        #expect(throws: CryptoError.self) { try AEAD.seal(m, key: try SecureBytes(count: 16), nonce: [UInt8](repeating: 0, count: 24), associatedData: []) }
+        #expect(throws: CryptoError.self) { try AEAD.seal(m, key: try key(), nonce: [UInt8](repeating: 0, count: 12), associatedData: []) }
+    }
+
+    @Test("Argon2id is deterministic, salted, and refuses parameters outside the bounds before working")
+    func argon2id() throws {
+        let p = try SecureBytes(copying: Array("passphrase".utf8))
+        let salt = [UInt8](repeating: 5, count: 16)
+        let ops = PasswordHash.minimumOpsLimit
+        let mem = PasswordHash.minimumMemLimit
+        let a = try PasswordHash.deriveKey(passphrase: p, salt: salt, opsLimit: ops, memLimit: mem)
+        let b = try PasswordHash.deriveKey(passphrase: p, salt: salt, opsLimit: ops, memLimit: mem)
+        #expect(a.constantTimeEquals(b))
+        let c = try PasswordHash.deriveKey(passphrase: p, salt: [UInt8](repeating: 6, count: 16), opsLimit: ops, memLimit: mem)
+        #expect(!a.constantTimeEquals(c))
+        for (o, m) in [(ops - 1, mem), (ops, mem - 1), (21, mem), (ops, (4 << 30) + 1)] {
+            #expect(throws: CryptoError.self) { try PasswordHash.deriveKey(passphrase: p, salt: salt, opsLimit: o, memLimit: m) }
+        }
+        #expect(throws: CryptoError.self) { try PasswordHash.deriveKey(passphrase: p, salt: [1], opsLimit: ops, memLimit: mem) }
+    }
+
+    @Test("subkeys differ by context and id, and match libsodium's BLAKE2b construction")
+    func subkeys() throws {
+        let mk = try key(9)
+        let a = try KeyDerivation.subkey(from: mk, id: 1, context: "vaultrec")
+        #expect(!a.constantTimeEquals(try KeyDerivation.subkey(from: mk, id: 1, context: "vaultnam")))
+        #expect(!a.constantTimeEquals(try KeyDerivation.subkey(from: mk, id: 2, context: "vaultrec")))
+        #expect(a.constantTimeEquals(try KeyDerivation.subkey(from: mk, id: 1, context: "vaultrec")))
+        #expect(throws: CryptoError.self) { try KeyDerivation.subkey(from: mk, id: 1, context: "short") }
+    }
+
+    @Test("BLAKE2b: the empty-input vector of RFC 7693's reference, keyed and unkeyed differ")
+    func blake2b() throws {
+        // BLAKE2b-512("abc"), RFC 7693 appendix A.
+        let abc = try GenericHash.hash(Array("abc".utf8), length: 64)
+        #expect(abc.prefix(8) == [0xba, 0x80, 0xa5, 0x3f, 0x98, 0x1c, 0x4d, 0x0d])
+        #expect(try GenericHash.hash([1], key: key()) != GenericHash.hash([1]))
+        #expect(throws: CryptoError.self) { try GenericHash.hash([1], length: 8) }
+    }
+
+    @Test("padding hides lengths to the block and round-trips", arguments: [0, 1, 255, 256, 257, 1000])
+    func padding(length: Int) throws {
+        let data = try SecureBytes(copying: [UInt8](repeating: 0x41, count: length))
+        let padded = try Padding.pad(data, blockSize: 256)
+        #expect(padded.count % 256 == 0 && padded.count > length)
+        #expect(try Padding.unpad(padded, blockSize: 256).constantTimeEquals(data))
+    }
+
+    @Test("malformed padding is refused")
+    func badPadding() throws {
+        #expect(throws: CryptoError.self) { try Padding.unpad(try SecureBytes(count: 256), blockSize: 256) }
+        #expect(throws: CryptoError.self) { try Padding.unpad(try SecureBytes(count: 100), blockSize: 256) }
+    }
+
+    @Test("secure bytes never print their contents")
+    func redacted() throws {
+        let s = try SecureBytes(copying: Array("hunter2".utf8))
+        #expect("\(s)" == "SecureBytes(7 bytes, redacted)")
+        #expect(String(reflecting: s) == "SecureBytes(7 bytes, redacted)")
+        var copy = s.unsafeCopyToArray()
+        secureZero(&copy)
+        #expect(copy.isEmpty)
+    }
+}
