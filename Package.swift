@@ -20,7 +20,9 @@ let package = Package(
         .target(name: "VaultCLI", dependencies: ["VaultKit", "CPlatform"]),
         .executableTarget(name: "vault", dependencies: ["VaultCLI"]),
 
-        .target(name: "VaultTestSupport", dependencies: ["VaultKit", "VaultCrypto"], path: "Tests/VaultTestSupport"),
+        .target(
+            name: "VaultTestSupport", dependencies: ["VaultKit", "VaultCrypto", "CPlatform"],
+            path: "Tests/VaultTestSupport"),
         .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto"]),
         .testTarget(name: "VaultStorageTests", dependencies: ["VaultStorage"]),
         .testTarget(

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "CPlatform.h"
 #include <signal.h>
+#include <spawn.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -62,4 +63,8 @@ void vault_tty_restore(void) {
     tty_saved = 0;
     for (size_t i = 0; i < sizeof tty_signals / sizeof tty_signals[0]; i++)
         sigaction(tty_signals[i], &tty_old_actions[i], NULL);
+}
+
+int vault_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, lowest);
 }

@@ -53,7 +53,8 @@ public enum CLI {
         guard let command = Commands.named(name) else {
             throw CLIError.usage("unknown command '\(name)'", command: nil)
         }
-        let parsed = try ArgumentParser.parse(leading + Array(rest.dropFirst()), options: command.options, command: name)
+        let parsed = try ArgumentParser.parse(
+            leading + Array(rest.dropFirst()), options: command.options, command: name)
         if parsed.flag("help") {
             Console().out(Help.text(for: command))
             return .ok

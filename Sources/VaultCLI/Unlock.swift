@@ -1,3 +1,4 @@
+internal import CPlatform
 internal import Glibc
 internal import VaultCrypto
 internal import VaultKit
@@ -44,7 +45,10 @@ struct UnlockSources {
             return (try passphrase(raw, origin: "\(prefix)_PASSPHRASE_FILE"), "\(prefix)_PASSPHRASE_FILE")
         }
         if let text = env("\(prefix)_PASSPHRASE") {
-            return (try vault { () throws(VaultError) in try KeySource.passphrase(normalizing: text) }, "\(prefix)_PASSPHRASE")
+            return (
+                try vault { () throws(VaultError) in try KeySource.passphrase(normalizing: text) },
+                "\(prefix)_PASSPHRASE"
+            )
         }
         return nil
     }
@@ -90,8 +94,8 @@ enum PassphraseCommand {
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
-        posix_spawn_file_actions_addclose(&actions, fds[0])
-        posix_spawn_file_actions_addclose(&actions, fds[1])
+        // The command gets stdin, the pipe as stdout, stderr, and nothing else.
+        vault_spawn_close_from(&actions, 3)
         var pid: pid_t = 0
         let argv: [UnsafeMutablePointer<CChar>?] = [strdup("sh"), strdup("-c"), strdup(command), nil]
         defer { for p in argv { free(p) } }

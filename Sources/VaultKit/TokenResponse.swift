@@ -97,7 +97,9 @@ public struct TokenResponse: Sendable {
             r.tokenType = try string(.token_type)
             r.expiresIn = try number(.expires_in)
             if let at = try number(.expires_at) {
-                guard at.isFinite, at >= 0, at < 1e11 else { throw VaultError(.invalidInput, "'expires_at' is out of range") }
+                guard at.isFinite, at >= 0, at < 1e11 else {
+                    throw VaultError(.invalidInput, "'expires_at' is out of range")
+                }
                 r.expiresAt = Int64(at)
             }
             if let list = try? c.decodeIfPresent([String].self, forKey: .scope) {

@@ -41,7 +41,8 @@ extension Vault {
             let id: [UInt8]
             if let live = try findRow(nameHash: hash, deleted: false) {
                 guard mode == .replace else {
-                    throw VaultError(.alreadyExists, "grant '\(name)' already exists", hint: "use --replace to overwrite it")
+                    throw VaultError(
+                        .alreadyExists, "grant '\(name)' already exists", hint: "use --replace to overwrite it")
                 }
                 id = live.id
             } else if let tombstone = try findRow(nameHash: hash, deleted: true) {
@@ -68,7 +69,8 @@ extension Vault {
             let (row, _) = try loadLive(name, state: state)
             let version = row.version + 1
             let payload = try Payload(name: name, grant: nil).sealedBytes()
-            try putRow(try cipher.seal(payload: payload, id: row.id, version: version, deleted: true, nameHash: row.nameHash))
+            try putRow(
+                try cipher.seal(payload: payload, id: row.id, version: version, deleted: true, nameHash: row.nameHash))
             state.entries[row.id] = .init(version: version, deleted: true)
         }
     }
@@ -84,7 +86,8 @@ extension Vault {
             }
             let version = row.version + 1
             let payload = try Payload(name: newName, grant: grant).sealedBytes()
-            try putRow(try cipher.seal(payload: payload, id: row.id, version: version, deleted: false, nameHash: newHash))
+            try putRow(
+                try cipher.seal(payload: payload, id: row.id, version: version, deleted: false, nameHash: newHash))
             state.entries[row.id] = .init(version: version, deleted: false)
         }
     }
@@ -109,7 +112,8 @@ extension Vault {
                 }
             }
             for (id, entry) in state.entries where !seen.contains(id) && !entry.deleted {
-                problems.append(VaultError(.tampered, "record \(Array(id.prefix(4)).hex) is missing (deleted outside vault)"))
+                problems.append(
+                    VaultError(.tampered, "record \(Array(id.prefix(4)).hex) is missing (deleted outside vault)"))
             }
             return GrantListing(grants: grants.sorted { $0.name < $1.name }, problems: problems)
         }
@@ -151,7 +155,9 @@ extension Vault {
                 while try s.step() {
                     let slot = try? Keyslot(decoding: s.blob(at: 1), what: "keyslot")
                     switch slot?.kind {
-                    case .passphrase: out.append("passphrase (argon2id, \(slot!.kdf!.passes) passes, \(slot!.kdf!.memoryBytes >> 20) MiB)")
+                    case .passphrase:
+                        out.append(
+                            "passphrase (argon2id, \(slot!.kdf!.passes) passes, \(slot!.kdf!.memoryBytes >> 20) MiB)")
                     case .keyfile: out.append("key file")
                     case nil: out.append("damaged")
                     }
@@ -192,7 +198,8 @@ extension Vault {
     func findRow(nameHash: [UInt8], deleted: Bool) throws(VaultError) -> StoredRecord? {
         try storage { () throws(StorageError) in
             let s = try database.prepare(
-                "SELECT \(Vault.rowColumns) FROM records WHERE name_hash = ? AND deleted = ? ORDER BY version DESC LIMIT 1")
+                "SELECT \(Vault.rowColumns) FROM records WHERE name_hash = ? AND deleted = ? ORDER BY version DESC LIMIT 1"
+            )
             try s.bind(.blob(nameHash), .integer(deleted ? 1 : 0))
             return try s.step() ? Vault.row(s) : nil
         }

@@ -18,7 +18,9 @@ public final class Vault {
     let stateKey: SecureBytes
     let time: any TimeSource
 
-    private init(location: VaultLocation, database: Database, header: Header, masterKey: SecureBytes, time: any TimeSource)
+    private init(
+        location: VaultLocation, database: Database, header: Header, masterKey: SecureBytes, time: any TimeSource
+    )
         throws(VaultError)
     {
         self.location = location
@@ -75,7 +77,8 @@ public final class Vault {
                     try db.execute(Schema.connectionPragmas)
                     try Schema.migrations.apply(to: db)
                 }
-                let vault = try Vault(location: location, database: db, header: header, masterKey: masterKey, time: time)
+                let vault = try Vault(
+                    location: location, database: db, header: header, masterKey: masterKey, time: time)
                 try vault.write { () throws(VaultError) in
                     try vault.putMeta("header", try header.encoded())
                     try vault.putSlot(nil, slot)
@@ -241,10 +244,14 @@ struct LockedVault {
         if let damage { throw damage }
         switch key {
         case .passphrase:
-            guard tried > 0 else { throw VaultError(.wrongKey, "this vault has no passphrase; it opens with a key file") }
+            guard tried > 0 else {
+                throw VaultError(.wrongKey, "this vault has no passphrase; it opens with a key file")
+            }
             throw VaultError(.wrongKey, "wrong passphrase")
         case .keyfile:
-            guard tried > 0 else { throw VaultError(.wrongKey, "this vault has no key file slot; it opens with a passphrase") }
+            guard tried > 0 else {
+                throw VaultError(.wrongKey, "this vault has no key file slot; it opens with a passphrase")
+            }
             throw VaultError(.wrongKey, "the key file does not open this vault")
         }
     }

@@ -1,7 +1,6 @@
 internal import Glibc
 public import VaultCrypto
 
-
 /// Where a vault and its configuration live, and the file-system rules
 /// around them: directories 0700, files 0600 whatever the umask, no
 /// group- or world-writable paths, atomic replacement of whole files.
@@ -63,7 +62,8 @@ enum FileSystem {
         let type = st.st_mode & S_IFMT
         guard type == (directory ? S_IFDIR : S_IFREG) else {
             throw VaultError(
-                .insecurePath, "\(path) is not a \(directory ? "directory" : "regular file") (symbolic links are refused)")
+                .insecurePath,
+                "\(path) is not a \(directory ? "directory" : "regular file") (symbolic links are refused)")
         }
         guard st.st_uid == geteuid() else {
             throw VaultError(.insecurePath, "\(path) belongs to another user")

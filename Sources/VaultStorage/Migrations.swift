@@ -18,7 +18,8 @@ public struct Migrations: Sendable {
             try database.transaction(.immediate) { () throws(StorageError) in
                 let current = try database.userVersion()
                 guard current <= latest else {
-                    throw StorageError(.sqlite, "database schema \(current) is newer than this program knows (\(latest))")
+                    throw StorageError(
+                        .sqlite, "database schema \(current) is newer than this program knows (\(latest))")
                 }
                 for version in current..<latest {
                     try database.execute(steps[version])

@@ -30,7 +30,8 @@ public final class Statement {
         case .blob(let bytes):
             rc = bytes.withUnsafeBytes { p in
                 // A zero-length blob must still bind as a blob, not NULL.
-                vault_sqlite3_bind_blob_copy(handle, index, p.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(p.count))
+                vault_sqlite3_bind_blob_copy(
+                    handle, index, p.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(p.count))
             }
         }
         try database.check(rc)

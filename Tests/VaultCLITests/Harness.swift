@@ -36,7 +36,8 @@ final class Home {
     }
 
     func write(_ file: String, _ text: String) {
-        _ = FileManager.default.createFile(atPath: file, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(
+            atPath: file, contents: Data(text.utf8), attributes: [.posixPermissions: 0o600])
     }
 
     /// Every file under the home with its bytes, to prove nothing changed.

@@ -31,7 +31,8 @@ struct ProcessTests {
         let full = FileManager.default.contents(atPath: home.vaultFile)!
         for (label, bytes) in [("empty", Data()), ("truncated", full.prefix(3000)), ("header only", full.prefix(100))] {
             home.write(home.vaultFile, "")
-            _ = FileManager.default.createFile(atPath: home.vaultFile, contents: bytes, attributes: [.posixPermissions: 0o600])
+            _ = FileManager.default.createFile(
+                atPath: home.vaultFile, contents: bytes, attributes: [.posixPermissions: 0o600])
             for args in [["list"], ["import", "new"], ["init"]] {
                 let r = try VaultProcess.run(args, environment: home.environment, stdin: Home.tokenJSON("x"))
                 #expect(r.status == 1, "\(label) \(args): \(r.stderr)")
@@ -71,7 +72,9 @@ struct ProcessTests {
         #expect(Set(acknowledged).isSubset(of: names), "lost: \(Set(acknowledged).subtracting(names).sorted())")
         #expect(killed >= 20, "only \(killed) of \(iterations) imports were interrupted")
         #expect(acknowledged.count >= 10, "only \(acknowledged.count) imports finished")
-        print("crash loop: \(iterations) imports, \(killed) killed, \(acknowledged.count) acknowledged, \(names.count) present")
+        print(
+            "crash loop: \(iterations) imports, \(killed) killed, \(acknowledged.count) acknowledged, \(names.count) present"
+        )
         // The vault still takes writes.
         #expect(try home.run("import", "after", stdin: Home.tokenJSON("x")).status == 0)
     }
@@ -109,7 +112,9 @@ struct ProcessTests {
         let home = Home()
         let script = "umask 000; exec \(VaultProcess.binary) \"$@\""
         func run(_ args: [String], stdin: String? = nil) throws -> ProcessResult {
-            try VaultProcess.start(["-c", script, "sh"] + args, environment: home.environment, stdin: stdin, executable: "/bin/sh").wait()
+            try VaultProcess.start(
+                ["-c", script, "sh"] + args, environment: home.environment, stdin: stdin, executable: "/bin/sh"
+            ).wait()
         }
         #expect(try run(["init", "--keyfile", home.path + "/key"]).status == 0)
         home.extra["VAULT_KEYFILE"] = home.path + "/key"

@@ -21,8 +21,11 @@ final class ArgvSampler: @unchecked Sendable {
 
     private func loop() {
         while lock.withLock({ running }) {
-            for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] where entry.first?.isNumber == true {
-                guard let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline"), !data.isEmpty else { continue }
+            for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+            where entry.first?.isNumber == true {
+                guard let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline"), !data.isEmpty else {
+                    continue
+                }
                 let text = String(decoding: data, as: UTF8.self)
                 for c in canaries where text.contains(c) {
                     lock.withLock { hits.append("pid \(entry)") }
@@ -64,7 +67,9 @@ struct SecretLeakTests {
         try home.initPassphraseVault(passphrase)
         let json = #"{"access_token":"\#(token)","refresh_token":"\#(refresh)","expires_in":3600,"provider":"p"}"#
         outputs.append(try home.run("import", "work", stdin: json))
-        for args in [["list"], ["list", "--json"], ["show", "work"], ["show", "work", "--json"], ["rename", "work", "w2"]] {
+        for args in [
+            ["list"], ["list", "--json"], ["show", "work"], ["show", "work", "--json"], ["rename", "work", "w2"],
+        ] {
             outputs.append(try VaultProcess.run(args, environment: home.environment))
         }
         // Every unlock path: command, variable, wrong passphrase.
@@ -76,7 +81,9 @@ struct SecretLeakTests {
         outputs.append(try home.run("list"))
         home.extra["VAULT_PASSPHRASE"] = passphrase
         home.write(home.path + "/new", newPassphrase + "\n")
-        outputs.append(try home.run("passwd", "--new-passphrase-file", home.path + "/new", "--kdf-memory", "64", "--kdf-passes", "2"))
+        outputs.append(
+            try home.run(
+                "passwd", "--new-passphrase-file", home.path + "/new", "--kdf-memory", "64", "--kdf-passes", "2"))
         home.extra["VAULT_PASSPHRASE"] = newPassphrase
         outputs.append(try home.run("remove", "w2"))
         let hits = sampler.stop()

@@ -65,7 +65,8 @@ struct Transcript {
             } else if raw.hasPrefix("< ") || raw == "<" {
                 pendingStdin.append(String(raw.dropFirst(2)))
             } else if raw.hasPrefix("$ vault") {
-                var step = Step(line: number + 1, arguments: Transcript.split(String(raw.dropFirst(7))), environment: env)
+                var step = Step(
+                    line: number + 1, arguments: Transcript.split(String(raw.dropFirst(7))), environment: env)
                 step.stdin = pendingStdin
                 step.files = pendingFiles
                 pendingStdin = []
@@ -136,7 +137,8 @@ struct TranscriptTests {
                 let p = expand(path)
                 try FileManager.default.createDirectory(
                     atPath: (p as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-                _ = FileManager.default.createFile(atPath: p, contents: Data(expand(content).utf8), attributes: [.posixPermissions: 0o600])
+                _ = FileManager.default.createFile(
+                    atPath: p, contents: Data(expand(content).utf8), attributes: [.posixPermissions: 0o600])
             }
             let env = VaultProcess.environment(home: home.path, extra: step.environment.mapValues(expand))
             let stdin = step.stdin.isEmpty ? nil : step.stdin.map(expand).joined(separator: "\n") + "\n"
@@ -147,8 +149,12 @@ struct TranscriptTests {
             let err = result.stderr.split(separator: "\n", omittingEmptySubsequences: false).dropLast().map(String.init)
             let wantOut = step.stdout.map(expand)
             let wantErr = step.stderr.map(expand)
-            #expect(out.count == wantOut.count && zip(out, wantOut).allSatisfy(Transcript.matches), "\(where_) stdout:\n\(result.stdout)")
-            #expect(err.count == wantErr.count && zip(err, wantErr).allSatisfy(Transcript.matches), "\(where_) stderr:\n\(result.stderr)")
+            #expect(
+                out.count == wantOut.count && zip(out, wantOut).allSatisfy(Transcript.matches),
+                "\(where_) stdout:\n\(result.stdout)")
+            #expect(
+                err.count == wantErr.count && zip(err, wantErr).allSatisfy(Transcript.matches),
+                "\(where_) stderr:\n\(result.stderr)")
         }
     }
 }

@@ -22,7 +22,9 @@ struct CryptoTests {
         var badNonce = nonce
         badNonce[0] ^= 1
         #expect(throws: CryptoError.self) { try AEAD.open(sealed, key: k, nonce: badNonce, associatedData: [1, 2, 3]) }
-        #expect(throws: CryptoError.self) { try AEAD.open(sealed, key: try key(2), nonce: nonce, associatedData: [1, 2, 3]) }
+        #expect(throws: CryptoError.self) {
+            try AEAD.open(sealed, key: try key(2), nonce: nonce, associatedData: [1, 2, 3])
+        }
         #expect(throws: CryptoError.self) { try AEAD.open(sealed, key: k, nonce: nonce, associatedData: [1, 2]) }
         #expect(throws: CryptoError.self) { try AEAD.open([1, 2], key: k, nonce: nonce, associatedData: []) }
     }
@@ -30,8 +32,13 @@ struct CryptoTests {
     @Test("AEAD refuses wrong key and nonce lengths")
     func aeadLengths() throws {
         let m = try SecureBytes(count: 4)
-        #expect(throws: CryptoError.self) { try AEAD.seal(m, key: try SecureBytes(count: 16), nonce: [UInt8](repeating: 0, count: 24), associatedData: []) }
-        #expect(throws: CryptoError.self) { try AEAD.seal(m, key: try key(), nonce: [UInt8](repeating: 0, count: 12), associatedData: []) }
+        #expect(throws: CryptoError.self) {
+            try AEAD.seal(
+                m, key: try SecureBytes(count: 16), nonce: [UInt8](repeating: 0, count: 24), associatedData: [])
+        }
+        #expect(throws: CryptoError.self) {
+            try AEAD.seal(m, key: try key(), nonce: [UInt8](repeating: 0, count: 12), associatedData: [])
+        }
     }
 
     @Test("Argon2id is deterministic, salted, and refuses parameters outside the bounds before working")
@@ -43,12 +50,17 @@ struct CryptoTests {
         let a = try PasswordHash.deriveKey(passphrase: p, salt: salt, opsLimit: ops, memLimit: mem)
         let b = try PasswordHash.deriveKey(passphrase: p, salt: salt, opsLimit: ops, memLimit: mem)
         #expect(a.constantTimeEquals(b))
-        let c = try PasswordHash.deriveKey(passphrase: p, salt: [UInt8](repeating: 6, count: 16), opsLimit: ops, memLimit: mem)
+        let c = try PasswordHash.deriveKey(
+            passphrase: p, salt: [UInt8](repeating: 6, count: 16), opsLimit: ops, memLimit: mem)
         #expect(!a.constantTimeEquals(c))
         for (o, m) in [(ops - 1, mem), (ops, mem - 1), (21, mem), (ops, (4 << 30) + 1)] {
-            #expect(throws: CryptoError.self) { try PasswordHash.deriveKey(passphrase: p, salt: salt, opsLimit: o, memLimit: m) }
+            #expect(throws: CryptoError.self) {
+                try PasswordHash.deriveKey(passphrase: p, salt: salt, opsLimit: o, memLimit: m)
+            }
         }
-        #expect(throws: CryptoError.self) { try PasswordHash.deriveKey(passphrase: p, salt: [1], opsLimit: ops, memLimit: mem) }
+        #expect(throws: CryptoError.self) {
+            try PasswordHash.deriveKey(passphrase: p, salt: [1], opsLimit: ops, memLimit: mem)
+        }
     }
 
     @Test("subkeys differ by context and id, and match libsodium's BLAKE2b construction")

@@ -138,6 +138,8 @@ struct FormatVectorTests {
         let opened = try parsed.unwrap(with: .keyfile(TestKeys.keyfileSecret()), vaultID: header.vaultID)
         #expect(opened?.constantTimeEquals(mk) == true)
         #expect(try parsed.unwrap(with: .keyfile(TestKeys.keyfileSecret(8)), vaultID: header.vaultID) == nil)
-        #expect(try parsed.unwrap(with: .keyfile(TestKeys.keyfileSecret()), vaultID: [UInt8](repeating: 1, count: 16)) == nil)
+        #expect(
+            try parsed.unwrap(with: .keyfile(TestKeys.keyfileSecret()), vaultID: [UInt8](repeating: 1, count: 16))
+                == nil)
     }
 }

@@ -110,7 +110,9 @@ struct TamperTests {
         forged = h
         forged.created += 1  // not used by the keyslot AD, but covered by the state MAC
         try raw.setMeta("header", try forged.encoded())
-        #expect { try open().load("alpha") } throws: { ($0 as? VaultError)?.reason.contains("vault state failed authentication") == true }
+        #expect { try open().load("alpha") } throws: {
+            ($0 as? VaultError)?.reason.contains("vault state failed authentication") == true
+        }
     }
 
     @Test("every single-bit change of a keyslot is detected and named")
@@ -285,7 +287,8 @@ struct DamagedFileTests {
         _ = consume store
         let full = contents(dir.location.databasePath)!
         let cut = full.prefix(length)
-        _ = FileManager.default.createFile(atPath: dir.location.databasePath, contents: cut, attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(
+            atPath: dir.location.databasePath, contents: cut, attributes: [.posixPermissions: 0o600])
         let key = KeySource.keyfile(try TestKeys.keyfileSecret())
         do throws(VaultError) {
             let opened = try Vault.open(at: dir.location, key: key)

@@ -23,7 +23,9 @@ struct VaultStoreTests {
         g2.accessToken = "ya29.second"
         try store.save(g2, as: "work")
         #expect(try store.load("work").accessToken == "ya29.second")
-        #expect(throws: VaultError(.alreadyExists, "grant 'work' already exists", hint: "use --replace to overwrite it")) {
+        #expect(
+            throws: VaultError(.alreadyExists, "grant 'work' already exists", hint: "use --replace to overwrite it")
+        ) {
             try store.save(g, as: "work", mode: .insertOnly)
         }
         try store.remove("work")
@@ -53,7 +55,9 @@ struct VaultStoreTests {
         #expect(try store.list().grants.map(\.name) == ["three", "two"])
     }
 
-    @Test("invalid names are refused", arguments: ["", "-x", ".hidden", "a/b", "with space", String(repeating: "a", count: 65), "naïve"])
+    @Test(
+        "invalid names are refused",
+        arguments: ["", "-x", ".hidden", "a/b", "with space", String(repeating: "a", count: 65), "naïve"])
     func invalidNames(name: String) throws {
         let store = try makeVault()
         #expect { try store.save(TestKeys.grant(), as: name) } throws: { ($0 as? VaultError)?.code == .invalidInput }
@@ -118,7 +122,8 @@ struct VaultStoreTests {
         let store = try makeVault()
         try store.save(TestKeys.grant(), as: "work")
         #expect { try makeVault() } throws: { ($0 as? VaultError)?.code == .alreadyExists }
-        #expect(try Vault.open(at: dir.location, key: .keyfile(TestKeys.keyfileSecret())).load("work").provider == "google")
+        #expect(
+            try Vault.open(at: dir.location, key: .keyfile(TestKeys.keyfileSecret())).load("work").provider == "google")
     }
 
     @Test("files are private whatever the umask")
@@ -157,14 +162,16 @@ struct VaultStoreTests {
 struct GrantTests {
     let now = Date(timeIntervalSince1970: 1_800_000_000)
 
-    @Test("state at a given time", arguments: [
-        (3600.0, true, false, GrantState.fresh),
-        (61, false, false, .fresh),
-        (60, true, false, .refreshable),
-        (30, false, false, .expired),
-        (-5, true, false, .refreshable),
-        (3600, true, true, .dead),
-    ])
+    @Test(
+        "state at a given time",
+        arguments: [
+            (3600.0, true, false, GrantState.fresh),
+            (61, false, false, .fresh),
+            (60, true, false, .refreshable),
+            (30, false, false, .expired),
+            (-5, true, false, .refreshable),
+            (3600, true, true, .dead),
+        ])
     func state(expiresIn: Double, refresh: Bool, dead: Bool, expected: GrantState) {
         var g = TestKeys.grant(now: now)
         g.expiresAt = now.addingTimeInterval(expiresIn)
@@ -183,7 +190,8 @@ struct GrantTests {
 
     @Test("expires_in as a string, scope as a list, account from the ID token")
     func lenientFields() throws {
-        let payload = String(decoding: Base64URL.encode(Array(#"{"sub":"42","email":"ada@example.com"}"#.utf8)), as: UTF8.self)
+        let payload = String(
+            decoding: Base64URL.encode(Array(#"{"sub":"42","email":"ada@example.com"}"#.utf8)), as: UTF8.self)
         let json = """
             {"access_token":"a","refresh_token":"r","expires_in":"3599","scope":["openid","email"],
              "id_token":"e30.\(payload).sig","provider":"test","unknown_field":{"x":1}}
@@ -194,15 +202,17 @@ struct GrantTests {
         #expect(g.account == "ada@example.com")
     }
 
-    @Test("bad token JSON is refused with a clear reason", arguments: [
-        (#"[]"#, "the token JSON is not a JSON object"),
-        (#"{"access_token":"a"}"#, "the token JSON has no 'provider'"),
-        (#"{"provider":"p"}"#, "the token JSON has neither 'access_token' nor 'refresh_token'"),
-        (#"{"provider":"p","access_token":5}"#, "the token JSON has a wrong type for 'access_token'"),
-        (#"{"provider":"p","access_token":"a","expires_in":"soon"}"#, "'expires_in' is not a number"),
-        (#"{"provider":"p","access_token":"a","expires_in":-1}"#, "'expires_in' is out of range"),
-        (#"{"provider":"p","access_token":"a""#, "the token JSON is not a JSON object"),
-    ])
+    @Test(
+        "bad token JSON is refused with a clear reason",
+        arguments: [
+            (#"[]"#, "the token JSON is not a JSON object"),
+            (#"{"access_token":"a"}"#, "the token JSON has no 'provider'"),
+            (#"{"provider":"p"}"#, "the token JSON has neither 'access_token' nor 'refresh_token'"),
+            (#"{"provider":"p","access_token":5}"#, "the token JSON has a wrong type for 'access_token'"),
+            (#"{"provider":"p","access_token":"a","expires_in":"soon"}"#, "'expires_in' is not a number"),
+            (#"{"provider":"p","access_token":"a","expires_in":-1}"#, "'expires_in' is out of range"),
+            (#"{"provider":"p","access_token":"a""#, "the token JSON is not a JSON object"),
+        ])
     func badJSON(json: String, reason: String) throws {
         let input = try SecureBytes(copying: Array(json.utf8))
         do throws(VaultError) {
@@ -219,8 +229,10 @@ struct GrantTests {
         let secret = try TestKeys.keyfileSecret()
         let text = try Keyfile.encode(secret)
         #expect(try Keyfile.decode(text).constantTimeEquals(secret))
-        for bad in ["", "vault-keyfile-v1:", "vault-keyfile-v2:" + String(repeating: "A", count: 43),
-                    "vault-keyfile-v1:" + String(repeating: "A", count: 42) + "B\n\n"] {
+        for bad in [
+            "", "vault-keyfile-v1:", "vault-keyfile-v2:" + String(repeating: "A", count: 43),
+            "vault-keyfile-v1:" + String(repeating: "A", count: 42) + "B\n\n",
+        ] {
             #expect(throws: VaultError.self) { try Keyfile.decode(SecureBytes(copying: Array(bad.utf8))) }
         }
     }

@@ -50,7 +50,8 @@ public enum TestKeys {
 
     /// A sample OAuth 2.0 grant.
     public static func grant(
-        _ provider: String = "google", token: String = "ya29.sample", now: Date = Date(epochSeconds: Date().epochSeconds)
+        _ provider: String = "google", token: String = "ya29.sample",
+        now: Date = Date(epochSeconds: Date().epochSeconds)
     )
         -> Grant
     {

@@ -1,3 +1,4 @@
+import CPlatform
 public import Foundation
 import Glibc
 
@@ -50,13 +51,14 @@ public enum VaultProcess {
 /// A child process with captured output. Started with `setsid` by default so
 /// it has no controlling terminal, as under CI.
 public final class RunningProcess: @unchecked Sendable {
-    public let pid: pid_t
+    public let pid: Int32
     private let outFD: Int32
     private let errFD: Int32
 
     init(executable: String, arguments: [String], environment: [String: String], stdin: String?, newSession: Bool)
         throws
     {
+        _ = RunningProcess.ignoreBrokenPipes
         var inPipe: [Int32] = [0, 0]
         var outPipe: [Int32] = [0, 0]
         var errPipe: [Int32] = [0, 0]
@@ -69,7 +71,10 @@ public final class RunningProcess: @unchecked Sendable {
         posix_spawn_file_actions_adddup2(&actions, inPipe[0], 0)
         posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
         posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2)
-        for fd in inPipe + outPipe + errPipe { posix_spawn_file_actions_addclose(&actions, fd) }
+        // The child keeps only 0, 1 and 2: children spawned at the same time
+        // from other threads must not inherit each other's pipe ends (a stdin
+        // that never reaches EOF).
+        vault_spawn_close_from(&actions, 3)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -109,11 +114,23 @@ public final class RunningProcess: @unchecked Sendable {
         }
     }
 
+    /// A child that exits without reading its stdin must not kill the test
+    /// runner with SIGPIPE; the feeding write then just fails.
+    private static let ignoreBrokenPipes: Void = { _ = Glibc.signal(SIGPIPE, SIG_IGN) }()
+
     /// Sends a signal.
     public func signal(_ sig: Int32) { kill(pid, sig) }
 
-    /// Waits for exit; a signal death is reported as 128 + signal.
-    public func wait() -> ProcessResult {
+    /// Waits for exit; a signal death is reported as 128 + signal. A child
+    /// still running after `timeout` seconds is killed, so a hang fails the
+    /// test instead of stalling the run.
+    public func wait(timeout: Double = 120) -> ProcessResult {
+        let watched = pid
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            if done.wait(timeout: .now() + timeout) == .timedOut { kill(watched, SIGKILL) }
+        }
+        defer { done.signal() }
         let group = DispatchGroup()
         nonisolated(unsafe) var out = [UInt8]()
         nonisolated(unsafe) var err = [UInt8]()

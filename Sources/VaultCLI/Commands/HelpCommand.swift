@@ -36,18 +36,19 @@ enum Help {
         for c in Commands.all {
             lines.append("  \(c.name)\(String(repeating: " ", count: width - c.name.count + 2))\(c.abstract)")
         }
-        lines += [
-            "",
-            "OPTIONS:",
-        ] + optionLines(GlobalOptions.all) + [
-            "  --version          print the version",
-            "",
-            "UNLOCKING: --keyfile or VAULT_KEYFILE, VAULT_PASSPHRASE_COMMAND, VAULT_PASSPHRASE_FILE,",
-            "VAULT_PASSPHRASE, then the terminal. Exit codes: 0 ok, 1 failure, 2 grant needs",
-            "re-authorization, 64 usage error, 75 transient failure, 77 locked or wrong passphrase.",
-            "",
-            "See 'vault help COMMAND' for more about a command.",
-        ]
+        lines +=
+            [
+                "",
+                "OPTIONS:",
+            ] + optionLines(GlobalOptions.all) + [
+                "  --version          print the version",
+                "",
+                "UNLOCKING: --keyfile or VAULT_KEYFILE, VAULT_PASSPHRASE_COMMAND, VAULT_PASSPHRASE_FILE,",
+                "VAULT_PASSPHRASE, then the terminal. Exit codes: 0 ok, 1 failure, 2 grant needs",
+                "re-authorization, 64 usage error, 75 transient failure, 77 locked or wrong passphrase.",
+                "",
+                "See 'vault help COMMAND' for more about a command.",
+            ]
         return lines.joined(separator: "\n")
     }
 
