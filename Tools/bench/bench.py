@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Whole-process timings of vault beside its peers, in one run.
+
+Each command runs --runs times after a warm-up; the median wall time is
+reported with its ratio to vault's. Everything lives in a temporary
+directory that is removed at the end; no network is used.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+
+
+def median_ms(cmd, env, runs, stdin=None):
+    subprocess.run(cmd, env=env, input=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(cmd, env=env, input=stdin, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--vault", required=True)
+    ap.add_argument("--grants", type=int, default=1000)
+    ap.add_argument("--runs", type=int, default=30)
+    args = ap.parse_args()
+    vault = os.path.abspath(args.vault)
+    home = tempfile.mkdtemp(prefix="vault-bench-")
+    try:
+        env = {"HOME": home, "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "VAULT_HOME": home + "/vault",
+               "GNUPGHOME": home + "/gnupg", "PASSWORD_STORE_DIR": home + "/pass", "GH_CONFIG_DIR": home + "/gh"}
+        subprocess.run([vault, "init", "--keyfile", home + "/key"], env=env, check=True, stderr=subprocess.DEVNULL)
+        env["VAULT_KEYFILE"] = home + "/key"
+        start = time.perf_counter()
+        for i in range(args.grants):
+            token = {"access_token": "ya29.bench-%06d" % i, "refresh_token": "1//bench-%06d" % i,
+                     "expires_in": 3600, "scope": "openid email", "provider": "google",
+                     "account": "user%d@example.com" % i}
+            subprocess.run([vault, "import", "g%d" % i], env=env, input=json.dumps(token).encode(), check=True,
+                           stderr=subprocess.DEVNULL)
+        import_ms = (time.perf_counter() - start) * 1000 / args.grants
+
+        rows = []
+        rows.append(("vault list (%d grants)" % args.grants, median_ms([vault, "list"], env, args.runs)))
+        rows.append(("vault show g%d" % (args.grants // 2), median_ms([vault, "show", "g%d" % (args.grants // 2)], env, args.runs)))
+        rows.append(("vault --version (process start)", median_ms([vault, "--version"], env, args.runs)))
+
+        peers = []
+        # age: decrypt one small secret with an identity file.
+        if shutil.which("age"):
+            subprocess.run(["age-keygen", "-o", home + "/age.key"], env=env, check=True, stderr=subprocess.DEVNULL)
+            recipient = subprocess.run(["age-keygen", "-y", home + "/age.key"], env=env, check=True,
+                                       capture_output=True).stdout.decode().strip()
+            subprocess.run(["age", "-r", recipient, "-o", home + "/secret.age"], env=env, input=b"ya29.secret",
+                           check=True)
+            peers.append(("age -d (one secret)", median_ms(["age", "-d", "-i", home + "/age.key", home + "/secret.age"], env, args.runs)))
+        # pass: gpg with an unprotected key and a warm agent.
+        if shutil.which("pass") and shutil.which("gpg"):
+            os.makedirs(env["GNUPGHOME"], mode=0o700)
+            subprocess.run(["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "bench@example.com",
+                            "default", "default", "never"], env=env, check=True, capture_output=True)
+            subprocess.run(["pass", "init", "bench@example.com"], env=env, check=True, capture_output=True)
+            for i in range(args.grants):
+                subprocess.run(["pass", "insert", "-m", "g%d" % i], env=env, input=b"ya29.bench\n", check=True,
+                               capture_output=True)
+            peers.append(("pass show (one secret)", median_ms(["pass", "show", "g%d" % (args.grants // 2)], env, args.runs)))
+            peers.append(("pass ls (%d entries)" % args.grants, median_ms(["pass", "ls"], env, args.runs)))
+            subprocess.run(["gpgconf", "--kill", "gpg-agent"], env=env, capture_output=True)
+        # gh: a stored token, no network.
+        if shutil.which("gh"):
+            os.makedirs(env["GH_CONFIG_DIR"], mode=0o700)
+            with open(env["GH_CONFIG_DIR"] + "/hosts.yml", "w") as f:
+                f.write("github.com:\n    oauth_token: gho_bench\n    user: bench\n    git_protocol: https\n")
+            peers.append(("gh auth token", median_ms(["gh", "auth", "token"], env, args.runs)))
+
+        base = dict(rows)
+        print("vault import: %.1f ms per grant while filling the vault" % import_ms)
+        print("%-36s %10s" % ("command", "median ms"))
+        for name, ms in rows + peers:
+            print("%-36s %10.2f" % (name, ms))
+        show = base["vault show g%d" % (args.grants // 2)]
+        listing = base["vault list (%d grants)" % args.grants]
+        print()
+        for name, ms in peers:
+            print("%-36s vault show / this = %.2f, vault list / this = %.2f" % (name, show / ms, listing / ms))
+    finally:
+        subprocess.run(["gpgconf", "--kill", "all"], env={"GNUPGHOME": home + "/gnupg", "PATH": "/usr/bin:/bin"},
+                       capture_output=True)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
