@@ -13,10 +13,13 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // Process-level calls Swift cannot make directly (variadic prctl, signal-safe tty restore).
         .target(name: "CPlatform"),
+        // libcurl's header only: the library is loaded with dlopen on first use.
+        .target(name: "CCurl", linkerSettings: [.linkedLibrary("dl")]),
 
         .target(name: "VaultCrypto", dependencies: ["CSodium"]),
         .target(name: "VaultStorage", dependencies: ["CSQLite"]),
-        .target(name: "VaultKit", dependencies: ["VaultCrypto", "VaultStorage"]),
+        .target(name: "VaultHTTP", dependencies: ["CCurl", "VaultCrypto"]),
+        .target(name: "VaultKit", dependencies: ["VaultCrypto", "VaultStorage", "VaultHTTP"]),
         .target(name: "VaultCLI", dependencies: ["VaultKit", "CPlatform"]),
         .executableTarget(name: "vault", dependencies: ["VaultCLI"]),
 
@@ -25,6 +28,7 @@ let package = Package(
             path: "Tests/VaultTestSupport"),
         .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto"]),
         .testTarget(name: "VaultStorageTests", dependencies: ["VaultStorage"]),
+        .testTarget(name: "VaultHTTPTests", dependencies: ["VaultHTTP", "VaultTestSupport"]),
         .testTarget(
             name: "VaultKitTests", dependencies: ["VaultKit", "VaultCrypto", "VaultStorage", "VaultTestSupport"],
             resources: [.copy("Vectors")]),
@@ -33,7 +37,7 @@ let package = Package(
 )
 
 // Strict settings for every Swift target, in one place.
-for target in package.targets where target.type != .system && target.name != "CPlatform" {
+for target in package.targets where target.type != .system && !["CPlatform", "CCurl"].contains(target.name) {
     var settings = target.swiftSettings ?? []
     settings.append(.swiftLanguageMode(.v6))
     settings.append(.enableUpcomingFeature("ExistentialAny"))

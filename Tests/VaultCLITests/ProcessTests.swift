@@ -166,6 +166,16 @@ struct ProcessTests {
         #expect(fields.count >= 6 && fields[4] == "0" && fields[5] == "0", "\(r.stderr)")
     }
 
+    @Test("libcurl is not on the loader's path: it is loaded on the first request only")
+    func noEagerCurl() throws {
+        let r = try VaultProcess.start(
+            [VaultProcess.binary], environment: ["PATH": "/usr/bin:/bin"], executable: "/usr/bin/ldd"
+        ).wait()
+        #expect(r.status == 0)
+        #expect(!r.stdout.contains("libcurl"), "\(r.stdout)")
+        #expect(r.stdout.contains("libsodium"))
+    }
+
     @Test("help works for every command, both ways")
     func help() throws {
         let home = Home()

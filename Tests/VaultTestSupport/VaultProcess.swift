@@ -1,5 +1,5 @@
 import CPlatform
-public import Foundation
+import Foundation
 import Glibc
 
 /// The result of running the `vault` binary.

@@ -1,0 +1,57 @@
+/// Which URLs vault talks to: `https` anywhere, plain `http` only to a
+/// loopback host (local test servers, the redirect listener).
+public enum URLPolicy {
+    /// Throws `refusedURL` unless `url` is absolute https, or http to loopback.
+    public static func check(_ url: String) throws(HTTPError) {
+        guard let (scheme, host) = schemeAndHost(url), !host.isEmpty else {
+            throw HTTPError(.refusedURL, "not an absolute http(s) url: \(redacted(url))")
+        }
+        switch scheme {
+        case "https": return
+        case "http":
+            guard isLoopback(host) else {
+                throw HTTPError(.refusedURL, "plain http is refused for \(host); use https")
+            }
+        default:
+            throw HTTPError(.refusedURL, "the url scheme '\(scheme)' is refused; use https")
+        }
+    }
+
+    /// True for 127.0.0.0/8, ::1 and localhost.
+    public static func isLoopback(_ host: String) -> Bool {
+        let h = host.lowercased()
+        if h == "localhost" || h == "[::1]" || h == "::1" { return true }
+        let parts = h.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
+    }
+
+    /// The lower-cased scheme and host of an absolute URL, without user
+    /// info or port.
+    static func schemeAndHost(_ url: String) -> (String, String)? {
+        guard let colon = url.firstIndex(of: ":"), url[colon...].hasPrefix("://") else { return nil }
+        let scheme = url[..<colon].lowercased()
+        var rest = url[url.index(colon, offsetBy: 3)...]
+        if let end = rest.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) { rest = rest[..<end] }
+        if let at = rest.lastIndex(of: "@") { rest = rest[rest.index(after: at)...] }
+        var host = String(rest)
+        if host.hasPrefix("[") {
+            if let close = host.firstIndex(of: "]") { host = String(host[...close]) }
+        } else if let portColon = host.lastIndex(of: ":") {
+            host = String(host[..<portColon])
+        }
+        return (scheme, host.lowercased())
+    }
+
+    /// A URL for messages: scheme, host and path only, never the query
+    /// (which can carry codes or tokens) or user info.
+    public static func redacted(_ url: String) -> String {
+        var text = url
+        if let q = text.firstIndex(where: { $0 == "?" || $0 == "#" }) { text = String(text[..<q]) }
+        if let (scheme, host) = schemeAndHost(text), text.contains("@") {
+            let afterScheme = text.index(text.firstIndex(of: ":")!, offsetBy: 3)
+            let path = text[afterScheme...].firstIndex(of: "/") ?? text.endIndex
+            text = "\(scheme)://\(host)" + text[path...]
+        }
+        return text
+    }
+}

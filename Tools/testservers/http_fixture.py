@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""A loopback HTTP server for fault injection in the HTTP client's tests.
+
+Binds 127.0.0.1 on a free port, prints the port on stdout, and serves until
+stdin closes (so it dies with the test that started it):
+  /echo               the request as JSON: method, path, headers, body
+  /status/N           status N
+  /redirect/N         302 chains of length N, ending at /echo
+  /redirect-to?u=URL  302 to URL
+  /big/N              N bytes of body
+  /slow/S             sleeps S seconds, then answers
+  /drop               closes the connection without answering
+"""
+import json
+import sys
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, status, body=b"", headers=()):
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def handle_any(self):
+        url = urllib.parse.urlsplit(self.path)
+        parts = url.path.strip("/").split("/")
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        if parts[0] == "echo":
+            doc = {"method": self.command, "path": self.path, "body": body.decode("utf-8", "replace"),
+                   "headers": {k.lower(): v for k, v in self.headers.items()}}
+            self.reply(200, json.dumps(doc).encode(), [("Content-Type", "application/json")])
+        elif parts[0] == "status":
+            self.reply(int(parts[1]), ("status %s" % parts[1]).encode())
+        elif parts[0] == "redirect":
+            n = int(parts[1])
+            target = "/echo" if n <= 1 else "/redirect/%d" % (n - 1)
+            self.reply(302, b"", [("Location", target)])
+        elif parts[0] == "redirect-to":
+            self.reply(302, b"", [("Location", urllib.parse.parse_qs(url.query)["u"][0])])
+        elif parts[0] == "big":
+            self.reply(200, b"x" * int(parts[1]))
+        elif parts[0] == "slow":
+            time.sleep(float(parts[1]))
+            self.reply(200, b"late")
+        elif parts[0] == "drop":
+            self.close_connection = True
+            self.connection.shutdown(2)
+        else:
+            self.reply(404, b"not found")
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = handle_any
+
+
+def main():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    print(server.server_address[1], flush=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    sys.stdin.read()  # until the test closes our stdin or exits
+
+
+if __name__ == "__main__":
+    main()
