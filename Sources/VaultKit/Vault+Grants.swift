@@ -146,27 +146,6 @@ extension Vault {
         try update { (_: inout StateManifest) throws(VaultError) in try putSlot(nil, slot) }
     }
 
-    /// What unlocks this vault, for display.
-    public func keyslotSummary() throws(VaultError) -> [String] {
-        try read { (_: StateManifest) throws(VaultError) in
-            try storage { () throws(StorageError) in
-                let s = try database.prepare("SELECT slot, value FROM keyslots ORDER BY slot")
-                var out: [String] = []
-                while try s.step() {
-                    let slot = try? Keyslot(decoding: s.blob(at: 1), what: "keyslot")
-                    switch slot?.kind {
-                    case .passphrase:
-                        out.append(
-                            "passphrase (argon2id, \(slot!.kdf!.passes) passes, \(slot!.kdf!.memoryBytes >> 20) MiB)")
-                    case .keyfile: out.append("key file")
-                    case nil: out.append("damaged")
-                    }
-                }
-                return out
-            }
-        }
-    }
-
     // MARK: Rows
 
     func loadLive(_ name: String, state: StateManifest) throws(VaultError) -> (StoredRecord, Grant) {

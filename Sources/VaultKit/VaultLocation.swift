@@ -24,11 +24,14 @@ public struct VaultLocation: Sendable, Equatable {
     /// `$XDG_CONFIG_HOME/vault`, else `~/.config/vault`.
     public static func resolve(environment: [String: String]) throws(VaultError) -> VaultLocation {
         func nonEmpty(_ key: String) -> String? { environment[key].flatMap { $0.isEmpty ? nil : $0 } }
-        guard let home = nonEmpty("HOME") ?? nonEmpty("VAULT_HOME").map({ _ in "" }) else {
-            throw VaultError(.invalidInput, "HOME is not set", hint: "set HOME or VAULT_HOME")
+        let home = nonEmpty("HOME")
+        guard
+            let data = nonEmpty("VAULT_HOME")
+                ?? (nonEmpty("XDG_DATA_HOME") ?? home.map { $0 + "/.local/share" }).map({ $0 + "/vault" }),
+            let config = (nonEmpty("XDG_CONFIG_HOME") ?? home.map { $0 + "/.config" }).map({ $0 + "/vault" })
+        else {
+            throw VaultError(.invalidInput, "HOME is not set", hint: "set HOME, or VAULT_HOME and XDG_CONFIG_HOME")
         }
-        let data = nonEmpty("VAULT_HOME") ?? ((nonEmpty("XDG_DATA_HOME") ?? home + "/.local/share") + "/vault")
-        let config = (nonEmpty("XDG_CONFIG_HOME") ?? home + "/.config") + "/vault"
         for path in [data, config] where !path.hasPrefix("/") {
             throw VaultError(.invalidInput, "vault paths must be absolute: \(path)")
         }

@@ -237,3 +237,25 @@ struct GrantTests {
         }
     }
 }
+
+@Suite("where the vault lives")
+struct LocationTests {
+    @Test("VAULT_HOME, then XDG_DATA_HOME, then HOME; configuration beside XDG_CONFIG_HOME or HOME")
+    func resolution() throws {
+        let a = try VaultLocation.resolve(environment: ["HOME": "/h"])
+        #expect(a.directory == "/h/.local/share/vault" && a.configDirectory == "/h/.config/vault")
+        let b = try VaultLocation.resolve(environment: ["HOME": "/h", "XDG_DATA_HOME": "/d", "XDG_CONFIG_HOME": "/c"])
+        #expect(b.directory == "/d/vault" && b.configDirectory == "/c/vault")
+        let c = try VaultLocation.resolve(environment: ["HOME": "/h", "VAULT_HOME": "/v", "XDG_DATA_HOME": "/d"])
+        #expect(c.directory == "/v" && c.databasePath == "/v/vault.db")
+        let d = try VaultLocation.resolve(environment: ["VAULT_HOME": "/v", "XDG_CONFIG_HOME": "/c"])
+        #expect(d.directory == "/v" && d.configDirectory == "/c/vault")
+        #expect(throws: VaultError.self) { try VaultLocation.resolve(environment: ["VAULT_HOME": "/v"]) }
+        #expect(throws: VaultError.self) { try VaultLocation.resolve(environment: [:]) }
+        #expect(throws: VaultError.self) { try VaultLocation.resolve(environment: ["HOME": "relative"]) }
+        // Empty variables count as unset, as the XDG specification says.
+        #expect(
+            try VaultLocation.resolve(environment: ["HOME": "/h", "XDG_DATA_HOME": ""]).directory
+                == "/h/.local/share/vault")
+    }
+}
