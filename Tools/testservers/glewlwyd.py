@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""Runs a private glewlwyd OpenID Connect provider on 127.0.0.1 for tests.
+
+  glewlwyd.py start DIR [--rotate]   start, provision, print the settings as JSON
+  glewlwyd.py stop DIR               stop the server started in DIR (by its PID)
+  glewlwyd.py approve DIR URL [--print-only]
+                                     log the test user in, consent, follow the
+                                     authorization URL and deliver its redirect to
+                                     the loopback listener (a browser); print it
+  glewlwyd.py approve-device DIR CODE [CLIENT SCOPE]
+                                     approve a device authorization user code
+                                     (consenting for CLIENT first, when given)
+
+Everything lives in DIR: database, configuration, log, PID file, settings.
+The server binds 127.0.0.1 only. Install with `apt-get install glewlwyd sqlite3`.
+"""
+import gzip
+import http.cookiejar
+import json
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+SAMPLE = "/usr/share/doc/glewlwyd/glewlwyd.conf.sample.gz"
+INIT_SQL = "/usr/share/doc/glewlwyd/database/init.sqlite3.sql.gz"
+USER, PASSWORD, EMAIL = "ada", "ada-test-password", "ada@example.com"
+PUBLIC_CLIENT, CONFIDENTIAL_CLIENT = "vault-public", "vault-confidential"
+CLIENT_SECRET = "vault-confidential-test-secret"
+SCOPES = ["openid", "email", "profile", "mail"]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Session:
+    """An HTTP client with its own cookie jar that never follows redirects."""
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args, **kwargs):
+            return None
+
+    def __init__(self, base):
+        self.base = base
+        self.opener = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()), Session.NoRedirect,
+            urllib.request.ProxyHandler({}))
+
+    def call(self, method, path, body=None):
+        url = path if path.startswith("http") else self.base + path
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(url, data=data, method=method,
+                                     headers={"Content-Type": "application/json"} if data else {})
+        try:
+            with self.opener.open(req, timeout=10) as r:
+                return r.status, r.headers, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, e.read()
+
+    def ok(self, method, path, body=None):
+        status, _, payload = self.call(method, path, body)
+        if status >= 300:
+            raise SystemExit("glewlwyd: %s %s -> %d %s" % (method, path, status, payload[:300]))
+        return payload
+
+
+def write_config(d, port):
+    lines = gzip.open(SAMPLE, "rt").read().splitlines()
+    out = []
+    for line in lines:
+        key = line.split("=")[0].strip()
+        if key == "port":
+            line = "port=%d" % port
+        elif line.startswith("#bind_address"):
+            line = 'bind_address="127.0.0.1"'
+        elif key == "external_url":
+            line = 'external_url="http://127.0.0.1:%d"' % port
+        elif key == "log_mode":
+            line = 'log_mode="file"'
+        elif key == "log_file":
+            line = 'log_file="%s/glewlwyd.log"' % d
+        elif key in ("cookie_domain",):
+            continue
+        elif key == "cookie_secure":
+            line = "cookie_secure=0"
+        elif line.strip().startswith("path") and "glewlwyd.db" in line:
+            line = '  path = "%s/glewlwyd.db"' % d
+        out.append(line)
+    with open(d + "/glewlwyd.conf", "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def rsa_keys(d):
+    subprocess.run(["openssl", "genrsa", "-out", d + "/key.pem", "2048"], check=True, capture_output=True)
+    subprocess.run(["openssl", "rsa", "-in", d + "/key.pem", "-pubout", "-out", d + "/pub.pem"], check=True,
+                   capture_output=True)
+    return open(d + "/key.pem").read(), open(d + "/pub.pem").read()
+
+
+def start(d, rotate):
+    os.makedirs(d, mode=0o700, exist_ok=True)
+    db = d + "/glewlwyd.db"
+    if os.path.exists(db):
+        os.remove(db)
+    con = sqlite3.connect(db)
+    con.executescript(gzip.open(INIT_SQL, "rt").read())
+    con.close()
+    port = free_port()
+    write_config(d, port)
+    log = open(d + "/stdout.log", "w")
+    proc = subprocess.Popen(["glewlwyd", "-c", d + "/glewlwyd.conf"], stdout=log, stderr=subprocess.STDOUT,
+                            stdin=subprocess.DEVNULL, start_new_session=True)
+    with open(d + "/pid", "w") as f:
+        f.write(str(proc.pid))
+    base = "http://127.0.0.1:%d" % port
+    for _ in range(100):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+        except OSError:
+            if proc.poll() is not None:
+                raise SystemExit("glewlwyd exited: " + open(d + "/stdout.log").read())
+            time.sleep(0.05)
+    admin = Session(base)
+    admin.ok("POST", "/api/auth/", {"username": "admin", "password": "password"})
+    key, pub = rsa_keys(d)
+    issuer = base + "/api/oidc"
+    params = {
+        "jwt-type": "rsa", "jwt-key-size": "256", "key": key, "cert": pub, "iss": issuer,
+        "access-token-duration": 3600, "refresh-token-duration": 1209600, "code-duration": 600,
+        "refresh-token-rolling": True, "refresh-token-one-use": "always" if rotate else "never",
+        "client-refresh-token-one-use-parameter": "refresh-token-one-use",
+        "allow-non-oidc": True, "auth-type-code-enabled": True, "auth-type-code-revoke-replayed": False,
+        "auth-type-token-enabled": False, "auth-type-id-token-enabled": True, "auth-type-none-enabled": False,
+        "auth-type-password-enabled": False, "auth-type-client-enabled": True, "auth-type-device-enabled": True,
+        "auth-type-refresh-enabled": True, "scope": [], "additional-parameters": [], "claims": [],
+        "jwks-show": True, "jwks-x5c": [], "request-parameter-allow": False, "secret-type": "public",
+        "address-claim": {"type": "no"}, "name-claim": "on-demand", "name-claim-scope": [],
+        "email-claim": "mandatory", "email-claim-scope": [], "scope-claim": "no", "scope-claim-scope": [],
+        "allowed-scope": SCOPES, "pkce-allowed": True, "pkce-method-plain-allowed": False,
+        "pkce-required": False, "pkce-required-public-client": True, "pkce-scopes": [],
+        "introspection-revocation-allowed": True, "introspection-revocation-auth-scope": [],
+        "introspection-revocation-allow-target-client": True, "register-client-allowed": False,
+        "session-management-allowed": False, "device-authorization-expiration": 600,
+        "device-authorization-interval": 1, "oauth-dpop-allowed": False, "resource-allowed": False,
+        "oauth-rar-allowed": False, "oauth-par-allowed": False, "oauth-ciba-allowed": False,
+    }
+    admin.ok("POST", "/api/mod/plugin/", {"module": "oidc", "name": "oidc", "display_name": "OIDC",
+                                          "enabled": True, "parameters": params})
+    for scope in SCOPES[1:]:
+        admin.ok("POST", "/api/scope/", {"name": scope, "display_name": scope, "description": scope,
+                                         "password_required": False, "password_max_age": 0, "scheme": {}})
+    admin.ok("POST", "/api/user/", {"username": USER, "name": "Ada Lovelace", "email": EMAIL,
+                                    "password": PASSWORD, "scope": SCOPES, "enabled": True})
+    redirect = "http://127.0.0.1:%d/callback" % free_port()
+    common = {"enabled": True, "redirect_uri": [redirect], "scope": SCOPES,
+              "authorization_type": ["code", "device_authorization", "refresh_token"]}
+    admin.ok("POST", "/api/client/", dict(common, client_id=PUBLIC_CLIENT, name="vault public",
+                                          confidential=False))
+    admin.ok("POST", "/api/client/", dict(common, client_id=CONFIDENTIAL_CLIENT, name="vault confidential",
+                                          confidential=True, password=CLIENT_SECRET,
+                                          token_endpoint_auth_method=["client_secret_basic",
+                                                                      "client_secret_post"],
+                                          authorization_type=common["authorization_type"] +
+                                          ["client_credentials"]))
+    settings = {
+        "port": port, "base": base, "issuer": issuer, "pid": proc.pid, "redirect_uri": redirect,
+        "user": USER, "password": PASSWORD, "email": EMAIL, "public_client": PUBLIC_CLIENT,
+        "confidential_client": CONFIDENTIAL_CLIENT, "client_secret": CLIENT_SECRET, "rotate": rotate,
+        "discovery": issuer + "/.well-known/openid-configuration",
+    }
+    with open(d + "/settings.json", "w") as f:
+        json.dump(settings, f, indent=1)
+    print(json.dumps(settings))
+
+
+def stop(d):
+    try:
+        pid = int(open(d + "/pid").read())
+        os.killpg(pid, signal.SIGTERM)
+        for _ in range(50):
+            os.kill(pid, 0)
+            time.sleep(0.05)
+        os.killpg(pid, signal.SIGKILL)
+    except (OSError, ValueError):
+        pass
+
+
+def user_session(d):
+    s = json.load(open(d + "/settings.json"))
+    session = Session(s["base"])
+    session.ok("POST", "/api/auth/", {"username": s["user"], "password": s["password"]})
+    return s, session
+
+
+def approve(d, url, deliver=True):
+    """What a person does in the browser: log in, consent, continue to the redirect."""
+    s, session = user_session(d)
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
+    session.ok("PUT", "/api/auth/grant/%s" % query["client_id"][0], {"scope": query.get("scope", ["openid"])[0]})
+    status, headers, body = session.call("GET", url + "&g_continue")
+    location = headers.get("Location")
+    if status != 302 or not location:
+        raise SystemExit("glewlwyd: no redirect (%d): %s" % (status, body[:300]))
+    # Deliver the redirect to the application's loopback listener, as a browser would.
+    if deliver and location.startswith("http://127.0.0.1"):
+        try:
+            urllib.request.build_opener(urllib.request.ProxyHandler({})).open(location, timeout=10).read()
+        except urllib.error.URLError as e:
+            raise SystemExit("glewlwyd: the redirect was not accepted: %s" % e)
+    print(location)
+
+
+def approve_device(d, code, client=None, scope=None):
+    _, session = user_session(d)
+    if client:
+        session.ok("PUT", "/api/auth/grant/%s" % client, {"scope": scope or "openid"})
+    status, _, body = session.call("GET", "/api/oidc/device?code=%s&g_continue" % urllib.parse.quote(code))
+    if status >= 400:
+        raise SystemExit("glewlwyd: device approval failed (%d): %s" % (status, body[:300]))
+
+
+def main():
+    if len(sys.argv) < 3:
+        raise SystemExit(__doc__)
+    cmd, d = sys.argv[1], os.path.abspath(sys.argv[2])
+    if cmd == "start":
+        start(d, "--rotate" in sys.argv)
+    elif cmd == "stop":
+        stop(d)
+    elif cmd == "approve":
+        approve(d, sys.argv[3], deliver="--print-only" not in sys.argv)
+    elif cmd == "approve-device":
+        approve_device(d, sys.argv[3], *sys.argv[4:6])
+    else:
+        raise SystemExit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
