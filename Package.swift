@@ -20,7 +20,7 @@ let package = Package(
         .target(name: "VaultStorage", dependencies: ["CSQLite"]),
         .target(name: "VaultHTTP", dependencies: ["CCurl", "VaultCrypto"]),
         .target(name: "VaultKit", dependencies: ["VaultCrypto", "VaultStorage", "VaultHTTP"]),
-        .target(name: "VaultCLI", dependencies: ["VaultKit", "CPlatform"]),
+        .target(name: "VaultCLI", dependencies: ["VaultKit", "VaultHTTP", "CPlatform"]),
         .executableTarget(name: "vault", dependencies: ["VaultCLI"]),
 
         .target(

@@ -16,7 +16,7 @@ struct Command: Sendable {
 enum Commands {
     static let all: [Command] = [
         initCommand, importCommand, listCommand, showCommand, renameCommand, removeCommand, passwdCommand,
-        helpCommand,
+        providersCommand, helpCommand,
     ]
 
     static func named(_ name: String) -> Command? { all.first { $0.name == name } }

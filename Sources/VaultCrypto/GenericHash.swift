@@ -66,3 +66,16 @@ public enum KeyDerivation {
         return out
     }
 }
+
+/// SHA-256, for protocols that require it (PKCE's S256 challenge).
+public enum SHA256 {
+    /// The 32-byte digest of `data`.
+    public static func hash(_ data: [UInt8]) throws(CryptoError) -> [UInt8] {
+        try Sodium.ready()
+        var out = [UInt8](repeating: 0, count: Int(crypto_hash_sha256_BYTES))
+        guard crypto_hash_sha256(&out, data, UInt64(data.count)) == 0 else {
+            throw CryptoError(.invalidParameter, "sha-256 failed")
+        }
+        return out
+    }
+}

@@ -27,7 +27,7 @@ public enum URLPolicy {
 
     /// The lower-cased scheme and host of an absolute URL, without user
     /// info or port.
-    static func schemeAndHost(_ url: String) -> (String, String)? {
+    public static func schemeAndHost(_ url: String) -> (String, String)? {
         guard let colon = url.firstIndex(of: ":"), url[colon...].hasPrefix("://") else { return nil }
         let scheme = url[..<colon].lowercased()
         var rest = url[url.index(colon, offsetBy: 3)...]

@@ -223,3 +223,25 @@ public enum SecretFile {
         return try wrap { () throws(CryptoError) in try raw.prefix(n) }
     }
 }
+
+extension FileSystem {
+    /// Names in a directory (not . and ..); empty when it does not exist.
+    static func listDirectory(_ path: String) -> [String] {
+        guard let dir = opendir(path) else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// Reads a whole non-secret file of at most `limit` bytes.
+    static func readFile(_ path: String, limit: Int) throws(VaultError) -> [UInt8] {
+        let secret = try readSecret(path, limit: limit)
+        return secret.unsafeCopyToArray()
+    }
+}

@@ -1,0 +1,81 @@
+internal import VaultHTTP
+internal import VaultKit
+
+/// What `vault providers --json` prints: never the client secret itself.
+struct ProviderSummary: Encodable {
+    let name: String
+    let displayName: String?
+    let source: String
+    let flows: [String]
+    let issuer, authorizationEndpoint, tokenEndpoint, deviceAuthorizationEndpoint: String?
+    let revocationEndpoint, userinfoEndpoint, clientID, redirectURI: String?
+    let scopes, gitHosts: [String]
+    let hasClientSecret: Bool
+    let notes: String?
+
+    init(_ p: Provider) {
+        name = p.name
+        displayName = p.displayName
+        source = p.source
+        flows = p.flows.map(\.rawValue)
+        issuer = p.issuer
+        authorizationEndpoint = p.authorizationEndpoint
+        tokenEndpoint = p.tokenEndpoint
+        deviceAuthorizationEndpoint = p.deviceAuthorizationEndpoint
+        revocationEndpoint = p.revocationEndpoint
+        userinfoEndpoint = p.userinfoEndpoint
+        clientID = p.clientID
+        redirectURI = p.redirectURI
+        scopes = p.scopes
+        gitHosts = p.gitHosts
+        hasClientSecret = p.clientSecret != nil
+        notes = p.notes
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case name, source, flows, issuer, scopes, notes
+        case displayName = "display_name"
+        case authorizationEndpoint = "authorization_endpoint"
+        case tokenEndpoint = "token_endpoint"
+        case deviceAuthorizationEndpoint = "device_authorization_endpoint"
+        case revocationEndpoint = "revocation_endpoint"
+        case userinfoEndpoint = "userinfo_endpoint"
+        case clientID = "client_id"
+        case redirectURI = "redirect_uri"
+        case gitHosts = "git_hosts"
+        case hasClientSecret = "has_client_secret"
+    }
+}
+
+extension Commands {
+    static let providersCommand = Command(
+        name: "providers",
+        abstract: "List the OAuth providers vault knows.",
+        usage: "providers [--json]",
+        discussion: """
+            Presets ship with vault (Google, Microsoft, GitHub, GitLab, LinkedIn). A JSON file in
+            $XDG_CONFIG_HOME/vault/providers/ adds a provider, or overrides the fields of a preset
+            of the same name (for example just "client_id"). See docs/providers.md for the fields.
+            """,
+        examples: ["vault providers", "vault providers --json"]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        _ = try ctx.positionals()
+        let catalog = ProviderCatalog.load(configDirectory: try ctx.location().configDirectory)
+        if ctx.json {
+            try ctx.printJSON(catalog.sorted.map(ProviderSummary.init))
+        } else {
+            var rows = [["NAME", "FLOWS", "CLIENT", "ENDPOINT", "SOURCE"]]
+            for p in catalog.sorted {
+                let endpoint = p.issuer ?? p.authorizationEndpoint ?? p.tokenEndpoint ?? "-"
+                let host = URLPolicy.schemeAndHost(endpoint).map(\.1) ?? endpoint
+                rows.append([
+                    p.name, p.flows.map(\.rawValue).joined(separator: ","), p.clientID == nil ? "-" : "set", host,
+                    p.source,
+                ])
+            }
+            for line in Format.table(rows) { ctx.console.out(line) }
+        }
+        for problem in catalog.problems { ctx.console.error(problem.reason) }
+        return catalog.problems.isEmpty ? .ok : .failure
+    }
+}

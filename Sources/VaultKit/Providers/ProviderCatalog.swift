@@ -1,0 +1,57 @@
+/// The providers a user can choose from: the presets shipped inside vault,
+/// merged with the user's files in `$XDG_CONFIG_HOME/vault/providers/`.
+public struct ProviderCatalog: Sendable {
+    /// Usable providers by name.
+    public let providers: [String: Provider]
+    /// Files that could not be used, each with the reason.
+    public let problems: [VaultError]
+
+    /// The providers, sorted by name.
+    public var sorted: [Provider] { providers.values.sorted { $0.name < $1.name } }
+
+    /// Loads presets and the user's provider files. A broken user file is
+    /// reported in `problems` and leaves the others usable.
+    public static func load(configDirectory: String) -> ProviderCatalog {
+        var files: [String: (ProviderFile, String)] = [:]
+        var problems: [VaultError] = []
+        for (name, json) in Presets.files {
+            // Presets are checked by the test suite; a failure here is a build defect.
+            if let file = try? ProviderFile.parse(Array(json.utf8), source: "preset \(name)") {
+                files[name] = (file, "preset")
+            }
+        }
+        let directory = configDirectory + "/providers"
+        for entry in FileSystem.listDirectory(directory).sorted() where entry.hasSuffix(".json") {
+            let path = directory + "/" + entry
+            do throws(VaultError) {
+                let user = try ProviderFile.parse(try FileSystem.readFile(path, limit: 65536), source: path)
+                let name = user.name ?? String(entry.dropLast(5))
+                let base = files[name]?.0
+                var merged = base.map { $0.merging(user) } ?? user
+                merged.name = name
+                files[name] = (merged, path)
+            } catch {
+                problems.append(error)
+            }
+        }
+        var providers: [String: Provider] = [:]
+        for (name, (file, source)) in files {
+            do throws(VaultError) {
+                providers[name] = try Provider(file: file, source: source)
+            } catch {
+                problems.append(error)
+            }
+        }
+        return ProviderCatalog(providers: providers, problems: problems)
+    }
+
+    /// The provider called `name`, or a `notFound` error listing the choices.
+    public func provider(_ name: String) throws(VaultError) -> Provider {
+        guard let p = providers[name] else {
+            throw VaultError(
+                .notFound, "unknown provider '\(name)'",
+                hint: "known providers: \(providers.keys.sorted().joined(separator: ", ")); or use --issuer URL")
+        }
+        return p
+    }
+}

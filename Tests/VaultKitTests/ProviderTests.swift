@@ -1,0 +1,121 @@
+import Foundation
+import Testing
+import VaultTestSupport
+
+@testable import VaultKit
+
+@Suite("providers as data")
+struct ProviderTests {
+    static let configDir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("config/providers")
+
+    @Test("the embedded presets are exactly config/providers/*.json (run Tools/gen-presets.py)")
+    func embeddedMatchesFiles() throws {
+        let names = try FileManager.default.contentsOfDirectory(atPath: Self.configDir.path).filter {
+            $0.hasSuffix(".json")
+        }
+        #expect(Set(names.map { String($0.dropLast(5)) }) == Set(Presets.files.map(\.name)))
+        for (name, json) in Presets.files {
+            let file = try String(contentsOf: Self.configDir.appendingPathComponent(name + ".json"), encoding: .utf8)
+            #expect(file == json + "\n" || file == json, "\(name)")
+        }
+    }
+
+    @Test("every preset parses, validates and names only real https endpoints")
+    func presets() throws {
+        let catalog = ProviderCatalog.load(configDirectory: "/nonexistent")
+        #expect(catalog.problems.isEmpty)
+        #expect(Set(catalog.providers.keys) == ["github", "gitlab", "google", "linkedin", "microsoft"])
+        for p in catalog.sorted {
+            let r = p.resolved()
+            for endpoint in [
+                r.authorizationEndpoint, r.tokenEndpoint, r.deviceAuthorizationEndpoint, r.revocationEndpoint,
+                r.userinfoEndpoint, r.issuer,
+            ].compactMap({ $0 }) {
+                #expect(endpoint.hasPrefix("https://"), "\(p.name): \(endpoint)")
+                #expect(!endpoint.contains("127.0.0.1") && !endpoint.contains("localhost"))
+            }
+            #expect(r.tokenEndpoint != nil && r.authorizationEndpoint != nil, "\(p.name)")
+        }
+        #expect(try catalog.provider("google").authorizationParams == ["access_type": "offline", "prompt": "consent"])
+        #expect(try catalog.provider("microsoft").scopes.contains("offline_access"))
+        #expect(try catalog.provider("microsoft").publicClient)
+        #expect(try catalog.provider("github").gitHosts == ["github.com"])
+        #expect(try catalog.provider("linkedin").flows == [.browser, .paste])
+    }
+
+    @Test("Microsoft's tenant is a variable with a default and an override")
+    func variables() throws {
+        let ms = try ProviderCatalog.load(configDirectory: "/nonexistent").provider("microsoft")
+        #expect(ms.resolved().tokenEndpoint == "https://login.microsoftonline.com/common/oauth2/v2.0/token")
+        #expect(
+            ms.resolved(["tenant": "contoso.example"]).authorizationEndpoint
+                == "https://login.microsoftonline.com/contoso.example/oauth2/v2.0/authorize")
+    }
+
+    func catalog(with files: [String: String]) throws -> (ProviderCatalog, TemporaryDirectory) {
+        let dir = TemporaryDirectory()
+        let providers = dir.path + "/providers"
+        try FileManager.default.createDirectory(atPath: providers, withIntermediateDirectories: true)
+        for (name, text) in files {
+            FileManager.default.createFile(atPath: providers + "/" + name, contents: Data(text.utf8))
+        }
+        return (ProviderCatalog.load(configDirectory: dir.path), dir)
+    }
+
+    @Test("a user file overrides a preset field by field, and adds new providers")
+    func userFiles() throws {
+        let (c, _) = try catalog(with: [
+            "google.json": #"{"client_id": "my-id.apps.googleusercontent.com", "client_secret": "s"}"#,
+            "corp.json": #"""
+            {"name": "corp", "issuer": "https://id.corp.example", "scopes": ["openid"],
+             "redirect_uri": "http://127.0.0.1:8765/callback", "flows": ["browser"]}
+            """#,
+        ])
+        #expect(c.problems.isEmpty)
+        let google = try c.provider("google")
+        #expect(google.clientID == "my-id.apps.googleusercontent.com")
+        #expect(google.tokenEndpoint == "https://oauth2.googleapis.com/token")
+        #expect(google.source.hasSuffix("providers/google.json"))
+        let corp = try c.provider("corp")
+        #expect(corp.isOpenIDConnect && corp.redirectURI == "http://127.0.0.1:8765/callback")
+    }
+
+    @Test(
+        "bad provider files are reported with their reason; the rest stay usable",
+        arguments: [
+            (#"{"name": "x", "token_endpiont": "https://a/t"}"#, "unknown field 'token_endpiont'"),
+            (
+                #"{"name": "x", "token_endpoint": "http://id.example/token", "flows": ["device"], "device_authorization_endpoint": "https://a/d"}"#,
+                "plain http is refused for id.example"
+            ),
+            (
+                #"{"name": "x", "issuer": "https://a", "redirect_uri": "http://example.com:80/cb"}"#,
+                "redirect_uri must be"
+            ),
+            (#"{"name": "x", "issuer": "https://a", "redirect_uri": "http://127.0.0.1/cb"}"#, "redirect_uri must be"),
+            (#"{"name": "x", "issuer": "https://a", "flows": ["telepathy"]}"#, "wrong value for 'flows"),
+            (#"{"name": "x", "token_endpoint": "https://a/t"}"#, "need 'authorization_endpoint'"),
+            (
+                #"{"name": "x", "issuer": "https://a", "token_endpoint_auth_method": "private_key_jwt"}"#,
+                "token_endpoint_auth_method"
+            ),
+            (#"[1]"#, "not a JSON object"),
+            (#"{"name": "bad name", "issuer": "https://a"}"#, "invalid name"),
+        ])
+    func badFiles(text: String, reason: String) throws {
+        let (c, _) = try catalog(with: ["x.json": text])
+        #expect(c.problems.count == 1)
+        #expect(c.problems.first?.reason.contains(reason) == true, "\(c.problems.first?.reason ?? "no problem")")
+        #expect(c.providers["google"] != nil)
+    }
+
+    @Test("plain http endpoints are allowed for loopback hosts only")
+    func loopbackHTTP() throws {
+        let (c, _) = try catalog(with: [
+            "local.json": #"{"issuer": "http://127.0.0.1:5556/api/oidc", "scopes": ["openid"]}"#
+        ])
+        #expect(c.problems.isEmpty)
+        #expect(try c.provider("local").issuer == "http://127.0.0.1:5556/api/oidc")
+    }
+}
