@@ -30,7 +30,8 @@ let package = Package(
         .testTarget(name: "VaultStorageTests", dependencies: ["VaultStorage"]),
         .testTarget(name: "VaultHTTPTests", dependencies: ["VaultHTTP", "VaultTestSupport"]),
         .testTarget(
-            name: "VaultKitTests", dependencies: ["VaultKit", "VaultCrypto", "VaultStorage", "VaultTestSupport"],
+            name: "VaultKitTests",
+            dependencies: ["VaultKit", "VaultCrypto", "VaultStorage", "VaultHTTP", "VaultTestSupport"],
             resources: [.copy("Vectors")]),
         .testTarget(name: "VaultCLITests", dependencies: ["VaultTestSupport"], exclude: ["Transcripts"]),
     ]

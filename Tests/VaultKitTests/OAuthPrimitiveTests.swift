@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VaultHTTP
 
 @testable import VaultKit
 

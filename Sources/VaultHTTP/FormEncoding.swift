@@ -34,7 +34,8 @@ public enum FormEncoding {
         }
     }
 
-    static func percentDecode(_ text: Substring) -> String {
+    /// Decodes percent escapes and `+` as space; malformed escapes stay as written.
+    public static func percentDecode(_ text: Substring) -> String {
         var bytes: [UInt8] = []
         var utf8 = Array(text.utf8)[...]
         while let b = utf8.first {
