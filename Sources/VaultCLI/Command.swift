@@ -15,7 +15,7 @@ struct Command: Sendable {
 /// All commands, in the order `vault help` lists them.
 enum Commands {
     static let all: [Command] = [
-        initCommand, importCommand, listCommand, showCommand, renameCommand, removeCommand, passwdCommand,
+        initCommand, addCommand, importCommand, listCommand, showCommand, renameCommand, removeCommand, passwdCommand,
         providersCommand, helpCommand,
     ]
 

@@ -31,9 +31,9 @@ struct CLIError: Error {
         let code: ExitCode
         switch error.code {
         case .wrongKey, .locked: code = .locked
-        case .busy: code = .transient
+        case .busy, .transient: code = .transient
         case .notFound, .alreadyExists, .invalidInput, .noVault, .damaged, .tampered, .unsupported, .io,
-            .insecurePath, .internalError:
+            .insecurePath, .internalError, .refused, .badResponse, .timedOut:
             code = .failure
         }
         self.init(error.reason, hint: error.hint, exitCode: code)

@@ -61,12 +61,22 @@ public struct TokenResponse: Sendable {
         } else {
             expiry = nil
         }
-        return Grant(
-            provider: provider, kind: tokenSecret != nil ? .oauth1 : .oauth2,
-            account: account ?? idToken.flatMap(IDTokenClaims.accountHint), accessToken: accessToken,
-            refreshToken: refreshToken, tokenType: tokenType, expiresAt: expiry, scopes: scope ?? [],
-            idToken: idToken, tokenSecret: tokenSecret, providerConfiguration: providerConfiguration,
-            createdAt: now)
+        var g = grant(
+            provider: provider, account: account ?? idToken.flatMap(IDTokenClaims.unverifiedAccount), now: now)
+        g.expiresAt = expiry
+        g.providerConfiguration = providerConfiguration
+        return g
+    }
+
+    /// The grant this response gives, for `provider` and `account`.
+    public func grant(provider: String, account: String?, now: Date) -> Grant {
+        Grant(
+            provider: provider, kind: tokenSecret != nil ? .oauth1 : .oauth2, account: account,
+            accessToken: accessToken, refreshToken: refreshToken, tokenType: tokenType,
+            // An absurd expires_in is treated as none rather than trusted.
+            expiresAt: expiresIn.flatMap { $0.isFinite && $0 >= 0 && $0 < 1e10 ? $0 : nil }
+                .map { Date(epochSeconds: now.epochSeconds + Int64($0)) } ?? expiresAt.map(Date.init(epochSeconds:)),
+            scopes: scope ?? [], idToken: idToken, tokenSecret: tokenSecret, createdAt: now)
     }
 
     private struct Wire: Decodable {
@@ -118,19 +128,4 @@ public struct TokenResponse: Sendable {
     }
 
     private init() {}
-}
-
-/// Reads claims from an ID token's payload without verifying it: only for
-/// labels such as the account. Verification happens in the OAuth flow.
-enum IDTokenClaims {
-    static func accountHint(_ idToken: String) -> String? {
-        let parts = idToken.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let payload = Base64URL.decode(Array(parts[1].utf8)) else { return nil }
-        struct Claims: Decodable {
-            var email: String?
-            var sub: String?
-        }
-        guard let claims = try? JSONDecoder().decode(Claims.self, from: Data(payload)) else { return nil }
-        return claims.email ?? claims.sub
-    }
 }

@@ -15,6 +15,15 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
         case damaged = "vault.damaged"
         case tampered = "vault.tampered"
         case unsupported = "vault.unsupported"
+        // Talking to a provider.
+        /// The provider refused (an OAuth error such as access_denied or invalid_grant).
+        case refused = "vault.refused"
+        /// A network failure, a 5xx, or temporarily_unavailable: try again later.
+        case transient = "vault.transient"
+        /// The provider's answer failed a check (malformed, wrong state, nonce or audience).
+        case badResponse = "vault.bad_response"
+        /// Nobody completed the authorization in time.
+        case timedOut = "vault.timed_out"
         // The environment.
         case busy = "vault.busy"
         case io = "vault.io"
@@ -28,12 +37,15 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
     public let reason: String
     /// What the person can do about it, if anything useful can be said.
     public let hint: String?
+    /// The provider's OAuth error code (`invalid_grant`, ...), when it gave one.
+    public let oauthError: String?
 
     /// Creates an error.
-    public init(_ code: Code, _ reason: String, hint: String? = nil) {
+    public init(_ code: Code, _ reason: String, hint: String? = nil, oauthError: String? = nil) {
         self.code = code
         self.reason = reason
         self.hint = hint
+        self.oauthError = oauthError
     }
 
     public var description: String { reason }

@@ -3,6 +3,8 @@
 
   glewlwyd.py start DIR [--rotate]   start, provision, print the settings as JSON
   glewlwyd.py stop DIR               stop the server started in DIR (by its PID)
+  glewlwyd.py serve DIR [--rotate]   start and provision, print the settings, and
+                                     stop the server when stdin closes (for tests)
   glewlwyd.py approve DIR URL [--print-only]
                                      log the test user in, consent, follow the
                                      authorization URL and deliver its redirect to
@@ -237,6 +239,13 @@ def main():
         start(d, "--rotate" in sys.argv)
     elif cmd == "stop":
         stop(d)
+    elif cmd == "serve":
+        try:
+            start(d, "--rotate" in sys.argv)
+            sys.stdout.flush()
+            sys.stdin.read()  # until the test run closes our stdin or exits
+        finally:
+            stop(d)
     elif cmd == "approve":
         approve(d, sys.argv[3], deliver="--print-only" not in sys.argv)
     elif cmd == "approve-device":

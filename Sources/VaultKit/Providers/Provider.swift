@@ -187,6 +187,9 @@ struct ProviderFile: Decodable {
         case flows, public_client
     }
 
+    /// An empty file, filled in by code (discovery).
+    init() {}
+
     struct AnyKey: CodingKey {
         var stringValue: String
         var intValue: Int? { nil }

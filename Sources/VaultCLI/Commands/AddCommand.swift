@@ -1,0 +1,175 @@
+internal import FoundationEssentials
+internal import Glibc
+internal import VaultHTTP
+internal import VaultKit
+
+/// The person's side of an authorization, on a terminal.
+struct TerminalAuthorizationUI: AuthorizationUI {
+    let environment: [String: String]
+    let console = Console()
+
+    func openBrowser(_ url: String) {
+        console.info("open this address to authorize (it is also being opened in your browser):")
+        Console.write(url + "\n", to: 2)
+        // $BROWSER gets the URL as its one argument; the shell only splits
+        // $BROWSER itself, never the URL.
+        let command = environment["BROWSER"].flatMap { $0.isEmpty ? nil : $0 } ?? "xdg-open"
+        var pid: pid_t = 0
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        // The browser must not write into vault's stdout, which may be piped data.
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        let words: [String] = ["sh", "-c", "exec \(command) \"$1\"", "vault-browser", url]
+        let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        if posix_spawn(&pid, "/bin/sh", &actions, nil, argv, environ) != 0 {
+            console.warn("could not start a browser; open the address above yourself")
+        }
+    }
+
+    func show(_ message: String) { Console.write(message + "\n", to: 2) }
+
+    func readPasted(prompt: String) throws(VaultError) -> String {
+        Console.write(prompt, to: 2)
+        var bytes: [UInt8] = []
+        let fd = isatty(0) == 1 || Terminal() == nil ? 0 : open("/dev/tty", O_RDONLY | O_CLOEXEC)
+        defer { if fd > 0 { close(fd) } }
+        var b: UInt8 = 0
+        while bytes.count < 16384 {
+            let n = read(fd, &b, 1)
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 || b == 0x0a { break }
+            bytes.append(b)
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+}
+
+extension Commands {
+    static let addCommand = Command(
+        name: "add",
+        abstract: "Authorize with a provider and store the grant.",
+        usage:
+            "add PROVIDER [NAME] [--scope S]... [--client-id ID] [--client-secret-file F] [--flow browser|device|paste] [--login-hint EMAIL] [--issuer URL] [--tenant T] [--timeout SECONDS]",
+        arguments: [
+            ("PROVIDER", "a provider from 'vault providers', or a new name with --issuer"),
+            ("NAME", "the name to store the grant under (default: PROVIDER)"),
+        ],
+        options: [
+            OptionSpec(
+                name: "scope", valueName: "S", help: "a scope to ask for (repeatable; default: the provider's)",
+                repeatable: true),
+            OptionSpec(name: "client-id", valueName: "ID", help: "the OAuth client id (else the provider file's)"),
+            OptionSpec(name: "client-secret-file", valueName: "F", help: "read the client secret from file F"),
+            OptionSpec(
+                name: "flow", valueName: "FLOW", help: "browser, device or paste (default: browser; device over SSH)"),
+            OptionSpec(name: "login-hint", valueName: "EMAIL", help: "suggest this account to the provider"),
+            OptionSpec(name: "issuer", valueName: "URL", help: "discover an OpenID Connect provider from its issuer"),
+            OptionSpec(name: "tenant", valueName: "T", help: "the tenant, for providers that have one (Microsoft)"),
+            OptionSpec(name: "timeout", valueName: "SECONDS", help: "how long to wait for the person (default 300)"),
+        ],
+        discussion: """
+            The browser flow listens on 127.0.0.1 for the redirect, opens the authorization page
+            with $BROWSER (the URL as its one argument) or xdg-open, and always prints the URL.
+            PKCE (S256) and state are always used, and a nonce for OpenID Connect. The device flow
+            shows a code to enter on another device; the paste flow asks for the address the
+            browser ended on. An existing grant of the same name is replaced only when the new
+            authorization succeeds. Nothing is stored on any failure.
+            """,
+        examples: [
+            "vault add google work --client-id 123.apps.googleusercontent.com --client-secret-file ~/google-secret",
+            "vault add github --flow device --scope repo",
+            "vault add corp --issuer https://id.corp.example --client-id vault",
+        ]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        let args = ctx.arguments.positionals
+        guard let providerName = args.first else { throw CLIError.usage("missing PROVIDER", command: "add") }
+        guard args.count <= 2 else { throw CLIError.usage("unexpected argument '\(args[2])'", command: "add") }
+        let name = try ctx.grantName(args.count == 2 ? args[1] : providerName)
+        _ = try ctx.grantName(providerName)
+        let transport = CurlTransport(caBundle: ctx.environment["SSL_CERT_FILE"])
+        var provider = try resolveProvider(providerName, ctx: ctx, transport: transport)
+
+        if let id = ctx.arguments.value("client-id") { provider.clientID = id }
+        if let path = ctx.arguments.value("client-secret-file") {
+            let raw = try vault { () throws(VaultError) in try SecretFile.trimmingNewline(SecretFile.read(path: path)) }
+            provider.clientSecret = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        }
+        let flow = try chooseFlow(ctx, provider: provider)
+        var timeout = 300.0
+        if let t = ctx.arguments.value("timeout") {
+            guard let v = Double(t), v > 0, v <= 86400 else {
+                throw CLIError.usage("--timeout needs a number of seconds", command: "add")
+            }
+            timeout = v
+        }
+        // Unlock first: a wrong passphrase must not waste an authorization.
+        let store = try ctx.openVault()
+        let request = AuthorizationRequest(
+            provider: provider, flow: flow, scopes: ctx.arguments.values("scope"),
+            loginHint: ctx.arguments.value("login-hint"), timeout: timeout)
+        let authorizer = Authorizer(
+            transport: transport, ui: TerminalAuthorizationUI(environment: ctx.environment), time: ctx.time)
+        let grant = try vault { () throws(VaultError) in try authorizer.authorize(request) }
+        let existed = (try? store.load(name)) != nil
+        _ = try vault { () throws(VaultError) in try store.save(grant, as: name) }
+        let now = ctx.time.now()
+        if ctx.json {
+            try ctx.printJSON(GrantSummary(name: name, grant: grant, now: now))
+        } else {
+            let who = grant.account.map { ", \($0)" } ?? ""
+            ctx.console.info(
+                "\(existed ? "replaced" : "added") '\(name)' (\(provider.name)\(who); scopes: \(grant.scopes.joined(separator: " ")))"
+            )
+            let missing = request.effectiveScopesForDisplay.filter { !grant.scopes.contains($0) }
+            if !missing.isEmpty { ctx.console.warn("the provider did not grant: \(missing.joined(separator: " "))") }
+            if grant.refreshToken == nil {
+                ctx.console.warn(
+                    "the provider issued no refresh token; 'vault add' will be needed again when the access token expires"
+                )
+            }
+        }
+        return .ok
+    }
+
+    /// The provider: a preset or user file, discovered when it has only an issuer or `--issuer` is given.
+    static func resolveProvider(_ name: String, ctx: Context, transport: CurlTransport) throws(CLIError) -> Provider {
+        let catalog = ProviderCatalog.load(configDirectory: try ctx.location().configDirectory)
+        for problem in catalog.problems { ctx.console.warn(problem.reason) }
+        let known = catalog.providers[name]
+        var overrides: [String: String] = [:]
+        if let tenant = ctx.arguments.value("tenant") { overrides["tenant"] = tenant }
+        if let issuer = ctx.arguments.value("issuer") ?? (known?.tokenEndpoint == nil ? known?.issuer : nil) {
+            return try vault { () throws(VaultError) in
+                try Discovery.provider(name: name, issuer: issuer, transport: transport, base: known)
+            }
+        }
+        guard let known else {
+            throw CLIError(try vault { () throws(VaultError) in try catalog.provider(name) }.name)
+        }
+        return known.resolved(overrides)
+    }
+
+    static func chooseFlow(_ ctx: Context, provider: Provider) throws(CLIError) -> Provider.Flow {
+        if let text = ctx.arguments.value("flow") {
+            guard let flow = Provider.Flow(rawValue: text) else {
+                throw CLIError.usage("--flow must be browser, device or paste", command: "add")
+            }
+            return flow
+        }
+        let env = ctx.environment
+        let remote =
+            env["SSH_CONNECTION"] != nil && env["DISPLAY"] == nil && env["WAYLAND_DISPLAY"] == nil
+            && env["BROWSER"] == nil
+        if remote {
+            if provider.flows.contains(.device) { return .device }
+            if provider.flows.contains(.paste) { return .paste }
+        }
+        return provider.flows.contains(.browser) ? .browser : provider.flows[0]
+    }
+}
+
+extension AuthorizationRequest {
+    var effectiveScopesForDisplay: [String] { scopes.isEmpty ? provider.scopes : scopes }
+}

@@ -1,0 +1,304 @@
+public import FoundationEssentials
+internal import Glibc
+public import VaultHTTP
+
+/// What an authorization needs from the person's side: a browser, a place
+/// to show a device code, a way to paste. The CLI implements it; tests
+/// script it.
+public protocol AuthorizationUI {
+    /// Opens `url` in the person's browser (and always shows it, in case
+    /// no browser opens).
+    func openBrowser(_ url: String)
+    /// Tells the person something (the device code and where to enter it).
+    func show(_ message: String)
+    /// Reads the redirect URL or the code the person pastes.
+    func readPasted(prompt: String) throws(VaultError) -> String
+}
+
+/// What to authorize.
+public struct AuthorizationRequest: Sendable {
+    public var provider: Provider
+    public var flow: Provider.Flow
+    /// Scopes to ask for; the provider's defaults when empty.
+    public var scopes: [String]
+    public var loginHint: String?
+    /// Seconds to wait for the browser or the device approval.
+    public var timeout: Double
+
+    /// Creates a request.
+    public init(
+        provider: Provider, flow: Provider.Flow, scopes: [String] = [], loginHint: String? = nil, timeout: Double = 300
+    ) {
+        self.provider = provider
+        self.flow = flow
+        self.scopes = scopes
+        self.loginHint = loginHint
+        self.timeout = timeout
+    }
+
+    var effectiveScopes: [String] { scopes.isEmpty ? provider.scopes : scopes }
+}
+
+/// Runs OAuth 2.0 / OpenID Connect authorizations: authorization code with
+/// PKCE (S256), `state` and, for OpenID Connect, `nonce`, always; or the
+/// device authorization grant. Returns the grant; stores nothing.
+public struct Authorizer {
+    let transport: any HTTPTransport
+    let ui: any AuthorizationUI
+    let time: any TimeSource
+    let sleep: @Sendable (Double) -> Void
+
+    /// Creates an authorizer.
+    public init(
+        transport: any HTTPTransport, ui: any AuthorizationUI, time: any TimeSource = SystemTime(),
+        sleep: (@Sendable (Double) -> Void)? = nil
+    ) {
+        self.transport = transport
+        self.ui = ui
+        self.time = time
+        self.sleep = sleep ?? Authorizer.systemSleep
+    }
+
+    /// Sleeps the thread, resuming after signals.
+    static let systemSleep: @Sendable (Double) -> Void = { seconds in
+        var t = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
+        var left = timespec()
+        while nanosleep(&t, &left) != 0 && errno == EINTR { t = left }
+    }
+
+    /// Runs the authorization and returns the new grant.
+    public func authorize(_ request: AuthorizationRequest) throws(VaultError) -> Grant {
+        let p = request.provider
+        guard p.flows.contains(request.flow) else {
+            throw VaultError(
+                .invalidInput, "provider '\(p.name)' does not offer the \(request.flow.rawValue) flow",
+                hint: "it offers: \(p.flows.map(\.rawValue).joined(separator: ", "))")
+        }
+        switch request.flow {
+        case .browser, .paste: return try codeFlow(request)
+        case .device: return try deviceFlow(request)
+        }
+    }
+
+    // MARK: Authorization code
+
+    func codeFlow(_ request: AuthorizationRequest) throws(VaultError) -> Grant {
+        let p = request.provider
+        guard let authorizationEndpoint = p.authorizationEndpoint, let tokenEndpoint = p.tokenEndpoint,
+            let clientID = p.clientID
+        else {
+            throw VaultError(
+                .invalidInput, "provider '\(p.name)' needs an authorization endpoint, a token endpoint and a client id",
+                hint: p.clientID == nil ? "pass --client-id" : nil)
+        }
+        let pkce = try PKCE()
+        let state = try RandomToken.make()
+        let oidc = p.issuer != nil && request.effectiveScopes.contains("openid")
+        let nonce = oidc ? try RandomToken.make() : nil
+        let fixed = p.redirectURI.flatMap(LoopbackRedirect.init)
+
+        var listener: LoopbackListener? = nil
+        let redirectURI: String
+        if request.flow == .browser {
+            do {
+                listener = try LoopbackListener(port: fixed?.port ?? 0, path: fixed?.path ?? "/callback")
+            } catch {
+                throw VaultError(.io, "cannot start the redirect listener: \(error.reason)", hint: "try --flow paste")
+            }
+            redirectURI = p.redirectURI ?? listener!.redirectURI
+        } else {
+            // Nothing listens: the browser ends on an error page whose
+            // address the person copies.
+            redirectURI = p.redirectURI ?? "http://127.0.0.1:1/callback"
+        }
+
+        var query: [(String, String)] = [
+            ("response_type", "code"), ("client_id", clientID), ("redirect_uri", redirectURI),
+            ("scope", request.effectiveScopes.joined(separator: " ")), ("state", state),
+            ("code_challenge", pkce.challenge), ("code_challenge_method", pkce.method),
+        ]
+        if let nonce { query.append(("nonce", nonce)) }
+        if let hint = request.loginHint { query.append(("login_hint", hint)) }
+        for (k, v) in p.authorizationParams.sorted(by: { $0.key < $1.key }) where !query.contains(where: { $0.0 == k })
+        {
+            query.append((k, v))
+        }
+        let url = FormEncoding.appendQuery(authorizationEndpoint, query)
+        ui.openBrowser(url)
+
+        let answer: [(String, String)]
+        if let listener {
+            do { answer = try listener.waitForRedirect(timeout: request.timeout) } catch {
+                throw VaultError(
+                    .timedOut, "no answer from the browser within \(Int(request.timeout)) seconds",
+                    hint: "finish the authorization in the browser sooner, or use --flow device or --flow paste")
+            }
+        } else {
+            answer = try pasted(ui.readPasted(prompt: "Paste the address the browser ended on (or the code): "))
+        }
+        func value(_ key: String) -> String? { answer.first { $0.0 == key }?.1 }
+
+        // State first: an answer that is not for this request is refused
+        // before anything else in it is looked at.
+        if let returned = value("state") {
+            guard returned == state else {
+                throw VaultError(.badResponse, "the answer's state does not match this authorization (refused)")
+            }
+        } else if request.flow == .browser || answer.count > 1 {
+            throw VaultError(.badResponse, "the answer carries no state (refused)")
+        }
+        if let error = value("error") {
+            let description = value("error_description").map { ": " + OAuthErrorBody.clean($0) } ?? ""
+            throw VaultError(.refused, "the authorization was refused: \(error)\(description)", oauthError: error)
+        }
+        guard let code = value("code"), !code.isEmpty else {
+            throw VaultError(.badResponse, "the answer carries no authorization code")
+        }
+        let endpoint = TokenEndpoint(transport: transport, provider: p)
+        let response = try endpoint.tokenResponse(
+            tokenEndpoint,
+            form: [
+                ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI),
+                ("code_verifier", pkce.verifier),
+            ], what: "exchanging the authorization code")
+        return try grant(from: response, request: request, nonce: nonce)
+    }
+
+    /// Accepts a whole redirect URL, just its query, or a bare code.
+    func pasted(_ text: String) throws(VaultError) -> [(String, String)] {
+        let t = String(text.drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed())
+        guard !t.isEmpty else { throw VaultError(.invalidInput, "nothing was pasted") }
+        if let q = t.firstIndex(of: "?") {
+            let rest = t[t.index(after: q)...]
+            return FormEncoding.decode(rest.prefix { $0 != "#" })
+        }
+        if t.contains("=") { return FormEncoding.decode(Substring(t)) }
+        return [("code", t)]
+    }
+
+    // MARK: Device authorization grant (RFC 8628)
+
+    func deviceFlow(_ request: AuthorizationRequest) throws(VaultError) -> Grant {
+        let p = request.provider
+        guard let deviceEndpoint = p.deviceAuthorizationEndpoint, let tokenEndpoint = p.tokenEndpoint else {
+            throw VaultError(.invalidInput, "provider '\(p.name)' has no device authorization endpoint")
+        }
+        let endpoint = TokenEndpoint(transport: transport, provider: p)
+        let (status, body) = try endpoint.post(
+            deviceEndpoint, form: [("scope", request.effectiveScopes.joined(separator: " "))],
+            what: "starting the device authorization")
+        guard status == 200 else {
+            throw TokenEndpoint.classify(status: status, body: body, what: "starting the device authorization")
+        }
+        struct DeviceAnswer: Decodable {
+            var device_code: String
+            var user_code: String
+            var verification_uri: String?
+            var verification_url: String?  // Google's older name
+            var verification_uri_complete: String?
+            var expires_in: Double?
+            var interval: Double?
+        }
+        guard
+            let device = try? JSONDecoder().decode(
+                DeviceAnswer.self, from: TokenEndpoint.normalized(body).withUnsafeBytes { Data($0) }),
+            let verification = device.verification_uri ?? device.verification_url
+        else {
+            throw VaultError(.badResponse, "the device authorization answer is malformed")
+        }
+        ui.show(
+            "To authorize, open \(verification) and enter the code \(device.user_code)"
+                + (device.verification_uri_complete.map { "\n(or open \($0))" } ?? ""))
+        var interval = max(device.interval ?? 5, 1)
+        let deadline = time.now().addingTimeInterval(min(device.expires_in ?? 900, request.timeout))
+        while true {
+            sleep(interval)
+            guard time.now() < deadline else {
+                throw VaultError(.timedOut, "the device code expired before it was approved")
+            }
+            do {
+                let response = try endpoint.tokenResponse(
+                    tokenEndpoint,
+                    form: [
+                        ("grant_type", "urn:ietf:params:oauth:grant-type:device_code"),
+                        ("device_code", device.device_code),
+                    ],
+                    what: "waiting for the device approval")
+                return try grant(from: response, request: request, nonce: nil)
+            } catch {
+                switch error.oauthError {
+                case "authorization_pending": continue
+                case "slow_down": interval += 5
+                case "expired_token": throw VaultError(.timedOut, "the device code expired before it was approved")
+                case "access_denied":
+                    throw VaultError(.refused, "the authorization was denied", oauthError: "access_denied")
+                default: throw error
+                }
+            }
+        }
+    }
+
+    // MARK: The grant
+
+    func grant(from response: TokenResponse, request: AuthorizationRequest, nonce: String?) throws(VaultError) -> Grant
+    {
+        let p = request.provider
+        let now = time.now()
+        var account: String? = nil
+        if let idToken = response.idToken, let issuer = p.issuer, let clientID = p.clientID {
+            account = try IDTokenClaims.verify(idToken, issuer: issuer, clientID: clientID, nonce: nonce, now: now)
+                .account
+        } else if nonce != nil {
+            throw VaultError(.badResponse, "the provider returned no ID token for an OpenID Connect authorization")
+        }
+        if account == nil, let userinfo = p.userinfoEndpoint, let token = response.accessToken {
+            account = try? UserInfo.account(
+                endpoint: userinfo, accessToken: token, claim: p.accountClaim, transport: transport)
+        }
+        var g = response.grant(provider: p.name, account: account, now: now)
+        if g.scopes.isEmpty { g.scopes = request.effectiveScopes }
+        g.providerConfiguration = p.storedConfiguration
+        return g
+    }
+}
+
+/// The userinfo endpoint: GTMAppAuth's liveness probe, and the account
+/// name for providers without an ID token.
+public enum UserInfo {
+    /// The account claim from the userinfo endpoint.
+    public static func account(endpoint: String, accessToken: String, claim: String?, transport: any HTTPTransport)
+        throws(VaultError) -> String?
+    {
+        let response: HTTPResponse
+        do {
+            response = try transport.send(
+                HTTPRequest(
+                    method: "GET", url: endpoint,
+                    headers: [("Authorization", "Bearer \(accessToken)"), ("Accept", "application/json")]))
+        } catch {
+            throw error.vaultError("the userinfo request")
+        }
+        guard response.status == 200 else { return nil }
+        let data = response.body.withUnsafeBytes { Data($0) }
+        struct Claims: Decodable {
+            var values: [String: String] = [:]
+            struct Key: CodingKey {
+                var stringValue: String
+                var intValue: Int? { nil }
+                init(stringValue: String) { self.stringValue = stringValue }
+                init?(intValue: Int) { nil }
+            }
+            init(from decoder: any Decoder) throws {
+                let c = try decoder.container(keyedBy: Key.self)
+                for k in c.allKeys {
+                    if let s = try? c.decode(String.self, forKey: k) { values[k.stringValue] = s }
+                }
+            }
+        }
+        guard let claims = try? JSONDecoder().decode(Claims.self, from: data) else { return nil }
+        for key in [claim, "email", "login", "preferred_username", "sub"].compactMap({ $0 }) {
+            if let v = claims.values[key], !v.isEmpty { return v }
+        }
+        return nil
+    }
+}
