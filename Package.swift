@@ -33,7 +33,9 @@ let package = Package(
             name: "VaultKitTests",
             dependencies: ["VaultKit", "VaultCrypto", "VaultStorage", "VaultHTTP", "VaultTestSupport"],
             resources: [.copy("Vectors")]),
-        .testTarget(name: "VaultCLITests", dependencies: ["VaultTestSupport"], exclude: ["Transcripts"]),
+        .testTarget(
+            name: "VaultCLITests", dependencies: ["VaultTestSupport", "VaultHTTP", "VaultCrypto"],
+            exclude: ["Transcripts"]),
     ]
 )
 

@@ -11,9 +11,12 @@ final class ArgvSampler: @unchecked Sendable {
     private var hits: [String] = []
     private(set) var samples = 0
     private var thread: Thread?
+    private let recordAll: Bool
+    private var lines = Set<String>()
 
-    init(canaries: [String]) {
+    init(canaries: [String], recordAll: Bool = false) {
         self.canaries = canaries
+        self.recordAll = recordAll
         let t = Thread { [unowned self] in self.loop() }
         thread = t
         t.start()
@@ -27,12 +30,19 @@ final class ArgvSampler: @unchecked Sendable {
                     continue
                 }
                 let text = String(decoding: data, as: UTF8.self)
+                if recordAll { lock.withLock { _ = lines.insert(text) } }
                 for c in canaries where text.contains(c) {
                     lock.withLock { hits.append("pid \(entry)") }
                 }
             }
             lock.withLock { samples += 1 }
         }
+    }
+
+    /// Stops sampling; returns the canary hits and every command line seen.
+    func stopAndCollect() -> (hits: [String], commandLines: Set<String>) {
+        let h = stop()
+        return (h, lock.withLock { lines })
     }
 
     /// Stops sampling and returns the pids where a canary was seen.

@@ -1,20 +1,28 @@
-import Foundation
+public import Foundation
 import Glibc
 
-/// A project test server (Tools/testservers/*.py) started on a free
-/// loopback port for one test; it exits when its stdin closes.
+/// A project test server (Tools/testservers/*.py) started on loopback; it
+/// prints one line (its port, or its settings as JSON) and exits when its
+/// stdin closes, so it cannot outlive the test run.
 public final class FixtureServer: @unchecked Sendable {
-    public let port: Int
+    /// The first line the server printed.
+    public let firstLine: String
+    /// The first line as a port number (0 when it is not one).
+    public var port: Int { Int(firstLine) ?? 0 }
     private let process: Process
     private let stdin = Pipe()
 
-    /// Starts `Tools/testservers/<script>` with python3.
-    public init(script: String) throws {
+    /// The repository root.
+    public static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
+
+    /// Starts `Tools/testservers/<script> ARGUMENTS` with python3.
+    public init(script: String, arguments: [String] = []) throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
         process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = [root.appendingPathComponent("Tools/testservers/\(script)").path]
+        process.arguments = [root.appendingPathComponent("Tools/testservers/\(script)").path] + arguments
         let out = Pipe()
         process.standardInput = stdin
         process.standardOutput = out
@@ -25,11 +33,11 @@ public final class FixtureServer: @unchecked Sendable {
             guard let b = byte.first, b != 0x0a else { break }
             line.append(b)
         }
-        guard let port = Int(String(decoding: line, as: UTF8.self)) else {
+        guard !line.isEmpty else {
             process.terminate()
             throw POSIXError(.EIO)
         }
-        self.port = port
+        firstLine = String(decoding: line, as: UTF8.self)
     }
 
     /// The base URL, `http://127.0.0.1:PORT`.

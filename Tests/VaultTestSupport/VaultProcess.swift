@@ -40,11 +40,11 @@ public enum VaultProcess {
     /// Starts `vault ARGS` without waiting.
     public static func start(
         _ arguments: [String], environment: [String: String], stdin: String? = nil, newSession: Bool = true,
-        executable: String? = nil
+        executable: String? = nil, stderrFile: String? = nil, interactive: Bool = false
     ) throws -> RunningProcess {
         try RunningProcess(
             executable: executable ?? binary, arguments: arguments, environment: environment, stdin: stdin,
-            newSession: newSession)
+            newSession: newSession, stderrFile: stderrFile, interactive: interactive)
     }
 }
 
@@ -55,9 +55,13 @@ public final class RunningProcess: @unchecked Sendable {
     private let outFD: Int32
     private let errFD: Int32
 
-    init(executable: String, arguments: [String], environment: [String: String], stdin: String?, newSession: Bool)
-        throws
-    {
+    private let stderrFile: String?
+
+    init(
+        executable: String, arguments: [String], environment: [String: String], stdin: String?, newSession: Bool,
+        stderrFile: String? = nil, interactive: Bool = false
+    ) throws {
+        self.stderrFile = stderrFile
         _ = RunningProcess.ignoreBrokenPipes
         var inPipe: [Int32] = [0, 0]
         var outPipe: [Int32] = [0, 0]
@@ -70,7 +74,12 @@ public final class RunningProcess: @unchecked Sendable {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, inPipe[0], 0)
         posix_spawn_file_actions_adddup2(&actions, outPipe[1], 1)
-        posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2)
+        if let stderrFile {
+            // Readable while the child runs (a device code to approve).
+            posix_spawn_file_actions_addopen(&actions, 2, stderrFile, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        } else {
+            posix_spawn_file_actions_adddup2(&actions, errPipe[1], 2)
+        }
         // The child keeps only 0, 1 and 2: children spawned at the same time
         // from other threads must not inherit each other's pipe ends (a stdin
         // that never reaches EOF).
@@ -100,9 +109,13 @@ public final class RunningProcess: @unchecked Sendable {
         pid = child
         outFD = outPipe[0]
         errFD = errPipe[0]
+        let inFD = inPipe[1]
+        if interactive {
+            stdinFD = inFD
+            return
+        }
         // Write stdin in the background so a large input cannot deadlock.
         let input = Array((stdin ?? "").utf8)
-        let inFD = inPipe[1]
         Thread.detachNewThread {
             var offset = 0
             while offset < input.count {
@@ -112,6 +125,17 @@ public final class RunningProcess: @unchecked Sendable {
             }
             close(inFD)
         }
+    }
+
+    private var stdinFD: Int32 = -1
+
+    /// Writes to the child's stdin (started with `interactive`), then closes it.
+    public func send(_ text: String) {
+        guard stdinFD >= 0 else { return }
+        var bytes = Array(text.utf8)
+        _ = bytes.withUnsafeMutableBytes { write(stdinFD, $0.baseAddress, $0.count) }
+        close(stdinFD)
+        stdinFD = -1
     }
 
     /// A child that exits without reading its stdin must not kill the test
@@ -146,6 +170,7 @@ public final class RunningProcess: @unchecked Sendable {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         let code = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        if let stderrFile, let data = FileManager.default.contents(atPath: stderrFile) { err = [UInt8](data) }
         return ProcessResult(
             status: code, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self))
     }

@@ -10,7 +10,10 @@ stdin closes (so it dies with the test that started it):
   /big/N              N bytes of body
   /slow/S             sleeps S seconds, then answers
   /drop               closes the connection without answering
+  /token?iss=&aud=&nonce=  a token response whose unsigned ID token carries
+                      those claims (for ID token checks)
 """
+import base64
 import json
 import sys
 import threading
@@ -56,6 +59,15 @@ class Handler(BaseHTTPRequestHandler):
         elif parts[0] == "slow":
             time.sleep(float(parts[1]))
             self.reply(200, b"late")
+        elif parts[0] == "token":
+            q = dict(urllib.parse.parse_qsl(url.query))
+            claims = {"iss": q.get("iss", ""), "sub": "subject-1", "aud": q.get("aud", ""),
+                      "exp": int(time.time()) + 3600, "iat": int(time.time()), "nonce": q.get("nonce", ""),
+                      "email": "fixture@example.com"}
+            b64 = lambda d: base64.urlsafe_b64encode(json.dumps(d).encode()).rstrip(b"=").decode()
+            token = {"access_token": "fixture-access", "token_type": "Bearer", "expires_in": 3600,
+                     "id_token": b64({"alg": "none"}) + "." + b64(claims) + ".sig"}
+            self.reply(200, json.dumps(token).encode(), [("Content-Type", "application/json")])
         elif parts[0] == "drop":
             self.close_connection = True
             self.connection.shutdown(2)

@@ -136,13 +136,16 @@ extension Commands {
     /// The provider: a preset or user file, discovered when it has only an issuer or `--issuer` is given.
     static func resolveProvider(_ name: String, ctx: Context, transport: CurlTransport) throws(CLIError) -> Provider {
         let catalog = ProviderCatalog.load(configDirectory: try ctx.location().configDirectory)
-        for problem in catalog.problems { ctx.console.warn(problem.reason) }
+        let issuerFlag = ctx.arguments.value("issuer")
+        for problem in issuerFlag == nil ? catalog.problems : catalog.problems(ignoring: name) {
+            ctx.console.warn(problem.reason)
+        }
         let known = catalog.providers[name]
         var overrides: [String: String] = [:]
         if let tenant = ctx.arguments.value("tenant") { overrides["tenant"] = tenant }
-        if let issuer = ctx.arguments.value("issuer") ?? (known?.tokenEndpoint == nil ? known?.issuer : nil) {
+        if let issuer = issuerFlag ?? (known?.tokenEndpoint == nil ? known?.issuer : nil) {
             return try vault { () throws(VaultError) in
-                try Discovery.provider(name: name, issuer: issuer, transport: transport, base: known)
+                try catalog.discovering(name, issuer: issuer, transport: transport)
             }
         }
         guard let known else {

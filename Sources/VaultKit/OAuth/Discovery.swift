@@ -7,8 +7,14 @@ public enum Discovery {
     /// provider called `name` from it. The document's issuer must be
     /// exactly the one asked for.
     public static func provider(
-        name: String, issuer: String, transport: any HTTPTransport, base: Provider? = nil
+        name: String, issuer: String, transport: any HTTPTransport
     ) throws(VaultError) -> Provider {
+        try provider(name: name, issuer: issuer, transport: transport, base: nil)
+    }
+
+    static func provider(name: String, issuer: String, transport: any HTTPTransport, base: ProviderFile?)
+        throws(VaultError) -> Provider
+    {
         let trimmed = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
         let url = trimmed + "/.well-known/openid-configuration"
         let response: HTTPResponse
@@ -53,17 +59,8 @@ public enum Discovery {
         file.flows = flows
         file.scopes = ["openid", "email"]
         // A provider file of the same name keeps its client and quirks.
-        if let base {
-            file.client_id = base.clientID
-            file.client_secret = base.clientSecret
-            file.redirect_uri = base.redirectURI
-            file.token_endpoint_auth_method = base.tokenEndpointAuthMethod
-            file.public_client = base.publicClient
-            file.authorization_params = base.authorizationParams
-            file.account_claim = base.accountClaim
-            file.git_hosts = base.gitHosts
-            if !base.scopes.isEmpty { file.scopes = base.scopes }
-        }
-        return try Provider(file: file, source: "discovered from \(doc.issuer)")
+        // What the file says wins over what was discovered.
+        let merged = base.map { file.merging($0) } ?? file
+        return try Provider(file: merged, source: "discovered from \(doc.issuer)")
     }
 }

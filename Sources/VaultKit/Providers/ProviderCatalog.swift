@@ -1,10 +1,16 @@
+public import VaultHTTP
+
 /// The providers a user can choose from: the presets shipped inside vault,
 /// merged with the user's files in `$XDG_CONFIG_HOME/vault/providers/`.
 public struct ProviderCatalog: Sendable {
     /// Usable providers by name.
     public let providers: [String: Provider]
     /// Files that could not be used, each with the reason.
-    public let problems: [VaultError]
+    public var problems: [VaultError] { issues.map(\.error) }
+    /// Problems with the provider name they concern, when known.
+    let issues: [(name: String?, error: VaultError)]
+    /// Every parsed file by provider name, complete or not.
+    let files: [String: ProviderFile]
 
     /// The providers, sorted by name.
     public var sorted: [Provider] { providers.values.sorted { $0.name < $1.name } }
@@ -13,7 +19,7 @@ public struct ProviderCatalog: Sendable {
     /// reported in `problems` and leaves the others usable.
     public static func load(configDirectory: String) -> ProviderCatalog {
         var files: [String: (ProviderFile, String)] = [:]
-        var problems: [VaultError] = []
+        var problems: [(name: String?, error: VaultError)] = []
         for (name, json) in Presets.files {
             // Presets are checked by the test suite; a failure here is a build defect.
             if let file = try? ProviderFile.parse(Array(json.utf8), source: "preset \(name)") {
@@ -31,7 +37,7 @@ public struct ProviderCatalog: Sendable {
                 merged.name = name
                 files[name] = (merged, path)
             } catch {
-                problems.append(error)
+                problems.append((nil, error))
             }
         }
         var providers: [String: Provider] = [:]
@@ -39,10 +45,22 @@ public struct ProviderCatalog: Sendable {
             do throws(VaultError) {
                 providers[name] = try Provider(file: file, source: source)
             } catch {
-                problems.append(error)
+                problems.append((name, error))
             }
         }
-        return ProviderCatalog(providers: providers, problems: problems)
+        return ProviderCatalog(providers: providers, issues: problems, files: files.mapValues(\.0))
+    }
+
+    /// A provider discovered from `issuer` and named `name`; a file of that
+    /// name, even an incomplete one, supplies the client and quirks.
+    public func discovering(_ name: String, issuer: String, transport: any HTTPTransport) throws(VaultError) -> Provider
+    {
+        try Discovery.provider(name: name, issuer: issuer, transport: transport, base: files[name])
+    }
+
+    /// Problems other than those of the provider `name` (which discovery completes).
+    public func problems(ignoring name: String) -> [VaultError] {
+        issues.filter { $0.name != name }.map(\.error)
     }
 
     /// The provider called `name`, or a `notFound` error listing the choices.

@@ -1,0 +1,32 @@
+import Foundation
+
+/// The real OpenID Connect provider of the tests: glewlwyd, started once
+/// per test run by Tools/testservers/glewlwyd.py on loopback.
+public final class OIDCProvider: @unchecked Sendable {
+    public struct Settings: Decodable, Sendable {
+        public let base, issuer, redirect_uri, user, password, email: String
+        public let public_client, confidential_client, client_secret: String
+    }
+
+    public let settings: Settings
+    /// The directory the server keeps its state in (for browser.py).
+    public let directory: String
+    private let server: FixtureServer
+    private let home: TemporaryDirectory
+
+    /// One provider with one-use (rotating) refresh tokens for the whole run.
+    public static let shared: Result<OIDCProvider, any Error> = Result { try OIDCProvider(rotate: true) }
+
+    init(rotate: Bool) throws {
+        home = TemporaryDirectory()
+        directory = home.path + "/glewlwyd"
+        server = try FixtureServer(
+            script: "glewlwyd.py", arguments: ["serve", directory] + (rotate ? ["--rotate"] : []))
+        settings = try JSONDecoder().decode(Settings.self, from: Data(server.firstLine.utf8))
+    }
+
+    /// A $BROWSER command that plays the person in `mode` (see browser.py).
+    public func browser(_ mode: String) -> String {
+        "python3 \(FixtureServer.root.path)/Tools/testservers/browser.py \(mode) \(directory)"
+    }
+}

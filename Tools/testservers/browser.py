@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""A scripted browser for `vault add` tests, used as $BROWSER.
+
+  browser.py MODE GLEWLWYD_DIR URL
+
+Modes:
+  approve      log in and consent at the provider, deliver its redirect
+  approve-save the same, and keep the redirect in GLEWLWYD_DIR/last-redirect
+  replay       deliver the code kept by approve-save with this request's state
+  deny         deliver error=access_denied with this request's state
+  wrong-state  approve at the provider, deliver the redirect with another state
+  fake-code    deliver code=fake-code with this request's state (no provider)
+  nothing      do nothing (the person never comes back)
+"""
+import os
+import subprocess
+import sys
+import urllib.parse
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def deliver(location):
+    urllib.request.build_opener(urllib.request.ProxyHandler({})).open(location, timeout=10).read()
+
+
+def with_query(url, **params):
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(params)))
+
+
+def main():
+    mode, gdir, url = sys.argv[1], sys.argv[2], sys.argv[3]
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query))
+    redirect, state = query["redirect_uri"], query["state"]
+    if mode == "nothing":
+        return
+    if mode in ("approve", "approve-save", "wrong-state"):
+        location = subprocess.run([sys.executable, HERE + "/glewlwyd.py", "approve", gdir, url, "--print-only"],
+                                  check=True, capture_output=True, text=True).stdout.strip()
+        if mode == "approve-save":
+            with open(gdir + "/last-redirect", "w") as f:
+                f.write(location)
+        if mode == "wrong-state":
+            code = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(location).query))["code"]
+            location = with_query(redirect, code=code, state=state[::-1])
+        deliver(location)
+    elif mode == "replay":
+        old = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(open(gdir + "/last-redirect").read()).query))
+        deliver(with_query(redirect, code=old["code"], state=state))
+    elif mode == "deny":
+        deliver(with_query(redirect, error="access_denied", error_description="The user denied access", state=state))
+    elif mode == "fake-code":
+        deliver(with_query(redirect, code="fake-code", state=state))
+    else:
+        raise SystemExit("unknown mode " + mode)
+
+
+if __name__ == "__main__":
+    main()
