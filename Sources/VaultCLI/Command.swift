@@ -15,7 +15,8 @@ struct Command: Sendable {
 /// All commands, in the order `vault help` lists them.
 enum Commands {
     static let all: [Command] = [
-        initCommand, addCommand, importCommand, listCommand, showCommand, renameCommand, removeCommand, passwdCommand,
+        initCommand, addCommand, importCommand, listCommand, showCommand, tokenCommand, refreshCommand, checkCommand,
+        renameCommand, removeCommand, passwdCommand,
         providersCommand, helpCommand,
     ]
 

@@ -32,6 +32,7 @@ struct CLIError: Error {
         switch error.code {
         case .wrongKey, .locked: code = .locked
         case .busy, .transient: code = .transient
+        case .dead: code = .dead
         case .notFound, .alreadyExists, .invalidInput, .noVault, .damaged, .tampered, .unsupported, .io,
             .insecurePath, .internalError, .refused, .badResponse, .timedOut:
             code = .failure

@@ -116,13 +116,15 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
     public var userinfoEndpoint: String?
     public var clientID: String?
     public var clientSecret: String?
+    /// `client_secret_basic` (when absent) or `client_secret_post`.
+    public var tokenEndpointAuthMethod: String?
 
     /// Creates a configuration.
     public init(
         name: String? = nil, issuer: String? = nil, authorizationEndpoint: String? = nil,
         tokenEndpoint: String? = nil, deviceAuthorizationEndpoint: String? = nil,
         revocationEndpoint: String? = nil, userinfoEndpoint: String? = nil, clientID: String? = nil,
-        clientSecret: String? = nil
+        clientSecret: String? = nil, tokenEndpointAuthMethod: String? = nil
     ) {
         self.name = name
         self.issuer = issuer
@@ -133,6 +135,7 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
         self.userinfoEndpoint = userinfoEndpoint
         self.clientID = clientID
         self.clientSecret = clientSecret
+        self.tokenEndpointAuthMethod = tokenEndpointAuthMethod
     }
 
     enum CodingKeys: String, CodingKey {
@@ -144,6 +147,7 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
         case userinfoEndpoint = "userinfo_endpoint"
         case clientID = "client_id"
         case clientSecret = "client_secret"
+        case tokenEndpointAuthMethod = "token_endpoint_auth_method"
     }
 }
 

@@ -121,7 +121,9 @@ public final class Vault {
             throw VaultError(.damaged, "the vault file \(path) is not a vault (truncated or overwritten)")
         }
         return try storage { () throws(StorageError) in
-            let db = try Database(path: path, mode: .readWrite)
+            // Long enough to wait out another process's refresh, which holds
+            // the write lock for at most one token request (20 s).
+            let db = try Database(path: path, mode: .readWrite, busyTimeoutMilliseconds: 45_000)
             try db.execute(Schema.connectionPragmas)
             return db
         }

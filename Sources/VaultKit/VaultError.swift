@@ -24,6 +24,8 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
         case badResponse = "vault.bad_response"
         /// Nobody completed the authorization in time.
         case timedOut = "vault.timed_out"
+        /// The grant needs a new authorization (refused by the provider, or expired without a refresh token).
+        case dead = "vault.dead"
         // The environment.
         case busy = "vault.busy"
         case io = "vault.io"

@@ -179,7 +179,10 @@ struct ProcessTests {
     @Test("help works for every command, both ways")
     func help() throws {
         let home = Home()
-        for command in ["init", "add", "import", "list", "show", "rename", "remove", "passwd", "providers", "help"] {
+        for command in [
+            "init", "add", "import", "list", "show", "token", "refresh", "check", "rename", "remove", "passwd",
+            "providers", "help",
+        ] {
             let a = try home.run("help", command)
             let b = try home.run(command, "--help")
             #expect(a.status == 0 && b.status == 0, "\(command)")

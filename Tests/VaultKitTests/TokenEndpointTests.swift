@@ -15,7 +15,7 @@ struct TokenEndpointTests {
     }
 
     func exchange(_ p: Provider, _ fake: FakeTransport) throws(VaultError) -> TokenResponse {
-        try TokenEndpoint(transport: fake, provider: p).tokenResponse(
+        try TokenEndpoint(transport: fake, client: OAuthClient(p)).tokenResponse(
             "https://id.example/token", form: [("grant_type", "authorization_code"), ("code", "c")], what: "exchange")
     }
 

@@ -50,6 +50,7 @@ def main():
         rows = []
         rows.append(("vault list (%d grants)" % args.grants, median_ms([vault, "list"], env, args.runs)))
         rows.append(("vault show g%d" % (args.grants // 2), median_ms([vault, "show", "g%d" % (args.grants // 2)], env, args.runs)))
+        rows.append(("vault token g%d (fresh, key file)" % (args.grants // 2), median_ms([vault, "token", "g%d" % (args.grants // 2)], env, args.runs)))
         rows.append(("vault --version (process start)", median_ms([vault, "--version"], env, args.runs)))
 
         peers = []
@@ -86,10 +87,12 @@ def main():
         for name, ms in rows + peers:
             print("%-36s %10.2f" % (name, ms))
         show = base["vault show g%d" % (args.grants // 2)]
+        token = base["vault token g%d (fresh, key file)" % (args.grants // 2)]
         listing = base["vault list (%d grants)" % args.grants]
         print()
         for name, ms in peers:
-            print("%-36s vault show / this = %.2f, vault list / this = %.2f" % (name, show / ms, listing / ms))
+            print("%-36s vault token / this = %.2f, vault show / this = %.2f, vault list / this = %.2f"
+                  % (name, token / ms, show / ms, listing / ms))
     finally:
         subprocess.run(["gpgconf", "--kill", "all"], env={"GNUPGHOME": home + "/gnupg", "PATH": "/usr/bin:/bin"},
                        capture_output=True)

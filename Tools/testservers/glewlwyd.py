@@ -9,6 +9,9 @@
                                      log the test user in, consent, follow the
                                      authorization URL and deliver its redirect to
                                      the loopback listener (a browser); print it
+  glewlwyd.py tokens DIR CLIENT [SECRET]
+                                     run a whole code flow (PKCE) for CLIENT without
+                                     vault and print the token response as JSON
   glewlwyd.py approve-device DIR CODE [CLIENT SCOPE]
                                      approve a device authorization user code
                                      (consenting for CLIENT first, when given)
@@ -222,6 +225,32 @@ def approve(d, url, deliver=True):
     print(location)
 
 
+def tokens(d, client, secret=None):
+    import base64
+    import hashlib
+    import secrets
+    s = json.load(open(d + "/settings.json"))
+    verifier = secrets.token_urlsafe(32)
+    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+    query = urllib.parse.urlencode({
+        "response_type": "code", "client_id": client, "redirect_uri": s["redirect_uri"],
+        "scope": "openid email", "state": secrets.token_urlsafe(8), "nonce": secrets.token_urlsafe(8),
+        "code_challenge": challenge, "code_challenge_method": "S256"})
+    import io
+    import contextlib
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        approve(d, s["issuer"] + "/auth?" + query, deliver=False)
+    code = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(out.getvalue().strip()).query))["code"]
+    form = {"grant_type": "authorization_code", "code": code, "redirect_uri": s["redirect_uri"],
+            "code_verifier": verifier, "client_id": client}
+    if secret:
+        form["client_secret"] = secret
+    req = urllib.request.Request(s["issuer"] + "/token", data=urllib.parse.urlencode(form).encode(), method="POST")
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=10) as r:
+        print(r.read().decode())
+
+
 def approve_device(d, code, client=None, scope=None):
     _, session = user_session(d)
     if client:
@@ -248,6 +277,8 @@ def main():
             stop(d)
     elif cmd == "approve":
         approve(d, sys.argv[3], deliver="--print-only" not in sys.argv)
+    elif cmd == "tokens":
+        tokens(d, sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
     elif cmd == "approve-device":
         approve_device(d, sys.argv[3], *sys.argv[4:6])
     else:

@@ -18,15 +18,36 @@ extension Commands {
 
     static let removeCommand = Command(
         name: "remove",
-        abstract: "Delete a grant from the vault.",
-        usage: "remove NAME",
+        abstract: "Delete a grant from the vault, optionally revoking it first.",
+        usage: "remove NAME [--revoke]",
         arguments: [("NAME", "the grant to delete")],
-        examples: ["vault remove old-work"]
+        options: [
+            OptionSpec(name: "revoke", valueName: nil, help: "revoke the grant at the provider first (RFC 7009)")
+        ],
+        discussion: """
+            With --revoke, the refresh token (else the access token) is revoked at the provider's
+            revocation endpoint before the grant is deleted; if the revocation fails the grant is
+            kept. A provider without a revocation endpoint is reported, and the grant is deleted.
+            """,
+        examples: ["vault remove old-work", "vault remove work --revoke"]
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let store = try ctx.openVault()
-        try vault { () throws(VaultError) in try store.remove(name) }
-        ctx.console.info("removed '\(name)'")
+        guard ctx.arguments.flag("revoke") else {
+            try vault { () throws(VaultError) in try store.remove(name) }
+            ctx.console.info("removed '\(name)'")
+            return .ok
+        }
+        let result = try vault { () throws(VaultError) in try store.revokeAndRemove(name, transport: ctx.transport) }
+        switch result {
+        case .revoked(let type):
+            ctx.console.info("revoked the \(type.replacing("_", with: " ")) at the provider and removed '\(name)'")
+        case .unsupported:
+            ctx.console.warn(
+                "the provider has no revocation endpoint; the grant stays valid there until it expires or you revoke it in your account settings"
+            )
+            ctx.console.info("removed '\(name)'")
+        }
         return .ok
     }
 

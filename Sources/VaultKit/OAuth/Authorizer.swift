@@ -154,7 +154,7 @@ public struct Authorizer {
         guard let code = value("code"), !code.isEmpty else {
             throw VaultError(.badResponse, "the answer carries no authorization code")
         }
-        let endpoint = TokenEndpoint(transport: transport, provider: p)
+        let endpoint = TokenEndpoint(transport: transport, client: OAuthClient(p))
         let response = try endpoint.tokenResponse(
             tokenEndpoint,
             form: [
@@ -183,7 +183,7 @@ public struct Authorizer {
         guard let deviceEndpoint = p.deviceAuthorizationEndpoint, let tokenEndpoint = p.tokenEndpoint else {
             throw VaultError(.invalidInput, "provider '\(p.name)' has no device authorization endpoint")
         }
-        let endpoint = TokenEndpoint(transport: transport, provider: p)
+        let endpoint = TokenEndpoint(transport: transport, client: OAuthClient(p))
         let (status, body) = try endpoint.post(
             deviceEndpoint, form: [("scope", request.effectiveScopes.joined(separator: " "))],
             what: "starting the device authorization")

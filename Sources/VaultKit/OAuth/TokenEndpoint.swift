@@ -8,27 +8,29 @@ public import VaultHTTP
 /// and errors classified by how a caller recovers (AppAuth's rule).
 public struct TokenEndpoint {
     let transport: any HTTPTransport
-    let provider: Provider
+    let client: OAuthClient
 
-    /// Creates a client for `provider` over `transport`.
-    public init(transport: any HTTPTransport, provider: Provider) {
+    /// Creates a client for `client` over `transport`.
+    public init(transport: any HTTPTransport, client: OAuthClient) {
         self.transport = transport
-        self.provider = provider
+        self.client = client
     }
 
     /// POSTs `form` to `url` with the client's authentication and returns the parsed JSON body.
-    func post(_ url: String, form: [(String, String)], what: String) throws(VaultError) -> (Int, SecureBytes) {
-        guard let clientID = provider.clientID else {
+    func post(_ url: String, form: [(String, String)], what: String, timeout: Double = 30) throws(VaultError)
+        -> (Int, SecureBytes)
+    {
+        guard let clientID = client.id else {
             throw VaultError(
-                .invalidInput, "provider '\(provider.name)' has no client id",
+                .invalidInput, "provider '\(client.providerName)' has no client id",
                 hint: "pass --client-id, or set client_id in a provider file (see 'vault providers')")
         }
         var pairs = form
         var headers: [(name: String, value: String)] = [
             ("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json"),
         ]
-        if let secret = provider.clientSecret, !provider.publicClient {
-            if provider.tokenEndpointAuthMethod == "client_secret_post" {
+        if let secret = client.secret {
+            if client.authMethod == "client_secret_post" {
                 pairs += [("client_id", clientID), ("client_secret", secret)]
             } else {
                 // RFC 6749 section 2.3.1: form-encode both parts before base64.
@@ -42,7 +44,9 @@ public struct TokenEndpoint {
         }
         let response: HTTPResponse
         do {
-            response = try transport.send(HTTPRequest(method: "POST", url: url, headers: headers, body: body))
+            var request = HTTPRequest(method: "POST", url: url, headers: headers, body: body)
+            request.timeout = timeout
+            response = try transport.send(request)
         } catch {
             throw error.vaultError(what)
         }
@@ -50,8 +54,10 @@ public struct TokenEndpoint {
     }
 
     /// A token response: 200 with an access token, else a classified error.
-    func tokenResponse(_ url: String, form: [(String, String)], what: String) throws(VaultError) -> TokenResponse {
-        let (status, body) = try post(url, form: form, what: what)
+    func tokenResponse(_ url: String, form: [(String, String)], what: String, timeout: Double = 30)
+        throws(VaultError) -> TokenResponse
+    {
+        let (status, body) = try post(url, form: form, what: what, timeout: timeout)
         guard status == 200 else { throw TokenEndpoint.classify(status: status, body: body, what: what) }
         let response: TokenResponse
         do { response = try TokenResponse(json: TokenEndpoint.normalized(body)) } catch {
@@ -102,6 +108,33 @@ public struct TokenEndpoint {
         defer { data.withUnsafeMutableBytes { secureZero($0) } }
         // A form answer carries expires_in as text; TokenResponse accepts that.
         return try wrap { () throws(CryptoError) in try SecureBytes(copying: data) }
+    }
+}
+
+/// Who vault is at a provider: client id, secret and how to present them.
+public struct OAuthClient: Sendable {
+    /// For messages.
+    public var providerName: String
+    public var id: String?
+    /// Nil for public clients.
+    public var secret: String?
+    /// `client_secret_basic` or `client_secret_post`.
+    public var authMethod: String
+
+    /// The client of a provider definition.
+    public init(_ p: Provider) {
+        providerName = p.name
+        id = p.clientID
+        secret = p.publicClient ? nil : p.clientSecret
+        authMethod = p.tokenEndpointAuthMethod
+    }
+
+    /// The client a stored grant remembers.
+    public init(_ c: ProviderConfiguration, providerName: String) {
+        self.providerName = providerName
+        id = c.clientID
+        secret = c.clientSecret
+        authMethod = c.tokenEndpointAuthMethod ?? "client_secret_basic"
     }
 }
 

@@ -54,7 +54,8 @@ public struct Provider: Sendable, Equatable {
         ProviderConfiguration(
             name: name, issuer: issuer, authorizationEndpoint: authorizationEndpoint, tokenEndpoint: tokenEndpoint,
             deviceAuthorizationEndpoint: deviceAuthorizationEndpoint, revocationEndpoint: revocationEndpoint,
-            userinfoEndpoint: userinfoEndpoint, clientID: clientID, clientSecret: publicClient ? nil : clientSecret)
+            userinfoEndpoint: userinfoEndpoint, clientID: clientID, clientSecret: publicClient ? nil : clientSecret,
+            tokenEndpointAuthMethod: tokenEndpointAuthMethod)
     }
 
     /// A copy with `{name}` placeholders filled from `overrides`, then the defaults.

@@ -1,0 +1,120 @@
+internal import FoundationEssentials
+internal import VaultHTTP
+internal import VaultKit
+
+/// What `vault token --json` prints.
+struct TokenOutput: Encodable {
+    let accessToken: String
+    let tokenType: String
+    let expiresAt: Int64?
+
+    enum CodingKeys: String, CodingKey {
+        case accessToken = "access_token"
+        case tokenType = "token_type"
+        case expiresAt = "expires_at"
+    }
+}
+
+extension Context {
+    /// The HTTP transport; libcurl itself is loaded only when a request is made.
+    var transport: CurlTransport { CurlTransport(caBundle: environment["SSL_CERT_FILE"]) }
+}
+
+extension Commands {
+    static let tokenCommand = Command(
+        name: "token",
+        abstract: "Print a fresh access token, refreshing it first when needed.",
+        usage: "token NAME [--min-valid SECONDS] [--force-refresh] [--json]",
+        arguments: [("NAME", "the grant")],
+        options: [
+            OptionSpec(name: "min-valid", valueName: "SECONDS", help: "refresh when fewer seconds remain (default 60)"),
+            OptionSpec(name: "force-refresh", valueName: nil, help: "refresh even if the token is fresh"),
+        ],
+        discussion: """
+            Prints the access token and a newline, nothing else. Concurrent calls share one
+            refresh: the first takes the vault's write lock and refreshes, the others wait and
+            print the new token. A rotated refresh token is stored before the new access token
+            is printed. Exit status 2 when the grant needs a new authorization ('vault add'),
+            75 when the provider cannot be reached (nothing changes).
+            """,
+        examples: [
+            #"curl -H "Authorization: Bearer $(vault token work)" https://api.example.com/"#,
+            "vault token github --min-valid 300",
+        ]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        let name = try ctx.grantName(ctx.positionals("NAME")[0])
+        var minimum = Grant.freshnessMargin
+        if let text = ctx.arguments.value("min-valid") {
+            guard let v = Double(text), v >= 0, v < 1e7 else {
+                throw CLIError.usage("--min-valid needs a number of seconds", command: "token")
+            }
+            minimum = v
+        }
+        let store = try ctx.openVault()
+        let fresh = try vault { () throws(VaultError) in
+            try store.freshGrant(
+                name, minimumValidity: minimum, forceRefresh: ctx.arguments.flag("force-refresh"),
+                transport: ctx.transport)
+        }
+        let token = fresh.grant.accessToken ?? ""
+        if ctx.json {
+            try ctx.printJSON(
+                TokenOutput(
+                    accessToken: token, tokenType: fresh.grant.tokenType ?? "Bearer",
+                    expiresAt: fresh.grant.expiresAt?.epochSeconds))
+        } else {
+            var bytes = Array((token + "\n").utf8)
+            Console.writeAll(&bytes, fd: 1)
+        }
+        return .ok
+    }
+
+    static let refreshCommand = Command(
+        name: "refresh",
+        abstract: "Refresh a grant's access token now.",
+        usage: "refresh NAME [--json]",
+        arguments: [("NAME", "the grant")],
+        examples: ["vault refresh work"]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        let name = try ctx.grantName(ctx.positionals("NAME")[0])
+        let store = try ctx.openVault()
+        let fresh = try vault { () throws(VaultError) in
+            try store.freshGrant(name, forceRefresh: true, transport: ctx.transport)
+        }
+        let now = ctx.time.now()
+        if ctx.json {
+            try ctx.printJSON(GrantSummary(name: name, grant: fresh.grant, now: now))
+        } else {
+            let until = fresh.grant.expiresAt.map { " until \(Format.timestamp($0))" } ?? ""
+            ctx.console.info("refreshed '\(name)'; the access token is valid\(until)")
+        }
+        return .ok
+    }
+
+    static let checkCommand = Command(
+        name: "check",
+        abstract: "Ask the provider whether a grant still works (userinfo probe).",
+        usage: "check NAME [--json]",
+        arguments: [("NAME", "the grant")],
+        discussion: """
+            Calls the provider's userinfo endpoint with a fresh token, as GTMAppAuth's validity
+            check does. Exit status 0: live. 2: the provider refused the grant (it is marked dead
+            and kept; 'vault add' authorizes again). 75: the provider could not be reached or
+            answered 5xx; nothing changes.
+            """,
+        examples: ["vault check work && echo still good"]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        let name = try ctx.grantName(ctx.positionals("NAME")[0])
+        let store = try ctx.openVault()
+        let result = try vault { () throws(VaultError) in try store.check(name, transport: ctx.transport) }
+        switch result {
+        case .live(let account):
+            if ctx.json {
+                try ctx.printJSON(["name": name, "state": "live", "account": account ?? ""])
+            } else {
+                ctx.console.info("'\(name)' is live\(account.map { " (\($0))" } ?? "")")
+            }
+        }
+        return .ok
+    }
+}

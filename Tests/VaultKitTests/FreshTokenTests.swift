@@ -1,0 +1,109 @@
+import Foundation
+import Testing
+import VaultCrypto
+import VaultHTTP
+import VaultTestSupport
+
+@testable import VaultKit
+
+@Suite("fresh tokens and the userinfo probe, with a scripted provider")
+struct FreshTokenTests {
+    let dir = TemporaryDirectory()
+    let now = Date(epochSeconds: 1_800_000_000)
+
+    func vault(expiresIn: Double = 3600) throws -> Vault {
+        let store = try Vault.create(
+            at: dir.location, key: .keyfile(TestKeys.keyfileSecret()), kdf: .minimum, time: FixedTime(now))
+        var g = TestKeys.grant(token: "old-access", now: now)
+        g.expiresAt = now.addingTimeInterval(expiresIn)
+        g.providerConfiguration = ProviderConfiguration(
+            tokenEndpoint: "https://id.example/token", userinfoEndpoint: "https://id.example/userinfo", clientID: "c")
+        try store.save(g, as: "work")
+        return store
+    }
+
+    let refreshed = (
+        200, #"{"access_token":"new-access","refresh_token":"new-refresh","expires_in":3600,"token_type":"Bearer"}"#,
+        [(String, String)]()
+    )
+
+    @Test("a fresh grant needs no request; a stale one is refreshed and the rotated refresh token stored")
+    func refresh() throws {
+        let store = try vault(expiresIn: 30)
+        let fake = FakeTransport([refreshed])
+        let fresh = try store.freshGrant("work", transport: fake)
+        #expect(fresh.refreshed && fresh.grant.accessToken == "new-access")
+        #expect(
+            fake.requests.count == 1
+                && fake.requests[0].body
+                    == "grant_type=refresh_token&refresh_token=1%2F%2Frefresh-old-access&client_id=c"
+        )
+        let stored = try store.load("work")
+        #expect(stored.refreshToken == "new-refresh" && stored.refreshedAt == now)
+        #expect(try !store.freshGrant("work", transport: fake).refreshed)
+        #expect(fake.requests.count == 1)
+    }
+
+    @Test("a provider that does not rotate keeps the old refresh token")
+    func noRotation() throws {
+        let store = try vault(expiresIn: 0)
+        _ = try store.freshGrant(
+            "work", transport: FakeTransport([(200, #"{"access_token":"n","expires_in":60}"#, [])]))
+        #expect(try store.load("work").refreshToken == "1//refresh-old-access")
+    }
+
+    @Test(
+        "invalid_grant marks the grant dead and keeps it; transient errors change nothing",
+        arguments: [
+            (400, #"{"error":"invalid_grant"}"#, true), (401, #"{"error":"invalid_client"}"#, true),
+            (400, "", true), (503, "", false), (400, #"{"error":"temporarily_unavailable"}"#, false),
+        ])
+    func failures(status: Int, body: String, dies: Bool) throws {
+        let store = try vault(expiresIn: 0)
+        let before = try store.allRows()
+        do {
+            _ = try store.freshGrant("work", transport: FakeTransport([(status, body, [])]))
+            Issue.record("no error")
+        } catch {
+            #expect((error as? VaultError)?.code == (dies ? .dead : .transient))
+        }
+        #expect(try store.load("work").dead == dies)
+        if !dies { #expect(try store.allRows().map(\.ciphertext) == before.map(\.ciphertext)) }
+    }
+
+    @Test("check: 200 is live; 401 is refreshed once and retried")
+    func checkLive() throws {
+        let store = try vault()
+        #expect(
+            try store.check("work", transport: FakeTransport([(200, "{}", [])])) == .live(account: "ada@example.com"))
+        let fake = FakeTransport([(401, "", []), refreshed, (200, "{}", [])])
+        #expect(try store.check("work", transport: fake) == .live(account: "ada@example.com"))
+        #expect(
+            fake.requests.map(\.url) == [
+                "https://id.example/userinfo", "https://id.example/token", "https://id.example/userinfo",
+            ])
+        #expect(fake.requests[2].headers["authorization"] == "Bearer new-access")
+    }
+
+    @Test("check: 401 after a successful refresh marks the grant dead")
+    func checkDead() throws {
+        let store = try vault()
+        #expect {
+            try store.check("work", transport: FakeTransport([(401, "", []), refreshed, (401, "", [])]))
+        } throws: {
+            ($0 as? VaultError)?.code == .dead
+        }
+        #expect(try store.load("work").dead)
+        #expect(try store.load("work").deadReason == "invalid_token")
+    }
+
+    @Test("check: a 5xx is transient and changes nothing")
+    func checkTransient() throws {
+        let store = try vault()
+        let before = try store.allRows().map(\.ciphertext)
+        #expect { try store.check("work", transport: FakeTransport([(503, "", [])])) } throws: {
+            ($0 as? VaultError)?.code == .transient
+        }
+        #expect(try store.allRows().map(\.ciphertext) == before)
+    }
+}

@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""A counting, switchable HTTP proxy in front of one upstream, for tests.
+
+  counting_proxy.py UPSTREAM_BASE
+
+Binds 127.0.0.1 on a free port, prints the port, forwards every request to
+UPSTREAM_BASE with the same path, and serves until stdin closes. Control:
+  GET /__counts   JSON: requests seen, and token requests by grant_type
+  GET /__down     answer every later request by closing the connection
+  GET /__up       forward again
+  GET /__status/N answer every later request with HTTP N (N=0: forward again)
+"""
+import json
+import sys
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+UPSTREAM = sys.argv[1].rstrip("/")
+LOCK = threading.Lock()
+STATE = {"down": False, "status": 0, "requests": 0, "grant_types": {}}
+OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *a, **k):
+        return None
+
+
+OPENER.add_handler(NoRedirect())
+
+
+class Proxy(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status, body, headers=()):
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def handle_any(self):
+        path = self.path
+        if path == "/__counts":
+            with LOCK:
+                return self.answer(200, json.dumps(STATE).encode())
+        if path in ("/__down", "/__up") or path.startswith("/__status/"):
+            with LOCK:
+                STATE["down"] = path == "/__down"
+                STATE["status"] = int(path.split("/")[-1]) if path.startswith("/__status/") else 0
+            return self.answer(200, b"ok")
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        with LOCK:
+            STATE["requests"] += 1
+            if body:
+                grant = dict(urllib.parse.parse_qsl(body.decode(errors="replace"))).get("grant_type")
+                if grant:
+                    STATE["grant_types"][grant] = STATE["grant_types"].get(grant, 0) + 1
+            down, forced = STATE["down"], STATE["status"]
+        if down:
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
+        if forced:
+            return self.answer(forced, b"", [("Content-Type", "text/plain")])
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length", "connection")}
+        req = urllib.request.Request(UPSTREAM + path, data=body, method=self.command, headers=headers)
+        try:
+            with OPENER.open(req, timeout=20) as r:
+                status, payload, rh = r.status, r.read(), r.headers.items()
+        except urllib.error.HTTPError as e:
+            status, payload, rh = e.code, e.read(), e.headers.items()
+        keep = [(k, v) for k, v in rh if k.lower() in ("content-type", "www-authenticate", "cache-control")]
+        self.answer(status, payload, keep)
+
+    do_GET = do_POST = do_PUT = do_DELETE = handle_any
+
+
+def main():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    server.daemon_threads = True
+    print(server.server_address[1], flush=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    sys.stdin.read()
+
+
+if __name__ == "__main__":
+    main()
