@@ -9,8 +9,12 @@
 #include <unistd.h>
 
 int vault_refuse_core_dumps(void) {
-    struct rlimit none = {0, 0};
-    if (setrlimit(RLIMIT_CORE, &none) != 0) return -1;
+    /* Only the soft limit: lowering the hard limit could not be undone for
+       the command 'vault exec' runs, and non-dumpable already stops dumps. */
+    struct rlimit core;
+    if (getrlimit(RLIMIT_CORE, &core) != 0) return -1;
+    core.rlim_cur = 0;
+    if (setrlimit(RLIMIT_CORE, &core) != 0) return -1;
     /* Non-dumpable also stops other processes of the same user from
        ptrace-attaching or reading /proc/PID/mem. */
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) return -1;

@@ -16,13 +16,26 @@ public enum CLI {
     }
 
     /// Private files whatever the caller's umask; no core dumps, no ptrace
-    /// by other processes of the same user.
+    /// by other processes of the same user. The caller's settings are kept
+    /// so that `vault exec` can hand them back to the command it runs.
     static func hardenProcess() {
-        umask(0o077)
+        let old = umask(0o077)
+        var core = rlimit()
+        getrlimit(Int32(RLIMIT_CORE.rawValue), &core)
+        callerSettings = CallerSettings(umask: old, coreLimit: core)
         if vault_refuse_core_dumps() != 0 {
             Console().warn("could not disable core dumps")
         }
     }
+
+    /// What the process had before `hardenProcess`.
+    struct CallerSettings {
+        let umask: mode_t
+        let coreLimit: rlimit
+    }
+
+    /// Set once at start-up, before anything else runs; read by `vault exec`.
+    nonisolated(unsafe) static var callerSettings: CallerSettings? = nil
 
     static func dispatch(_ args: [String], environment: [String: String]) throws(CLIError) -> ExitCode {
         guard let first = args.first else {
@@ -59,7 +72,7 @@ public enum CLI {
             Console().out(Help.text(for: command))
             return .ok
         }
-        if parsed.trailing != nil {
+        if parsed.trailing != nil && name != "exec" {
             throw CLIError.usage("'--' is not used by 'vault \(name)'", command: name)
         }
         let context = Context(command: command, arguments: parsed, environment: environment)

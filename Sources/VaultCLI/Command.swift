@@ -16,6 +16,7 @@ struct Command: Sendable {
 enum Commands {
     static let all: [Command] = [
         initCommand, addCommand, importCommand, listCommand, showCommand, tokenCommand, refreshCommand, checkCommand,
+        envCommand, execCommand, headerCommand, xoauth2Command,
         renameCommand, removeCommand, passwdCommand,
         providersCommand, helpCommand,
     ]

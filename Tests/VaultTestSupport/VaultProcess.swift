@@ -87,8 +87,16 @@ public final class RunningProcess: @unchecked Sendable {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        // 0x80 is POSIX_SPAWN_SETSID, a macro Swift does not import.
-        if newSession { posix_spawnattr_setflags(&attributes, Int16(0x80)) }
+        // Children start with no blocked signals and default handlers, as
+        // from a shell; the test runner's threads block some signals.
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        // 0x80 is POSIX_SPAWN_SETSID; 0x04 SETSIGDEF, 0x08 SETSIGMASK (macros Swift does not import).
+        posix_spawnattr_setflags(&attributes, Int16((newSession ? 0x80 : 0) | 0x04 | 0x08))
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {

@@ -3,7 +3,7 @@
 
 #include <spawn.h>
 
-/// Makes the process non-dumpable and sets RLIMIT_CORE to 0. Returns 0 or -1 (errno set).
+/// Makes the process non-dumpable and sets the soft RLIMIT_CORE to 0. Returns 0 or -1 (errno set).
 int vault_refuse_core_dumps(void);
 /// The process's PR_GET_DUMPABLE value, or -1.
 int vault_get_dumpable(void);

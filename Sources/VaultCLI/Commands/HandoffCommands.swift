@@ -1,0 +1,261 @@
+internal import FoundationEssentials
+internal import Glibc
+internal import VaultKit
+
+/// The variables `env` and `exec` hand to programs for one grant.
+struct GrantVariables {
+    /// Name and value pairs, in a fixed order.
+    let pairs: [(String, String)]
+
+    /// `WORK_ACCESS_TOKEN`, ... for `grant` under `prefix`.
+    init(prefix: String, grant: Grant) {
+        var p: [(String, String)] = [
+            ("\(prefix)_ACCESS_TOKEN", grant.accessToken ?? ""),
+            ("\(prefix)_TOKEN_TYPE", grant.tokenType.map { $0.lowercased() == "bearer" ? "Bearer" : $0 } ?? "Bearer"),
+        ]
+        if let expiry = grant.expiresAt {
+            p.append(("\(prefix)_TOKEN_EXPIRES_AT", String(expiry.epochSeconds)))
+            p.append(("\(prefix)_TOKEN_EXPIRES", Format.timestamp(expiry)))
+        }
+        if let account = grant.account { p.append(("\(prefix)_ACCOUNT", account)) }
+        p.append(("\(prefix)_SCOPES", grant.scopes.joined(separator: " ")))
+        p.append(("\(prefix)_PROVIDER", grant.provider))
+        pairs = p
+    }
+
+    /// The default prefix: the grant name in upper case, other characters as `_`.
+    static func prefix(for name: String) -> String {
+        var out = String(name.uppercased().map { ($0.isASCII && ($0.isLetter || $0.isNumber)) ? $0 : "_" })
+        if out.first?.isNumber == true { out = "_" + out }
+        return out
+    }
+
+    /// A prefix given with --prefix must make valid variable names.
+    static func validate(prefix: String) -> Bool {
+        guard let first = prefix.unicodeScalars.first, first == "_" || (first.isASCII && first.properties.isAlphabetic)
+        else { return false }
+        return prefix.unicodeScalars.allSatisfy {
+            $0 == "_" || ($0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)))
+        }
+    }
+}
+
+/// Shell and file quoting for `vault env`.
+enum EnvFormat: String {
+    case sh, fish, dotenv, json
+
+    func line(_ name: String, _ value: String) -> String {
+        switch self {
+        case .sh:
+            // Single quotes keep everything literal; a ' closes, escapes and reopens.
+            return "export \(name)='" + value.replacing("'", with: "'\\''") + "'"
+        case .fish:
+            // In fish single quotes only \\ and \' are special.
+            return "set -gx \(name) '" + value.replacing("\\", with: "\\\\").replacing("'", with: "\\'") + "'"
+        case .dotenv:
+            var escaped = ""
+            for c in value.unicodeScalars {
+                switch c {
+                case "\\": escaped += "\\\\"
+                case "\"": escaped += "\\\""
+                case "$": escaped += "\\$"
+                case "`": escaped += "\\`"
+                case "\n": escaped += "\\n"
+                case "\r": escaped += "\\r"
+                default: escaped.unicodeScalars.append(c)
+                }
+            }
+            return "\(name)=\"\(escaped)\""
+        case .json:
+            return ""  // printed as one object
+        }
+    }
+}
+
+extension Commands {
+    /// Fresh grants for several names from one unlocked vault.
+    static func freshGrants(_ names: [String], ctx: Context) throws(CLIError) -> [(String, Grant)] {
+        let store = try ctx.openVault()
+        var out: [(String, Grant)] = []
+        for name in names {
+            let fresh = try vault { () throws(VaultError) in try store.freshGrant(name, transport: ctx.transport) }
+            out.append((name, fresh.grant))
+        }
+        return out
+    }
+
+    static func variables(_ names: [String], ctx: Context) throws(CLIError) -> [(String, String)] {
+        guard !names.isEmpty else { throw CLIError.usage("missing NAME", command: ctx.command.name) }
+        let validNames = try names.map { (n: String) throws(CLIError) -> String in try ctx.grantName(n) }
+        let prefix = ctx.arguments.value("prefix")
+        if let prefix {
+            guard names.count == 1 else {
+                throw CLIError.usage("--prefix works with one NAME", command: ctx.command.name)
+            }
+            guard GrantVariables.validate(prefix: prefix) else {
+                throw CLIError.usage(
+                    "--prefix must be letters, digits and _, not starting with a digit", command: ctx.command.name)
+            }
+        }
+        var pairs: [(String, String)] = []
+        for (name, grant) in try freshGrants(validNames, ctx: ctx) {
+            pairs += GrantVariables(prefix: prefix ?? GrantVariables.prefix(for: name), grant: grant).pairs
+        }
+        return pairs
+    }
+
+    static let prefixOption = OptionSpec(
+        name: "prefix", valueName: "PREFIX", help: "variable name prefix (default: the grant name in upper case)")
+
+    static let envCommand = Command(
+        name: "env",
+        abstract: "Print shell lines that export fresh tokens and their metadata.",
+        usage: "env NAME... [--format sh|fish|dotenv|json] [--prefix PREFIX]",
+        arguments: [("NAME", "one or more grants")],
+        options: [
+            OptionSpec(name: "format", valueName: "FORMAT", help: "sh (default), fish, dotenv or json"),
+            prefixOption,
+        ],
+        discussion: """
+            For a grant named work: WORK_ACCESS_TOKEN, WORK_TOKEN_TYPE, WORK_TOKEN_EXPIRES_AT
+            (seconds since the epoch), WORK_TOKEN_EXPIRES (ISO 8601), WORK_ACCOUNT, WORK_SCOPES
+            and WORK_PROVIDER. Tokens are refreshed first when needed. Values are quoted for the
+            format, so any character is safe.
+            """,
+        examples: [
+            "eval \"$(vault env work)\"", "vault env work --format fish | source",
+            "vault env work --format dotenv > .env",
+        ]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        let formatName = ctx.json ? "json" : (ctx.arguments.value("format") ?? "sh")
+        guard let format = EnvFormat(rawValue: formatName) else {
+            throw CLIError.usage("--format must be sh, fish, dotenv or json", command: "env")
+        }
+        let pairs = try variables(ctx.arguments.positionals, ctx: ctx)
+        if format == .json {
+            var object: [String: String] = [:]
+            for (k, v) in pairs { object[k] = v }
+            try ctx.printJSON(object)
+        } else {
+            var text = pairs.map { format.line($0.0, $0.1) }.joined(separator: "\n") + "\n"
+            var bytes = Array(text.utf8)
+            Console.writeAll(&bytes, fd: 1)
+            text = ""
+        }
+        return .ok
+    }
+
+    static let execCommand = Command(
+        name: "exec",
+        abstract: "Run a command with fresh tokens in its environment.",
+        usage: "exec NAME... [--prefix PREFIX] -- COMMAND [ARGUMENT...]",
+        arguments: [("NAME", "one or more grants"), ("COMMAND", "the program to run, found in PATH")],
+        options: [prefixOption],
+        discussion: """
+            Sets the variables 'vault env' prints, then replaces itself with COMMAND: its stdin,
+            stdout and stderr are yours, signals reach it directly, and its exit status is vault's.
+            Tokens are never on any command line. The command gets back the umask and core-dump
+            limit vault tightened for itself.
+            """,
+        examples: [
+            #"vault exec work -- sh -c 'curl -H "Authorization: Bearer $WORK_ACCESS_TOKEN" https://api.example.com/'"#,
+            "vault exec github --prefix GH -- ./deploy.sh",
+        ]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        guard let command = ctx.arguments.trailing, let program = command.first else {
+            throw CLIError.usage("missing '-- COMMAND'", command: "exec")
+        }
+        let pairs = try variables(ctx.arguments.positionals, ctx: ctx)
+        for (k, v) in pairs { setenv(k, v, 1) }
+        if let caller = CLI.callerSettings {
+            umask(caller.umask)
+            var limit = caller.coreLimit
+            setrlimit(Int32(RLIMIT_CORE.rawValue), &limit)
+        }
+        let argv: [UnsafeMutablePointer<CChar>?] = command.map { strdup($0) } + [nil]
+        execvp(program, argv)
+        let reason = String(cString: strerror(errno))
+        throw CLIError(
+            "cannot run '\(program)': \(reason.lowercased())", exitCode: errno == ENOENT ? .usage : .failure)
+    }
+
+    static let headerCommand = Command(
+        name: "header",
+        abstract: "Print an Authorization header with a fresh token.",
+        usage: "header NAME",
+        arguments: [("NAME", "the grant")],
+        discussion: "Prints 'Authorization: Bearer TOKEN', ready for curl -H @-.",
+        examples: ["vault header work | curl -H @- https://api.example.com/"]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        let name = try ctx.grantName(ctx.positionals("NAME")[0])
+        let grant = try freshGrants([name], ctx: ctx)[0].1
+        var bytes = Array("Authorization: Bearer \(grant.accessToken ?? "")\n".utf8)
+        Console.writeAll(&bytes, fd: 1)
+        return .ok
+    }
+
+    static let xoauth2Command = Command(
+        name: "xoauth2",
+        abstract: "Print the SASL XOAUTH2 (or OAUTHBEARER) response for IMAP and SMTP.",
+        usage: "xoauth2 NAME [--base64] [--user USER] [--oauthbearer [--host HOST] [--port PORT]]",
+        arguments: [("NAME", "the grant")],
+        options: [
+            OptionSpec(name: "base64", valueName: nil, help: "print it base64-encoded, as sent on the wire"),
+            OptionSpec(name: "user", valueName: "USER", help: "the login (default: the grant's account)"),
+            OptionSpec(name: "oauthbearer", valueName: nil, help: "RFC 7628 OAUTHBEARER instead of XOAUTH2"),
+            OptionSpec(name: "host", valueName: "HOST", help: "OAUTHBEARER: the server's host name"),
+            OptionSpec(name: "port", valueName: "PORT", help: "OAUTHBEARER: the server's port"),
+        ],
+        discussion: """
+            XOAUTH2: user=USER^Aauth=Bearer TOKEN^A^A. OAUTHBEARER: n,a=USER,^A[host=HOST^A]
+            [port=PORT^A]auth=Bearer TOKEN^A^A. Mail clients usually want --base64; some (msmtp's
+            passwordeval with auth oauthbearer) want only the token: use 'vault token'.
+            See docs/mail.md for msmtp, mutt, mbsync, offlineimap and aerc.
+            """,
+        examples: [
+            "vault xoauth2 gmail --base64", "vault xoauth2 work --oauthbearer --host imap.example.com --port 993",
+        ]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        let name = try ctx.grantName(ctx.positionals("NAME")[0])
+        let grant = try freshGrants([name], ctx: ctx)[0].1
+        guard let user = ctx.arguments.value("user") ?? grant.account else {
+            throw CLIError("grant '\(name)' names no account", hint: "pass --user LOGIN")
+        }
+        let token = grant.accessToken ?? ""
+        let response: String
+        if ctx.arguments.flag("oauthbearer") {
+            // RFC 7628 section 3.1; the authzid in the GS2 header escapes , and =.
+            let authzid = user.replacing("=", with: "=3D").replacing(",", with: "=2C")
+            var kv = ""
+            if let host = ctx.arguments.value("host") { kv += "host=\(host)\u{1}" }
+            if let port = ctx.arguments.value("port") { kv += "port=\(port)\u{1}" }
+            response = "n,a=\(authzid),\u{1}\(kv)auth=Bearer \(token)\u{1}\u{1}"
+        } else {
+            response = "user=\(user)\u{1}auth=Bearer \(token)\u{1}\u{1}"
+        }
+        var bytes =
+            ctx.arguments.flag("base64")
+            ? Array((Base64Text.encode(Array(response.utf8)) + "\n").utf8) : Array(response.utf8)
+        Console.writeAll(&bytes, fd: 1)
+        return .ok
+    }
+}
+
+/// Standard base64 with padding (RFC 4648 section 4).
+enum Base64Text {
+    static func encode(_ data: [UInt8]) -> String {
+        let table = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity((data.count + 2) / 3 * 4)
+        var i = 0
+        while i < data.count {
+            let n = min(3, data.count - i)
+            var v = UInt32(data[i]) << 16
+            if n > 1 { v |= UInt32(data[i + 1]) << 8 }
+            if n > 2 { v |= UInt32(data[i + 2]) }
+            for j in 0..<4 { out.append(j <= n ? table[Int((v >> (18 - 6 * UInt32(j))) & 63)] : UInt8(ascii: "=")) }
+            i += 3
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
