@@ -182,6 +182,7 @@ struct ProcessTests {
         let home = Home()
         for command in [
             "init", "add", "import", "list", "show", "token", "refresh", "check", "env", "exec", "header", "xoauth2",
+            "git-credential",
             "rename", "remove", "passwd",
             "providers", "help",
         ] {

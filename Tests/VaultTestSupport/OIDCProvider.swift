@@ -30,3 +30,47 @@ public final class OIDCProvider: @unchecked Sendable {
         "python3 \(FixtureServer.root.path)/Tools/testservers/browser.py \(mode) \(directory)"
     }
 }
+
+/// Dovecot (IMAP and submission) checking tokens at the shared provider.
+public final class MailServer: @unchecked Sendable {
+    public let imap: Int
+    public let submission: Int
+    private let server: FixtureServer
+    private let home = TemporaryDirectory()
+
+    public static let shared: Result<MailServer, any Error> = Result {
+        try MailServer(provider: try OIDCProvider.shared.get())
+    }
+
+    init(provider: OIDCProvider) throws {
+        server = try FixtureServer(
+            script: "dovecot.py", arguments: ["serve", home.path + "/dovecot", provider.directory + "/settings.json"])
+        let ports = try JSONDecoder().decode([String: Int].self, from: Data(server.firstLine.utf8))
+        imap = ports["imap"] ?? 0
+        submission = ports["submission"] ?? 0
+    }
+}
+
+/// git over smart HTTP through Apache, tokens checked at the shared provider.
+public final class GitServer: @unchecked Sendable {
+    public let url: String
+    public let port: Int
+    private let server: FixtureServer
+    private let home = TemporaryDirectory()
+
+    public static let shared: Result<GitServer, any Error> = Result {
+        try GitServer(provider: try OIDCProvider.shared.get())
+    }
+
+    init(provider: OIDCProvider) throws {
+        server = try FixtureServer(
+            script: "git_http.py", arguments: ["serve", home.path + "/git", provider.directory + "/settings.json"])
+        struct Info: Decodable {
+            let port: Int
+            let url: String
+        }
+        let info = try JSONDecoder().decode(Info.self, from: Data(server.firstLine.utf8))
+        url = info.url
+        port = info.port
+    }
+}

@@ -17,6 +17,7 @@ enum Presets {
               "flows": ["browser", "device", "paste"],
               "token_endpoint_auth_method": "client_secret_post",
               "git_hosts": ["github.com"],
+              "git_username": "x-access-token",
               "account_claim": "login",
               "notes": "Classic OAuth apps issue tokens without expiry or refresh token; GitHub Apps with expiring tokens issue both. Add --scope repo for git over HTTPS. GitHub answers scopes separated by commas."
             }
@@ -37,6 +38,7 @@ enum Presets {
               "scopes": ["openid", "email"],
               "flows": ["browser", "device", "paste"],
               "git_hosts": ["gitlab.com"],
+              "git_username": "oauth2",
               "notes": "Add --scope read_repository or write_repository for git over HTTPS. For a self-managed GitLab, copy this file to ~/.config/vault/providers/ with your host."
             }
             """#

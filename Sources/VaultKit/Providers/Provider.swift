@@ -37,6 +37,8 @@ public struct Provider: Sendable, Equatable {
     public var publicClient: Bool
     /// Hosts whose git credentials this provider's grants can serve.
     public var gitHosts: [String]
+    /// The user name git should send with the token (default `oauth2`).
+    public var gitUsername: String?
     /// Defaults for `{name}` placeholders in endpoints (Microsoft's tenant).
     public var variables: [String: String]
     /// The claim that names the account (default: email, then sub).
@@ -99,6 +101,7 @@ public struct Provider: Sendable, Equatable {
         tokenEndpointAuthMethod = f.token_endpoint_auth_method ?? "client_secret_basic"
         publicClient = f.public_client ?? false
         gitHosts = f.git_hosts ?? []
+        gitUsername = f.git_username
         variables = f.variables ?? [:]
         accountClaim = f.account_claim
         notes = f.notes
@@ -175,7 +178,7 @@ struct LoopbackRedirect: Equatable {
 struct ProviderFile: Decodable {
     var name, display_name, issuer, authorization_endpoint, token_endpoint, device_authorization_endpoint: String?
     var revocation_endpoint, userinfo_endpoint, client_id, client_secret, redirect_uri: String?
-    var token_endpoint_auth_method, account_claim, notes: String?
+    var token_endpoint_auth_method, account_claim, notes, git_username: String?
     var scopes, git_hosts: [String]?
     var authorization_params, variables: [String: String]?
     var flows: [Provider.Flow]?
@@ -184,7 +187,8 @@ struct ProviderFile: Decodable {
     enum CodingKeys: String, CodingKey, CaseIterable {
         case name, display_name, issuer, authorization_endpoint, token_endpoint, device_authorization_endpoint
         case revocation_endpoint, userinfo_endpoint, client_id, client_secret, redirect_uri
-        case token_endpoint_auth_method, account_claim, notes, scopes, git_hosts, authorization_params, variables
+        case token_endpoint_auth_method, account_claim, notes, scopes, git_hosts, git_username, authorization_params
+        case variables
         case flows, public_client
     }
 
@@ -221,6 +225,7 @@ struct ProviderFile: Decodable {
         notes = try c.decodeIfPresent(String.self, forKey: .notes)
         scopes = try c.decodeIfPresent([String].self, forKey: .scopes)
         git_hosts = try c.decodeIfPresent([String].self, forKey: .git_hosts)
+        git_username = try c.decodeIfPresent(String.self, forKey: .git_username)
         authorization_params = try c.decodeIfPresent([String: String].self, forKey: .authorization_params)
         variables = try c.decodeIfPresent([String: String].self, forKey: .variables)
         flows = try c.decodeIfPresent([Provider.Flow].self, forKey: .flows)
@@ -246,6 +251,7 @@ struct ProviderFile: Decodable {
         m.notes = o.notes ?? notes
         m.scopes = o.scopes ?? scopes
         m.git_hosts = o.git_hosts ?? git_hosts
+        m.git_username = o.git_username ?? git_username
         m.authorization_params = o.authorization_params ?? authorization_params
         m.variables = o.variables ?? variables
         m.flows = o.flows ?? flows

@@ -1,0 +1,142 @@
+internal import FoundationEssentials
+internal import Glibc
+internal import VaultHTTP
+internal import VaultKit
+
+/// git's credential helper protocol: `key=value` lines up to a blank line.
+struct GitCredentialRequest {
+    var fields: [String: String] = [:]
+
+    init(_ text: String) {
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.isEmpty { break }
+            guard let eq = line.firstIndex(of: "=") else { continue }
+            let key = String(line[..<eq])
+            // Repeated keys (capability[], wwwauth[]) keep the first; vault needs none of them.
+            if fields[key] == nil { fields[key] = String(line[line.index(after: eq)...]) }
+        }
+    }
+
+    var proto: String? { fields["protocol"] }
+    var host: String? { fields["host"] }
+    var path: String? { fields["path"] }
+}
+
+extension Commands {
+    static let gitCredentialCommand = Command(
+        name: "git-credential",
+        abstract: "Serve git credentials from grants (git's credential helper protocol).",
+        usage: "git-credential get|store|erase | git-credential map [HOST[/PATH] [NAME] [--username U] [--remove]]",
+        arguments: [
+            ("get|store|erase", "what git asks, with its request on stdin"),
+            ("map HOST[/PATH] NAME", "make grant NAME serve HOST (and PATH, when git sends one)"),
+        ],
+        options: [
+            OptionSpec(
+                name: "username", valueName: "U",
+                help: "map: the user name to send (default: the provider's, else oauth2)"),
+            OptionSpec(name: "remove", valueName: nil, help: "map: forget the mapping of HOST[/PATH]"),
+        ],
+        discussion: """
+            Set it up with: git config --global credential.helper '!vault git-credential'
+            (add credential.useHttpPath true to map paths). 'get' answers a user name and a fresh
+            token as password (with password_expiry_utc); hosts without a grant get an empty answer
+            so git falls through to other helpers. Presets map their own hosts (github.com,
+            gitlab.com) when exactly one grant of that provider exists. 'erase', which git sends
+            after a refusal, makes the next 'get' refresh the token; it marks nothing dead. Tokens
+            are only given over https, or plain http to a loopback host.
+            """,
+        examples: [
+            "git config --global credential.helper '!vault git-credential'",
+            "vault git-credential map github.com gh",
+            "vault git-credential map git.example.com/team work --username oauth2",
+        ]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        let args = ctx.arguments.positionals
+        guard let action = args.first else {
+            throw CLIError.usage("missing get, store, erase or map", command: "git-credential")
+        }
+        let configDirectory = try ctx.location().configDirectory
+        switch action {
+        case "map":
+            return try gitMap(Array(args.dropFirst()), ctx: ctx, configDirectory: configDirectory)
+        case "get", "store", "erase":
+            guard args.count == 1 else {
+                throw CLIError.usage("unexpected argument '\(args[1])'", command: "git-credential")
+            }
+        default:
+            throw CLIError.usage("unknown action '\(action)'", command: "git-credential")
+        }
+        let input = try ctx.readStandardInput(limit: 65536)
+        let request = GitCredentialRequest(input.withUnsafeBytes { String(decoding: $0, as: UTF8.self) })
+        // 'store' tells a helper that credentials worked; vault has nothing to keep.
+        guard action != "store", let host = request.host, let proto = request.proto else { return .ok }
+        let hostOnly = String(host.split(separator: ":").first ?? "")
+        guard proto == "https" || (proto == "http" && URLPolicy.isLoopback(hostOnly)) else { return .ok }
+        let map = try vault { () throws(VaultError) in try GitCredentialMap.load(configDirectory: configDirectory) }
+        let catalog = ProviderCatalog.load(configDirectory: configDirectory)
+        var entry = map.entry(host: host, path: request.path)
+        let store = try ctx.openVault()
+        if entry == nil {
+            // A preset may serve its own host when the choice is unambiguous.
+            let providers = catalog.sorted.filter { $0.gitHosts.contains(host.lowercased()) }.map(\.name)
+            let grants = try vault { () throws(VaultError) in try store.list() }.grants
+            let candidates = grants.filter { providers.contains($0.grant.provider) }
+            if candidates.count == 1 {
+                entry = GitCredentialMap.Entry(grant: candidates[0].name)
+            } else if candidates.count > 1 {
+                ctx.console.warn(
+                    "several grants could serve \(host); choose one with 'vault git-credential map \(host) NAME'")
+            }
+        }
+        guard let entry else { return .ok }
+        if action == "erase" {
+            if let password = request.fields["password"] {
+                _ = try vault { () throws(VaultError) in try store.markStale(entry.grant, ifAccessToken: password) }
+            }
+            return .ok
+        }
+        let fresh = try vault { () throws(VaultError) in try store.freshGrant(entry.grant, transport: ctx.transport) }
+        let username =
+            entry.username ?? catalog.providers[fresh.grant.provider]?.gitUsername ?? "oauth2"
+        var answer = "username=\(username)\npassword=\(fresh.grant.accessToken ?? "")\n"
+        if let expiry = fresh.grant.expiresAt { answer += "password_expiry_utc=\(expiry.epochSeconds)\n" }
+        var bytes = Array(answer.utf8)
+        Console.writeAll(&bytes, fd: 1)
+        return .ok
+    }
+
+    static func gitMap(_ args: [String], ctx: Context, configDirectory: String) throws(CLIError) -> ExitCode {
+        var map = try vault { () throws(VaultError) in try GitCredentialMap.load(configDirectory: configDirectory) }
+        if args.isEmpty {
+            if ctx.json {
+                try ctx.printJSON(map.entries)
+            } else {
+                let rows =
+                    [["HOST", "GRANT", "USERNAME"]]
+                    + map.entries.sorted { $0.key < $1.key }.map { [$0.key, $0.value.grant, $0.value.username ?? "-"] }
+                if map.entries.isEmpty {
+                    ctx.console.info("no git hosts are mapped; presets serve their own hosts")
+                } else {
+                    for line in Format.table(rows) { ctx.console.out(line) }
+                }
+            }
+            return .ok
+        }
+        if ctx.arguments.flag("remove") {
+            guard args.count == 1 else {
+                throw CLIError.usage("--remove takes HOST[/PATH] only", command: "git-credential")
+            }
+            try vault { () throws(VaultError) in try map.set(args[0], nil) }
+            ctx.console.info("forgot the mapping of \(args[0])")
+            return .ok
+        }
+        guard args.count == 2 else { throw CLIError.usage("map needs HOST[/PATH] and NAME", command: "git-credential") }
+        let name = try ctx.grantName(args[1])
+        try vault { () throws(VaultError) in
+            try map.set(args[0], GitCredentialMap.Entry(grant: name, username: ctx.arguments.value("username")))
+        }
+        ctx.console.info("\(args[0]) is served by '\(name)'")
+        return .ok
+    }
+}
