@@ -11,6 +11,7 @@ UPSTREAM_BASE with the same path, and serves until stdin closes. Control:
   GET /__status/N answer every later request with HTTP N (N=0: forward again)
 """
 import json
+import signal
 import sys
 import threading
 import urllib.error
@@ -93,4 +94,7 @@ def main():
 
 
 if __name__ == "__main__":
+    # Start (and start children) with no blocked signals, whatever the
+    # launching thread had blocked, so a plain SIGTERM stops them.
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
     main()

@@ -117,9 +117,14 @@ DefineExternalAuth oauth pipe {d}/check-token.py
             for _ in range(50):
                 os.kill(pid, 0)
                 time.sleep(0.05)
+            os.kill(pid, signal.SIGKILL)
+            subprocess.run(["pkill", "-KILL", "-f", "apache2 -f " + d + "/httpd.conf"])
         except (OSError, ValueError):
             pass
 
 
 if __name__ == "__main__":
+    # Start (and start children) with no blocked signals, whatever the
+    # launching thread had blocked, so a plain SIGTERM stops them.
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
     main()

@@ -286,4 +286,7 @@ def main():
 
 
 if __name__ == "__main__":
+    # Start (and start children) with no blocked signals, whatever the
+    # launching thread had blocked, so a plain SIGTERM stops them.
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
     main()

@@ -15,6 +15,7 @@ stdin closes (so it dies with the test that started it):
 """
 import base64
 import json
+import signal
 import sys
 import threading
 import time
@@ -86,4 +87,7 @@ def main():
 
 
 if __name__ == "__main__":
+    # Start (and start children) with no blocked signals, whatever the
+    # launching thread had blocked, so a plain SIGTERM stops them.
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
     main()
