@@ -18,7 +18,7 @@ enum Commands {
         initCommand, addCommand, importCommand, listCommand, showCommand, tokenCommand, refreshCommand, checkCommand,
         envCommand, execCommand, headerCommand, xoauth2Command, gitCredentialCommand,
         renameCommand, removeCommand, passwdCommand,
-        providersCommand, helpCommand,
+        providersCommand, completionCommand, helpCommand,
     ]
 
     static func named(_ name: String) -> Command? { all.first { $0.name == name } }
