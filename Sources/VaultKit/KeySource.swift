@@ -54,7 +54,7 @@ public enum Keyfile {
     public static func encode(_ secret: SecureBytes) throws(VaultError) -> SecureBytes {
         var raw = secret.unsafeCopyToArray()
         defer { secureZero(&raw) }
-        var text = Array(prefix.utf8) + Base64URL.encode(raw) + [0x0a]
+        var text = Array(prefix.utf8) + Base64.encode(raw, .urlSafeUnpadded) + [0x0a]
         defer { secureZero(&text) }
         return try wrap { () throws(CryptoError) in try SecureBytes(copying: text) }
     }
@@ -66,52 +66,12 @@ public enum Keyfile {
         if raw.last == 0x0a { raw.removeLast() }
         let p = Array(prefix.utf8)
         guard raw.count == p.count + 43, Array(raw[..<p.count]) == p,
-            var secret = Base64URL.decode(Array(raw[p.count...])), secret.count == 32
+            var secret = Base64.decode(Array(raw[p.count...]), .urlSafeUnpadded), secret.count == 32
         else {
             throw VaultError(.invalidInput, "the key file is not a vault key file")
         }
         defer { secureZero(&secret) }
         return try wrap { () throws(CryptoError) in try SecureBytes(copying: secret) }
-    }
-}
-
-/// Unpadded base64url (RFC 4648 section 5), written here so key material
-/// never passes through Foundation's buffers.
-enum Base64URL {
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-
-    static func encode(_ data: [UInt8]) -> [UInt8] {
-        var out = [UInt8]()
-        out.reserveCapacity((data.count * 4 + 2) / 3)
-        var i = 0
-        while i < data.count {
-            let n = min(3, data.count - i)
-            var v = UInt32(data[i]) << 16
-            if n > 1 { v |= UInt32(data[i + 1]) << 8 }
-            if n > 2 { v |= UInt32(data[i + 2]) }
-            for j in 0...n { out.append(alphabet[Int((v >> (18 - 6 * UInt32(j))) & 63)]) }
-            i += 3
-        }
-        return out
-    }
-
-    static func decode(_ text: [UInt8]) -> [UInt8]? {
-        guard text.count % 4 != 1 else { return nil }
-        var out = [UInt8]()
-        var acc: UInt32 = 0
-        var bits = 0
-        for c in text {
-            guard let v = alphabet.firstIndex(of: c) else { return nil }
-            acc = (acc << 6) | UInt32(v)
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                out.append(UInt8((acc >> UInt32(bits)) & 0xff))
-            }
-        }
-        // Canonical encoding only: leftover bits must be zero.
-        guard acc & ((1 << UInt32(bits)) - 1) == 0 else { return nil }
-        return out
     }
 }
 

@@ -121,16 +121,7 @@ struct RefreshTests {
     @Test("a revoked grant: vault token exits 2 and marks it dead, kept; vault check agrees")
     func revoked() throws {
         let tokens = try importGrant("work", confidential: true)
-        let s = oidc.settings
-        let body = try SecureBytes(
-            copying: Array("token=\(tokens["refresh_token"]!)&token_type_hint=refresh_token".utf8))
-        let basic = Data("\(s.confidential_client):\(s.client_secret)".utf8).base64EncodedString()
-        let revoked = try CurlTransport().send(
-            HTTPRequest(
-                method: "POST", url: s.issuer + "/revoke",
-                headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Authorization", "Basic \(basic)")],
-                body: body))
-        #expect(revoked.status == 200)
+        try ProviderGrants.revoke(tokens["refresh_token"] as! String, hint: "refresh_token")
         let r = try home.run("token", "work")
         #expect(r.status == 2)
         #expect(r.stderr.contains("needs a new authorization") && r.stderr.contains("vault add local work"))

@@ -106,3 +106,29 @@ struct CryptoTests {
         #expect(copy.isEmpty)
     }
 }
+
+@Suite("base64 through libsodium")
+struct Base64Tests {
+    @Test(
+        "RFC 4648 section 10 vectors, both variants",
+        arguments: [
+            ("", "", ""), ("f", "Zg==", "Zg"), ("fo", "Zm8=", "Zm8"), ("foo", "Zm9v", "Zm9v"),
+            ("foob", "Zm9vYg==", "Zm9vYg"), ("fooba", "Zm9vYmE=", "Zm9vYmE"), ("foobar", "Zm9vYmFy", "Zm9vYmFy"),
+        ])
+    func vectors(plain: String, standard: String, url: String) {
+        #expect(Base64.encodeString(Array(plain.utf8), .standard) == standard)
+        #expect(Base64.encodeString(Array(plain.utf8), .urlSafeUnpadded) == url)
+        #expect(Base64.decode(Array(standard.utf8), .standard) == Array(plain.utf8))
+        #expect(Base64.decode(Array(url.utf8), .urlSafeUnpadded) == Array(plain.utf8))
+    }
+
+    @Test("the url-safe alphabet, and strict decoding")
+    func strict() {
+        #expect(Base64.encodeString([0xfb, 0xff], .urlSafeUnpadded) == "-_8")
+        #expect(Base64.encodeString([0xfb, 0xff], .standard) == "+/8=")
+        for bad in ["Zg=", "Zh", "Z", "Zm9v!", "Zm9v Yg", "-_8="] {
+            #expect(Base64.decode(Array(bad.utf8), .urlSafeUnpadded) == nil, "\(bad)")
+        }
+        #expect(Base64.decode(Array("Zg".utf8), .standard) == nil)
+    }
+}

@@ -97,7 +97,7 @@ struct TokenEndpointTests {
     func idToken() throws {
         func token(_ claims: [String: Any]) throws -> String {
             let payload = try JSONSerialization.data(withJSONObject: claims)
-            return "e30." + String(decoding: Base64URL.encode([UInt8](payload)), as: UTF8.self) + ".sig"
+            return "e30." + Base64.encodeString([UInt8](payload), .urlSafeUnpadded) + ".sig"
         }
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         let good: [String: Any] = [

@@ -191,7 +191,8 @@ struct GrantTests {
     @Test("expires_in as a string, scope as a list, account from the ID token")
     func lenientFields() throws {
         let payload = String(
-            decoding: Base64URL.encode(Array(#"{"sub":"42","email":"ada@example.com"}"#.utf8)), as: UTF8.self)
+            decoding: Base64.encode(Array(#"{"sub":"42","email":"ada@example.com"}"#.utf8), .urlSafeUnpadded),
+            as: UTF8.self)
         let json = """
             {"access_token":"a","refresh_token":"r","expires_in":"3599","scope":["openid","email"],
              "id_token":"e30.\(payload).sig","provider":"test","unknown_field":{"x":1}}

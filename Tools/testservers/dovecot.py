@@ -12,16 +12,11 @@ import json
 import os
 import pwd
 import signal
-import socket
 import subprocess
 import sys
-import time
 
+from common import free_port, wait_for_port
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():
@@ -88,12 +83,7 @@ service anvil {{
     conf = d + "/dovecot.conf"
     # In the foreground, as our child: stopped by the PID we started.
     master = subprocess.Popen(["dovecot", "-F", "-c", conf], stdin=subprocess.DEVNULL, start_new_session=True)
-    for _ in range(100):
-        try:
-            with socket.create_connection(("127.0.0.1", imap), timeout=0.2):
-                break
-        except OSError:
-            time.sleep(0.05)
+    wait_for_port(imap, alive=lambda: master.poll() is None)
     print(json.dumps({"imap": imap, "submission": submission}), flush=True)
     try:
         sys.stdin.read()

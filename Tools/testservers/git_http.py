@@ -15,10 +15,10 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
+
+from common import free_port, stop_pid, wait_for_port
 
 MODULES = "/usr/lib/apache2/modules"
 
@@ -39,11 +39,6 @@ except Exception:
 sys.exit(0 if doc.get("active") is True else 1)
 '''
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():
@@ -101,26 +96,17 @@ DefineExternalAuth oauth pipe {d}/check-token.py
         f.write(conf)
     env = dict(os.environ, APACHE_RUN_DIR=d + "/run", APACHE_LOCK_DIR=d + "/run", APACHE_LOG_DIR=d + "/logs")
     subprocess.run(["apache2", "-f", d + "/httpd.conf", "-k", "start"], check=True, env=env)
-    for _ in range(100):
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-        except OSError:
-            time.sleep(0.05)
+    wait_for_port(port)
     print(json.dumps({"port": port, "url": "http://127.0.0.1:%d/git/repo.git" % port}), flush=True)
     try:
         sys.stdin.read()
     finally:
         try:
-            pid = int(open(d + "/run/httpd.pid").read())
-            os.kill(pid, signal.SIGTERM)
-            for _ in range(50):
-                os.kill(pid, 0)
-                time.sleep(0.05)
-            os.kill(pid, signal.SIGKILL)
-            subprocess.run(["pkill", "-KILL", "-f", "apache2 -f " + d + "/httpd.conf"])
+            stop_pid(int(open(d + "/run/httpd.pid").read()))
         except (OSError, ValueError):
             pass
+        # Children left by a master that died hard.
+        subprocess.run(["pkill", "-KILL", "-f", "apache2 -f " + d + "/httpd.conf"])
 
 
 if __name__ == "__main__":

@@ -24,14 +24,14 @@ import http.cookiejar
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
+
+from common import free_port, stop_pid, wait_for_port
 
 SAMPLE = "/usr/share/doc/glewlwyd/glewlwyd.conf.sample.gz"
 INIT_SQL = "/usr/share/doc/glewlwyd/database/init.sqlite3.sql.gz"
@@ -40,11 +40,6 @@ PUBLIC_CLIENT, CONFIDENTIAL_CLIENT = "vault-public", "vault-confidential"
 CLIENT_SECRET = "vault-confidential-test-secret"
 SCOPES = ["openid", "email", "profile", "mail"]
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Session:
@@ -127,14 +122,8 @@ def start(d, rotate):
     with open(d + "/pid", "w") as f:
         f.write(str(proc.pid))
     base = "http://127.0.0.1:%d" % port
-    for _ in range(100):
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-        except OSError:
-            if proc.poll() is not None:
-                raise SystemExit("glewlwyd exited: " + open(d + "/stdout.log").read())
-            time.sleep(0.05)
+    if not wait_for_port(port, alive=lambda: proc.poll() is None):
+        raise SystemExit("glewlwyd did not start: " + open(d + "/stdout.log").read())
     admin = Session(base)
     admin.ok("POST", "/api/auth/", {"username": "admin", "password": "password"})
     key, pub = rsa_keys(d)
@@ -190,12 +179,7 @@ def start(d, rotate):
 
 def stop(d):
     try:
-        pid = int(open(d + "/pid").read())
-        os.killpg(pid, signal.SIGTERM)
-        for _ in range(50):
-            os.kill(pid, 0)
-            time.sleep(0.05)
-        os.killpg(pid, signal.SIGKILL)
+        stop_pid(int(open(d + "/pid").read()), group=True)
     except (OSError, ValueError):
         pass
 

@@ -1,5 +1,6 @@
 internal import FoundationEssentials
 internal import Glibc
+internal import VaultCrypto
 internal import VaultKit
 
 /// The variables `env` and `exec` hand to programs for one grant.
@@ -235,27 +236,8 @@ extension Commands {
         }
         var bytes =
             ctx.arguments.flag("base64")
-            ? Array((Base64Text.encode(Array(response.utf8)) + "\n").utf8) : Array(response.utf8)
+            ? Array((Base64.encodeString(Array(response.utf8), .standard) + "\n").utf8) : Array(response.utf8)
         Console.writeAll(&bytes, fd: 1)
         return .ok
-    }
-}
-
-/// Standard base64 with padding (RFC 4648 section 4).
-enum Base64Text {
-    static func encode(_ data: [UInt8]) -> String {
-        let table = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity((data.count + 2) / 3 * 4)
-        var i = 0
-        while i < data.count {
-            let n = min(3, data.count - i)
-            var v = UInt32(data[i]) << 16
-            if n > 1 { v |= UInt32(data[i + 1]) << 8 }
-            if n > 2 { v |= UInt32(data[i + 2]) }
-            for j in 0..<4 { out.append(j <= n ? table[Int((v >> (18 - 6 * UInt32(j))) & 63)] : UInt8(ascii: "=")) }
-            i += 3
-        }
-        return String(decoding: out, as: UTF8.self)
     }
 }

@@ -282,14 +282,8 @@ public enum UserInfo {
         let data = response.body.withUnsafeBytes { Data($0) }
         struct Claims: Decodable {
             var values: [String: String] = [:]
-            struct Key: CodingKey {
-                var stringValue: String
-                var intValue: Int? { nil }
-                init(stringValue: String) { self.stringValue = stringValue }
-                init?(intValue: Int) { nil }
-            }
             init(from decoder: any Decoder) throws {
-                let c = try decoder.container(keyedBy: Key.self)
+                let c = try decoder.container(keyedBy: AnyCodingKey.self)
                 for k in c.allKeys {
                     if let s = try? c.decode(String.self, forKey: k) { values[k.stringValue] = s }
                 }

@@ -1,4 +1,5 @@
 internal import FoundationEssentials
+internal import VaultCrypto
 
 /// The claims vault checks in an ID token received straight from the token
 /// endpoint over TLS. OpenID Connect Core 3.1.3.7 lets such a client rely
@@ -41,7 +42,7 @@ struct IDTokenClaims: Decodable {
         throws(VaultError) -> IDTokenClaims
     {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let payload = Base64URL.decodeLenient(Array(parts[1].utf8)),
+        guard parts.count == 3, let payload = JWTSegment.decode(Array(parts[1].utf8)),
             let claims = try? JSONDecoder().decode(IDTokenClaims.self, from: Data(payload))
         else { throw VaultError(.badResponse, "the ID token is malformed") }
         guard matches(issuer: claims.iss, pattern: issuer) else {
@@ -81,7 +82,7 @@ struct IDTokenClaims: Decodable {
     /// a label only, never trusted for anything else.
     static func unverifiedAccount(_ token: String) -> String? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let payload = Base64URL.decodeLenient(Array(parts[1].utf8)) else { return nil }
+        guard parts.count == 3, let payload = JWTSegment.decode(Array(parts[1].utf8)) else { return nil }
         struct Claims: Decodable {
             var email: String?
             var sub: String?
@@ -94,19 +95,19 @@ struct IDTokenClaims: Decodable {
     var account: String { (email_verified != false ? email : nil) ?? sub }
 }
 
-extension Base64URL {
-    /// Decodes base64url that may carry padding and non-canonical final bits,
-    /// as JWTs from the wild sometimes do.
-    static func decodeLenient(_ text: [UInt8]) -> [UInt8]? {
+/// JWT segments: base64url without padding, read leniently since tokens
+/// from the wild sometimes carry padding or non-canonical final bits.
+enum JWTSegment {
+    static func decode(_ text: [UInt8]) -> [UInt8]? {
         var t = text
         while t.last == UInt8(ascii: "=") { t.removeLast() }
-        if let exact = decode(t) { return exact }
+        if let exact = Base64.decode(t, .urlSafeUnpadded) { return exact }
         // Clear the unused low bits of the last character and retry.
         guard let last = t.last, t.count % 4 != 1 else { return nil }
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
         guard let index = alphabet.firstIndex(of: last) else { return nil }
         let unused = t.count % 4 == 2 ? 4 : 2
         t[t.count - 1] = alphabet[(index >> unused) << unused]
-        return decode(t)
+        return Base64.decode(t, .urlSafeUnpadded)
     }
 }

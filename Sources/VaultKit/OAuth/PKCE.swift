@@ -16,7 +16,7 @@ public struct PKCE: Sendable {
 
     /// A verifier from given octets (RFC 7636 Appendix B uses fixed ones).
     public init(verifierBytes: [UInt8]) throws(VaultError) {
-        let v = String(decoding: Base64URL.encode(verifierBytes), as: UTF8.self)
+        let v = Base64.encodeString(verifierBytes, .urlSafeUnpadded)
         try self.init(verifier: v)
     }
 
@@ -27,13 +27,13 @@ public struct PKCE: Sendable {
         }
         self.verifier = verifier
         let digest = try wrap { () throws(CryptoError) in try SHA256.hash(Array(verifier.utf8)) }
-        challenge = String(decoding: Base64URL.encode(digest), as: UTF8.self)
+        challenge = Base64.encodeString(digest, .urlSafeUnpadded)
     }
 }
 
 /// Random, URL-safe values for `state` and `nonce`.
 enum RandomToken {
     static func make() throws(VaultError) -> String {
-        String(decoding: Base64URL.encode(try wrap { () throws(CryptoError) in try Random.bytes(24) }), as: UTF8.self)
+        Base64.encodeString(try wrap { () throws(CryptoError) in try Random.bytes(24) }, .urlSafeUnpadded)
     }
 }

@@ -35,7 +35,7 @@ public struct TokenEndpoint {
             } else {
                 // RFC 6749 section 2.3.1: form-encode both parts before base64.
                 let raw = FormEncoding.percentEncode(clientID) + ":" + FormEncoding.percentEncode(secret)
-                headers.append(("Authorization", "Basic " + Base64.encode(Array(raw.utf8))))
+                headers.append(("Authorization", "Basic " + Base64.encodeString(Array(raw.utf8), .standard)))
             }
         } else {
             pairs.append(("client_id", clientID))
@@ -177,15 +177,5 @@ extension HTTPError {
         case .refusedURL: VaultError(.invalidInput, "\(what): \(reason)")
         case .unavailable: VaultError(.internalError, "\(what): \(reason)")
         }
-    }
-}
-
-/// Standard base64 with padding, for HTTP Basic authentication.
-enum Base64 {
-    static func encode(_ data: [UInt8]) -> String {
-        var out = String(decoding: Base64URL.encode(data), as: UTF8.self)
-        out = String(out.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
-        while out.count % 4 != 0 { out.append("=") }
-        return out
     }
 }

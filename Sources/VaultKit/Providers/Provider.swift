@@ -195,15 +195,8 @@ struct ProviderFile: Decodable {
     /// An empty file, filled in by code (discovery).
     init() {}
 
-    struct AnyKey: CodingKey {
-        var stringValue: String
-        var intValue: Int? { nil }
-        init(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { nil }
-    }
-
     init(from decoder: any Decoder) throws {
-        let any = try decoder.container(keyedBy: AnyKey.self)
+        let any = try decoder.container(keyedBy: AnyCodingKey.self)
         let known = Set(CodingKeys.allCases.map(\.rawValue))
         if let unknown = any.allKeys.map(\.stringValue).sorted().first(where: { !known.contains($0) }) {
             throw VaultError(.invalidInput, "unknown field '\(unknown)'")
@@ -272,4 +265,12 @@ struct ProviderFile: Decodable {
             throw VaultError(.invalidInput, "\(source): not a valid provider file")
         }
     }
+}
+
+/// A coding key for any string, to see every key of a JSON object.
+struct AnyCodingKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
 }
