@@ -9,23 +9,35 @@ struct TerminalAuthorizationUI: AuthorizationUI {
     let console = Console()
 
     func openBrowser(_ url: String) {
-        console.info("open this address to authorize (it is also being opened in your browser):")
+        console.info("open this address to authorize (vault is also opening it in your browser):")
         Console.write(url + "\n", to: 2)
         // $BROWSER gets the URL as its one argument; the shell only splits
         // $BROWSER itself, never the URL.
-        let command = environment["BROWSER"].flatMap { $0.isEmpty ? nil : $0 } ?? "xdg-open"
+        guard let command = environment["BROWSER"].flatMap({ $0.isEmpty ? nil : $0 }) ?? xdgOpen() else {
+            console.info("no browser found ($BROWSER is unset and xdg-open is not installed): open the address above")
+            return
+        }
         var pid: pid_t = 0
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        // The browser must not write into vault's stdout, which may be piped data.
+        // The browser must not write into vault's output, which may be piped
+        // data, nor fill the terminal with its complaints: the URL is printed.
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         let words: [String] = ["sh", "-c", "exec \(command) \"$1\"", "vault-browser", url]
         let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         if posix_spawn(&pid, "/bin/sh", &actions, nil, argv, environ) != 0 {
             console.warn("could not start a browser; open the address above yourself")
         }
+    }
+
+    /// xdg-open, if it is on the PATH.
+    func xdgOpen() -> String? {
+        let path = environment["PATH"] ?? "/usr/bin:/bin"
+        for dir in path.split(separator: ":") where access("\(dir)/xdg-open", X_OK) == 0 { return "xdg-open" }
+        return nil
     }
 
     func show(_ message: String) { Console.write(message + "\n", to: 2) }
