@@ -15,8 +15,10 @@ let package = Package(
         .target(name: "CPlatform"),
         // libcurl's header only: the library is loaded with dlopen on first use.
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("dl")]),
+        // libcrypto, for OAuth 1.0a's SHA-1 signatures; also loaded on first use.
+        .target(name: "COpenSSL", linkerSettings: [.linkedLibrary("dl")]),
 
-        .target(name: "VaultCrypto", dependencies: ["CSodium"]),
+        .target(name: "VaultCrypto", dependencies: ["CSodium", "COpenSSL"]),
         .target(name: "VaultStorage", dependencies: ["CSQLite"]),
         .target(name: "VaultHTTP", dependencies: ["CCurl", "VaultCrypto"]),
         .target(name: "VaultKit", dependencies: ["VaultCrypto", "VaultStorage", "VaultHTTP"]),
@@ -40,7 +42,8 @@ let package = Package(
 )
 
 // Strict settings for every Swift target, in one place.
-for target in package.targets where target.type != .system && !["CPlatform", "CCurl"].contains(target.name) {
+for target in package.targets where target.type != .system && !["CPlatform", "CCurl", "COpenSSL"].contains(target.name)
+{
     var settings = target.swiftSettings ?? []
     settings.append(.swiftLanguageMode(.v6))
     settings.append(.enableUpcomingFeature("ExistentialAny"))

@@ -16,7 +16,7 @@ struct Command: Sendable {
 enum Commands {
     static let all: [Command] = [
         initCommand, addCommand, importCommand, listCommand, showCommand, tokenCommand, refreshCommand, checkCommand,
-        envCommand, execCommand, headerCommand, xoauth2Command, gitCredentialCommand,
+        envCommand, execCommand, headerCommand, signCommand, xoauth2Command, gitCredentialCommand,
         renameCommand, removeCommand, passwdCommand,
         providersCommand, completionCommand, helpCommand,
     ]

@@ -118,13 +118,15 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
     public var clientSecret: String?
     /// `client_secret_basic` (when absent) or `client_secret_post`.
     public var tokenEndpointAuthMethod: String?
+    /// OAuth 1.0a: HMAC-SHA1 (when absent), RSA-SHA1 or PLAINTEXT.
+    public var signatureMethod: String?
 
     /// Creates a configuration.
     public init(
         name: String? = nil, issuer: String? = nil, authorizationEndpoint: String? = nil,
         tokenEndpoint: String? = nil, deviceAuthorizationEndpoint: String? = nil,
         revocationEndpoint: String? = nil, userinfoEndpoint: String? = nil, clientID: String? = nil,
-        clientSecret: String? = nil, tokenEndpointAuthMethod: String? = nil
+        clientSecret: String? = nil, tokenEndpointAuthMethod: String? = nil, signatureMethod: String? = nil
     ) {
         self.name = name
         self.issuer = issuer
@@ -136,6 +138,7 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
         self.clientID = clientID
         self.clientSecret = clientSecret
         self.tokenEndpointAuthMethod = tokenEndpointAuthMethod
+        self.signatureMethod = signatureMethod
     }
 
     enum CodingKeys: String, CodingKey {
@@ -148,6 +151,7 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
         case clientID = "client_id"
         case clientSecret = "client_secret"
         case tokenEndpointAuthMethod = "token_endpoint_auth_method"
+        case signatureMethod = "signature_method"
     }
 }
 

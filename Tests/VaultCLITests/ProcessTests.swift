@@ -181,7 +181,8 @@ struct ProcessTests {
     func help() throws {
         let home = Home()
         for command in [
-            "init", "add", "import", "list", "show", "token", "refresh", "check", "env", "exec", "header", "xoauth2",
+            "init", "add", "import", "list", "show", "token", "refresh", "check", "env", "exec", "header", "sign",
+            "xoauth2",
             "git-credential",
             "rename", "remove", "passwd",
             "providers", "help",

@@ -180,19 +180,75 @@ extension Commands {
             "cannot run '\(program)': \(reason.lowercased())", exitCode: errno == ENOENT ? .usage : .failure)
     }
 
+    static let signingOptions = [
+        OptionSpec(name: "method", valueName: "M", help: "OAuth 1.0a: the request's HTTP method (default GET)"),
+        OptionSpec(name: "url", valueName: "U", help: "OAuth 1.0a: the request's URL, query included"),
+        OptionSpec(
+            name: "body-form", valueName: "F", help: "OAuth 1.0a: a form-encoded request body to sign, from file F"),
+    ]
+
     static let headerCommand = Command(
         name: "header",
-        abstract: "Print an Authorization header with a fresh token.",
-        usage: "header NAME",
+        abstract: "Print an Authorization header with a fresh token (or an OAuth 1.0a signature).",
+        usage: "header NAME [--method M --url U [--body-form F]]",
         arguments: [("NAME", "the grant")],
-        discussion: "Prints 'Authorization: Bearer TOKEN', ready for curl -H @-.",
-        examples: ["vault header work | curl -H @- https://api.example.com/"]
+        options: signingOptions,
+        discussion: """
+            Prints 'Authorization: Bearer TOKEN', ready for curl -H @-. For an OAuth 1.0a grant it
+            prints a signed 'Authorization: OAuth ...' header for the request given by --method,
+            --url and --body-form (RFC 5849, with a fresh nonce and timestamp).
+            """,
+        examples: [
+            "vault header work | curl -H @- https://api.example.com/",
+            "vault header flickr --url 'https://api.flickr.com/services/rest?method=flickr.test.login'",
+        ]
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let grant = try freshGrants([name], ctx: ctx)[0].1
-        var bytes = Array("Authorization: Bearer \(grant.accessToken ?? "")\n".utf8)
+        let line: String
+        if grant.kind == .oauth1 {
+            line = "Authorization: " + OAuth1.authorizationHeader(try oauth1Signature(grant, ctx: ctx))
+        } else {
+            line = "Authorization: Bearer \(grant.accessToken ?? "")"
+        }
+        var bytes = Array((line + "\n").utf8)
         Console.writeAll(&bytes, fd: 1)
         return .ok
+    }
+
+    static let signCommand = Command(
+        name: "sign",
+        abstract: "Print a URL signed with an OAuth 1.0a grant (query-string signing).",
+        usage: "sign NAME --url U [--method M] [--body-form F]",
+        arguments: [("NAME", "an OAuth 1.0a grant")],
+        options: signingOptions,
+        discussion: "Adds the protocol parameters and the signature to the URL's query (RFC 5849 section 3.5.3).",
+        examples: ["curl \"$(vault sign trello --url 'https://api.trello.com/1/members/me')\""]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        let name = try ctx.grantName(ctx.positionals("NAME")[0])
+        let grant = try freshGrants([name], ctx: ctx)[0].1
+        let params = try oauth1Signature(grant, ctx: ctx)
+        var bytes = Array((OAuth1.signedURL(ctx.arguments.value("url") ?? "", params) + "\n").utf8)
+        Console.writeAll(&bytes, fd: 1)
+        return .ok
+    }
+
+    /// Signs the request given by --method, --url and --body-form.
+    static func oauth1Signature(_ grant: Grant, ctx: Context) throws(CLIError) -> [(String, String)] {
+        guard let url = ctx.arguments.value("url") else {
+            throw CLIError.usage("an OAuth 1.0a signature needs --url", command: ctx.command.name)
+        }
+        var body: String? = nil
+        if let file = ctx.arguments.value("body-form") {
+            let raw = try vault { () throws(VaultError) in try SecretFile.read(path: file) }
+            body = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        }
+        return try vault { () throws(VaultError) in
+            try OAuth1.sign(
+                method: ctx.arguments.value("method") ?? "GET", url: url, bodyForm: body,
+                credentials: grant.oauth1Credentials(), nonce: OAuth1.nonce(),
+                timestamp: ctx.time.now().epochSeconds)
+        }
     }
 
     static let xoauth2Command = Command(
