@@ -108,4 +108,94 @@ struct OAuth1ServerTests {
         try importGrant("plain", client: settings.client_key, secret: settings.client_secret, method: "PLAINTEXT")
         #expect(try send(resource, header: try header("plain", "--url", resource)) == 200)
     }
+
+    // MARK: The three-legged flow (vault add)
+
+    func providerFile(method: String = "HMAC-SHA1", client: String? = nil) throws {
+        let base = "http://127.0.0.1:\(settings.port)"
+        let fields: [String: Any] = [
+            "name": "local1", "protocol": "oauth1", "request_token_endpoint": base + "/request_token",
+            "authorization_endpoint": base + "/authorize", "token_endpoint": base + "/access_token",
+            "client_id": client ?? settings.client_key, "signature_method": method,
+        ]
+        let dir = home.path + "/config/vault/providers"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        FileManager.default.createFile(
+            atPath: dir + "/local1.json", contents: try JSONSerialization.data(withJSONObject: fields))
+    }
+
+    func add(_ name: String, browser mode: String, secret: String? = nil, extra: [String] = []) throws -> ProcessResult
+    {
+        home.write(home.path + "/consumer-secret", (secret ?? settings.client_secret) + "\n")
+        var env = home.environment
+        env["BROWSER"] = "python3 \(FixtureServer.root.path)/Tools/testservers/browser.py \(mode) -"
+        return try VaultProcess.run(
+            ["add", "local1", name, "--client-secret-file", home.path + "/consumer-secret"] + extra, environment: env)
+    }
+
+    @Test("three-legged flow through the browser: the stored grant signs requests the server accepts")
+    func threeLegged() throws {
+        try providerFile()
+        let r = try add("flow", browser: "oauth1-allow")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("vault: added 'flow' (local1)"))
+        #expect(!r.stderr.contains("refresh token"))
+        let shown = try home.run("show", "flow", "--json")
+        #expect(shown.stdout.contains("\"kind\" : \"oauth1\""))
+        #expect(try send(resource, header: try header("flow", "--url", resource)) == 200)
+        #expect(!r.stderr.contains(settings.client_secret))
+    }
+
+    @Test("paste flow with an oob callback: the person types the verifier the provider shows")
+    func pasteVerifier() throws {
+        try providerFile()
+        home.write(home.path + "/consumer-secret", settings.client_secret + "\n")
+        let log = home.path + "/oob.err"
+        let p = try VaultProcess.start(
+            ["add", "local1", "oob", "--flow", "paste", "--client-secret-file", home.path + "/consumer-secret"],
+            environment: home.environment, stderrFile: log, interactive: true)
+        var url: String? = nil
+        for _ in 0..<100 where url == nil {
+            usleep(100_000)
+            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            url = text.split(separator: "\n").first { $0.hasPrefix("http://") }.map(String.init)
+        }
+        let page = try VaultProcess.start(
+            ["-s", try #require(url) + "&decision=allow"], environment: ["PATH": "/usr/bin:/bin"],
+            executable: "/usr/bin/curl"
+        ).wait()
+        let verifier = try #require(page.stdout.split(separator: " ").last.map(String.init))
+        #expect(page.stdout.hasPrefix("Your verifier: "))
+        p.send(verifier + "\n")
+        let r = p.wait(timeout: 30)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try send(resource, header: try header("oob", "--url", resource)) == 200)
+    }
+
+    @Test("a denied authorization is an error and stores nothing")
+    func denied() throws {
+        try providerFile()
+        let r = try add("no", browser: "oauth1-deny")
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("the authorization was refused: denied"))
+        #expect(try home.run("show", "no").status == 1)
+    }
+
+    @Test("a wrong consumer secret: the server rejects the signature and nothing is stored")
+    func wrongSecret() throws {
+        try providerFile()
+        let r = try add("bad", browser: "oauth1-allow", secret: "wrong-secret")
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("asking for a request token: the provider refused"), "\(r.stderr)")
+        #expect(try home.run("show", "bad").status == 1)
+    }
+
+    @Test("RSA-SHA1 through the whole flow, with the private key as the consumer secret file")
+    func rsaFlow() throws {
+        try providerFile(method: "RSA-SHA1", client: "rsa-client")
+        let pem = try String(contentsOfFile: Self.keyPath, encoding: .utf8)
+        let r = try add("rsa", browser: "oauth1-allow", secret: pem)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try send(resource, header: try header("rsa", "--url", resource)) == 200)
+    }
 }

@@ -25,7 +25,10 @@ struct ProviderTests {
     func presets() throws {
         let catalog = ProviderCatalog.load(configDirectory: "/nonexistent")
         #expect(catalog.problems.isEmpty)
-        #expect(Set(catalog.providers.keys) == ["github", "gitlab", "google", "linkedin", "microsoft"])
+        #expect(
+            Set(catalog.providers.keys) == [
+                "flickr", "github", "gitlab", "google", "linkedin", "microsoft", "trello", "twitter",
+            ])
         for p in catalog.sorted {
             let r = p.resolved()
             for endpoint in [
@@ -101,6 +104,15 @@ struct ProviderTests {
                 "token_endpoint_auth_method"
             ),
             (#"[1]"#, "not a JSON object"),
+            (
+                #"{"name": "x", "protocol": "oauth1", "token_endpoint": "https://a/t", "authorization_endpoint": "https://a/a"}"#,
+                "OAuth 1.0a needs request_token_endpoint"
+            ),
+            (
+                #"{"name": "x", "protocol": "oauth1", "request_token_endpoint": "https://a/r", "token_endpoint": "https://a/t", "authorization_endpoint": "https://a/a", "flows": ["device"]}"#,
+                "OAuth 1.0a has no device flow"
+            ),
+            (#"{"name": "x", "protocol": "oauth3", "issuer": "https://a"}"#, "protocol must be oauth2 or oauth1"),
             (#"{"name": "bad name", "issuer": "https://a"}"#, "invalid name"),
         ])
     func badFiles(text: String, reason: String) throws {

@@ -11,10 +11,14 @@ Modes:
   wrong-state  approve at the provider, deliver the redirect with another state
   fake-code    deliver code=fake-code with this request's state (no provider)
   nothing      do nothing (the person never comes back)
+  oauth1-allow approve an OAuth 1.0a request at oauth1_server.py and deliver
+               its redirect (GLEWLWYD_DIR is unused: pass -)
+  oauth1-deny  deny it there, and deliver the redirect
 """
 import os
 import subprocess
 import sys
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -30,8 +34,26 @@ def with_query(url, **params):
     return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(params)))
 
 
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def oauth1(decision, url):
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect)
+    try:
+        opener.open(url + "&decision=" + decision, timeout=10)
+        return
+    except urllib.error.HTTPError as e:
+        location = e.headers.get("Location")
+    if location:
+        deliver(location)
+
+
 def main():
     mode, gdir, url = sys.argv[1], sys.argv[2], sys.argv[3]
+    if mode.startswith("oauth1-"):
+        return oauth1("allow" if mode == "oauth1-allow" else "deny", url)
     query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query))
     redirect, state = query["redirect_uri"], query["state"]
     if mode == "nothing":

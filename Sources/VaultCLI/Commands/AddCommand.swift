@@ -131,12 +131,12 @@ extension Commands {
             try ctx.printJSON(GrantSummary(name: name, grant: grant, now: now))
         } else {
             let who = grant.account.map { ", \($0)" } ?? ""
-            ctx.console.info(
-                "\(existed ? "replaced" : "added") '\(name)' (\(provider.name)\(who); scopes: \(grant.scopes.joined(separator: " ")))"
-            )
+            let scopes = grant.kind == .oauth1 ? "" : "; scopes: \(grant.scopes.joined(separator: " "))"
+            ctx.console.info("\(existed ? "replaced" : "added") '\(name)' (\(provider.name)\(who)\(scopes))")
             let missing = request.effectiveScopesForDisplay.filter { !grant.scopes.contains($0) }
             if !missing.isEmpty { ctx.console.warn("the provider did not grant: \(missing.joined(separator: " "))") }
-            if grant.refreshToken == nil {
+            // OAuth 1.0a token credentials do not expire and have no refresh token.
+            if grant.refreshToken == nil && grant.kind == .oauth2 {
                 ctx.console.warn(
                     "the provider issued no refresh token; 'vault add' will be needed again when the access token expires"
                 )

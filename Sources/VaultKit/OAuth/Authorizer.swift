@@ -74,6 +74,7 @@ public struct Authorizer {
                 .invalidInput, "provider '\(p.name)' does not offer the \(request.flow.rawValue) flow",
                 hint: "it offers: \(p.flows.map(\.rawValue).joined(separator: ", "))")
         }
+        if p.protocolVersion == .oauth1 { return try oauth1Flow(request) }
         switch request.flow {
         case .browser, .paste: return try codeFlow(request)
         case .device: return try deviceFlow(request)

@@ -4,6 +4,24 @@
 enum Presets {
     static let files: [(name: String, json: String)] = [
         (
+            "flickr",
+            #"""
+            {
+              "name": "flickr",
+              "display_name": "Flickr",
+              "protocol": "oauth1",
+              "request_token_endpoint": "https://www.flickr.com/services/oauth/request_token",
+              "authorization_endpoint": "https://www.flickr.com/services/oauth/authorize",
+              "token_endpoint": "https://www.flickr.com/services/oauth/access_token",
+              "signature_method": "HMAC-SHA1",
+              "authorization_params": {"perms": "read"},
+              "flows": ["browser", "paste"],
+              "account_claim": "username",
+              "notes": "OAuth 1.0a. perms may be read, write or delete; set authorization_params in a provider file to change it."
+            }
+            """#
+        ),
+        (
             "github",
             #"""
             {
@@ -97,6 +115,40 @@ enum Presets {
               "flows": ["browser", "device", "paste"],
               "public_client": true,
               "notes": "offline_access is needed for a refresh token; refresh tokens rotate. A public client must not send a client secret. Set the tenant with --tenant (a tenant id or domain, or organizations or consumers); the ID token's issuer names the user's own tenant."
+            }
+            """#
+        ),
+        (
+            "trello",
+            #"""
+            {
+              "name": "trello",
+              "display_name": "Trello",
+              "protocol": "oauth1",
+              "request_token_endpoint": "https://trello.com/1/OAuthGetRequestToken",
+              "authorization_endpoint": "https://trello.com/1/OAuthAuthorizeToken",
+              "token_endpoint": "https://trello.com/1/OAuthGetAccessToken",
+              "signature_method": "HMAC-SHA1",
+              "authorization_params": {"name": "vault", "expiration": "never", "scope": "read"},
+              "flows": ["browser", "paste"],
+              "notes": "OAuth 1.0a. The consumer key is your Trello API key and the secret its OAuth secret."
+            }
+            """#
+        ),
+        (
+            "twitter",
+            #"""
+            {
+              "name": "twitter",
+              "display_name": "Twitter / X (API v1.1 user context)",
+              "protocol": "oauth1",
+              "request_token_endpoint": "https://api.twitter.com/oauth/request_token",
+              "authorization_endpoint": "https://api.twitter.com/oauth/authorize",
+              "token_endpoint": "https://api.twitter.com/oauth/access_token",
+              "signature_method": "HMAC-SHA1",
+              "flows": ["browser", "paste"],
+              "account_claim": "screen_name",
+              "notes": "OAuth 1.0a. The consumer key and secret are the app's API key and secret; paste uses the PIN flow."
             }
             """#
         ),

@@ -17,6 +17,12 @@ public struct Provider: Sendable, Equatable {
 
     public var name: String
     public var displayName: String?
+    /// OAuth 2.0 (default) or OAuth 1.0a.
+    public var protocolVersion: Grant.Kind
+    /// OAuth 1.0a: where temporary credentials come from.
+    public var requestTokenEndpoint: String?
+    /// OAuth 1.0a: HMAC-SHA1 (default), RSA-SHA1 or PLAINTEXT.
+    public var signatureMethod: OAuth1SignatureMethod
     public var issuer: String?
     public var authorizationEndpoint: String?
     public var tokenEndpoint: String?
@@ -57,7 +63,8 @@ public struct Provider: Sendable, Equatable {
             name: name, issuer: issuer, authorizationEndpoint: authorizationEndpoint, tokenEndpoint: tokenEndpoint,
             deviceAuthorizationEndpoint: deviceAuthorizationEndpoint, revocationEndpoint: revocationEndpoint,
             userinfoEndpoint: userinfoEndpoint, clientID: clientID, clientSecret: publicClient ? nil : clientSecret,
-            tokenEndpointAuthMethod: tokenEndpointAuthMethod)
+            tokenEndpointAuthMethod: tokenEndpointAuthMethod,
+            signatureMethod: protocolVersion == .oauth1 ? signatureMethod.rawValue : nil)
     }
 
     /// A copy with `{name}` placeholders filled from `overrides`, then the defaults.
@@ -75,6 +82,7 @@ public struct Provider: Sendable, Equatable {
         p.deviceAuthorizationEndpoint = fill(deviceAuthorizationEndpoint)
         p.revocationEndpoint = fill(revocationEndpoint)
         p.userinfoEndpoint = fill(userinfoEndpoint)
+        p.requestTokenEndpoint = fill(requestTokenEndpoint)
         return p
     }
 
@@ -86,6 +94,15 @@ public struct Provider: Sendable, Equatable {
         }
         self.name = name
         displayName = f.display_name
+        guard let proto = Grant.Kind(rawValue: f.protocol ?? "oauth2") else {
+            throw VaultError(.invalidInput, "\(source): protocol must be oauth2 or oauth1")
+        }
+        protocolVersion = proto
+        requestTokenEndpoint = f.request_token_endpoint
+        guard let method = OAuth1SignatureMethod(rawValue: f.signature_method ?? "HMAC-SHA1") else {
+            throw VaultError(.invalidInput, "\(source): signature_method must be HMAC-SHA1, RSA-SHA1 or PLAINTEXT")
+        }
+        signatureMethod = method
         issuer = f.issuer
         authorizationEndpoint = f.authorization_endpoint
         tokenEndpoint = f.token_endpoint
@@ -96,7 +113,7 @@ public struct Provider: Sendable, Equatable {
         clientID = f.client_id
         clientSecret = f.client_secret
         authorizationParams = f.authorization_params ?? [:]
-        flows = f.flows ?? [.browser, .device, .paste]
+        flows = f.flows ?? (proto == .oauth1 ? [.browser, .paste] : [.browser, .device, .paste])
         redirectURI = f.redirect_uri
         tokenEndpointAuthMethod = f.token_endpoint_auth_method ?? "client_secret_basic"
         publicClient = f.public_client ?? false
@@ -119,6 +136,7 @@ public struct Provider: Sendable, Equatable {
             ("authorization_endpoint", sample.authorizationEndpoint), ("token_endpoint", sample.tokenEndpoint),
             ("device_authorization_endpoint", sample.deviceAuthorizationEndpoint),
             ("revocation_endpoint", sample.revocationEndpoint), ("userinfo_endpoint", sample.userinfoEndpoint),
+            ("request_token_endpoint", sample.requestTokenEndpoint),
         ]
         for case (let key, let value?) in endpoints {
             do { try URLPolicy.check(value) } catch {
@@ -126,6 +144,16 @@ public struct Provider: Sendable, Equatable {
             }
         }
         guard !flows.isEmpty else { throw VaultError(.invalidInput, "\(where_): 'flows' is empty") }
+        if protocolVersion == .oauth1 {
+            guard requestTokenEndpoint != nil, authorizationEndpoint != nil, tokenEndpoint != nil else {
+                throw VaultError(
+                    .invalidInput,
+                    "\(where_): OAuth 1.0a needs request_token_endpoint, authorization_endpoint and token_endpoint")
+            }
+            guard !flows.contains(.device) else {
+                throw VaultError(.invalidInput, "\(where_): OAuth 1.0a has no device flow")
+            }
+        }
         if tokenEndpoint == nil && issuer == nil {
             throw VaultError(.invalidInput, "\(where_): needs 'token_endpoint' or an 'issuer' to discover it")
         }
@@ -179,6 +207,7 @@ struct ProviderFile: Decodable {
     var name, display_name, issuer, authorization_endpoint, token_endpoint, device_authorization_endpoint: String?
     var revocation_endpoint, userinfo_endpoint, client_id, client_secret, redirect_uri: String?
     var token_endpoint_auth_method, account_claim, notes, git_username: String?
+    var `protocol`, request_token_endpoint, signature_method: String?
     var scopes, git_hosts: [String]?
     var authorization_params, variables: [String: String]?
     var flows: [Provider.Flow]?
@@ -189,7 +218,7 @@ struct ProviderFile: Decodable {
         case revocation_endpoint, userinfo_endpoint, client_id, client_secret, redirect_uri
         case token_endpoint_auth_method, account_claim, notes, scopes, git_hosts, git_username, authorization_params
         case variables
-        case flows, public_client
+        case flows, public_client, `protocol`, request_token_endpoint, signature_method
     }
 
     /// An empty file, filled in by code (discovery).
@@ -223,6 +252,9 @@ struct ProviderFile: Decodable {
         variables = try c.decodeIfPresent([String: String].self, forKey: .variables)
         flows = try c.decodeIfPresent([Provider.Flow].self, forKey: .flows)
         public_client = try c.decodeIfPresent(Bool.self, forKey: .public_client)
+        `protocol` = try c.decodeIfPresent(String.self, forKey: .protocol)
+        request_token_endpoint = try c.decodeIfPresent(String.self, forKey: .request_token_endpoint)
+        signature_method = try c.decodeIfPresent(String.self, forKey: .signature_method)
     }
 
     /// Fields set in `override` replace this file's.
@@ -249,6 +281,9 @@ struct ProviderFile: Decodable {
         m.variables = o.variables ?? variables
         m.flows = o.flows ?? flows
         m.public_client = o.public_client ?? public_client
+        m.protocol = o.protocol ?? `protocol`
+        m.request_token_endpoint = o.request_token_endpoint ?? request_token_endpoint
+        m.signature_method = o.signature_method ?? signature_method
         return m
     }
 
