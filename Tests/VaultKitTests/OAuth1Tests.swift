@@ -74,9 +74,20 @@ struct OAuth1Tests {
                 == "https://h/p?x=1&oauth_consumer_key=a%20b&oauth_signature=x%2B%2F%3D#f")
     }
 
+    @Test("PLAINTEXT is refused over plain http except to loopback")
+    func plaintextNeedsTLS() throws {
+        let c = OAuth1Credentials(
+            consumerKey: "k", consumerSecret: try SecureBytes(copying: Array("s".utf8)), method: .plaintext)
+        #expect(throws: VaultError.self) {
+            try OAuth1.sign(method: "GET", url: "http://api.example.com/x", credentials: c, nonce: "n", timestamp: 1)
+        }
+        _ = try OAuth1.sign(method: "GET", url: "https://api.example.com/x", credentials: c, nonce: "n", timestamp: 1)
+        _ = try OAuth1.sign(method: "GET", url: "http://127.0.0.1:8/x", credentials: c, nonce: "n", timestamp: 1)
+    }
+
     @Test("a wrong key or a tampered request changes the signature")
     func sensitivity() throws {
-        let v = try OAuth1Vector.load()[3]
+        let v = try OAuth1Vector.load()[3]  // RFC 5849 1.2, protected resource
         let good = try OAuth1.sign(
             method: v.method, url: v.url, credentials: v.credentials(), nonce: v.nonce, timestamp: v.timestamp,
             includeVersion: false)

@@ -82,6 +82,12 @@ public enum OAuth1 {
         method: String, url: String, bodyForm: String? = nil, credentials c: OAuth1Credentials,
         nonce: String, timestamp: Int64, extra: [(String, String)] = [], includeVersion: Bool = true
     ) throws(VaultError) -> [(String, String)] {
+        // PLAINTEXT sends the secrets themselves: only over TLS (or to loopback).
+        if c.method == .plaintext, url.lowercased().hasPrefix("http://"),
+            !(URLPolicy.schemeAndHost(url).map { URLPolicy.isLoopback($0.1) } ?? false)
+        {
+            throw VaultError(.invalidInput, "PLAINTEXT signatures are only sent over https")
+        }
         var oauth: [(String, String)] = [
             ("oauth_consumer_key", c.consumerKey), ("oauth_signature_method", c.method.rawValue),
             ("oauth_timestamp", String(timestamp)), ("oauth_nonce", nonce),
