@@ -1,4 +1,5 @@
 // swift-tools-version: 6.0
+import Foundation
 import PackageDescription
 
 let package = Package(
@@ -49,4 +50,12 @@ for target in package.targets where target.type != .system && !["CPlatform", "CC
     settings.append(.enableUpcomingFeature("ExistentialAny"))
     settings.append(.enableUpcomingFeature("InternalImportsByDefault"))
     target.swiftSettings = settings
+}
+
+// Fuzz targets exist only for Tools/fuzz/run, which sets VAULT_FUZZ and
+// builds with -sanitize=fuzzer (libFuzzer then supplies main).
+if ProcessInfo.processInfo.environment["VAULT_FUZZ"] != nil {
+    package.targets.append(.target(name: "CFuzz"))
+    package.targets.append(.executableTarget(name: "VaultFuzz", dependencies: ["VaultKit", "CFuzz"]))
+    package.products.append(.executable(name: "vault-fuzz", targets: ["VaultFuzz"]))
 }

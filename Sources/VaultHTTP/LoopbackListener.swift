@@ -89,14 +89,18 @@ public final class LoopbackListener {
             let n = buffer.withUnsafeMutableBytes { read(client, $0.baseAddress, $0.count) }
             guard n > 0 else { return nil }
             head += buffer[0..<n]
-            if let end = head.firstIndex(of: 0x0a) {
-                let line = String(decoding: head[..<end], as: UTF8.self)
-                let parts = line.split(separator: " ")
-                guard parts.count == 3, parts[0] == "GET", parts[2].hasPrefix("HTTP/1.") else { return nil }
-                return parts[1]
-            }
+            if head.contains(0x0a) { return requestTarget(head) }
         }
         return nil
+    }
+
+    /// The target of a `GET TARGET HTTP/1.x` request line, or nil.
+    public static func requestTarget(_ head: [UInt8]) -> Substring? {
+        guard let end = head.firstIndex(of: 0x0a) else { return nil }
+        let line = String(decoding: head[..<end], as: UTF8.self)
+        let parts = line.split(separator: " ")
+        guard parts.count == 3, parts[0] == "GET", parts[2].hasPrefix("HTTP/1.") else { return nil }
+        return parts[1]
     }
 
     static func split(_ target: Substring) -> (Substring, Substring) {

@@ -87,3 +87,24 @@ extension Vault {
         return changed
     }
 }
+
+/// git's credential helper protocol: `key=value` lines up to a blank line.
+public struct GitCredentialRequest: Sendable {
+    /// The request's fields; repeated keys keep their first value.
+    public var fields: [String: String] = [:]
+
+    /// Parses git's request text.
+    public init(_ text: String) {
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.isEmpty { break }
+            guard let eq = line.firstIndex(of: "=") else { continue }
+            let key = String(line[..<eq])
+            // Repeated keys (capability[], wwwauth[]) keep the first; vault needs none of them.
+            if fields[key] == nil { fields[key] = String(line[line.index(after: eq)...]) }
+        }
+    }
+
+    public var proto: String? { fields["protocol"] }
+    public var host: String? { fields["host"] }
+    public var path: String? { fields["path"] }
+}

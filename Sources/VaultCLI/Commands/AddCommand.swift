@@ -21,8 +21,10 @@ struct TerminalAuthorizationUI: AuthorizationUI {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        // The browser must not write into vault's output, which may be piped
-        // data, nor fill the terminal with its complaints: the URL is printed.
+        // The browser must not read the stdin vault may need for a paste, nor
+        // write into vault's output, which may be piped data, nor fill the
+        // terminal with its complaints: the URL is printed.
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         let words: [String] = ["sh", "-c", "exec \(command) \"$1\"", "vault-browser", url]

@@ -3,25 +3,6 @@ internal import Glibc
 internal import VaultHTTP
 internal import VaultKit
 
-/// git's credential helper protocol: `key=value` lines up to a blank line.
-struct GitCredentialRequest {
-    var fields: [String: String] = [:]
-
-    init(_ text: String) {
-        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
-            if line.isEmpty { break }
-            guard let eq = line.firstIndex(of: "=") else { continue }
-            let key = String(line[..<eq])
-            // Repeated keys (capability[], wwwauth[]) keep the first; vault needs none of them.
-            if fields[key] == nil { fields[key] = String(line[line.index(after: eq)...]) }
-        }
-    }
-
-    var proto: String? { fields["protocol"] }
-    var host: String? { fields["host"] }
-    var path: String? { fields["path"] }
-}
-
 extension Commands {
     static let gitCredentialCommand = Command(
         name: "git-credential",

@@ -55,6 +55,12 @@ struct StateManifest: Equatable {
         guard constantTimeEqual(mac, expected) else {
             throw VaultError(.tampered, "vault state failed authentication (changed outside vault)")
         }
+        self = try StateManifest(parsing: body)
+    }
+
+    /// Parses the authenticated body (magic .. entries) strictly.
+    init(parsing body: [UInt8]) throws(VaultError) {
+        let what = "vault state"
         var r = ByteReader(body, what: what)
         try r.expect(StateManifest.magic)
         let version = try r.u16()

@@ -1,0 +1,62 @@
+internal import FoundationEssentials
+public import VaultCrypto
+internal import VaultHTTP
+
+/// Entry points for the fuzz targets (Tools/fuzz): every parser that reads
+/// outside bytes, reachable from outside the module. Not for other use.
+public enum _FuzzEntry {
+    /// Runs the parser called `target` on `bytes`; errors are expected, crashes are not.
+    public static func run(_ target: String, _ bytes: [UInt8]) {
+        switch target {
+        case "header": _ = try? Header(decoding: bytes)
+        case "keyslot": _ = try? Keyslot(decoding: bytes, what: "keyslot")
+        case "state": _ = try? StateManifest(parsing: bytes)
+        case "checksum": _ = try? Checksum.open(bytes, what: "blob")
+        case "payload":
+            _ = try? JSONDecoder().decode(PayloadProbe.self, from: Data(bytes))
+        case "token-response":
+            if let json = try? SecureBytes(copying: bytes) {
+                _ = try? TokenResponse(json: json).importedGrant(now: Date(epochSeconds: 1_800_000_000))
+                _ = OAuthErrorBody(json)
+                _ = try? TokenEndpoint.normalized(json)
+            }
+        case "keyfile":
+            if let text = try? SecureBytes(copying: bytes) { _ = try? Keyfile.decode(text) }
+        case "provider-file":
+            if let file = try? ProviderFile.parse(bytes, source: "fuzz") {
+                _ = try? Provider(file: file, source: "fuzz")
+            }
+        case "id-token":
+            let text = String(decoding: bytes, as: UTF8.self)
+            _ = try? IDTokenClaims.verify(
+                text, issuer: "https://id.example", clientID: "c", nonce: "n", now: Date(epochSeconds: 1_800_000_000))
+            _ = IDTokenClaims.unverifiedAccount(text)
+            _ = IDTokenClaims.matches(issuer: text, pattern: "https://login.example/{tenantid}/v2.0")
+        case "redirect-request":
+            if let target = LoopbackListener.requestTarget(bytes) {
+                let query = target.split(separator: "?", maxSplits: 1).dropFirst().first ?? ""
+                _ = FormEncoding.decode(query)
+            }
+        case "git-credential":
+            _ = GitCredentialRequest(String(decoding: bytes, as: UTF8.self))
+        case "oauth1-url":
+            let text = String(decoding: bytes, as: UTF8.self)
+            _ = try? OAuth1.signatureBaseString(method: "GET", url: text, bodyForm: text, oauthParameters: [])
+            _ = URLPolicy.redacted(text)
+            _ = try? URLPolicy.check(text)
+        default:
+            break
+        }
+    }
+
+    /// The fuzz targets by name.
+    public static let targets = [
+        "header", "keyslot", "state", "checksum", "payload", "token-response", "keyfile", "provider-file", "id-token",
+        "redirect-request", "git-credential", "oauth1-url",
+    ]
+
+    private struct PayloadProbe: Decodable {
+        var name: String
+        var grant: Grant?
+    }
+}
