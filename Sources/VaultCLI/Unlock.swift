@@ -18,8 +18,12 @@ struct UnlockSources {
     /// The key for unlocking, and a label of its origin for messages.
     func key() throws(CLIError) -> (KeySource, origin: String, interactive: Bool) {
         if let path = keyfilePath {
-            let secret = try vault { () throws(VaultError) in try Keyfile.read(path: path) }
-            return (.keyfile(secret), "key file \(path)", false)
+            let origin = keyfileFlag != nil ? "--keyfile" : "VAULT_KEYFILE"
+            do {
+                return (.keyfile(try Keyfile.read(path: path)), "key file \(path)", false)
+            } catch {
+                throw CLIError("\(error.reason) (from \(origin))", hint: error.hint, exitCode: .locked)
+            }
         }
         if let (key, origin) = try nonInteractivePassphrase(prefix: "VAULT") {
             return (key, origin, false)
@@ -41,7 +45,10 @@ struct UnlockSources {
             return (try passphrase(raw, origin: "\(prefix)_PASSPHRASE_COMMAND"), "\(prefix)_PASSPHRASE_COMMAND")
         }
         if let path = env("\(prefix)_PASSPHRASE_FILE") {
-            let raw = try vault { () throws(VaultError) in try SecretFile.read(path: path) }
+            let raw: SecureBytes
+            do { raw = try SecretFile.read(path: path) } catch {
+                throw CLIError("\(error.reason) (from \(prefix)_PASSPHRASE_FILE)", exitCode: .locked)
+            }
             return (try passphrase(raw, origin: "\(prefix)_PASSPHRASE_FILE"), "\(prefix)_PASSPHRASE_FILE")
         }
         if let text = env("\(prefix)_PASSPHRASE") {
@@ -57,8 +64,11 @@ struct UnlockSources {
     /// `prefix`, else asked twice on the terminal.
     func newPassphrase(prefix: String, fileFlag: String?) throws(CLIError) -> KeySource {
         if let path = fileFlag {
-            let raw = try vault { () throws(VaultError) in try SecretFile.read(path: path) }
-            return try passphrase(raw, origin: path)
+            let raw: SecureBytes
+            do { raw = try SecretFile.read(path: path) } catch {
+                throw CLIError("\(error.reason) (from --new-passphrase-file)")
+            }
+            return try passphrase(raw, origin: "--new-passphrase-file")
         }
         if let (key, _) = try nonInteractivePassphrase(prefix: prefix) { return key }
         guard let terminal = Terminal() else {

@@ -79,6 +79,48 @@ struct ProcessTests {
         #expect(try home.run("import", "after", stdin: Home.tokenJSON("x")).status == 0)
     }
 
+    @Test("SIGKILL during passwd leaves exactly one working passphrase, old or new")
+    func passwdCrashLoop() throws {
+        let home = Home()
+        try home.initPassphraseVault("passphrase-A")
+        try home.run("import", "g", stdin: Home.tokenJSON("t"))
+        home.write(home.path + "/A", "passphrase-A\n")
+        home.write(home.path + "/B", "passphrase-B\n")
+        func opens(_ file: String) throws -> Bool {
+            var env = home.environment
+            env["VAULT_PASSPHRASE_FILE"] = home.path + "/" + file
+            let r = try VaultProcess.run(["show", "g"], environment: env)
+            #expect(r.status == 0 || r.status == 77, "\(r.stderr)")
+            return r.status == 0
+        }
+        var current = "A"
+        var rng = SystemRandomNumberGenerator()
+        var killed = 0
+        var completed = 0
+        for _ in 0..<30 {
+            let next = current == "A" ? "B" : "A"
+            var env = home.environment
+            env["VAULT_PASSPHRASE_FILE"] = home.path + "/" + current
+            let p = try VaultProcess.start(
+                ["passwd", "--new-passphrase-file", home.path + "/" + next, "--kdf-memory", "64", "--kdf-passes", "2"],
+                environment: env)
+            usleep(UInt32.random(in: 0...350_000, using: &rng))
+            p.signal(SIGKILL)
+            let status = p.wait().status
+            let (old, new) = (try opens(current), try opens(next))
+            #expect(old != new, "after a kill, old opens: \(old), new opens: \(new)")
+            if status == 0 {
+                completed += 1
+                #expect(new, "passwd reported success but the new passphrase does not open the vault")
+            } else {
+                killed += 1
+            }
+            if new { current = next }
+        }
+        #expect(killed >= 3 && completed >= 3, "killed \(killed), completed \(completed)")
+        print("passwd crash loop: 30 runs, \(killed) killed, \(completed) completed")
+    }
+
     @Test("concurrent writers all succeed or report busy; nothing is lost")
     func concurrentWriters() throws {
         let home = Home()
