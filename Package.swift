@@ -12,7 +12,8 @@ let package = Package(
         // C libraries from Debian's -dev packages, each behind one shim.
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        // Process-level calls Swift cannot make directly (variadic prctl, signal-safe tty restore).
+        // Process-level calls Swift cannot make directly (variadic prctl, signal-safe tty restore,
+        // Unix sockets with SO_PEERCRED, signalfd).
         .target(name: "CPlatform"),
         // libcurl's header only: the library is loaded with dlopen on first use.
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("dl")]),
@@ -22,7 +23,7 @@ let package = Package(
         .target(name: "VaultCrypto", dependencies: ["CSodium", "COpenSSL"]),
         .target(name: "VaultStorage", dependencies: ["CSQLite"]),
         .target(name: "VaultHTTP", dependencies: ["CCurl", "VaultCrypto"]),
-        .target(name: "VaultKit", dependencies: ["VaultCrypto", "VaultStorage", "VaultHTTP"]),
+        .target(name: "VaultKit", dependencies: ["VaultCrypto", "VaultStorage", "VaultHTTP", "CPlatform"]),
         .target(name: "VaultCLI", dependencies: ["VaultKit", "VaultHTTP", "CPlatform"]),
         .executableTarget(name: "vault", dependencies: ["VaultCLI"]),
 

@@ -7,6 +7,12 @@
 #include <sys/resource.h>
 #include <termios.h>
 #include <unistd.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/signalfd.h>
 
 int vault_refuse_core_dumps(void) {
     /* Only the soft limit: lowering the hard limit could not be undone for
@@ -72,3 +78,94 @@ void vault_tty_restore(void) {
 int vault_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest) {
     return posix_spawn_file_actions_addclosefrom_np(actions, lowest);
 }
+
+static int unix_address(const char *path, struct sockaddr_un *addr) {
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof addr->sun_path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memset(addr, 0, sizeof *addr);
+    addr->sun_family = AF_UNIX;
+    memcpy(addr->sun_path, path, n + 1);
+    return 0;
+}
+
+int vault_unix_listen(const char *path) {
+    struct sockaddr_un addr;
+    if (unix_address(path, &addr) != 0) return -1;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -1;
+    mode_t old = umask(0177);
+    int rc = bind(fd, (struct sockaddr *)&addr, sizeof addr);
+    int saved = errno;
+    umask(old);
+    if (rc != 0 || listen(fd, 64) != 0) {
+        if (rc == 0) saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+int vault_unix_connect(const char *path) {
+    struct sockaddr_un addr;
+    if (unix_address(path, &addr) != 0) return -1;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    while (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+        if (errno == EINTR) continue;
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+int vault_unix_accept(int fd) { return accept4(fd, NULL, NULL, SOCK_CLOEXEC); }
+
+long long vault_peer_uid(int fd) {
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof cred) return -1;
+    return (long long)cred.uid;
+}
+
+int vault_peer_pid(int fd) {
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof cred) return -1;
+    return (int)cred.pid;
+}
+
+static sigset_t agent_signals(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    return set;
+}
+
+int vault_signal_fd(void) {
+    sigset_t set = agent_signals();
+    signal(SIGPIPE, SIG_IGN);
+    if (sigprocmask(SIG_BLOCK, &set, NULL) != 0) return -1;
+    return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+int vault_signal_read(int fd) {
+    struct signalfd_siginfo info;
+    ssize_t n = read(fd, &info, sizeof info);
+    if (n != (ssize_t)sizeof info) return 0;
+    return (int)info.ssi_signo;
+}
+
+void vault_signal_unblock(void) {
+    sigset_t set = agent_signals();
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+}
+
+short vault_spawn_setsid_flag(void) { return POSIX_SPAWN_SETSID; }

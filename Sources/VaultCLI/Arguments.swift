@@ -4,6 +4,9 @@ struct OptionSpec: Sendable {
     let valueName: String?
     let help: String
     var repeatable = false
+    /// Internal options (the agent's start-up handshake) stay out of help
+    /// and completions.
+    var hidden = false
 
     var takesValue: Bool { valueName != nil }
 }

@@ -10,6 +10,9 @@ struct Command: Sendable {
     var discussion: String? = nil
     var examples: [String] = []
     let run: @Sendable (Context) throws(CLIError) -> ExitCode
+
+    /// Options shown in help, completions and the manual.
+    var documentedOptions: [OptionSpec] { options.filter { !$0.hidden } }
 }
 
 /// All commands, in the order `vault help` lists them.
@@ -17,7 +20,7 @@ enum Commands {
     static let all: [Command] = [
         initCommand, addCommand, importCommand, listCommand, showCommand, tokenCommand, refreshCommand, checkCommand,
         envCommand, execCommand, headerCommand, signCommand, xoauth2Command, gitCredentialCommand,
-        renameCommand, removeCommand, passwdCommand,
+        renameCommand, removeCommand, passwdCommand, agentCommand, lockCommand,
         providersCommand, completionCommand, helpCommand,
     ]
 

@@ -22,19 +22,50 @@ struct Context {
         UnlockSources(environment: environment, keyfileFlag: arguments.value("keyfile"))
     }
 
-    /// Opens and unlocks the vault. A wrong passphrase typed on the
-    /// terminal may be retried twice; other sources fail at once.
+    /// Opens the vault: through this vault's agent when one holds it
+    /// unlocked, else by unlocking it here. A passphrase unlock is shared
+    /// with the agent (started if none runs) unless VAULT_AGENT=off.
     func openVault() throws(CLIError) -> Vault {
         let location = try location()
         guard Vault.exists(at: location) else {
             throw CLIError("no vault at \(location.databasePath)", hint: "run 'vault init' to create one")
         }
+        let agent = agentClient(location)
+        if let agent {
+            do {
+                if let store = try Vault.open(at: location, agent: agent, time: time) { return store }
+            } catch {
+                if error.code == .damaged || error.code == .noVault { throw CLIError(error) }
+                console.warn("not using the agent: \(error.reason)")
+            }
+        }
+        let (store, shareable) = try unlockHere(location)
+        if shareable { shareUnlock(store, agent: agent) }
+        return store
+    }
+
+    /// Opens the vault by unlocking it in this process, never through the
+    /// agent: for changes to keyslots, which need the master key.
+    func openVaultDirectly() throws(CLIError) -> Vault {
+        let location = try location()
+        guard Vault.exists(at: location) else {
+            throw CLIError("no vault at \(location.databasePath)", hint: "run 'vault init' to create one")
+        }
+        return try unlockHere(location).0
+    }
+
+    /// Unlocks here. A wrong passphrase typed on the terminal may be
+    /// retried twice; other sources fail at once. Also says whether the
+    /// key was a passphrase (worth keeping in the agent).
+    private func unlockHere(_ location: VaultLocation) throws(CLIError) -> (Vault, Bool) {
         var attempts = 0
         while true {
             attempts += 1
             let (key, origin, interactive) = try unlockSources.key()
             do {
-                return try Vault.open(at: location, key: key, time: time)
+                let store = try Vault.open(at: location, key: key, time: time)
+                if case .passphrase = key { return (store, true) }
+                return (store, false)
             } catch {
                 if error.code == .wrongKey {
                     if interactive && attempts < 3 {

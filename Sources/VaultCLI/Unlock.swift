@@ -3,8 +3,8 @@ internal import Glibc
 internal import VaultCrypto
 internal import VaultKit
 
-/// Where the key to a vault comes from, in SPEC.md's order of precedence.
-/// (The agent will come first in this list once it exists.)
+/// Where the key to a vault comes from, in SPEC.md's order of precedence
+/// after a running agent (which `Context.openVault` asks first).
 struct UnlockSources {
     let environment: [String: String]
     let keyfileFlag: String?
@@ -14,6 +14,13 @@ struct UnlockSources {
     }
 
     var keyfilePath: String? { keyfileFlag ?? env("VAULT_KEYFILE") }
+
+    /// True when a key can be had now: a key file, a passphrase source,
+    /// or a terminal to ask.
+    var available: Bool {
+        keyfilePath != nil || env("VAULT_PASSPHRASE_COMMAND") != nil || env("VAULT_PASSPHRASE_FILE") != nil
+            || env("VAULT_PASSPHRASE") != nil || Terminal() != nil
+    }
 
     /// The key for unlocking, and a label of its origin for messages.
     func key() throws(CLIError) -> (KeySource, origin: String, interactive: Bool) {

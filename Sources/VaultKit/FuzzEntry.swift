@@ -9,6 +9,13 @@ public enum _FuzzEntry {
     public static func run(_ target: String, _ bytes: [UInt8]) {
         switch target {
         case "header": _ = try? Header(decoding: bytes)
+        case "agent-message":
+            _ = try? AgentRequest(parsing: bytes)
+            var r = MessageReader(bytes)
+            if (try? r.response()) != nil {
+                _ = try? r.record()
+                _ = try? r.error()
+            }
         case "keyslot": _ = try? Keyslot(decoding: bytes, what: "keyslot")
         case "state": _ = try? StateManifest(parsing: bytes)
         case "checksum": _ = try? Checksum.open(bytes, what: "blob")

@@ -34,10 +34,10 @@ extension Vault {
     @discardableResult
     public func save(_ grant: Grant, as name: String, mode: SaveMode = .replace) throws(VaultError) -> UInt64 {
         try GrantName.validate(name)
-        let payload = try Payload(name: name, grant: grant).sealedBytes()
+        let payload = Payload(name: name, grant: grant)
         var version: UInt64 = 0
         try update { (state: inout StateManifest) throws(VaultError) in
-            let hash = try cipher.nameHash(name)
+            let hash = try keys.nameHash(name)
             let id: [UInt8]
             if let live = try findRow(nameHash: hash, deleted: false) {
                 guard mode == .replace else {
@@ -51,7 +51,7 @@ extension Vault {
                 id = try wrap { () throws(CryptoError) in try Random.bytes(16) }
             }
             version = (state.entries[id]?.version ?? 0) + 1
-            try putRow(try cipher.seal(payload: payload, id: id, version: version, deleted: false, nameHash: hash))
+            try putRow(try keys.seal(payload, id: id, version: version, deleted: false, nameHash: hash))
             state.entries[id] = .init(version: version, deleted: false)
         }
         return version
@@ -68,9 +68,9 @@ extension Vault {
         try update { (state: inout StateManifest) throws(VaultError) in
             let (row, _) = try loadLive(name, state: state)
             let version = row.version + 1
-            let payload = try Payload(name: name, grant: nil).sealedBytes()
+            let payload = Payload(name: name, grant: nil)
             try putRow(
-                try cipher.seal(payload: payload, id: row.id, version: version, deleted: true, nameHash: row.nameHash))
+                try keys.seal(payload, id: row.id, version: version, deleted: true, nameHash: row.nameHash))
             state.entries[row.id] = .init(version: version, deleted: true)
         }
     }
@@ -80,14 +80,14 @@ extension Vault {
         try GrantName.validate(newName)
         try update { (state: inout StateManifest) throws(VaultError) in
             let (row, grant) = try loadLive(name, state: state)
-            let newHash = try cipher.nameHash(newName)
+            let newHash = try keys.nameHash(newName)
             if newHash != row.nameHash, try findRow(nameHash: newHash, deleted: false) != nil {
                 throw VaultError(.alreadyExists, "grant '\(newName)' already exists")
             }
             let version = row.version + 1
-            let payload = try Payload(name: newName, grant: grant).sealedBytes()
+            let payload = Payload(name: newName, grant: grant)
             try putRow(
-                try cipher.seal(payload: payload, id: row.id, version: version, deleted: false, nameHash: newHash))
+                try keys.seal(payload, id: row.id, version: version, deleted: false, nameHash: newHash))
             state.entries[row.id] = .init(version: version, deleted: false)
         }
     }
@@ -99,12 +99,19 @@ extension Vault {
             var grants: [NamedGrant] = []
             var problems: [VaultError] = []
             var seen = Set<[UInt8]>()
+            var live: [StoredRecord] = []
             for row in try allRows() {
                 seen.insert(row.id)
                 do throws(VaultError) {
                     try check(row, against: state)
-                    guard !row.deleted else { continue }
-                    let payload = try Payload(opening: row, with: cipher)
+                    if !row.deleted { live.append(row) }
+                } catch {
+                    problems.append(error)
+                }
+            }
+            for (row, result) in zip(live, try keys.open(live)) {
+                do throws(VaultError) {
+                    let payload = try result.get()
                     guard let grant = payload.grant else { throw VaultError(.damaged, "\(row.label) holds no grant") }
                     grants.append(NamedGrant(name: payload.name, grant: grant))
                 } catch {
@@ -133,7 +140,7 @@ extension Vault {
         guard case .passphrase = newPassphrase else {
             throw VaultError(.invalidInput, "a passphrase slot needs a passphrase")
         }
-        let slot = try Keyslot(wrapping: masterKey, for: newPassphrase, kdf: kdf, vaultID: header.vaultID)
+        let slot = try Keyslot(wrapping: try requireMasterKey(), for: newPassphrase, kdf: kdf, vaultID: header.vaultID)
         try update { (_: inout StateManifest) throws(VaultError) in
             try removeSlots(of: .passphrase)
             try putSlot(nil, slot)
@@ -142,7 +149,8 @@ extension Vault {
 
     /// Adds a key-file slot for `secret` (see `Keyfile`).
     public func addKeyfileSlot(_ secret: SecureBytes) throws(VaultError) {
-        let slot = try Keyslot(wrapping: masterKey, for: .keyfile(secret), kdf: .minimum, vaultID: header.vaultID)
+        let slot = try Keyslot(
+            wrapping: try requireMasterKey(), for: .keyfile(secret), kdf: .minimum, vaultID: header.vaultID)
         try update { (_: inout StateManifest) throws(VaultError) in try putSlot(nil, slot) }
     }
 
@@ -150,12 +158,12 @@ extension Vault {
 
     func loadLive(_ name: String, state: StateManifest) throws(VaultError) -> (StoredRecord, Grant) {
         try GrantName.validate(name)
-        let hash = try cipher.nameHash(name)
+        let hash = try keys.nameHash(name)
         guard let row = try findRow(nameHash: hash, deleted: false) else {
             throw VaultError(.notFound, "grant '\(name)' not found", hint: "'vault list' shows the stored grants")
         }
         try check(row, against: state)
-        let payload = try Payload(opening: row, with: cipher)
+        let payload = try keys.open(row)
         guard let grant = payload.grant else {
             throw VaultError(.tampered, "\(row.label) does not belong to this name")
         }

@@ -183,9 +183,9 @@ extension Vault {
 
     func rewrite(_ row: StoredRecord, with grant: Grant, name: String, state: inout StateManifest) throws(VaultError) {
         let version = row.version + 1
-        let payload = try Payload(name: name, grant: grant).sealedBytes()
+        let payload = Payload(name: name, grant: grant)
         try putRow(
-            try cipher.seal(payload: payload, id: row.id, version: version, deleted: false, nameHash: row.nameHash))
+            try keys.seal(payload, id: row.id, version: version, deleted: false, nameHash: row.nameHash))
         state.entries[row.id] = .init(version: version, deleted: false)
     }
 

@@ -13,30 +13,33 @@ public final class Vault {
     public let location: VaultLocation
     let database: Database
     let header: Header
-    let masterKey: SecureBytes
-    let cipher: RecordCipher
-    let stateKey: SecureBytes
+    let keys: any VaultKeys
     let time: any TimeSource
 
-    private init(
-        location: VaultLocation, database: Database, header: Header, masterKey: SecureBytes, time: any TimeSource
-    )
-        throws(VaultError)
-    {
+    init(location: VaultLocation, database: Database, header: Header, keys: any VaultKeys, time: any TimeSource) {
         self.location = location
         self.database = database
         self.header = header
-        self.masterKey = masterKey
+        self.keys = keys
         self.time = time
-        let keys = try wrap { () throws(CryptoError) in
-            (
-                try KeyDerivation.subkey(from: masterKey, id: 1, context: "vaultrec"),
-                try KeyDerivation.subkey(from: masterKey, id: 1, context: "vaultnam"),
-                try KeyDerivation.subkey(from: masterKey, id: 1, context: "vaultsta")
-            )
+    }
+
+    private convenience init(
+        location: VaultLocation, database: Database, header: Header, masterKey: SecureBytes, time: any TimeSource
+    ) throws(VaultError) {
+        self.init(
+            location: location, database: database, header: header,
+            keys: try LocalKeys(header: header, masterKey: masterKey), time: time)
+    }
+
+    /// The master key, for keyslot changes, which an agent cannot make.
+    func requireMasterKey() throws(VaultError) -> SecureBytes {
+        guard let key = keys.masterKey else {
+            throw VaultError(
+                .locked, "the agent does not hand out the master key",
+                hint: "unlock with the passphrase or key file itself (VAULT_AGENT=off)")
         }
-        cipher = RecordCipher(header: header, recordKey: keys.0, nameKey: keys.1)
-        stateKey = keys.2
+        return key
     }
 
     /// True when a vault file exists at `location`.
@@ -143,7 +146,7 @@ public final class Vault {
         try transaction(.immediate) { () throws(VaultError) in
             var state = try body()
             state.generation += 1
-            try putMeta("state", try state.encoded(header: header, key: stateKey))
+            try putMeta("state", try state.encoded(keys: keys))
             return state
         }
     }
@@ -171,7 +174,7 @@ public final class Vault {
 
     func loadState() throws(VaultError) -> StateManifest {
         guard let blob = try getMeta("state") else { throw VaultError(.damaged, "the vault state is missing") }
-        return try StateManifest(decoding: blob, header: header, key: stateKey)
+        return try StateManifest(decoding: blob, keys: keys)
     }
 
     func getMeta(_ key: String) throws(VaultError) -> [UInt8]? {

@@ -101,6 +101,39 @@ struct RefreshTests {
         #expect(try counts().requests == before)
     }
 
+    @Test("the agent refreshes a used short-lived grant before it expires; vault token never waits on the network")
+    func backgroundRefresh() throws {
+        let runtime = home.path + "/run"
+        mkdir(runtime, 0o700)
+        home.extra["XDG_RUNTIME_DIR"] = runtime
+        let first = try importGrant("short", expiresIn: 14)
+        let expiry = Date().addingTimeInterval(14)
+        let started = try home.run("agent", "--refresh-before", "10s")
+        #expect(started.status == 0, "\(started.stderr)")
+        defer { _ = try? home.run("lock") }
+        // From here only the agent can open the vault.
+        home.extra["VAULT_KEYFILE"] = nil
+        let before = try counts().refreshes
+        #expect(try home.run("token", "short", "--min-valid", "0").stdout == "\(first["access_token"]!)\n")
+        #expect(try counts().refreshes == before, "a fresh token needs no refresh")
+        // Half-way through the token's short life the agent refreshes it.
+        let deadline = Date().addingTimeInterval(30)
+        while try counts().refreshes == before && Date() < deadline { usleep(200_000) }
+        #expect(try counts().refreshes == before + 1)
+        #expect(Date() < expiry, "refreshed ahead of the expiry")
+        // After the old expiry, with the provider unreachable: the token is
+        // already fresh, so the command does not need the network at all.
+        while Date() < expiry.addingTimeInterval(1) { usleep(200_000) }
+        try control("/__down")
+        let r = try home.run("token", "short")
+        try control("/__up")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(!r.stdout.isEmpty && r.stdout != "\(first["access_token"]!)\n")
+        #expect(try counts().refreshes == before + 1)
+        // And the new token is the provider's: userinfo accepts it.
+        #expect(try home.run("check", "short").status == 0)
+    }
+
     @Test("the provider down: every vault token exits 75 and the stored grant is byte-for-byte unchanged")
     func providerDown() throws {
         _ = try importGrant("work")

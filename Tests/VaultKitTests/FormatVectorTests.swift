@@ -72,7 +72,7 @@ struct FormatVectorTests {
         #expect(listing.problems.isEmpty)
         #expect(listing.grants.map(\.name) == v.vault.grants.map(\.name))
         for (got, want) in zip(listing.grants, v.vault.grants) { #expect(got.grant == want.grant) }
-        #expect(store.masterKey.unsafeCopyToArray() == [UInt8](hex: v.vault.master_key))
+        #expect(store.keys.masterKey?.unsafeCopyToArray() == [UInt8](hex: v.vault.master_key))
         #expect(throws: VaultError.self) { try store.load("old") }
     }
 
@@ -95,7 +95,7 @@ struct FormatVectorTests {
         let secret = try Keyfile.decode(SecureBytes(copying: Array(v.vault.keyfile.utf8)))
         let store = try Vault.open(at: dir.location, key: .keyfile(secret))
         for (name, hash) in v.vault.name_hashes {
-            #expect(try store.cipher.nameHash(name) == [UInt8](hex: hash), "\(name)")
+            #expect(try store.keys.nameHash(name) == [UInt8](hex: hash), "\(name)")
         }
     }
 

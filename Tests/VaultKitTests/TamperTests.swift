@@ -212,7 +212,7 @@ struct TamperTests {
         try store.save(TestKeys.grant(token: "rotated"), as: "alpha")
         let oldAlpha = try old.first { row in
             guard case .blob(let h) = row[1] else { return false }
-            return h == (try store.cipher.nameHash("alpha"))
+            return h == (try store.keys.nameHash("alpha"))
         }!
         var rows = try raw.rows()
         let i = rows.firstIndex { $0[0].bytes == oldAlpha[0].bytes }!
@@ -244,7 +244,7 @@ struct TamperTests {
         let raw = try RawVault(dir.location)
         var rows = try raw.rows()
         let store = try open()
-        let target = try rows.firstIndex { $0[1].bytes == (try store.cipher.nameHash("alpha")) }!
+        let target = try rows.firstIndex { $0[1].bytes == (try store.keys.nameHash("alpha")) }!
         rows[target][4] = foreign[4]
         rows[target][5] = foreign[5]
         try raw.replaceRows(rows)

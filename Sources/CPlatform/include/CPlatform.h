@@ -18,4 +18,29 @@ void vault_tty_restore(void);
 /// Swift cannot see without _GNU_SOURCE). Returns 0 or an errno value.
 int vault_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest);
 
+/// A listening Unix stream socket bound at `path` (which must not exist),
+/// created under umask 0177 so only the owner may connect; close-on-exec
+/// and non-blocking. Returns the descriptor or -1 (errno set).
+int vault_unix_listen(const char *path);
+/// A connected Unix stream socket to `path`, close-on-exec, or -1 (errno set).
+int vault_unix_connect(const char *path);
+/// The next connection on a listening socket, close-on-exec, or -1 (errno set).
+int vault_unix_accept(int fd);
+/// The uid of the process at the other end of a Unix socket (SO_PEERCRED),
+/// or -1 (errno set).
+long long vault_peer_uid(int fd);
+/// The pid at the other end of a Unix socket, or -1.
+int vault_peer_pid(int fd);
+
+/// Blocks SIGTERM, SIGINT and SIGHUP, ignores SIGPIPE, and returns a
+/// non-blocking signalfd that reports the blocked ones, or -1.
+int vault_signal_fd(void);
+/// The next signal number pending on a vault_signal_fd, or 0 if none.
+int vault_signal_read(int fd);
+/// Unblocks what vault_signal_fd blocked (for a child about to exec).
+void vault_signal_unblock(void);
+
+/// glibc's POSIX_SPAWN_SETSID flag (a GNU extension Swift cannot see).
+short vault_spawn_setsid_flag(void);
+
 #endif

@@ -4,7 +4,7 @@ enum Completion {
     static var commandNames: [String] { Commands.all.map(\.name) }
 
     static func options(_ c: Command) -> [String] {
-        (c.options + GlobalOptions.all).map { "--" + $0.name }
+        (c.documentedOptions + GlobalOptions.all).map { "--" + $0.name }
     }
 
     static func bash() -> String {
@@ -73,7 +73,7 @@ enum Completion {
         for c in Commands.all {
             let abstract = c.abstract.replacing("'", with: "\\'")
             out += "complete -c vault -n '__fish_use_subcommand' -a '\(c.name)' -d '\(abstract)'\n"
-            for o in c.options + GlobalOptions.all {
+            for o in c.documentedOptions + GlobalOptions.all {
                 let help = o.help.replacing("'", with: "\\'")
                 out += "complete -c vault -n '__fish_seen_subcommand_from \(c.name)' -l '\(o.name)' -d '\(help)'"
                 out += o.takesValue ? " -r\n" : "\n"
@@ -108,7 +108,7 @@ enum Completion {
         for c in Commands.all {
             m += ".TP\n.B vault \(esc(c.usage))\n\(esc(c.abstract))\n"
             if let d = c.discussion { m += ".IP\n\(esc(d.replacing("\n", with: " ")))\n" }
-            for o in c.options {
+            for o in c.documentedOptions {
                 m +=
                     ".IP\n\\fB\\-\\-\(esc(o.name))\\fR\(o.valueName.map { " \\fI\(esc($0))\\fR" } ?? "") \(esc(o.help))\n"
             }

@@ -61,7 +61,7 @@ enum Help {
                 lines.append("  \(name)\(String(repeating: " ", count: width - name.count + 2))\(help)")
             }
         }
-        lines += ["", "OPTIONS:"] + optionLines(c.options + GlobalOptions.all)
+        lines += ["", "OPTIONS:"] + optionLines(c.documentedOptions + GlobalOptions.all)
         if let discussion = c.discussion { lines += ["", discussion] }
         if !c.examples.isEmpty { lines += ["", "EXAMPLES:"] + c.examples.map { "  " + $0 } }
         return lines.joined(separator: "\n")

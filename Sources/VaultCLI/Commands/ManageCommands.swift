@@ -70,7 +70,7 @@ extension Commands {
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         _ = try ctx.positionals()
         let kdf = try kdfParameters(ctx)
-        let store = try ctx.openVault()
+        let store = try ctx.openVaultDirectly()
         let key = try ctx.unlockSources.newPassphrase(
             prefix: "VAULT_NEW", fileFlag: ctx.arguments.value("new-passphrase-file"))
         try vault { () throws(VaultError) in try store.changePassphrase(to: key, kdf: kdf) }

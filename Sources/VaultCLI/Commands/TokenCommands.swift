@@ -16,6 +16,18 @@ struct TokenOutput: Encodable {
 }
 
 extension Context {
+    /// The token from this vault's agent in one round trip, or nil when no
+    /// agent holds the vault unlocked (the caller then opens it itself).
+    func tokenFromAgent(_ name: String, minimumValidity: Double, forceRefresh: Bool) throws(CLIError) -> AgentToken? {
+        guard let agent = agentClient(try location()) else { return nil }
+        do {
+            return try agent.token(name, minimumValidity: minimumValidity, forceRefresh: forceRefresh)
+        } catch {
+            if error.code == .locked || error.code == .unsupported || error.code == .io { return nil }
+            throw CLIError(error)
+        }
+    }
+
     /// The HTTP transport; libcurl itself is loaded only when a request is made.
     var transport: CurlTransport { CurlTransport(caBundle: environment["SSL_CERT_FILE"]) }
 }
@@ -50,18 +62,23 @@ extension Commands {
             }
             minimum = v
         }
-        let store = try ctx.openVault()
-        let fresh = try vault { () throws(VaultError) in
-            try store.freshGrant(
-                name, minimumValidity: minimum, forceRefresh: ctx.arguments.flag("force-refresh"),
-                transport: ctx.transport)
+        let force = ctx.arguments.flag("force-refresh")
+        let output: TokenOutput
+        if let handed = try ctx.tokenFromAgent(name, minimumValidity: minimum, forceRefresh: force) {
+            output = TokenOutput(
+                accessToken: handed.accessToken, tokenType: handed.tokenType, expiresAt: handed.expiresAtSeconds)
+        } else {
+            let store = try ctx.openVault()
+            let fresh = try vault { () throws(VaultError) in
+                try store.freshGrant(name, minimumValidity: minimum, forceRefresh: force, transport: ctx.transport)
+            }
+            output = TokenOutput(
+                accessToken: fresh.grant.accessToken ?? "", tokenType: fresh.grant.tokenType ?? "Bearer",
+                expiresAt: fresh.grant.expiresAt?.epochSeconds)
         }
-        let token = fresh.grant.accessToken ?? ""
+        let token = output.accessToken
         if ctx.json {
-            try ctx.printJSON(
-                TokenOutput(
-                    accessToken: token, tokenType: fresh.grant.tokenType ?? "Bearer",
-                    expiresAt: fresh.grant.expiresAt?.epochSeconds))
+            try ctx.printJSON(output)
         } else {
             var bytes = Array((token + "\n").utf8)
             Console.writeAll(&bytes, fd: 1)

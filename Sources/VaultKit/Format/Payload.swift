@@ -30,20 +30,15 @@ struct Payload {
         self.grant = grant
     }
 
-    /// Decrypts and parses a row, checking that the name inside hashes to
-    /// the row's lookup hash.
-    init(opening row: StoredRecord, with cipher: RecordCipher) throws(VaultError) {
-        let plain = try cipher.open(row)
+    /// Parses a record's plaintext; `label` names the record in errors.
+    init(json plain: SecureBytes, label: String) throws(VaultError) {
         var data = plain.withUnsafeBytes { Data($0) }
         defer { data.withUnsafeMutableBytes { secureZero($0) } }
         let wire: Wire
         do {
             wire = try JSONDecoder().decode(Wire.self, from: data)
         } catch {
-            throw VaultError(.damaged, "\(row.label) holds a malformed grant")
-        }
-        guard try cipher.nameHash(wire.name) == row.nameHash else {
-            throw VaultError(.tampered, "\(row.label) holds a grant of another name")
+            throw VaultError(.damaged, "\(label) holds a malformed grant")
         }
         name = wire.name
         grant = wire.grant

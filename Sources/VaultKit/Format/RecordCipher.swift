@@ -74,3 +74,80 @@ struct RecordCipher {
         }
     }
 }
+
+/// What a `Vault` needs its keys for. `LocalKeys` holds them in this
+/// process; `AgentKeys` asks the agent, which never hands them out.
+protocol VaultKeys: AnyObject {
+    /// The keyed lookup hash of a grant name.
+    func nameHash(_ name: String) throws(VaultError) -> [UInt8]
+    /// Serializes and encrypts a payload into a row.
+    func seal(_ payload: Payload, id: [UInt8], version: UInt64, deleted: Bool, nameHash: [UInt8])
+        throws(VaultError) -> StoredRecord
+    /// Authenticates, decrypts and parses rows, checking that each name
+    /// hashes to its row's lookup hash. One result per row, in order.
+    func open(_ records: [StoredRecord]) throws(VaultError) -> [Result<Payload, VaultError>]
+    /// The MAC of a state body, bound to the vault header.
+    func stateMAC(_ body: [UInt8]) throws(VaultError) -> [UInt8]
+    /// The master key, for keyslot changes; nil when the keys are elsewhere.
+    var masterKey: SecureBytes? { get }
+}
+
+extension VaultKeys {
+    /// Opens one row.
+    func open(_ record: StoredRecord) throws(VaultError) -> Payload {
+        guard let result = try open([record]).first else {
+            throw VaultError(.internalError, "no answer for \(record.label)")
+        }
+        return try result.get()
+    }
+}
+
+/// The vault's keys, derived from the master key and held in secure memory.
+final class LocalKeys: VaultKeys {
+    let header: Header
+    let cipher: RecordCipher
+    let stateKey: SecureBytes
+    let masterKey: SecureBytes?
+
+    init(header: Header, masterKey: SecureBytes) throws(VaultError) {
+        self.header = header
+        self.masterKey = masterKey
+        let keys = try wrap { () throws(CryptoError) in
+            (
+                try KeyDerivation.subkey(from: masterKey, id: 1, context: "vaultrec"),
+                try KeyDerivation.subkey(from: masterKey, id: 1, context: "vaultnam"),
+                try KeyDerivation.subkey(from: masterKey, id: 1, context: "vaultsta")
+            )
+        }
+        cipher = RecordCipher(header: header, recordKey: keys.0, nameKey: keys.1)
+        stateKey = keys.2
+    }
+
+    func nameHash(_ name: String) throws(VaultError) -> [UInt8] { try cipher.nameHash(name) }
+
+    func seal(_ payload: Payload, id: [UInt8], version: UInt64, deleted: Bool, nameHash: [UInt8])
+        throws(VaultError) -> StoredRecord
+    {
+        try cipher.seal(
+            payload: try payload.sealedBytes(), id: id, version: version, deleted: deleted, nameHash: nameHash)
+    }
+
+    func open(_ records: [StoredRecord]) throws(VaultError) -> [Result<Payload, VaultError>] {
+        records.map { row in
+            Result { () throws(VaultError) in
+                let payload = try Payload(json: try cipher.open(row), label: row.label)
+                guard try cipher.nameHash(payload.name) == row.nameHash else {
+                    throw VaultError(.tampered, "\(row.label) holds a grant of another name")
+                }
+                return payload
+            }
+        }
+    }
+
+    /// Decrypts a row without parsing it, for the agent to pass on.
+    func openPlain(_ record: StoredRecord) throws(VaultError) -> SecureBytes { try cipher.open(record) }
+
+    func stateMAC(_ body: [UInt8]) throws(VaultError) -> [UInt8] {
+        try StateManifest.mac(body, header: header, key: stateKey)
+    }
+}

@@ -18,8 +18,8 @@ struct StateManifest: Equatable {
     /// Entries by record id (16 bytes).
     var entries: [[UInt8]: Entry]
 
-    /// Encodes and MACs the state under `key`, bound to the header.
-    func encoded(header: Header, key: SecureBytes) throws(VaultError) -> [UInt8] {
+    /// Encodes the state and appends the MAC that `keys` compute.
+    func encoded(keys: any VaultKeys) throws(VaultError) -> [UInt8] {
         var w = ByteWriter()
         w.append(StateManifest.magic)
         w.append(StateManifest.stateVersion)
@@ -31,7 +31,7 @@ struct StateManifest: Equatable {
             w.append(e.version)
             w.append(UInt8(e.deleted ? 1 : 0))
         }
-        let mac = try StateManifest.mac(w.bytes, header: header, key: key)
+        let mac = try keys.stateMAC(w.bytes)
         return try Checksum.seal(w.bytes + mac)
     }
 
@@ -45,13 +45,13 @@ struct StateManifest: Equatable {
     }
 
     /// Parses strictly and verifies the MAC.
-    init(decoding blob: [UInt8], header: Header, key: SecureBytes) throws(VaultError) {
+    init(decoding blob: [UInt8], keys: any VaultKeys) throws(VaultError) {
         let what = "vault state"
         let content = try Checksum.open(blob, what: what)
         guard content.count >= StateManifest.macLength else { throw VaultError(.damaged, "\(what) is truncated") }
         let body = Array(content[..<(content.count - StateManifest.macLength)])
         let mac = Array(content[(content.count - StateManifest.macLength)...])
-        let expected = try StateManifest.mac(body, header: header, key: key)
+        let expected = try keys.stateMAC(body)
         guard constantTimeEqual(mac, expected) else {
             throw VaultError(.tampered, "vault state failed authentication (changed outside vault)")
         }

@@ -1,0 +1,353 @@
+internal import CPlatform
+internal import FoundationEssentials
+internal import Glibc
+internal import VaultCrypto
+internal import VaultKit
+
+extension Context {
+    /// The agent's paths for this vault, or nil when agents are off
+    /// (`VAULT_AGENT=off`) or there is no `XDG_RUNTIME_DIR`.
+    func agentPaths(_ location: VaultLocation) -> AgentPaths? {
+        if environment["VAULT_AGENT"] == "off" { return nil }
+        return AgentPaths.resolve(environment: environment, location: location)
+    }
+
+    /// A connection to this vault's running agent, or nil. An agent socket
+    /// that is not safely ours is reported and ignored.
+    func agentClient(_ location: VaultLocation) -> AgentClient? {
+        guard let paths = agentPaths(location) else { return nil }
+        do {
+            return try AgentClient.connect(paths)
+        } catch {
+            if error.code != .notFound { console.warn("not using the agent: \(error.reason)") }
+            return nil
+        }
+    }
+
+    /// After a passphrase unlock: hands the key to a locked agent, or
+    /// starts one, so the next commands need no passphrase.
+    func shareUnlock(_ store: Vault, agent: AgentClient?) {
+        guard environment["VAULT_AGENT"] != "off", let paths = agentPaths(store.location) else { return }
+        if let agent {
+            do { try agent.load(store) } catch { console.warn("the agent did not take the key: \(error.reason)") }
+            return
+        }
+        do {
+            let options = try AgentSettings(environment: environment, arguments: nil)
+            _ = try AgentLauncher.start(store, paths: paths, settings: options, environment: environment)
+            console.info(
+                "the agent keeps this vault unlocked (\(options.summary)); 'vault lock' locks it")
+        } catch {
+            console.warn("could not start the agent: \(error.message)")
+        }
+    }
+}
+
+/// The agent's timeouts, from `vault agent`'s options or the environment.
+struct AgentSettings {
+    var idle: TimeInterval = 15 * 60
+    var hard: TimeInterval = 8 * 3600
+    var refreshBefore: TimeInterval = 5 * 60
+
+    init(environment: [String: String], arguments: ParsedArguments?) throws(CLIError) {
+        func pick(_ option: String, _ variable: String, _ current: TimeInterval) throws(CLIError) -> TimeInterval {
+            guard let text = arguments?.value(option) ?? environment[variable] else { return current }
+            guard let seconds = Duration.parse(text) else {
+                throw CLIError.usage(
+                    "\(arguments?.value(option) != nil ? "--\(option)" : variable) needs a duration such as 90s, 15m or 8h",
+                    command: "agent")
+            }
+            return seconds
+        }
+        idle = try pick("idle-timeout", "VAULT_AGENT_IDLE_TIMEOUT", idle)
+        hard = try pick("timeout", "VAULT_AGENT_TIMEOUT", hard)
+        refreshBefore = try pick("refresh-before", "VAULT_AGENT_REFRESH_BEFORE", refreshBefore)
+    }
+
+    var serverOptions: AgentServer.Options {
+        var o = AgentServer.Options()
+        o.idleTimeout = idle
+        o.hardTimeout = hard
+        o.refreshBefore = refreshBefore
+        return o
+    }
+
+    /// `15m idle, 8h at most`.
+    var summary: String {
+        let i = idle > 0 ? "locks after \(Duration.text(idle)) idle" : "no idle timeout"
+        let h = hard > 0 ? "\(Duration.text(hard)) at most" : "no time limit"
+        return "\(i), \(h)"
+    }
+
+    /// The options that pass these settings to a new agent process.
+    var arguments: [String] {
+        [
+            "--idle-timeout", "\(Int(idle))", "--timeout", "\(Int(hard))", "--refresh-before",
+            "\(Int(refreshBefore))",
+        ]
+    }
+}
+
+/// Durations on the command line: `90`, `90s`, `15m`, `8h`, `1d`; `0` for none.
+enum Duration {
+    static func parse(_ text: String) -> TimeInterval? {
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+        var digits = Substring(text)
+        var unit = 1.0
+        if let last = text.last, let u = units[last] {
+            unit = u
+            digits = digits.dropLast()
+        }
+        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let n = Int(digits), n >= 0, n <= 10_000_000 else {
+            return nil
+        }
+        return Double(n) * unit
+    }
+
+    /// `14m`, `7h59m`: a time left, rounded to the minute above a minute.
+    static func left(_ seconds: Int) -> String {
+        if seconds < 60 { return "\(seconds)s" }
+        let minutes = (seconds + 30) / 60
+        return minutes < 60 ? "\(minutes)m" : "\(minutes / 60)h\(minutes % 60 == 0 ? "" : "\(minutes % 60)m")"
+    }
+
+    static func text(_ seconds: TimeInterval) -> String {
+        let s = Int(seconds)
+        if s % 86400 == 0 && s >= 86400 { return "\(s / 86400)d" }
+        if s % 3600 == 0 && s >= 3600 { return "\(s / 3600)h" }
+        if s % 60 == 0 && s >= 60 { return "\(s / 60)m" }
+        return "\(s)s"
+    }
+}
+
+/// Starts a detached agent process and hands it the master key through a
+/// pipe: never through argv, the environment or a file.
+enum AgentLauncher {
+    /// Variables the agent must not inherit: it never needs a passphrase.
+    static let withheld = [
+        "VAULT_PASSPHRASE", "VAULT_PASSPHRASE_FILE", "VAULT_PASSPHRASE_COMMAND", "VAULT_KEYFILE",
+        "VAULT_NEW_PASSPHRASE", "VAULT_NEW_PASSPHRASE_FILE", "VAULT_NEW_PASSPHRASE_COMMAND",
+    ]
+
+    static func start(_ store: Vault, paths: AgentPaths, settings: AgentSettings, environment: [String: String])
+        throws(CLIError) -> pid_t
+    {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0, fcntl(fds[1], F_SETFD, FD_CLOEXEC) == 0 else {
+            throw CLIError("cannot create a pipe: \(errnoText())")
+        }
+        defer { close(fds[1]) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, fds[0], 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        vault_spawn_close_from(&actions, 3)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for s in [SIGTERM, SIGINT, SIGHUP, SIGPIPE] { sigaddset(&defaults, s) }
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        // Its own session: closing the terminal does not kill it.
+        posix_spawnattr_setflags(
+            &attributes, vault_spawn_setsid_flag() | Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        let words = ["vault", "agent", "--key-on-stdin"] + settings.arguments
+        let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        let env = environment.filter { !withheld.contains($0.key) }.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { env.forEach { free($0) } }
+        var pid: pid_t = 0
+        let rc = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, argv, env)
+        close(fds[0])
+        guard rc == 0 else { throw CLIError("cannot start the agent: \(String(cString: strerror(rc)))") }
+        try vault { () throws(VaultError) in try store.writeMasterKey(to: fds[1]) }
+        return pid
+    }
+
+    static func errnoText() -> String { String(cString: strerror(errno)) }
+}
+
+extension Commands {
+    static let agentCommand = Command(
+        name: "agent",
+        abstract: "Keep the vault unlocked for a while in a per-user agent.",
+        usage: "agent [--foreground] [--idle-timeout DURATION] [--timeout DURATION] [--status]",
+        options: [
+            OptionSpec(name: "foreground", valueName: nil, help: "serve in this process (for a systemd user unit)"),
+            OptionSpec(
+                name: "idle-timeout", valueName: "DURATION", help: "lock after this long unused (default 15m; 0: never)"
+            ),
+            OptionSpec(
+                name: "timeout", valueName: "DURATION", help: "lock this long after unlocking (default 8h; 0: never)"),
+            OptionSpec(
+                name: "refresh-before", valueName: "DURATION",
+                help: "refresh recently used grants this long before they expire (default 5m)"),
+            OptionSpec(name: "status", valueName: nil, help: "say whether an agent holds this vault unlocked"),
+            OptionSpec(name: "key-on-stdin", valueName: nil, help: "", hidden: true),
+        ],
+        discussion: """
+            The agent holds the vault's keys in locked, guarded memory and answers the
+            commands of the same user over a Unix socket in $XDG_RUNTIME_DIR/vault; it never
+            hands out the master key. Every command that unlocks with a passphrase starts one
+            (VAULT_AGENT=off disables it). It locks after the idle timeout, after the hard
+            timeout, on 'vault lock', SIGHUP or SIGTERM. While unlocked it refreshes the grants
+            used since unlocking before they expire, so 'vault token' rarely waits for the
+            network. With --foreground it logs to stderr, and when no passphrase can be asked
+            it starts locked and takes the key from the first command that unlocks.
+            --status exits 0 when an agent holds the vault unlocked, 77 otherwise.
+            Timeouts also come from VAULT_AGENT_IDLE_TIMEOUT and VAULT_AGENT_TIMEOUT.
+            """,
+        examples: ["vault agent --idle-timeout 1h", "vault agent --status", "vault lock"]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        _ = try ctx.positionals()
+        let location = try ctx.location()
+        guard let paths = AgentPaths.resolve(environment: ctx.environment, location: location) else {
+            throw CLIError(
+                "XDG_RUNTIME_DIR is not set: the agent needs a private runtime directory",
+                hint: "log in through a session manager, or set XDG_RUNTIME_DIR to a private 0700 directory")
+        }
+        let settings = try AgentSettings(environment: ctx.environment, arguments: ctx.arguments)
+        if ctx.arguments.flag("key-on-stdin") {
+            return try ctx.serveHandedKey(location: location, paths: paths, settings: settings)
+        }
+        guard Vault.exists(at: location) else {
+            throw CLIError("no vault at \(location.databasePath)", hint: "run 'vault init' to create one")
+        }
+        let running: AgentStatus?
+        do throws(VaultError) {
+            running = try AgentClient.connect(paths).status(location: location)
+        } catch {
+            guard error.code == .notFound else { throw CLIError(error) }
+            running = nil
+        }
+        if ctx.arguments.flag("status") {
+            guard let running else {
+                ctx.console.info("no agent is running for this vault")
+                return .locked
+            }
+            guard running.unlocked else {
+                ctx.console.info("the agent (pid \(running.pid)) is locked")
+                return .locked
+            }
+            var limits: [String] = []
+            if running.idleSecondsLeft > 0 { limits.append("\(Duration.left(running.idleSecondsLeft)) idle") }
+            if running.hardSecondsLeft > 0 { limits.append("\(Duration.left(running.hardSecondsLeft)) at most") }
+            ctx.console.info(
+                "the agent (pid \(running.pid)) holds this vault unlocked"
+                    + (limits.isEmpty ? "" : "; it locks in \(limits.joined(separator: " or "))"))
+            return .ok
+        }
+        if ctx.arguments.flag("foreground") {
+            if let running { throw CLIError("an agent is already running for this vault (pid \(running.pid))") }
+            return try ctx.serveInForeground(location: location, paths: paths, settings: settings)
+        }
+        if let running, running.unlocked {
+            ctx.console.info("the agent (pid \(running.pid)) already holds this vault unlocked")
+            return .ok
+        }
+        let store = try ctx.openVaultDirectly()
+        if running != nil {
+            let client = try vault { () throws(VaultError) in try AgentClient.connect(paths) }
+            try vault { () throws(VaultError) in try client.load(store) }
+            ctx.console.info("unlocked the running agent")
+            return .ok
+        }
+        let pid = try AgentLauncher.start(store, paths: paths, settings: settings, environment: ctx.environment)
+        // Wait until it answers, so the next command finds it.
+        for _ in 0..<100 {
+            if let s = try? AgentClient.connect(paths, timeout: 5).status(location: location), s.unlocked {
+                ctx.console.info("agent started (pid \(pid)); it \(settings.summary)")
+                return .ok
+            }
+            usleep(50_000)
+        }
+        throw CLIError("the agent did not start", hint: "run 'vault agent --foreground' to see why")
+    }
+
+    static let lockCommand = Command(
+        name: "lock",
+        abstract: "Make the agent forget the vault's keys.",
+        usage: "lock",
+        discussion: """
+            The next command asks for the passphrase again. An agent started on demand exits;
+            one run with --foreground keeps running, locked.
+            """,
+        examples: ["vault lock"]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        _ = try ctx.positionals()
+        let location = try ctx.location()
+        guard let paths = AgentPaths.resolve(environment: ctx.environment, location: location) else {
+            ctx.console.info("no agent is running (XDG_RUNTIME_DIR is not set)")
+            return .ok
+        }
+        let client: AgentClient
+        do throws(VaultError) {
+            client = try AgentClient.connect(paths)
+        } catch {
+            guard error.code == .notFound else { throw CLIError(error) }
+            ctx.console.info("no agent is running for this vault")
+            return .ok
+        }
+        try vault { () throws(VaultError) in try client.lock() }
+        ctx.console.info("locked")
+        return .ok
+    }
+}
+
+extension Context {
+    /// The process a command started on demand: the key arrives on stdin.
+    func serveHandedKey(location: VaultLocation, paths: AgentPaths, settings: AgentSettings) throws(CLIError)
+        -> ExitCode
+    {
+        let handed = try readStandardInput(limit: 48)
+        guard handed.count == 48 else { throw CLIError("the agent expects a vault id and a key on stdin") }
+        var raw = handed.unsafeCopyToArray()
+        let vaultID = Array(raw[..<16])
+        let key: SecureBytes
+        do { key = try SecureBytes(copying: raw[16...]) } catch { throw CLIError(error.reason) }
+        secureZero(&raw)
+        let server = AgentServer(
+            location: location, paths: paths, options: settings.serverOptions, transport: transport, time: time,
+            log: { _ in })
+        do {
+            try server.listen()
+        } catch {
+            // Another command started one first: it serves the vault.
+            if error.code == .alreadyExists { return .ok }
+            throw CLIError(error)
+        }
+        try vault { () throws(VaultError) in try server.unlock(vaultID: vaultID, masterKey: key) }
+        server.run()
+        return .ok
+    }
+
+    /// `vault agent --foreground`: unlocks now if a key can be had without
+    /// waiting, else starts locked; logs to stderr; stays when locked.
+    func serveInForeground(location: VaultLocation, paths: AgentPaths, settings: AgentSettings) throws(CLIError)
+        -> ExitCode
+    {
+        var options = settings.serverOptions
+        options.exitWhenLocked = false
+        let console = console
+        let server = AgentServer(
+            location: location, paths: paths, options: options, transport: transport, time: time,
+            log: { console.info("agent: \($0)") })
+        try vault { () throws(VaultError) in try server.listen() }
+        if unlockSources.available {
+            let store = try openVaultDirectly()
+            try vault { () throws(VaultError) in try server.unlock(store) }
+        } else {
+            console.info("agent: waiting locked; the first command that unlocks the vault hands it the key")
+        }
+        console.info("agent: listening on \(paths.socket) (\(settings.summary))")
+        server.run()
+        return .ok
+    }
+}
