@@ -19,11 +19,13 @@ let package = Package(
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("dl")]),
         // libcrypto, for OAuth 1.0a's SHA-1 signatures; also loaded on first use.
         .target(name: "COpenSSL", linkerSettings: [.linkedLibrary("dl")]),
+        // libsecret for the optional Secret Service keyslot, loaded with dlopen on first use.
+        .target(name: "CSecret", linkerSettings: [.linkedLibrary("dl")]),
 
         .target(name: "VaultCrypto", dependencies: ["CSodium", "COpenSSL"]),
         .target(name: "VaultStorage", dependencies: ["CSQLite"]),
         .target(name: "VaultHTTP", dependencies: ["CCurl", "VaultCrypto"]),
-        .target(name: "VaultKit", dependencies: ["VaultCrypto", "VaultStorage", "VaultHTTP", "CPlatform"]),
+        .target(name: "VaultKit", dependencies: ["VaultCrypto", "VaultStorage", "VaultHTTP", "CPlatform", "CSecret"]),
         .target(name: "VaultCLI", dependencies: ["VaultKit", "VaultHTTP", "CPlatform"]),
         .executableTarget(name: "vault", dependencies: ["VaultCLI"]),
 
@@ -44,8 +46,8 @@ let package = Package(
 )
 
 // Strict settings for every Swift target, in one place.
-for target in package.targets where target.type != .system && !["CPlatform", "CCurl", "COpenSSL"].contains(target.name)
-{
+for target in package.targets
+where target.type != .system && !["CPlatform", "CCurl", "COpenSSL", "CSecret"].contains(target.name) {
     var settings = target.swiftSettings ?? []
     settings.append(.swiftLanguageMode(.v6))
     settings.append(.enableUpcomingFeature("ExistentialAny"))

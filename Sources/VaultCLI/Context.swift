@@ -59,14 +59,27 @@ struct Context {
     /// key was a passphrase (worth keeping in the agent).
     private func unlockHere(_ location: VaultLocation) throws(CLIError) -> (Vault, Bool) {
         var attempts = 0
+        // A vault with a Secret Service slot opens from the keyring first.
+        var keyring: [UInt8]? = nil
+        if SecretService.usable(environment: environment),
+            let info = try? Vault.inspect(at: location), info.slots.contains(.secretService)
+        {
+            keyring = info.vaultID
+        }
         while true {
             attempts += 1
-            let (key, origin, interactive) = try unlockSources.key()
+            let (key, origin, interactive) = try unlockSources.key(secretServiceVault: keyring)
             do {
                 let store = try Vault.open(at: location, key: key, time: time)
                 if case .passphrase = key { return (store, true) }
                 return (store, false)
             } catch {
+                if case .secretService = key, error.code == .wrongKey {
+                    console.warn("\(error.reason); trying the passphrase")
+                    keyring = nil
+                    attempts -= 1
+                    continue
+                }
                 if error.code == .wrongKey {
                     if interactive && attempts < 3 {
                         console.error(error.reason)

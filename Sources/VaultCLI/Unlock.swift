@@ -23,13 +23,24 @@ struct UnlockSources {
     }
 
     /// The key for unlocking, and a label of its origin for messages.
-    func key() throws(CLIError) -> (KeySource, origin: String, interactive: Bool) {
+    /// `secretServiceVault` is the id of a vault with a Secret Service slot,
+    /// whose key is then looked up after a key file and before passphrases.
+    func key(secretServiceVault: [UInt8]? = nil) throws(CLIError) -> (KeySource, origin: String, interactive: Bool) {
         if let path = keyfilePath {
             let origin = keyfileFlag != nil ? "--keyfile" : "VAULT_KEYFILE"
             do {
                 return (.keyfile(try Keyfile.read(path: path)), "key file \(path)", false)
             } catch {
                 throw CLIError("\(error.reason) (from \(origin))", hint: error.hint, exitCode: .locked)
+            }
+        }
+        if let id = secretServiceVault, SecretService.usable(environment: environment) {
+            do {
+                if let secret = try SecretService.lookup(vaultID: id) {
+                    return (.secretService(secret), "the Secret Service", false)
+                }
+            } catch {
+                Console().warn("\(error.reason); trying the passphrase")
             }
         }
         if let (key, origin) = try nonInteractivePassphrase(prefix: "VAULT") {

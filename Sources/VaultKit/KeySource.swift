@@ -7,6 +7,8 @@ public enum KeySource {
     case passphrase(SecureBytes)
     /// The 32-byte secret read from a key file.
     case keyfile(SecureBytes)
+    /// The 32-byte secret kept in the Secret Service (see `SecretService`).
+    case secretService(SecureBytes)
 
     /// A passphrase from a Swift string, normalized to NFC as it is copied
     /// into secure memory so that no normalized copy lingers elsewhere.

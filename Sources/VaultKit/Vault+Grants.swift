@@ -19,6 +19,34 @@ public struct GrantListing: Sendable {
     public let problems: [VaultError]
 }
 
+/// One keyslot, as listed.
+public struct KeyslotInfo: Sendable, Equatable {
+    /// What opens a slot.
+    public enum Kind: String, Sendable {
+        case passphrase
+        case keyfile = "key file"
+        case secretService = "Secret Service"
+    }
+
+    /// Its number, for `removeKeyslot`.
+    public let number: Int64
+    /// Its kind; nil when the slot is damaged.
+    public let kind: Kind?
+    /// Argon2id parameters of a passphrase slot.
+    public let kdf: KDFParameters?
+
+    init(number: Int64, slot: Keyslot?) {
+        self.number = number
+        kdf = slot?.kdf
+        switch slot?.kind {
+        case .passphrase: kind = .passphrase
+        case .keyfile: kind = .keyfile
+        case .secretService: kind = .secretService
+        case nil: kind = nil
+        }
+    }
+}
+
 /// How `save` treats an existing grant of the same name.
 public enum SaveMode: Sendable {
     /// Insert or replace (GTMAppAuth's save).
@@ -149,9 +177,58 @@ extension Vault {
 
     /// Adds a key-file slot for `secret` (see `Keyfile`).
     public func addKeyfileSlot(_ secret: SecureBytes) throws(VaultError) {
-        let slot = try Keyslot(
-            wrapping: try requireMasterKey(), for: .keyfile(secret), kdf: .minimum, vaultID: header.vaultID)
-        try update { (_: inout StateManifest) throws(VaultError) in try putSlot(nil, slot) }
+        try addKeyslot(.keyfile(secret))
+    }
+
+    /// Adds a slot that `source` opens; returns its number. A vault has at
+    /// most one passphrase slot (`changePassphrase` replaces it).
+    @discardableResult
+    public func addKeyslot(_ source: KeySource, kdf: KDFParameters = .default) throws(VaultError) -> Int64 {
+        let slot = try Keyslot(wrapping: try requireMasterKey(), for: source, kdf: kdf, vaultID: header.vaultID)
+        var number: Int64 = 0
+        try update { (_: inout StateManifest) throws(VaultError) in
+            if slot.kind == .passphrase, try Vault.slots(in: database).contains(where: { $0.kind == .passphrase }) {
+                throw VaultError(
+                    .alreadyExists, "this vault already has a passphrase", hint: "'vault passwd' changes it")
+            }
+            try putSlot(nil, slot)
+            number = try storage { () throws(StorageError) in try database.lastInsertRowID() }
+        }
+        return number
+    }
+
+    /// Removes slot `number`. The last slot that opens the vault is never
+    /// removed: nothing could open it afterwards.
+    public func removeKeyslot(_ number: Int64) throws(VaultError) {
+        try update { (_: inout StateManifest) throws(VaultError) in
+            let slots = try Vault.slots(in: database)
+            guard slots.contains(where: { $0.number == number }) else {
+                throw VaultError(.notFound, "no keyslot \(number)", hint: "'vault keyslot list' shows them")
+            }
+            guard slots.contains(where: { $0.number != number && $0.kind != nil }) else {
+                throw VaultError(.invalidInput, "keyslot \(number) is the last one; nothing else would open the vault")
+            }
+            try storage { () throws(StorageError) in
+                try database.prepare("DELETE FROM keyslots WHERE slot = ?").run(.integer(number))
+            }
+        }
+    }
+
+    /// The vault's keyslots.
+    public func keyslots() throws(VaultError) -> [KeyslotInfo] {
+        try read { (_: StateManifest) throws(VaultError) in try Vault.slots(in: database) }
+    }
+
+    static func slots(in database: Database) throws(VaultError) -> [KeyslotInfo] {
+        try storage { () throws(StorageError) in
+            let s = try database.prepare("SELECT slot, value FROM keyslots ORDER BY slot")
+            var out: [KeyslotInfo] = []
+            while try s.step() {
+                let slot = try? Keyslot(decoding: s.blob(at: 1), what: "keyslot")
+                out.append(KeyslotInfo(number: s.int64(at: 0), slot: slot))
+            }
+            return out
+        }
     }
 
     // MARK: Rows

@@ -258,6 +258,11 @@ struct LockedVault {
                 throw VaultError(.wrongKey, "this vault has no key file slot; it opens with a passphrase")
             }
             throw VaultError(.wrongKey, "the key file does not open this vault")
+        case .secretService:
+            throw VaultError(
+                .wrongKey,
+                tried > 0
+                    ? "the Secret Service key does not open this vault" : "this vault has no Secret Service slot")
         }
     }
 }

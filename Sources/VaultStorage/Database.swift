@@ -81,6 +81,9 @@ public final class Database {
         return result
     }
 
+    /// The rowid of the last row this connection inserted.
+    public func lastInsertRowID() throws(StorageError) -> Int64 { sqlite3_last_insert_rowid(handle) }
+
     /// The value of `PRAGMA user_version`, used as the schema version.
     public func userVersion() throws(StorageError) -> Int {
         let statement = try prepare("PRAGMA user_version")

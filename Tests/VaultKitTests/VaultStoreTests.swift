@@ -13,6 +13,25 @@ struct VaultStoreTests {
         try Vault.create(at: dir.location, key: key ?? .keyfile(TestKeys.keyfileSecret()), kdf: .minimum)
     }
 
+    @Test("keyslots: each kind opens only with its own source; the last slot stays")
+    func keyslotKinds() throws {
+        let store = try makeVault()
+        let secret = try TestKeys.keyfileSecret(9)
+        let number = try store.addKeyslot(.secretService(secret))
+        #expect(try store.keyslots().map(\.kind) == [.keyfile, .secretService])
+        // The same 32 bytes as a key file do not open a Secret Service slot.
+        #expect { try Vault.open(at: dir.location, key: .keyfile(secret)) } throws: {
+            ($0 as? VaultError)?.code == .wrongKey
+        }
+        #expect(try Vault.open(at: dir.location, key: .secretService(secret)).keyslots().count == 2)
+        try store.removeKeyslot(1)
+        #expect { try store.removeKeyslot(number) } throws: { ($0 as? VaultError)?.code == .invalidInput }
+        #expect { try store.removeKeyslot(7) } throws: { ($0 as? VaultError)?.code == .notFound }
+        #expect { try Vault.open(at: dir.location, key: .keyfile(TestKeys.keyfileSecret())) } throws: {
+            ($0 as? VaultError)?.code == .wrongKey
+        }
+    }
+
     @Test("save, load, replace and remove by name")
     func saveLoadRemove() throws {
         let store = try makeVault()

@@ -207,13 +207,13 @@ extension Commands {
         examples: ["vault agent --idle-timeout 1h", "vault agent --status", "vault lock"]
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         _ = try ctx.positionals()
+        let settings = try AgentSettings(environment: ctx.environment, arguments: ctx.arguments)
         let location = try ctx.location()
         guard let paths = AgentPaths.resolve(environment: ctx.environment, location: location) else {
             throw CLIError(
                 "XDG_RUNTIME_DIR is not set: the agent needs a private runtime directory",
                 hint: "log in through a session manager, or set XDG_RUNTIME_DIR to a private 0700 directory")
         }
-        let settings = try AgentSettings(environment: ctx.environment, arguments: ctx.arguments)
         if ctx.arguments.flag("key-on-stdin") {
             return try ctx.serveHandedKey(location: location, paths: paths, settings: settings)
         }

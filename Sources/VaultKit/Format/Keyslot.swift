@@ -6,10 +6,12 @@ struct Keyslot {
     static let slotVersion: UInt16 = 1
     static let label = "vault.keyslot.v1"
     static let keyfilePersonalization = Array("vault.keyfile".utf8)
+    static let secretServicePersonalization = Array("vault.secretsvc".utf8)
 
     enum Kind: UInt8 {
         case passphrase = 1
         case keyfile = 2
+        case secretService = 3
     }
 
     var kind: Kind
@@ -83,6 +85,10 @@ struct Keyslot {
             kind = .keyfile
             self.kdf = nil
             salt = []
+        case .secretService:
+            kind = .secretService
+            self.kdf = nil
+            salt = []
         }
         nonce = try wrap { () throws(CryptoError) in try Random.bytes(AEAD.nonceLength) }
         let kek = try Keyslot.keyEncryptionKey(for: source, kdf: self.kdf, salt: salt)
@@ -97,7 +103,7 @@ struct Keyslot {
     /// True when this slot can be tried with `source` at all.
     func accepts(_ source: KeySource) -> Bool {
         switch (kind, source) {
-        case (.passphrase, .passphrase), (.keyfile, .keyfile): true
+        case (.passphrase, .passphrase), (.keyfile, .keyfile), (.secretService, .secretService): true
         default: false
         }
     }
@@ -127,6 +133,10 @@ struct Keyslot {
         case .keyfile(let secret):
             return try wrap { () throws(CryptoError) in
                 try GenericHash.hash(secret: secret, personalization: keyfilePersonalization)
+            }
+        case .secretService(let secret):
+            return try wrap { () throws(CryptoError) in
+                try GenericHash.hash(secret: secret, personalization: secretServicePersonalization)
             }
         }
     }

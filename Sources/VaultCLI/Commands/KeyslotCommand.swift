@@ -1,0 +1,143 @@
+internal import VaultCrypto
+internal import VaultKit
+
+/// What `vault keyslot list --json` prints per slot.
+struct KeyslotOutput: Encodable {
+    let slot: Int64
+    let kind: String
+    let kdfMemoryMiB: UInt64?
+    let kdfPasses: UInt32?
+
+    enum CodingKeys: String, CodingKey {
+        case slot, kind
+        case kdfMemoryMiB = "kdf_memory_mib"
+        case kdfPasses = "kdf_passes"
+    }
+}
+
+extension Commands {
+    static let keyslotCommand = Command(
+        name: "keyslot",
+        abstract: "List, add or remove the ways to unlock the vault.",
+        usage: "keyslot list|add|remove [--keyfile PATH | --secret-service | --passphrase] [SLOT]",
+        arguments: [("list", "show the keyslots"), ("add", "add one slot"), ("remove SLOT", "remove slot SLOT")],
+        options: [
+            OptionSpec(
+                name: "new-keyfile", valueName: "PATH", help: "add: write a new key file to PATH and a slot it opens"),
+            OptionSpec(
+                name: "secret-service", valueName: nil,
+                help: "add: keep a new key in the Secret Service (an unlocked keyring), and a slot it opens"),
+            OptionSpec(name: "passphrase", valueName: nil, help: "add: a passphrase slot, on a vault without one"),
+        ] + kdfOptions,
+        discussion: """
+            Each keyslot wraps the vault's master key; grants are never re-encrypted. Adding or
+            removing a slot needs the master key, so the vault is unlocked here (never through the
+            agent). 'add --new-keyfile PATH' writes a new random key file (mode 0600, never over an
+            existing file) for servers and CI. 'add --secret-service' stores a new random key in the
+            desktop keyring: while it is unlocked, commands open the vault without a prompt.
+            'add --passphrase' takes the new passphrase from VAULT_NEW_PASSPHRASE_COMMAND,
+            _FILE, VAULT_NEW_PASSPHRASE or the terminal. 'remove' refuses the last slot, and
+            also deletes a Secret Service slot's key from the keyring.
+            """,
+        examples: [
+            "vault keyslot list", "vault keyslot add --new-keyfile /etc/vault/ci.key",
+            "vault keyslot add --secret-service",
+            "vault keyslot remove 2",
+        ]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        let action = ctx.arguments.positionals.first
+        switch action {
+        case "list":
+            _ = try ctx.positionals("list")
+            let store = try ctx.openVault()
+            let slots = try vault { () throws(VaultError) in try store.keyslots() }
+            if ctx.json {
+                try ctx.printJSON(
+                    slots.map {
+                        KeyslotOutput(
+                            slot: $0.number, kind: $0.kind?.rawValue ?? "damaged",
+                            kdfMemoryMiB: $0.kdf.map { $0.memoryBytes >> 20 },
+                            kdfPasses: $0.kdf?.passes)
+                    })
+                return .ok
+            }
+            var rows = [["SLOT", "KIND", "DETAILS"]]
+            for s in slots {
+                let details = s.kdf.map { "Argon2id, \($0.memoryBytes >> 20) MiB, \($0.passes) passes" } ?? "-"
+                rows.append(["\(s.number)", s.kind?.rawValue ?? "damaged", details])
+            }
+            Format.table(rows).forEach { ctx.console.out($0) }
+            return .ok
+        case "add":
+            _ = try ctx.positionals("add")
+            let choices = ["new-keyfile", "secret-service", "passphrase"].filter { ctx.arguments.options[$0] != nil }
+            guard choices.count == 1 else {
+                throw CLIError.usage(
+                    "add needs one of --new-keyfile PATH, --secret-service, --passphrase", command: "keyslot")
+            }
+            let kdf = try kdfParameters(ctx)
+            let store = try ctx.openVaultDirectly()
+            switch choices[0] {
+            case "new-keyfile":
+                let path = ctx.arguments.value("new-keyfile")!
+                let secret = try vault { () throws(VaultError) in
+                    let secret = try Keyfile.generate()
+                    try Keyfile.write(secret, to: path)
+                    return secret
+                }
+                let number: Int64
+                do throws(VaultError) {
+                    number = try store.addKeyslot(.keyfile(secret))
+                } catch {
+                    Keyfile.discard(path: path)
+                    throw CLIError(error)
+                }
+                ctx.console.info("added keyslot \(number): the key file \(path) opens the vault")
+            case "secret-service":
+                guard SecretService.usable(environment: ctx.environment) else {
+                    throw CLIError(
+                        "no Secret Service to use: DBUS_SESSION_BUS_ADDRESS is not set or libsecret is not installed",
+                        hint: "run this in your desktop session, with libsecret-1-0 installed")
+                }
+                let id = store.vaultID
+                let number = try vault { () throws(VaultError) in
+                    let secret = try Keyfile.generate()
+                    try SecretService.store(secret, vaultID: id)
+                    do throws(VaultError) {
+                        return try store.addKeyslot(.secretService(secret))
+                    } catch {
+                        try? SecretService.clear(vaultID: id)
+                        throw error
+                    }
+                }
+                ctx.console.info(
+                    "added keyslot \(number): the Secret Service opens the vault while your keyring is unlocked")
+            default:
+                let key = try ctx.unlockSources.newPassphrase(prefix: "VAULT_NEW", fileFlag: nil)
+                let number = try vault { () throws(VaultError) in try store.addKeyslot(key, kdf: kdf) }
+                ctx.console.info("added keyslot \(number): the new passphrase opens the vault")
+            }
+            return .ok
+        case "remove":
+            let text = try ctx.positionals("remove", "SLOT")[1]
+            guard let number = Int64(text), number > 0 else {
+                throw CLIError.usage("SLOT must be a slot number from 'vault keyslot list'", command: "keyslot")
+            }
+            let store = try ctx.openVaultDirectly()
+            let kind = try vault { () throws(VaultError) in try store.keyslots() }.first { $0.number == number }?.kind
+            try vault { () throws(VaultError) in try store.removeKeyslot(number) }
+            if kind == .secretService && SecretService.usable(environment: ctx.environment) {
+                let id = store.vaultID
+                do throws(VaultError) { try SecretService.clear(vaultID: id) } catch {
+                    ctx.console.warn("the slot is gone, but its key stays in the keyring: \(error.reason)")
+                }
+            }
+            ctx.console.info("removed keyslot \(number)")
+            return .ok
+        case nil:
+            throw CLIError.usage("missing list, add or remove", command: "keyslot")
+        case let other?:
+            throw CLIError.usage("unknown action '\(other)'", command: "keyslot")
+        }
+    }
+}

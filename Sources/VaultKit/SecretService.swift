@@ -1,0 +1,77 @@
+internal import CSecret
+public import VaultCrypto
+
+/// The Linux Secret Service (gnome-keyring, KeePassXC, ...) as a place for
+/// a keyslot's secret, through libsecret loaded on first use. A vault with
+/// a Secret Service slot opens without a prompt in a desktop session where
+/// the keyring is unlocked; elsewhere it falls back to its other slots.
+public enum SecretService {
+    /// True when a session bus is announced and libsecret can be loaded.
+    /// Nothing is contacted.
+    public static func usable(environment: [String: String]) -> Bool {
+        guard let bus = environment["DBUS_SESSION_BUS_ADDRESS"], !bus.isEmpty else { return false }
+        var err = [CChar](repeating: 0, count: 200)
+        return vault_secret_load(&err, err.count) == 0
+    }
+
+    /// Stores `secret` for the vault with `vaultID`.
+    public static func store(_ secret: SecureBytes, vaultID: [UInt8]) throws(VaultError) {
+        var text = Base64.encode(secret.unsafeCopyToArray(), .urlSafeUnpadded) + [0]
+        defer { secureZero(&text) }
+        var err = [CChar](repeating: 0, count: 300)
+        let label = "vault key \(Array(vaultID.prefix(4)).hex)"
+        let rc = text.withUnsafeBufferPointer { buf in
+            buf.withMemoryRebound(to: CChar.self) {
+                vault_secret_store(vaultID.hex, label, $0.baseAddress, &err, err.count)
+            }
+        }
+        guard rc == 0 else { throw VaultError(.io, message(err)) }
+    }
+
+    /// The secret stored for the vault, or nil when there is none.
+    public static func lookup(vaultID: [UInt8]) throws(VaultError) -> SecureBytes? {
+        let buffer = try wrap { () throws(CryptoError) in try SecureBytes(count: 128) }
+        var err = [CChar](repeating: 0, count: 300)
+        let n = buffer.withUnsafeMutableBytes { out in
+            vault_secret_lookup(
+                vaultID.hex, out.baseAddress!.assumingMemoryBound(to: CChar.self), out.count, &err, err.count)
+        }
+        guard n >= 0 else { throw VaultError(.io, message(err)) }
+        guard n > 0 else { return nil }
+        var text = buffer.unsafeCopyToArray().prefix(Int(n)).map { $0 }
+        defer { secureZero(&text) }
+        guard var raw = Base64.decode(text, .urlSafeUnpadded), raw.count == 32 else {
+            throw VaultError(.damaged, "the Secret Service item for this vault is not a vault key")
+        }
+        defer { secureZero(&raw) }
+        return try wrap { () throws(CryptoError) in try SecureBytes(copying: raw) }
+    }
+
+    /// Removes the vault's item; false when there was none.
+    @discardableResult
+    public static func clear(vaultID: [UInt8]) throws(VaultError) -> Bool {
+        var err = [CChar](repeating: 0, count: 300)
+        let rc = vault_secret_clear(vaultID.hex, &err, err.count)
+        guard rc >= 0 else { throw VaultError(.io, message(err)) }
+        return rc == 1
+    }
+
+    private static func message(_ err: [CChar]) -> String {
+        String(decoding: err.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+extension Vault {
+    /// The vault's id, which names its Secret Service item.
+    public var vaultID: [UInt8] { header.vaultID }
+
+    /// What can be learned about a vault before unlocking it: its id and
+    /// the kinds of its keyslots.
+    public static func inspect(at location: VaultLocation) throws(VaultError) -> (
+        vaultID: [UInt8], slots: [KeyslotInfo.Kind]
+    ) {
+        let locked = try LockedVault(location: location)
+        let kinds = locked.slots.compactMap { (try? $0.result.get()).map { KeyslotInfo(number: 0, slot: $0).kind } }
+        return (locked.header.vaultID, kinds.compactMap { $0 })
+    }
+}
