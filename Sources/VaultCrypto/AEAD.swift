@@ -56,4 +56,33 @@ public enum AEAD {
         guard rc == 0 else { throw CryptoError(.authenticationFailed, "authentication failed") }
         return out
     }
+
+    /// Like `open`, into the start of `scratch` (at least the ciphertext's
+    /// length less the tag), for opening many records without a secure
+    /// allocation each. Returns the plaintext length; on failure `scratch`
+    /// holds nothing of the plaintext.
+    public static func open(
+        _ ciphertext: [UInt8], key: SecureBytes, nonce: [UInt8], associatedData: [UInt8], into scratch: SecureBytes
+    ) throws(CryptoError) -> Int {
+        try Sodium.ready()
+        guard key.count == keyLength, nonce.count == nonceLength else {
+            throw CryptoError(.invalidParameter, "aead key or nonce has the wrong length")
+        }
+        guard ciphertext.count >= tagLength else {
+            throw CryptoError(.authenticationFailed, "ciphertext is shorter than its tag")
+        }
+        guard scratch.count >= ciphertext.count - tagLength else {
+            throw CryptoError(.invalidParameter, "the scratch buffer is too small")
+        }
+        var outLength: UInt64 = 0
+        let rc = scratch.withPointer { o, _ in
+            key.withPointer { k, _ in
+                crypto_aead_xchacha20poly1305_ietf_decrypt(
+                    o, &outLength, nil, ciphertext, UInt64(ciphertext.count),
+                    associatedData, UInt64(associatedData.count), nonce, k)
+            }
+        }
+        guard rc == 0 else { throw CryptoError(.authenticationFailed, "authentication failed") }
+        return Int(outLength)
+    }
 }

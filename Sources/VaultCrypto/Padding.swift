@@ -31,4 +31,16 @@ public enum Padding {
         guard rc == 0 else { throw CryptoError(.invalidPadding, "padding is malformed") }
         return try data.prefix(length)
     }
+
+    /// The unpadded length of the first `count` bytes of `data`.
+    public static func unpaddedLength(_ data: SecureBytes, count: Int, blockSize: Int) throws(CryptoError) -> Int {
+        try Sodium.ready()
+        guard blockSize > 0, count > 0, count <= data.count, count % blockSize == 0 else {
+            throw CryptoError(.invalidPadding, "padded length is not a multiple of the block size")
+        }
+        var length = 0
+        let rc = data.withPointer { d, _ in sodium_unpad(&length, d, count, blockSize) }
+        guard rc == 0 else { throw CryptoError(.invalidPadding, "padding is malformed") }
+        return length
+    }
 }

@@ -20,7 +20,11 @@ public enum _FuzzEntry {
         case "state": _ = try? StateManifest(parsing: bytes)
         case "checksum": _ = try? Checksum.open(bytes, what: "blob")
         case "payload":
-            _ = try? JSONDecoder().decode(PayloadProbe.self, from: Data(bytes))
+            // Differential: when both readers accept a text, they agree.
+            let ours = bytes.withUnsafeBytes { Payload.read($0) }
+            if let ours, let foundation = Payload.decodedWithFoundation(bytes), ours != foundation {
+                fatalError("the payload readers disagree")
+            }
         case "token-response":
             if let json = try? SecureBytes(copying: bytes) {
                 _ = try? TokenResponse(json: json).importedGrant(now: Date(epochSeconds: 1_800_000_000))
@@ -59,11 +63,6 @@ public enum _FuzzEntry {
     /// The fuzz targets by name.
     public static let targets = [
         "header", "keyslot", "state", "checksum", "payload", "token-response", "keyfile", "provider-file", "id-token",
-        "redirect-request", "git-credential", "oauth1-url",
+        "redirect-request", "git-credential", "oauth1-url", "agent-message",
     ]
-
-    private struct PayloadProbe: Decodable {
-        var name: String
-        var grant: Grant?
-    }
 }

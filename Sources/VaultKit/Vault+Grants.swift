@@ -121,15 +121,16 @@ extension Vault {
     }
 
     /// Every readable grant, plus a problem for each record that failed
-    /// authentication, does not match the state, or is missing.
-    public func list() throws(VaultError) -> GrantListing {
+    /// authentication, does not match the state, or is missing. With
+    /// `secrets` false (a listing for display), tokens and client secrets
+    /// are checked but not kept: each present one is an empty string.
+    public func list(secrets: Bool = true) throws(VaultError) -> GrantListing {
         try read { (state: StateManifest) throws(VaultError) in
             var grants: [NamedGrant] = []
             var problems: [VaultError] = []
-            var seen = Set<[UInt8]>()
             var live: [StoredRecord] = []
-            for row in try allRows() {
-                seen.insert(row.id)
+            let rows = try allRows()
+            for row in rows {
                 do throws(VaultError) {
                     try check(row, against: state)
                     if !row.deleted { live.append(row) }
@@ -137,7 +138,7 @@ extension Vault {
                     problems.append(error)
                 }
             }
-            for (row, result) in zip(live, try keys.open(live)) {
+            for (row, result) in zip(live, try keys.open(live, secrets: secrets)) {
                 do throws(VaultError) {
                     let payload = try result.get()
                     guard let grant = payload.grant else { throw VaultError(.damaged, "\(row.label) holds no grant") }
@@ -146,9 +147,14 @@ extension Vault {
                     problems.append(error)
                 }
             }
-            for (id, entry) in state.entries where !seen.contains(id) && !entry.deleted {
-                problems.append(
-                    VaultError(.tampered, "record \(Array(id.prefix(4)).hex) is missing (deleted outside vault)"))
+            // Every live entry of the state has its row unless the counts
+            // differ; only then find which are missing.
+            if state.entries.liveCount != live.count {
+                let seen = Set(rows.map(\.id))
+                for (id, entry) in state.entries.sorted where !seen.contains(id) && !entry.deleted {
+                    problems.append(
+                        VaultError(.tampered, "record \(Array(id.prefix(4)).hex) is missing (deleted outside vault)"))
+                }
             }
             return GrantListing(grants: grants.sorted { $0.name < $1.name }, problems: problems)
         }

@@ -106,7 +106,7 @@ extension Commands {
                     do throws(VaultError) {
                         return try store.addKeyslot(.secretService(secret))
                     } catch {
-                        try? SecretService.clear(vaultID: id)
+                        _ = try? SecretService.clear(vaultID: id)
                         throw error
                     }
                 }

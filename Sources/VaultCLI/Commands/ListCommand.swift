@@ -74,18 +74,22 @@ extension Commands {
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         _ = try ctx.positionals()
         let store = try ctx.openVault()
-        let listing = try vault { () throws(VaultError) in try store.list() }
+        // Tokens are never needed to list: they are not even read into memory.
+        let listing = try vault { () throws(VaultError) in try store.list(secrets: false) }
         let now = ctx.time.now()
-        let summaries = listing.grants.map { GrantSummary(name: $0.name, grant: $0.grant, now: now) }
         if ctx.json {
-            try ctx.printJSON(summaries)
-        } else if !summaries.isEmpty {
+            try ctx.printJSON(listing.grants.map { GrantSummary(name: $0.name, grant: $0.grant, now: now) })
+        } else if !listing.grants.isEmpty {
             var rows = [["NAME", "PROVIDER", "ACCOUNT", "STATE", "EXPIRES"]]
-            for (s, g) in zip(summaries, listing.grants) {
+            rows.reserveCapacity(listing.grants.count + 1)
+            for g in listing.grants {
                 let expiry = g.grant.expiresAt.map { "\(Format.timestamp($0)) (\(Format.relative($0, now: now)))" }
-                rows.append([s.name, s.provider, s.account ?? "-", s.state, expiry ?? "-"])
+                rows.append([
+                    g.name, g.grant.provider, g.grant.account ?? "-", g.grant.state(at: now).rawValue, expiry ?? "-",
+                ])
             }
-            for line in Format.table(rows) { ctx.console.out(line) }
+            // One write for the whole table.
+            Console.write(Format.table(rows).joined(separator: "\n") + "\n", to: 1)
         } else if listing.problems.isEmpty {
             ctx.console.info("the vault holds no grants; add one with 'vault add PROVIDER' or 'vault import NAME'")
         }

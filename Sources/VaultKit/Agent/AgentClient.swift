@@ -143,7 +143,7 @@ final class AgentKeys: VaultKeys {
         return record
     }
 
-    func open(_ records: [StoredRecord]) throws(VaultError) -> [Result<Payload, VaultError>] {
+    func open(_ records: [StoredRecord], secrets: Bool) throws(VaultError) -> [Result<Payload, VaultError>] {
         var results: [Result<Payload, VaultError>] = []
         results.reserveCapacity(records.count)
         var start = 0
@@ -167,8 +167,10 @@ final class AgentKeys: VaultKeys {
                 } else {
                     var raw = try r.bytes()
                     defer { secureZero(&raw) }
-                    let plain = try wrap { () throws(CryptoError) in try SecureBytes(copying: raw) }
-                    results.append(Result { () throws(VaultError) in try Payload(json: plain, label: row.label) })
+                    let parsed = raw.withUnsafeBytes { (plain: UnsafeRawBufferPointer) in
+                        Result { () throws(VaultError) in try Payload(json: plain, label: row.label, secrets: secrets) }
+                    }
+                    results.append(parsed)
                 }
             }
             try r.finish()

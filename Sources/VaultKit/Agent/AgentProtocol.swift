@@ -10,12 +10,13 @@ internal import VaultCrypto
 /// oversized fields and trailing bytes are refused.
 enum AgentProtocol {
     static let version: UInt8 = 1
-    /// Largest message body either side accepts.
-    static let maxLength = 1 << 20
+    /// Largest message body either side accepts (a state of 300,000
+    /// grants fits).
+    static let maxLength = 8 << 20
     /// Largest batch of records a client puts in one `open` request.
     static let batchBytes = 256 << 10
-    /// Largest single field (a grant's payload is far smaller).
-    static let maxField = 256 << 10
+    /// Largest single field: a state body (25 bytes per grant).
+    static let maxField = 8 << 20
 
     enum Operation: UInt8, CaseIterable {
         /// Vault id (16) → unlocked u8, pid u32, idle left u32, hard left u32.
@@ -180,7 +181,7 @@ enum AgentRequest {
     case stateMAC([UInt8])
 
     /// The most records one `open` may carry.
-    static let maxRecords = AgentProtocol.maxLength / 64
+    static let maxRecords = 100_000
 
     init(parsing body: [UInt8]) throws(VaultError) {
         var r = MessageReader(body)

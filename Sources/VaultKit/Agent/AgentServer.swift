@@ -307,15 +307,13 @@ public final class AgentServer {
             w.bytes(record.nonce)
             w.bytes(record.ciphertext)
         case .open(let rows):
+            let scratch = try keys.scratchBuffer(for: rows)
             for row in rows {
                 do throws(VaultError) {
-                    let plain = try keys.openPlain(row)
-                    let payload = try Payload(json: plain, label: row.label)
-                    guard try keys.nameHash(payload.name) == row.nameHash else {
-                        throw VaultError(.tampered, "\(row.label) holds a grant of another name")
+                    var bytes = try keys.openChecked(row, scratch: scratch) { plain, _ throws(VaultError) in
+                        Array(plain)
                     }
                     w.u8(0)
-                    var bytes = plain.unsafeCopyToArray()
                     w.bytes(bytes)
                     secureZero(&bytes)
                 } catch {

@@ -2,7 +2,7 @@ import FoundationEssentials
 internal import VaultCrypto
 
 /// The plaintext inside a record: its name and grant (no grant for a tombstone).
-struct Payload {
+struct Payload: Equatable {
     var name: String
     var grant: Grant?
 
@@ -31,16 +31,26 @@ struct Payload {
     }
 
     /// Parses a record's plaintext; `label` names the record in errors.
-    init(json plain: SecureBytes, label: String) throws(VaultError) {
-        var data = plain.withUnsafeBytes { Data($0) }
-        defer { data.withUnsafeMutableBytes { secureZero($0) } }
-        let wire: Wire
-        do {
-            wire = try JSONDecoder().decode(Wire.self, from: data)
-        } catch {
-            throw VaultError(.damaged, "\(label) holds a malformed grant")
+    init(json plain: SecureBytes, label: @autoclosure () -> String) throws(VaultError) {
+        self = try plain.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws(VaultError) in
+            try Payload(json: bytes, label: label())
         }
-        name = wire.name
-        grant = wire.grant
+    }
+
+    /// Parses plaintext held elsewhere (a scratch buffer), with the strict
+    /// reader of PayloadCodec.swift rather than Foundation's decoder.
+    init(json plain: UnsafeRawBufferPointer, label: @autoclosure () -> String, secrets: Bool = true)
+        throws(VaultError)
+    {
+        guard let payload = Payload.read(plain, secrets: secrets) else {
+            throw VaultError(.damaged, "\(label()) holds a malformed grant")
+        }
+        self = payload
+    }
+
+    /// Parses with Foundation's decoder (the fuzz target compares the two).
+    static func decodedWithFoundation(_ bytes: [UInt8]) -> Payload? {
+        guard let wire = try? JSONDecoder().decode(Wire.self, from: Data(bytes)) else { return nil }
+        return Payload(name: wire.name, grant: wire.grant)
     }
 }

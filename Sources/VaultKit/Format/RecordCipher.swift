@@ -59,6 +59,23 @@ struct RecordCipher {
             id: id, nameHash: nameHash, version: version, deleted: deleted, nonce: nonce, ciphertext: ciphertext)
     }
 
+    /// Authenticates and decrypts a row into the start of `scratch`, which
+    /// must hold the ciphertext's length; returns the payload's length.
+    func open(_ record: StoredRecord, into scratch: SecureBytes) throws(VaultError) -> Int {
+        guard record.id.count == 16, record.nameHash.count == 32, record.nonce.count == AEAD.nonceLength else {
+            throw VaultError(.damaged, "\(record.label) has malformed columns")
+        }
+        let ad = associatedData(
+            id: record.id, version: record.version, deleted: record.deleted, nameHash: record.nameHash)
+        do {
+            let n = try AEAD.open(
+                record.ciphertext, key: recordKey, nonce: record.nonce, associatedData: ad, into: scratch)
+            return try Padding.unpaddedLength(scratch, count: n, blockSize: RecordCipher.blockSize)
+        } catch {
+            throw VaultError(.tampered, "\(record.label) failed authentication (damaged or tampered)")
+        }
+    }
+
     /// Authenticates and decrypts a row into its payload.
     func open(_ record: StoredRecord) throws(VaultError) -> SecureBytes {
         guard record.id.count == 16, record.nameHash.count == 32, record.nonce.count == AEAD.nonceLength else {
@@ -84,8 +101,9 @@ protocol VaultKeys: AnyObject {
     func seal(_ payload: Payload, id: [UInt8], version: UInt64, deleted: Bool, nameHash: [UInt8])
         throws(VaultError) -> StoredRecord
     /// Authenticates, decrypts and parses rows, checking that each name
-    /// hashes to its row's lookup hash. One result per row, in order.
-    func open(_ records: [StoredRecord]) throws(VaultError) -> [Result<Payload, VaultError>]
+    /// hashes to its row's lookup hash. One result per row, in order. With
+    /// `secrets` false, tokens and client secrets read as empty strings.
+    func open(_ records: [StoredRecord], secrets: Bool) throws(VaultError) -> [Result<Payload, VaultError>]
     /// The MAC of a state body, bound to the vault header.
     func stateMAC(_ body: [UInt8]) throws(VaultError) -> [UInt8]
     /// The master key, for keyslot changes; nil when the keys are elsewhere.
@@ -95,7 +113,7 @@ protocol VaultKeys: AnyObject {
 extension VaultKeys {
     /// Opens one row.
     func open(_ record: StoredRecord) throws(VaultError) -> Payload {
-        guard let result = try open([record]).first else {
+        guard let result = try open([record], secrets: true).first else {
             throw VaultError(.internalError, "no answer for \(record.label)")
         }
         return try result.get()
@@ -132,20 +150,41 @@ final class LocalKeys: VaultKeys {
             payload: try payload.sealedBytes(), id: id, version: version, deleted: deleted, nameHash: nameHash)
     }
 
-    func open(_ records: [StoredRecord]) throws(VaultError) -> [Result<Payload, VaultError>] {
-        records.map { row in
+    func open(_ records: [StoredRecord], secrets: Bool) throws(VaultError) -> [Result<Payload, VaultError>] {
+        // One secure buffer for all rows: a secure allocation costs several
+        // system calls, far more than decrypting a record.
+        let scratch = try scratchBuffer(for: records)
+        return records.map { row in
             Result { () throws(VaultError) in
-                let payload = try Payload(json: try cipher.open(row), label: row.label)
-                guard try cipher.nameHash(payload.name) == row.nameHash else {
-                    throw VaultError(.tampered, "\(row.label) holds a grant of another name")
-                }
-                return payload
+                try openChecked(row, scratch: scratch, secrets: secrets) { _, payload throws(VaultError) in payload }
             }
         }
     }
 
-    /// Decrypts a row without parsing it, for the agent to pass on.
-    func openPlain(_ record: StoredRecord) throws(VaultError) -> SecureBytes { try cipher.open(record) }
+    /// A secure buffer large enough for the largest of `records`.
+    func scratchBuffer(for records: [StoredRecord]) throws(VaultError) -> SecureBytes {
+        let size = max(RecordCipher.blockSize, records.map(\.ciphertext.count).max() ?? 0)
+        return try wrap { () throws(CryptoError) in try SecureBytes(count: size) }
+    }
+
+    /// Decrypts `row` into `scratch`, parses it, checks that its name
+    /// hashes to the row's lookup hash, then hands the plaintext to `body`;
+    /// the scratch is zeroed afterwards.
+    func openChecked<R>(
+        _ row: StoredRecord, scratch: SecureBytes, secrets: Bool = true,
+        _ body: (UnsafeRawBufferPointer, Payload) throws(VaultError) -> R
+    ) throws(VaultError) -> R {
+        defer { scratch.withUnsafeMutableBytes { secureZero($0) } }
+        let length = try cipher.open(row, into: scratch)
+        return try scratch.withUnsafeBytes { (all: UnsafeRawBufferPointer) throws(VaultError) -> R in
+            let plain = UnsafeRawBufferPointer(rebasing: all[..<length])
+            let payload = try Payload(json: plain, label: row.label, secrets: secrets)
+            guard try cipher.nameHash(payload.name) == row.nameHash else {
+                throw VaultError(.tampered, "\(row.label) holds a grant of another name")
+            }
+            return try body(plain, payload)
+        }
+    }
 
     func stateMAC(_ body: [UInt8]) throws(VaultError) -> [UInt8] {
         try StateManifest.mac(body, header: header, key: stateKey)

@@ -1,3 +1,4 @@
+internal import Glibc
 internal import VaultCrypto
 
 /// The authenticated list of records and their versions (see docs/format.md,
@@ -16,7 +17,86 @@ struct StateManifest: Equatable {
 
     var generation: UInt64
     /// Entries by record id (16 bytes).
-    var entries: [[UInt8]: Entry]
+    var entries: Entries
+
+    /// The entries as read (sorted, 25 bytes each: id, version, deleted) and
+    /// the changes made since, so that reading one entry of ten thousand
+    /// allocates nothing: lookups binary-search the stored bytes.
+    struct Entries: Equatable, Sequence {
+        private var stored: [UInt8] = []
+        private var changed: [[UInt8]: Entry] = [:]
+        static let width = 25
+
+        init() {}
+
+        init(_ dictionary: [[UInt8]: Entry]) { changed = dictionary }
+
+        /// Entries already checked to be sorted, unique and well-formed.
+        init(sorted bytes: [UInt8]) { stored = bytes }
+
+        private var storedCount: Int { stored.count / Entries.width }
+
+        private func storedIndex(_ id: [UInt8]) -> Int? {
+            guard id.count == 16 else { return nil }
+            return stored.withUnsafeBufferPointer { buf -> Int? in
+                var low = 0
+                var high = storedCount
+                while low < high {
+                    let mid = (low + high) / 2
+                    let c = id.withUnsafeBufferPointer {
+                        memcmp(buf.baseAddress! + mid * Entries.width, $0.baseAddress!, 16)
+                    }
+                    if c == 0 { return mid }
+                    if c < 0 { low = mid + 1 } else { high = mid }
+                }
+                return nil
+            }
+        }
+
+        private func storedEntry(_ i: Int) -> (id: [UInt8], entry: Entry) {
+            let base = i * Entries.width
+            let version = stored[(base + 16)..<(base + 24)].reduce(UInt64(0)) { ($0 << 8) | UInt64($1) }
+            return (Array(stored[base..<(base + 16)]), Entry(version: version, deleted: stored[base + 24] == 1))
+        }
+
+        subscript(id: [UInt8]) -> Entry? {
+            get {
+                if let e = changed[id] { return e }
+                return storedIndex(id).map { storedEntry($0).entry }
+            }
+            set { changed[id] = newValue }
+        }
+
+        /// Every entry, sorted by id.
+        var sorted: [(id: [UInt8], entry: Entry)] {
+            var all: [[UInt8]: Entry] = [:]
+            all.reserveCapacity(storedCount + changed.count)
+            for i in 0..<storedCount {
+                let (id, e) = storedEntry(i)
+                all[id] = e
+            }
+            for (id, e) in changed { all[id] = e }
+            return all.keys.sorted { $0.lexicographicallyPrecedes($1) }.map { ($0, all[$0]!) }
+        }
+
+        var count: Int { sorted.count }
+
+        /// How many entries are not tombstones, without building anything.
+        var liveCount: Int {
+            guard !changed.isEmpty else {
+                var n = 0
+                for i in 0..<storedCount where stored[i * Entries.width + 24] == 0 { n += 1 }
+                return n
+            }
+            return sorted.filter { !$0.entry.deleted }.count
+        }
+
+        func makeIterator() -> IndexingIterator<[(id: [UInt8], entry: Entry)]> { sorted.makeIterator() }
+
+        static func == (a: Entries, b: Entries) -> Bool {
+            a.sorted.elementsEqual(b.sorted) { $0.id == $1.id && $0.entry == $1.entry }
+        }
+    }
 
     /// Encodes the state and appends the MAC that `keys` compute.
     func encoded(keys: any VaultKeys) throws(VaultError) -> [UInt8] {
@@ -24,9 +104,9 @@ struct StateManifest: Equatable {
         w.append(StateManifest.magic)
         w.append(StateManifest.stateVersion)
         w.append(generation)
-        w.append(UInt32(entries.count))
-        for id in entries.keys.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
-            let e = entries[id]!
+        let all = entries.sorted
+        w.append(UInt32(all.count))
+        for (id, e) in all {
             w.append(id)
             w.append(e.version)
             w.append(UInt8(e.deleted ? 1 : 0))
@@ -70,27 +150,28 @@ struct StateManifest: Equatable {
         generation = try r.u64()
         let count = Int(try r.u32())
         guard count * 25 == r.remaining else { throw VaultError(.damaged, "\(what) has a wrong entry count") }
-        var entries: [[UInt8]: Entry] = [:]
-        entries.reserveCapacity(count)
-        var previous: [UInt8]? = nil
-        for _ in 0..<count {
-            let id = try r.read(16)
-            let version = try r.u64()
-            let deleted = try r.u8()
-            guard deleted <= 1, version >= 1 else { throw VaultError(.damaged, "\(what) has a malformed entry") }
-            if let previous, !previous.lexicographicallyPrecedes(id) {
-                throw VaultError(.damaged, "\(what) entries are out of order")
+        // Checked in place: ids strictly increasing, versions positive,
+        // flags 0 or 1. The bytes are then kept and searched, not copied
+        // into a dictionary.
+        let raw = try r.read(count * Entries.width)
+        try raw.withUnsafeBufferPointer { (buf: UnsafeBufferPointer<UInt8>) throws(VaultError) in
+            for i in 0..<count {
+                let e = buf.baseAddress! + i * Entries.width
+                var nonzero = false
+                for k in 16..<24 where e[k] != 0 { nonzero = true }
+                guard e[24] <= 1, nonzero else { throw VaultError(.damaged, "\(what) has a malformed entry") }
+                if i > 0 && memcmp(e - Entries.width, e, 16) >= 0 {
+                    throw VaultError(.damaged, "\(what) entries are out of order")
+                }
             }
-            previous = id
-            entries[id] = Entry(version: version, deleted: deleted == 1)
         }
         try r.finish()
-        self.entries = entries
+        self.entries = Entries(sorted: raw)
     }
 
     init(generation: UInt64, entries: [[UInt8]: Entry]) {
         self.generation = generation
-        self.entries = entries
+        self.entries = Entries(entries)
     }
 }
 

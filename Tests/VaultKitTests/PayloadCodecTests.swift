@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+
+@testable import VaultKit
+
+@Suite("the payload JSON reader")
+struct PayloadCodecTests {
+    func read(_ text: String) -> Payload? {
+        Array(text.utf8).withUnsafeBytes { Payload.read($0) }
+    }
+
+    /// `value` in a key the reader skips: it must still be valid JSON.
+    func readWithExtra(_ value: String) -> Payload? { read(#"{"name":"n","extra":"# + value + "}") }
+
+    @Test(
+        "refuses what RFC 8259 refuses, even in keys it skips",
+        arguments: [
+            "", " ", "{", "}", "[1,]", "{\"a\":1,}", "{'a':1}", "01", "-", "1.", ".5", "1e", "+1", "tru", "nul",
+            "\"\\x\"", "\"\\ud800\"", "\"\\udc00\"", "\"\\ud800\\u0041\"", "\"a\u{1}\"", "\"\\u12g4\"", "{\"a\" 1}",
+            "[1 2]", "\"unterminated", "1 2", "[]]",
+            String(repeating: "[", count: 33) + String(repeating: "]", count: 33),
+        ])
+    func refuses(_ value: String) {
+        #expect(readWithExtra(value) == nil, "\(value)")
+    }
+
+    @Test("reads every form, escapes and surrogate pairs included")
+    func reads() throws {
+        #expect(readWithExtra(#" {"a" : [1, -0, 2.5, 1e3, true, false, null, "x", {}, []]} "#) != nil)
+        #expect(read(#"{"name":"\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00"}"#)?.name == "\"\\/\u{8}\u{c}\n\r\té😀")
+        #expect(read(#"{"name":"é","grant":null}"#) == Payload(name: "é", grant: nil))
+        let deep = String(repeating: "[", count: 30) + String(repeating: "]", count: 30)
+        #expect(readWithExtra(deep) != nil)
+        // Invalid UTF-8 inside a string, a key given twice, a missing name.
+        #expect(
+            ([0x7b, 0x22, 0x6e, 0x61, 0x6d, 0x65, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d] as [UInt8]).withUnsafeBytes {
+                Payload.read($0)
+            } == nil)
+        #expect(read(#"{"name":"a","name":"b"}"#) == nil)
+        #expect(read(#"{"grant":null}"#) == nil)
+        // Grant fields keep their types; created_at and provider are required.
+        #expect(read(#"{"name":"n","grant":{"provider":"p","created_at":1.5}}"#) == nil)
+        #expect(read(#"{"name":"n","grant":{"provider":"p"}}"#) == nil)
+        #expect(read(#"{"name":"n","grant":{"provider":"p","created_at":1,"expires_at":"soon"}}"#) == nil)
+        #expect(read(#"{"name":"n","grant":{"provider":"p","created_at":1,"kind":"saml"}}"#) == nil)
+        #expect(read(#"{"name":"n","grant":{"provider":"p","created_at":9223372036854775808}}"#) == nil)
+        #expect(read(#"{"name":"n","grant":{"provider":"p","created_at":1,"scopes":["a",1]}}"#) == nil)
+    }
+
+    @Test("agrees with Foundation's decoder on what vault writes")
+    func agreesWithFoundation() throws {
+        let grant = Grant(
+            provider: "google", account: "a@example.com", accessToken: "ya29.\"quoted\"/\\", refreshToken: "1//r",
+            tokenType: "Bearer", expiresAt: Date(epochSeconds: 1_800_000_000), scopes: ["openid", "emoji 😀"],
+            idToken: "h.p.s",
+            providerConfiguration: ProviderConfiguration(tokenEndpoint: "https://oauth2.example/token", clientID: "c"),
+            createdAt: Date(epochSeconds: 1_700_000_000), dead: true, deadReason: "invalid_grant")
+        for payload in [Payload(name: "wörk", grant: grant), Payload(name: "gone", grant: nil)] {
+            let bytes = try payload.sealedBytes().unsafeCopyToArray()
+            let ours = try bytes.withUnsafeBytes { try Payload(json: $0, label: "record") }
+            #expect(ours == payload)
+            #expect(Payload.decodedWithFoundation(bytes) == ours)
+        }
+    }
+}
