@@ -37,23 +37,11 @@ public enum AEAD {
     public static func open(
         _ ciphertext: [UInt8], key: SecureBytes, nonce: [UInt8], associatedData: [UInt8]
     ) throws(CryptoError) -> SecureBytes {
-        try Sodium.ready()
-        guard key.count == keyLength, nonce.count == nonceLength else {
-            throw CryptoError(.invalidParameter, "aead key or nonce has the wrong length")
-        }
         guard ciphertext.count >= tagLength else {
             throw CryptoError(.authenticationFailed, "ciphertext is shorter than its tag")
         }
         let out = try SecureBytes(count: ciphertext.count - tagLength)
-        var outLength: UInt64 = 0
-        let rc = out.withPointer { o, _ in
-            key.withPointer { k, _ in
-                crypto_aead_xchacha20poly1305_ietf_decrypt(
-                    o, &outLength, nil, ciphertext, UInt64(ciphertext.count),
-                    associatedData, UInt64(associatedData.count), nonce, k)
-            }
-        }
-        guard rc == 0 else { throw CryptoError(.authenticationFailed, "authentication failed") }
+        _ = try open(ciphertext, key: key, nonce: nonce, associatedData: associatedData, into: out)
         return out
     }
 
