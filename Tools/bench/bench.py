@@ -6,6 +6,7 @@ reported with its ratio to vault's. Everything lives in a temporary
 directory that is removed at the end; no network is used.
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import shutil
@@ -25,11 +26,32 @@ def median_ms(cmd, env, runs, stdin=None):
     return statistics.median(samples)
 
 
+def peak_rss_mib(cmd, env):
+    """The largest resident set of one run of cmd, in MiB (from wait4)."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return usage.ru_maxrss / 1024
+
+
+def fill(vault, env, count, workers=4):
+    """Imports count grants g0..g{count-1}, with a few processes at once."""
+    def one(i):
+        token = {"access_token": "ya29.bench-%06d" % i, "refresh_token": "1//bench-%06d" % i,
+                 "expires_in": 3600, "scope": "openid email", "provider": "google",
+                 "account": "user%d@example.com" % i}
+        subprocess.run([vault, "import", "g%d" % i], env=env, input=json.dumps(token).encode(), check=True,
+                       stderr=subprocess.DEVNULL)
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        list(pool.map(one, range(count)))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--vault", required=True)
     ap.add_argument("--grants", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--big", type=int, default=10000, help="grants in the second vault for vault list (0: skip)")
     args = ap.parse_args()
     vault = os.path.abspath(args.vault)
     home = tempfile.mkdtemp(prefix="vault-bench-")
@@ -39,12 +61,7 @@ def main():
         subprocess.run([vault, "init", "--keyfile", home + "/key"], env=env, check=True, stderr=subprocess.DEVNULL)
         env["VAULT_KEYFILE"] = home + "/key"
         start = time.perf_counter()
-        for i in range(args.grants):
-            token = {"access_token": "ya29.bench-%06d" % i, "refresh_token": "1//bench-%06d" % i,
-                     "expires_in": 3600, "scope": "openid email", "provider": "google",
-                     "account": "user%d@example.com" % i}
-            subprocess.run([vault, "import", "g%d" % i], env=env, input=json.dumps(token).encode(), check=True,
-                           stderr=subprocess.DEVNULL)
+        fill(vault, env, args.grants)
         import_ms = (time.perf_counter() - start) * 1000 / args.grants
 
         rows = []
@@ -52,6 +69,28 @@ def main():
         rows.append(("vault show g%d" % (args.grants // 2), median_ms([vault, "show", "g%d" % (args.grants // 2)], env, args.runs)))
         rows.append(("vault token g%d (fresh, key file)" % (args.grants // 2), median_ms([vault, "token", "g%d" % (args.grants // 2)], env, args.runs)))
         rows.append(("vault --version (process start)", median_ms([vault, "--version"], env, args.runs)))
+        # Through the agent: started once with the key file, then asked
+        # without any key source.
+        runtime = home + "/run"
+        os.makedirs(runtime, mode=0o700)
+        agent_env = dict(env, XDG_RUNTIME_DIR=runtime)
+        subprocess.run([vault, "agent"], env=agent_env, check=True, stderr=subprocess.DEVNULL)
+        del agent_env["VAULT_KEYFILE"]
+        middle = "g%d" % (args.grants // 2)
+        agent_row = "vault token %s (fresh, agent)" % middle
+        rows.append((agent_row, median_ms([vault, "token", middle], agent_env, args.runs)))
+        rss_agent = peak_rss_mib([vault, "token", middle], agent_env)
+        rss_keyfile = peak_rss_mib([vault, "token", middle], env)
+        subprocess.run([vault, "lock"], env=agent_env, check=True, stderr=subprocess.DEVNULL)
+        if args.big:
+            big_env = dict(env, VAULT_HOME=home + "/big")
+            subprocess.run([vault, "init", "--keyfile", home + "/big.key"], env=big_env, check=True,
+                           stderr=subprocess.DEVNULL)
+            big_env["VAULT_KEYFILE"] = home + "/big.key"
+            fill(vault, big_env, args.big)
+            rows.append(("vault list (%d grants)" % args.big, median_ms([vault, "list"], big_env, max(5, args.runs // 2))))
+            rows.append(("vault token g%d (%d grants, key file)" % (args.big // 2, args.big),
+                         median_ms([vault, "token", "g%d" % (args.big // 2)], big_env, args.runs)))
 
         peers = []
         # age: decrypt one small secret with an identity file.
@@ -82,16 +121,21 @@ def main():
             peers.append(("gh auth token", median_ms(["gh", "auth", "token"], env, args.runs)))
 
         base = dict(rows)
-        print("vault import: %.1f ms per grant while filling the vault" % import_ms)
-        print("%-36s %10s" % ("command", "median ms"))
+        print("vault import: %.1f ms of wall time per grant, four importers at once" % import_ms)
+        print("%-44s %10s" % ("command", "median ms"))
         for name, ms in rows + peers:
-            print("%-36s %10.2f" % (name, ms))
+            print("%-44s %10.2f" % (name, ms))
         show = base["vault show g%d" % (args.grants // 2)]
         token = base["vault token g%d (fresh, key file)" % (args.grants // 2)]
         listing = base["vault list (%d grants)" % args.grants]
+        print("%-44s %10.1f" % ("peak RSS of vault token, agent (MiB)", rss_agent))
+        print("%-44s %10.1f" % ("peak RSS of vault token, key file (MiB)", rss_keyfile))
         print()
+        agent_token = base[agent_row]
+        for peer, ms in peers:
+            print("%-44s vault token via agent / this = %.2f" % (peer, agent_token / ms))
         for name, ms in peers:
-            print("%-36s vault token / this = %.2f, vault show / this = %.2f, vault list / this = %.2f"
+            print("%-44s vault token (key file) / this = %.2f, vault show / this = %.2f, vault list / this = %.2f"
                   % (name, token / ms, show / ms, listing / ms))
     finally:
         subprocess.run(["gpgconf", "--kill", "all"], env={"GNUPGHOME": home + "/gnupg", "PATH": "/usr/bin:/bin"},
