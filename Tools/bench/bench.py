@@ -26,12 +26,14 @@ def median_ms(cmd, env, runs, stdin=None):
     return statistics.median(samples)
 
 
-def peak_rss_mib(cmd, env):
-    """The largest resident set of one run of cmd, in MiB (from wait4)."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return usage.ru_maxrss / 1024
+def peak_rss_mib(cmd, env, scratch):
+    """The largest resident set of one run of cmd, in MiB, as GNU time reports
+    it (a child forked from Python would inherit Python's own high-water mark)."""
+    out = scratch + "/rss"
+    subprocess.run(["/usr/bin/time", "-o", out, "-f", "%M"] + cmd, env=env, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, check=True)
+    with open(out) as f:
+        return int(f.read().split()[-1]) / 1024
 
 
 def fill(vault, env, count, workers=4):
@@ -79,8 +81,8 @@ def main():
         middle = "g%d" % (args.grants // 2)
         agent_row = "vault token %s (fresh, agent)" % middle
         rows.append((agent_row, median_ms([vault, "token", middle], agent_env, args.runs)))
-        rss_agent = peak_rss_mib([vault, "token", middle], agent_env)
-        rss_keyfile = peak_rss_mib([vault, "token", middle], env)
+        rss_agent = peak_rss_mib([vault, "token", middle], agent_env, home)
+        rss_keyfile = peak_rss_mib([vault, "token", middle], env, home)
         subprocess.run([vault, "lock"], env=agent_env, check=True, stderr=subprocess.DEVNULL)
         if args.big:
             big_env = dict(env, VAULT_HOME=home + "/big")
@@ -91,6 +93,7 @@ def main():
             rows.append(("vault list (%d grants)" % args.big, median_ms([vault, "list"], big_env, max(5, args.runs // 2))))
             rows.append(("vault token g%d (%d grants, key file)" % (args.big // 2, args.big),
                          median_ms([vault, "token", "g%d" % (args.big // 2)], big_env, args.runs)))
+            rss_big = peak_rss_mib([vault, "token", "g%d" % (args.big // 2)], big_env, home)
 
         peers = []
         # age: decrypt one small secret with an identity file.
@@ -130,6 +133,8 @@ def main():
         listing = base["vault list (%d grants)" % args.grants]
         print("%-44s %10.1f" % ("peak RSS of vault token, agent (MiB)", rss_agent))
         print("%-44s %10.1f" % ("peak RSS of vault token, key file (MiB)", rss_keyfile))
+        if args.big:
+            print("%-44s %10.1f" % ("peak RSS of vault token, %d grants (MiB)" % args.big, rss_big))
         print()
         agent_token = base[agent_row]
         for peer, ms in peers:
