@@ -114,6 +114,17 @@ struct AgentTests {
         #expect(try home.run("agent", "--status").status == 77)
     }
 
+    @Test("a vault replaced at the same path is not served by the old vault's agent")
+    func replacedVault() throws {
+        let a = AgentHome()
+        let pid = try a.startWithGrant()
+        try FileManager.default.removeItem(atPath: a.home.path + "/vault")
+        try a.home.initKeyfileVault()
+        try a.home.run("import", "g", stdin: Home.tokenJSON("new-vault-token"))
+        #expect(try a.home.run("token", "g").stdout == "new-vault-token\n")
+        #expect(AgentHome.gone(pid, within: 5), "the old agent locked and exited")
+    }
+
     @Test("the agent locks after its idle timeout and after its hard timeout")
     func timeouts() throws {
         let idle = AgentHome()

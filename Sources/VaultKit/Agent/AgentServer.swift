@@ -286,6 +286,11 @@ public final class AgentServer {
         default:
             break
         }
+        // The vault file must still be the one unlocked (not replaced by a
+        // new vault at the same path since).
+        if let known = databaseIdentity, identity(location.databasePath).map({ $0 != known }) ?? true {
+            lockKeys("the vault file was replaced or removed")
+        }
         guard let vault, let keys = localKeys else {
             throw VaultError(.locked, "the agent is locked")
         }
