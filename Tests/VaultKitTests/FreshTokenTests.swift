@@ -65,7 +65,7 @@ struct FreshTokenTests {
             _ = try store.freshGrant("work", transport: FakeTransport([(status, body, [])]))
             Issue.record("no error")
         } catch {
-            #expect((error as? VaultError)?.code == (dies ? .dead : .transient))
+            #expect(error.code == (dies ? .dead : .transient))
         }
         #expect(try store.load("work").dead == dies)
         if !dies { #expect(try store.allRows().map(\.ciphertext) == before.map(\.ciphertext)) }
