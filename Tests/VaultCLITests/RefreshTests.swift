@@ -221,13 +221,22 @@ struct RefreshTests {
     @Test("SIGKILL during refreshes never leaves a half-written grant")
     func killDuringRefresh() throws {
         _ = try importGrant("k")
+        // The kill delay follows the machine: it shrinks after a run that
+        // completed and grows after one that was killed, so the kills keep
+        // landing inside refreshes however fast or loaded the machine is.
+        var window = 50_000.0
         var rng = SystemRandomNumberGenerator()
         var killed = 0
         for _ in 0..<40 {
             let p = try home.start("token", "k", "--force-refresh")
-            usleep(UInt32.random(in: 0...60_000, using: &rng))
+            usleep(UInt32(Double.random(in: 0...window, using: &rng)))
             p.signal(SIGKILL)
-            if p.wait().status == 128 + SIGKILL { killed += 1 }
+            if p.wait().status == 128 + SIGKILL {
+                killed += 1
+                window *= 1.25
+            } else {
+                window = max(2_000, window * 0.8)
+            }
             let listed = try home.run("list", "--json")
             #expect(listed.status == 0 && listed.stderr.isEmpty, "\(listed.stderr)")
         }

@@ -44,8 +44,12 @@ public final class FixtureServer: @unchecked Sendable {
     public var base: String { "http://127.0.0.1:\(port)" }
 
     deinit {
+        // Closing stdin asks the script to stop its servers by PID; give it
+        // the time to, and only then terminate it.
         try? stdin.fileHandleForWriting.close()
-        process.terminate()
+        let deadline = Date().addingTimeInterval(15)
+        while process.isRunning && Date() < deadline { usleep(20_000) }
+        if process.isRunning { process.terminate() }
         process.waitUntilExit()
     }
 }

@@ -37,3 +37,52 @@ def stop_pid(pid, group=False):
         kill(pid, signal.SIGKILL)
     except OSError:
         pass
+
+
+def no_redirect_opener():
+    """A urllib opener that ignores proxy settings and follows no redirect."""
+    import urllib.request
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *a, **k):
+            return None
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    opener.add_handler(NoRedirect())
+    return opener
+
+
+def serve_http_until_stdin_closes(handler):
+    """Serves handler on 127.0.0.1 at a free port, prints the port, and
+    returns when stdin closes."""
+    import sys
+    import threading
+    from http.server import ThreadingHTTPServer
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    print(server.server_address[1], flush=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    sys.stdin.read()
+
+
+def run_apache_until_stdin_closes(d, conf, port, info):
+    """Starts a private Apache with configuration conf (PidFile in d/run),
+    prints info as JSON once it listens on port, and stops it by its PID
+    when stdin closes (children of a master that died hard are killed)."""
+    import json
+    import subprocess
+    import sys
+    with open(d + "/httpd.conf", "w") as f:
+        f.write(conf)
+    env = dict(os.environ, APACHE_RUN_DIR=d + "/run", APACHE_LOCK_DIR=d + "/run", APACHE_LOG_DIR=d + "/logs")
+    subprocess.run(["apache2", "-f", d + "/httpd.conf", "-k", "start"], check=True, env=env)
+    wait_for_port(port)
+    print(json.dumps(info), flush=True)
+    try:
+        sys.stdin.read()
+    finally:
+        try:
+            stop_pid(int(open(d + "/run/httpd.pid").read()))
+        except (OSError, ValueError):
+            pass
+        subprocess.run(["pkill", "-KILL", "-f", "apache2 -f " + d + "/httpd.conf"])

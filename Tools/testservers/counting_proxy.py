@@ -17,20 +17,14 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from common import no_redirect_opener, serve_http_until_stdin_closes
 
 UPSTREAM = sys.argv[1].rstrip("/")
 LOCK = threading.Lock()
 STATE = {"down": False, "status": 0, "requests": 0, "grant_types": {}}
-OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-class NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *a, **k):
-        return None
-
-
-OPENER.add_handler(NoRedirect())
+OPENER = no_redirect_opener()
 
 
 class Proxy(BaseHTTPRequestHandler):
@@ -86,11 +80,7 @@ class Proxy(BaseHTTPRequestHandler):
 
 
 def main():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
-    server.daemon_threads = True
-    print(server.server_address[1], flush=True)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    sys.stdin.read()
+    serve_http_until_stdin_closes(Proxy)
 
 
 if __name__ == "__main__":

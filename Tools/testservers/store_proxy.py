@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""A fault-injecting HTTP proxy in front of a sync store, for tests.
+
+  store_proxy.py UPSTREAM_BASE
+
+Binds 127.0.0.1 on a free port, prints the port, forwards every request to
+UPSTREAM_BASE with the same path, and serves until stdin closes. It keeps
+every body it forwarded on a PUT, per path, to replay old ones. Control
+(GET, answered by the proxy itself):
+  /__mode/NAME     one of:
+     pass          forward (the default)
+     nocas         drop If-Match and If-None-Match (a store that ignores them)
+     old           answer GET with the previous body PUT at that path
+     flip          flip one byte in the middle of GET bodies
+     truncate      cut GET bodies in half
+     html          answer everything 200 with an HTML login page
+     412           answer every PUT 412
+     500           answer everything 500
+     stall         accept, then send nothing for 60 s
+     redirect      answer everything 302 to another host
+  /__fail/N        answer the next N requests 500, then go back to the mode
+  /__counts        JSON: requests and PUT body bytes seen since the last reset
+  /__reset         zero the counts
+"""
+import json
+import signal
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler
+
+from common import no_redirect_opener, serve_http_until_stdin_closes
+
+UPSTREAM = sys.argv[1].rstrip("/")
+LOCK = threading.Lock()
+STATE = {"mode": "pass", "fail": 0, "requests": 0, "put_bytes": 0}
+HISTORY = {}
+OPENER = no_redirect_opener()
+
+HTML = b"<!DOCTYPE html><html><body><form>Sign in</form></body></html>"
+
+
+class Proxy(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status, body, headers=()):
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def control(self, path):
+        with LOCK:
+            if path.startswith("/__mode/"):
+                STATE["mode"] = path[len("/__mode/"):]
+            elif path.startswith("/__fail/"):
+                STATE["fail"] = int(path[len("/__fail/"):])
+            elif path == "/__reset":
+                STATE["requests"] = 0
+                STATE["put_bytes"] = 0
+            return self.answer(200, json.dumps(STATE).encode(), [("Content-Type", "application/json")])
+
+    def handle_any(self):
+        path = self.path
+        if path.startswith("/__"):
+            return self.control(path)
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        with LOCK:
+            STATE["requests"] += 1
+            if self.command == "PUT":
+                STATE["put_bytes"] += length
+            mode = STATE["mode"]
+            failing = STATE["fail"] > 0
+            if failing:
+                STATE["fail"] -= 1
+        if failing or mode == "500":
+            return self.answer(500, b"", [("Content-Type", "text/plain")])
+        if mode == "html":
+            return self.answer(200, HTML, [("Content-Type", "text/html; charset=utf-8")])
+        if mode == "redirect":
+            return self.answer(302, b"", [("Location", "http://example.com" + path)])
+        if mode == "stall":
+            time.sleep(60)
+            return
+        if mode == "412" and self.command == "PUT":
+            return self.answer(412, b"", [("Content-Type", "text/plain")])
+        if mode == "old" and self.command == "GET":
+            with LOCK:
+                bodies = HISTORY.get(path, [])
+            if len(bodies) >= 2:
+                return self.answer(200, bodies[-2], [("Content-Type", "application/octet-stream")])
+        drop = ("host", "content-length", "connection", "expect")
+        if mode == "nocas":
+            drop += ("if-match", "if-none-match")
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in drop}
+        req = urllib.request.Request(UPSTREAM + path, data=body, method=self.command, headers=headers)
+        try:
+            with OPENER.open(req, timeout=20) as r:
+                status, payload, rh = r.status, r.read(), r.headers.items()
+        except urllib.error.HTTPError as e:
+            status, payload, rh = e.code, e.read(), e.headers.items()
+        if self.command == "PUT" and status in (200, 201, 204):
+            with LOCK:
+                HISTORY.setdefault(path, []).append(body or b"")
+        if self.command == "GET" and status == 200 and payload:
+            if mode == "flip":
+                payload = bytearray(payload)
+                payload[len(payload) // 2] ^= 0x01
+                payload = bytes(payload)
+            elif mode == "truncate":
+                payload = payload[: len(payload) // 2]
+        keep = [(k, v) for k, v in rh if k.lower() in ("content-type", "etag", "www-authenticate", "location")]
+        self.answer(status, payload, keep)
+
+    do_GET = do_PUT = do_DELETE = do_HEAD = handle_any
+
+
+def main():
+    serve_http_until_stdin_closes(Proxy)
+
+
+if __name__ == "__main__":
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    main()
