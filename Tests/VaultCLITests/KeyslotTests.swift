@@ -76,6 +76,46 @@ struct KeyslotTests {
         #expect(try home.run("token", "g").stdout == "from-keyring\n")
     }
 
+    @Test("without libsecret installed, vault works the same with its other slots")
+    func withoutLibsecret() throws {
+        let library = "/usr/lib/x86_64-linux-gnu/libsecret-1.so.0"
+        try #require(FileManager.default.fileExists(atPath: library), "libsecret-1-0 is installed by Tools/setup")
+        let home = Home()
+        try home.initKeyfileVault()
+        try home.run("import", "g", stdin: Home.tokenJSON("t"))
+        // The vault gets a Secret Service slot in a keyring session first.
+        home.write(
+            home.path + "/add.sh",
+            "printf pw | gnome-keyring-daemon --unlock --components=secrets >/dev/null\n"
+                + "exec \"$VAULT\" keyslot add --secret-service\n")
+        var session = home.environment
+        session["VAULT"] = VaultProcess.binary
+        let added = try VaultProcess.start(
+            ["--", "/bin/sh", home.path + "/add.sh"], environment: session, executable: "/usr/bin/dbus-run-session"
+        ).wait(timeout: 60)
+        #expect(added.status == 0, "\(added.stderr)")
+        var env = home.environment
+        env["VAULT_KEYFILE"] = nil
+        env["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=\(home.path)/no-bus"
+        // Without the library, the Secret Service slot is skipped and the
+        // key file opens the vault.
+        #expect(try hidden("token", "g").status == 77, "no key file: locked, no hang, no crash")
+        env["VAULT_KEYFILE"] = home.path + "/key"
+        // A private mount namespace where the library is an empty file.
+        func hidden(_ args: String...) throws -> ProcessResult {
+            let words =
+                [
+                    "-m", "/bin/sh", "-c", "mount --bind /dev/null \"$0\" && exec \"$@\"", library,
+                    VaultProcess.binary,
+                ] + args
+            return try VaultProcess.start(words, environment: env, executable: "/usr/bin/unshare").wait()
+        }
+        #expect(try hidden("token", "g").stdout == "t\n")
+        let add = try hidden("keyslot", "add", "--secret-service")
+        #expect(add.status == 1 && add.stderr.contains("libsecret is not installed"), "\(add.stderr)")
+        #expect(try hidden("keyslot", "list").stdout.contains("Secret Service"))
+    }
+
     /// Runs inside `dbus-run-session`: a private keyring, unlocked, then vault.
     static let session = #"""
         set -u
