@@ -9,6 +9,16 @@ public enum _FuzzEntry {
     public static func run(_ target: String, _ bytes: [UInt8]) {
         switch target {
         case "header": _ = try? Header(decoding: bytes)
+        case "sync-root":
+            var root = SyncRoot(
+                vaultID: Array(repeating: 0, count: 16), keyEpoch: 1, epoch: 1, writer: Array(repeating: 0, count: 16),
+                parent: Array(repeating: 0, count: 32))
+            try? root.parseBody(bytes)
+            if let keys = try? SyncKeys(masterKey: SecureBytes(copying: [UInt8](repeating: 1, count: 32))) {
+                _ = try? SyncRoot(decoding: bytes, keys: keys, vaultID: Array(repeating: 0, count: 16), keyEpoch: 1)
+            }
+        case "sync-bucket":
+            _ = try? SyncBucket.parseBody(bytes, index: bytes.first ?? 0, what: "bucket")
         case "agent-message":
             _ = try? AgentRequest(parsing: bytes)
             var r = MessageReader(bytes)
@@ -63,6 +73,6 @@ public enum _FuzzEntry {
     /// The fuzz targets by name.
     public static let targets = [
         "header", "keyslot", "state", "checksum", "payload", "token-response", "keyfile", "provider-file", "id-token",
-        "redirect-request", "git-credential", "oauth1-url", "agent-message",
+        "redirect-request", "git-credential", "oauth1-url", "agent-message", "sync-root", "sync-bucket",
     ]
 }

@@ -1,0 +1,125 @@
+import Foundation
+import Testing
+import VaultCrypto
+import VaultTestSupport
+
+@testable import VaultKit
+
+@Suite("sync objects: root and bucket formats, version vectors")
+struct SyncObjectTests {
+    let keys: SyncKeys
+    let vaultID = [UInt8](repeating: 0xa1, count: 16)
+    let device = [UInt8](repeating: 0x01, count: 16)
+    let other = [UInt8](repeating: 0x02, count: 16)
+
+    init() throws {
+        keys = try SyncKeys(masterKey: SecureBytes(copying: [UInt8](repeating: 7, count: 32)))
+    }
+
+    func sampleRoot() -> SyncRoot {
+        var root = SyncRoot(
+            vaultID: vaultID, keyEpoch: 1, epoch: 5, writer: device, parent: [UInt8](repeating: 9, count: 32))
+        root.buckets[3] = .init(name: [UInt8](repeating: 3, count: 16), hash: [UInt8](repeating: 4, count: 32))
+        root.buckets[255] = .init(name: [UInt8](repeating: 5, count: 16), hash: [UInt8](repeating: 6, count: 32))
+        root.ancestry = [(4, [UInt8](repeating: 8, count: 32))]
+        root.devices = [(device, 5), (other, 2)]
+        root.leases = [.init(record: [UInt8](repeating: 3, count: 16), device: other, expires: 1_800_000_000)]
+        return root
+    }
+
+    func sampleBucket() -> SyncBucket {
+        let record = SyncRecord(
+            id: [3] + [UInt8](repeating: 0, count: 15), versions: [(device, 2), (other, 1)], deleted: false,
+            payload: Array(#"{"name":"work"}"#.utf8))
+        let tomb = SyncRecord(
+            id: [3] + [UInt8](repeating: 9, count: 15), versions: [(other, 4)], deleted: true,
+            payload: Array(#"{"name":"gone"}"#.utf8))
+        return SyncBucket(vaultID: vaultID, keyEpoch: 1, index: 3, records: [record, tomb])
+    }
+
+    @Test("a root and a bucket read back as written")
+    func roundTrip() throws {
+        let root = sampleRoot()
+        let bytes = try root.encoded(with: keys)
+        #expect(try SyncRoot(decoding: bytes, keys: keys, vaultID: vaultID, keyEpoch: 1) == root)
+        let bucket = sampleBucket()
+        let (name, raw) = try bucket.encoded(with: keys)
+        #expect(name.count == 16)
+        #expect(try SyncBucket(decoding: raw, keys: keys, vaultID: vaultID, keyEpoch: 1, index: 3) == bucket)
+        // The plaintext is padded: a bucket's size says little about its records.
+        let small = SyncBucket(vaultID: vaultID, keyEpoch: 1, index: 3, records: [])
+        #expect(try small.encoded(with: keys).bytes.count == raw.count)
+    }
+
+    @Test("every changed byte of a root or a bucket is refused")
+    func tamper() throws {
+        let root = try sampleRoot().encoded(with: keys)
+        for i in 0..<root.count {
+            var t = root
+            t[i] ^= 0x01
+            #expect(throws: VaultError.self) { try SyncRoot(decoding: t, keys: keys, vaultID: vaultID, keyEpoch: 1) }
+        }
+        let (_, bucket) = try sampleBucket().encoded(with: keys)
+        for i in stride(from: 0, to: bucket.count, by: 7) {
+            var t = bucket
+            t[i] ^= 0x80
+            #expect(throws: VaultError.self) {
+                try SyncBucket(decoding: t, keys: keys, vaultID: vaultID, keyEpoch: 1, index: 3)
+            }
+        }
+        for n in [0, 8, 40, root.count - 1] {
+            #expect(throws: VaultError.self) {
+                try SyncRoot(decoding: Array(root.prefix(n)), keys: keys, vaultID: vaultID, keyEpoch: 1)
+            }
+        }
+    }
+
+    @Test("another vault's objects, a moved bucket and an HTML page are named as such")
+    func foreign() throws {
+        let root = try sampleRoot().encoded(with: keys)
+        let otherVault = [UInt8](repeating: 0xb2, count: 16)
+        #expect { try SyncRoot(decoding: root, keys: keys, vaultID: otherVault, keyEpoch: 1) } throws: {
+            ($0 as? VaultError)?.reason == "the store's root belongs to another vault"
+        }
+        // Same vault id, other keys: authentication fails.
+        let stranger = try SyncKeys(masterKey: SecureBytes(copying: [UInt8](repeating: 8, count: 32)))
+        #expect { try SyncRoot(decoding: root, keys: stranger, vaultID: vaultID, keyEpoch: 1) } throws: {
+            ($0 as? VaultError)?.code == .tampered
+        }
+        let (_, bucket) = try sampleBucket().encoded(with: keys)
+        #expect { try SyncBucket(decoding: bucket, keys: keys, vaultID: vaultID, keyEpoch: 1, index: 4) } throws: {
+            ($0 as? VaultError)?.code == .tampered
+        }
+        #expect {
+            try SyncRoot(decoding: Array("<!DOCTYPE html><html>".utf8), keys: keys, vaultID: vaultID, keyEpoch: 1)
+        } throws: { ($0 as? VaultError)?.reason.contains("not a vault sync root") == true }
+    }
+
+    @Test("version vectors order, merge and break ties the same way everywhere")
+    func vectors() {
+        let a: VersionVector.Vector = [(device, 2)]
+        let b: VersionVector.Vector = [(device, 2), (other, 1)]
+        #expect(VersionVector.compare(a, a) == .equal)
+        #expect(VersionVector.compare(b, a) == .newer)
+        #expect(VersionVector.compare(a, b) == .older)
+        let c: VersionVector.Vector = [(device, 3)]
+        #expect(VersionVector.compare(b, c) == .concurrent)
+        #expect(VersionVector.merged(b, c).map(\.counter) == [3, 1])
+        #expect(VersionVector.bumped(a, by: other).map(\.counter) == [2, 1])
+
+        let local = SyncRecord(id: [1], versions: b, deleted: false, payload: [1])
+        let remote = SyncRecord(id: [1], versions: c, deleted: false, payload: [2])
+        #expect(SyncRecord.merge(local: local, remote: local) == .keepLocal)
+        #expect(
+            SyncRecord.merge(local: SyncRecord(id: [1], versions: a, deleted: false, payload: [0]), remote: local)
+                == .takeRemote)
+        // Concurrent: both machines pick the same winner, and keep the loser.
+        let here = SyncRecord.merge(local: local, remote: remote)
+        let there = SyncRecord.merge(local: remote, remote: local)
+        guard case .conflict(let w1, let l1) = here, case .conflict(let w2, let l2) = there else {
+            Issue.record("not a conflict")
+            return
+        }
+        #expect(w1 == w2 && l1 == l2 && w1 != l1)
+    }
+}
