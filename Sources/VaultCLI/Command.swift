@@ -20,7 +20,8 @@ enum Commands {
     static let all: [Command] = [
         initCommand, addCommand, importCommand, listCommand, showCommand, tokenCommand, refreshCommand, checkCommand,
         envCommand, execCommand, headerCommand, signCommand, xoauth2Command, gitCredentialCommand,
-        renameCommand, removeCommand, passwdCommand, keyslotCommand, agentCommand, lockCommand,
+        renameCommand, removeCommand, passwdCommand, keyslotCommand, agentCommand, lockCommand, remoteCommand,
+        syncCommand, joinCommand,
         providersCommand, completionCommand, helpCommand,
     ]
 

@@ -55,17 +55,24 @@ public final class Vault {
         at location: VaultLocation, key: KeySource, kdf: KDFParameters = .default,
         time: any TimeSource = SystemTime()
     ) throws(VaultError) -> Vault {
-        try FileSystem.makePrivateDirectory(location.directory)
-        let path = location.databasePath
-        if FileSystem.exists(path) {
-            throw VaultError(.alreadyExists, "a vault already exists at \(path)")
-        }
         let masterKey = try wrap { () throws(CryptoError) in try SecureBytes(randomCount: 32) }
         let header = Header(
             vaultID: try wrap { () throws(CryptoError) in try Random.bytes(16) }, keyEpoch: 1,
             created: UInt64(max(0, time.now().epochSeconds)))
         let slot = try Keyslot(wrapping: masterKey, for: key, kdf: kdf, vaultID: header.vaultID)
+        return try create(at: location, header: header, masterKey: masterKey, slots: [slot.encoded()], time: time)
+    }
 
+    /// Creates the vault file with a given identity, key and keyslots (a new
+    /// vault, or one joined from a sync store). Appears whole or not at all.
+    static func create(
+        at location: VaultLocation, header: Header, masterKey: SecureBytes, slots: [[UInt8]], time: any TimeSource
+    ) throws(VaultError) -> Vault {
+        try FileSystem.makePrivateDirectory(location.directory)
+        let path = location.databasePath
+        if FileSystem.exists(path) {
+            throw VaultError(.alreadyExists, "a vault already exists at \(path)")
+        }
         let suffix = try wrap { () throws(CryptoError) in try Random.bytes(8) }.hex
         let temporary = location.directory + "/.vault.db.\(suffix).tmp"
         try FileSystem.createExclusive(temporary)
@@ -84,7 +91,11 @@ public final class Vault {
                     location: location, database: db, header: header, masterKey: masterKey, time: time)
                 try vault.write { () throws(VaultError) in
                     try vault.putMeta("header", try header.encoded())
-                    try vault.putSlot(nil, slot)
+                    for slot in slots {
+                        try storage { () throws(StorageError) in
+                            try db.prepare("INSERT INTO keyslots (slot, value) VALUES (NULL, ?)").run(.blob(slot))
+                        }
+                    }
                     return StateManifest(generation: 0, entries: [:])
                 }
             }()

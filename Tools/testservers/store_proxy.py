@@ -19,6 +19,8 @@ every body it forwarded on a PUT, per path, to replay old ones. Control
      stall         accept, then send nothing for 60 s
      redirect      answer everything 302 to another host
   /__fail/N        answer the next N requests 500, then go back to the mode
+  /__oldonce       answer the next GET of a path PUT at least twice with its
+                   previous body, once (an overwritten read racing a write)
   /__counts        JSON: requests and PUT body bytes seen since the last reset
   /__reset         zero the counts
 """
@@ -35,7 +37,7 @@ from common import no_redirect_opener, serve_http_until_stdin_closes
 
 UPSTREAM = sys.argv[1].rstrip("/")
 LOCK = threading.Lock()
-STATE = {"mode": "pass", "fail": 0, "requests": 0, "put_bytes": 0}
+STATE = {"mode": "pass", "fail": 0, "oldonce": False, "requests": 0, "put_bytes": 0}
 HISTORY = {}
 OPENER = no_redirect_opener()
 
@@ -63,6 +65,8 @@ class Proxy(BaseHTTPRequestHandler):
                 STATE["mode"] = path[len("/__mode/"):]
             elif path.startswith("/__fail/"):
                 STATE["fail"] = int(path[len("/__fail/"):])
+            elif path == "/__oldonce":
+                STATE["oldonce"] = True
             elif path == "/__reset":
                 STATE["requests"] = 0
                 STATE["put_bytes"] = 0
@@ -93,10 +97,13 @@ class Proxy(BaseHTTPRequestHandler):
             return
         if mode == "412" and self.command == "PUT":
             return self.answer(412, b"", [("Content-Type", "text/plain")])
-        if mode == "old" and self.command == "GET":
+        if self.command == "GET":
             with LOCK:
                 bodies = HISTORY.get(path, [])
-            if len(bodies) >= 2:
+                once = STATE["oldonce"] and len(bodies) >= 2
+                if once:
+                    STATE["oldonce"] = False
+            if (mode == "old" or once) and len(bodies) >= 2:
                 return self.answer(200, bodies[-2], [("Content-Type", "application/octet-stream")])
         drop = ("host", "content-length", "connection", "expect")
         if mode == "nocas":

@@ -1,0 +1,158 @@
+internal import FoundationEssentials
+internal import VaultCrypto
+internal import VaultKit
+
+/// What `vault sync --json` prints.
+struct SyncOutput: Encodable {
+    let pulled: Int
+    let pushed: Int
+    let conflicts: [String]
+    let renamed: [String]
+    let repaired: Bool
+    let requests: Int
+    let bytesSent: Int
+
+    enum CodingKeys: String, CodingKey {
+        case pulled, pushed, conflicts, renamed, repaired, requests
+        case bytesSent = "bytes_sent"
+    }
+}
+
+extension Context {
+    /// The store's password: from --password-file, else asked on the
+    /// terminal when a user is given; nil without a user.
+    func storePassword(user: String?) throws(CLIError) -> SecureBytes? {
+        if let path = arguments.value("password-file") {
+            do {
+                return try SecretFile.trimmingNewline(try SecretFile.read(path: path))
+            } catch {
+                throw CLIError("\(error.reason) (from --password-file)")
+            }
+        }
+        guard user != nil else { return nil }
+        guard let terminal = Terminal() else {
+            throw CLIError(
+                "no terminal to ask for the store's password", hint: "give it with --password-file F", exitCode: .usage)
+        }
+        return try terminal.readSecret(prompt: "Password for the store: ")
+    }
+
+    func printSyncReport(_ r: SyncReport) throws(CLIError) {
+        if json {
+            try printJSON(
+                SyncOutput(
+                    pulled: r.pulled, pushed: r.pushed, conflicts: r.conflicts, renamed: r.renamed,
+                    repaired: r.repaired, requests: r.requests, bytesSent: r.bytesSent))
+            return
+        }
+        console.info("synced: \(r.pulled) received, \(r.pushed) sent (\(r.requests) requests)")
+        if r.repaired {
+            console.info("the store had lost an update from this machine (it ignores If-Match); sent again")
+        }
+        for name in r.renamed {
+            console.info("'\(name)': a grant of the same name came from another machine; kept both")
+        }
+        for name in r.conflicts {
+            console.warn("'\(name)' was changed on two machines at once; both kept, see 'vault conflicts'")
+        }
+    }
+}
+
+extension Commands {
+    static let storeOptions = [
+        OptionSpec(name: "user", valueName: "USER", help: "the store's user name (Basic authentication)"),
+        OptionSpec(name: "password-file", valueName: "F", help: "read the store's password from file F"),
+    ]
+
+    static let remoteCommand = Command(
+        name: "remote",
+        abstract: "Show or set the store this vault syncs with.",
+        usage: "remote [set URL [--user USER] [--password-file F]]",
+        arguments: [("set URL", "sync with the WebDAV collection or HTTP base URL")],
+        options: storeOptions,
+        discussion: """
+            The store only ever sees ciphertext (docs/sync.md). Its user name and password are kept
+            inside the vault, encrypted; the password comes from --password-file or is asked on the
+            terminal. 'set' checks that the store answers, and whether it honours If-Match (a store
+            that does not still works: lost updates are detected and sent again). Plain http is
+            refused except to a loopback address.
+            """,
+        examples: ["vault remote set https://dav.example.com/vault/ --user ada", "vault remote"]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        let words = ctx.arguments.positionals
+        if words.isEmpty {
+            let store = try ctx.openVaultDirectly()
+            guard store.syncConfigured else {
+                ctx.console.info("no store is set; set one with 'vault remote set URL'")
+                return .ok
+            }
+            let d = try vault { () throws(VaultError) in try store.remoteDescription() }
+            ctx.console.out(d.url + (d.user.map { " (user \($0))" } ?? ""))
+            if !d.preconditions { ctx.console.info("this store ignores If-Match; lost updates are repaired") }
+            return .ok
+        }
+        guard words[0] == "set" else { throw CLIError.usage("unknown action '\(words[0])'", command: "remote") }
+        let url = try ctx.positionals("set", "URL")[1]
+        let user = ctx.arguments.value("user")
+        let password = try ctx.storePassword(user: user)
+        let store = try ctx.openVaultDirectly()
+        try vault { () throws(VaultError) in
+            try store.setRemote(url: url, user: user, password: password, transport: ctx.transport)
+        }
+        ctx.console.info("this vault syncs with \(url); run 'vault sync'")
+        return .ok
+    }
+
+    static let syncCommand = Command(
+        name: "sync",
+        abstract: "Sync the grants with the store, both ways.",
+        usage: "sync [--json]",
+        discussion: """
+            Takes what other machines changed and sends what this one changed. Concurrent changes
+            to one grant keep both sides ('vault conflicts'); nothing is dropped silently. A store
+            that serves an older state than one already seen, another vault's data, or changed
+            bytes is refused and nothing local changes. Exit status 75 when the store cannot be
+            reached or keeps changing; run it again.
+            """,
+        examples: ["vault sync", "vault sync --json"]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        _ = try ctx.positionals()
+        let store = try ctx.openVaultDirectly()
+        let report = try vault { () throws(VaultError) in try store.sync(transport: ctx.transport) }
+        try ctx.printSyncReport(report)
+        return .ok
+    }
+
+    static let joinCommand = Command(
+        name: "join",
+        abstract: "Create this machine's vault from a store another machine syncs to.",
+        usage: "join URL [--user USER] [--password-file F]",
+        arguments: [("URL", "the store, as given to 'vault remote set' on the other machine")],
+        options: storeOptions,
+        discussion: """
+            Opens the store's copy of the vault's keyslots with the vault's passphrase (from the
+            usual sources: VAULT_PASSPHRASE_COMMAND, _FILE, VAULT_PASSPHRASE or the terminal) or
+            its key file (--keyfile, VAULT_KEYFILE), creates the local vault with the same key,
+            and syncs. The store could try to guess the passphrase offline, as a thief of the
+            vault file could: use a strong one.
+            """,
+        examples: ["vault join https://dav.example.com/vault/ --user ada"]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        let url = try ctx.positionals("URL")[0]
+        let location = try ctx.location()
+        if Vault.exists(at: location) {
+            throw CLIError("a vault already exists at \(location.databasePath)")
+        }
+        let user = ctx.arguments.value("user")
+        let password = try ctx.storePassword(user: user)
+        let (key, _, _) = try ctx.unlockSources.key()
+        let (_, report) = try vault { () throws(VaultError) in
+            try Vault.join(
+                at: location, url: url, user: user, password: password, key: key, transport: ctx.transport,
+                time: ctx.time)
+        }
+        ctx.console.info("joined: created a vault at \(location.databasePath) from \(url)")
+        try ctx.printSyncReport(report)
+        return .ok
+    }
+}

@@ -1,0 +1,198 @@
+import Foundation
+import Glibc
+import Testing
+import VaultHTTP
+import VaultTestSupport
+
+/// Machines (vault homes) syncing through a real Apache WebDAV store, and
+/// through a fault-injecting proxy in front of it.
+@Suite("sync through a WebDAV store")
+final class SyncTests {
+    let dir = TemporaryDirectory()
+    let dav: FixtureServer
+    let proxy: FixtureServer
+    let davURL: String
+    let storeDir: String
+    let a = Home()
+    let b = Home()
+
+    init() throws {
+        let file = dir.path + "/password"
+        FileManager.default.createFile(
+            atPath: file, contents: Data("store password\n".utf8), attributes: [.posixPermissions: 0o600])
+        dav = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", file])
+        let settings = try JSONSerialization.jsonObject(with: Data(dav.firstLine.utf8)) as! [String: Any]
+        davURL = settings["url"] as! String
+        storeDir = dir.path + "/dav/www/store"
+        proxy = try FixtureServer(script: "store_proxy.py", arguments: ["http://127.0.0.1:\(settings["port"] as! Int)"])
+        try a.initKeyfileVault()
+        for home in [a, b] {
+            home.extra["VAULT_AGENT"] = "off"
+            home.write(home.path + "/store-password", "store password\n")
+        }
+        // Both machines hold the same key file, as a server pair would.
+        b.extra["VAULT_KEYFILE"] = a.path + "/key"
+    }
+
+    var proxied: String { "http://127.0.0.1:\(proxy.port)/store/" }
+
+    func control(_ path: String) throws {
+        _ = try CurlTransport().send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(proxy.port)/__\(path)"))
+    }
+
+    func connect(_ home: Home, url: String? = nil) throws {
+        let r = try home.run(
+            "remote", "set", url ?? proxied, "--user", "vault", "--password-file", home.path + "/store-password")
+        #expect(r.status == 0, "\(r.stderr)")
+    }
+
+    func join(_ home: Home, url: String? = nil) throws -> ProcessResult {
+        try home.run("join", url ?? proxied, "--user", "vault", "--password-file", home.path + "/store-password")
+    }
+
+    func token(_ home: Home, _ name: String) throws -> String {
+        try home.run("token", name).stdout.trimmingCharacters(in: .newlines)
+    }
+
+    @discardableResult
+    func sync(_ home: Home, expect status: Int32 = 0) throws -> ProcessResult {
+        let r = try home.run("sync")
+        #expect(r.status == status, "\(r.stderr)")
+        return r
+    }
+
+    @Test("two machines: join with the key file, then adds, changes, renames and removes travel both ways")
+    func twoMachines() throws {
+        try a.run("import", "work", stdin: Home.tokenJSON("a-1"))
+        try a.run("import", "home", stdin: Home.tokenJSON("a-2"))
+        try connect(a)
+        let first = try sync(a)
+        #expect(first.stderr.contains("0 received, 2 sent"), "\(first.stderr)")
+
+        let joined = try join(b)
+        #expect(joined.status == 0, "\(joined.stderr)")
+        #expect(try b.listedNames().names == ["work", "home"])
+        #expect(try token(b, "work") == "a-1")
+
+        try b.run("import", "work", "--replace", stdin: Home.tokenJSON("b-1"))
+        try b.run("rename", "home", "house")
+        try b.run("import", "new", stdin: Home.tokenJSON("b-3"))
+        try sync(b)
+        let back = try sync(a)
+        #expect(back.stderr.contains("3 received"), "\(back.stderr)")
+        #expect(try a.listedNames().names == ["work", "house", "new"])
+        #expect(try token(a, "work") == "b-1")
+
+        try a.run("remove", "new")
+        try sync(a)
+        try sync(b)
+        #expect(try b.listedNames().names == ["work", "house"])
+        // Nothing more to do: a sync with no change sends nothing.
+        let idle = try sync(b)
+        #expect(idle.stderr.contains("0 received, 0 sent"), "\(idle.stderr)")
+
+        // The store holds no names, providers, accounts or tokens.
+        for name in try FileManager.default.contentsOfDirectory(atPath: storeDir) {
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: storeDir + "/" + name))
+            let text = String(decoding: bytes, as: UTF8.self)
+            for secret in ["work", "house", "b-1", "a-2", "test", "r-b-1"] {
+                #expect(!text.contains(secret), "\(name) contains \(secret)")
+            }
+        }
+    }
+
+    @Test("concurrent changes to one grant keep both sides, and the machines agree on the value")
+    func concurrentEdits() throws {
+        try a.run("import", "work", stdin: Home.tokenJSON("base"))
+        try connect(a)
+        try sync(a)
+        #expect(try join(b).status == 0)
+        try a.run("import", "work", "--replace", stdin: Home.tokenJSON("from-a"))
+        try b.run("import", "work", "--replace", stdin: Home.tokenJSON("from-b"))
+        try sync(a)
+        let r = try sync(b)
+        #expect(r.stderr.contains("'work' was changed on two machines at once"), "\(r.stderr)")
+        try sync(a)
+        let (ta, tb) = (try token(a, "work"), try token(b, "work"))
+        #expect(ta == tb && ["from-a", "from-b"].contains(ta), "a: \(ta), b: \(tb)")
+    }
+
+    @Test("a store that serves old, changed, cut, foreign or HTML data is refused and nothing local changes")
+    func refusals() throws {
+        try a.run("import", "work", stdin: Home.tokenJSON("one"))
+        try connect(a)
+        try sync(a)
+        try a.run("import", "work", "--replace", stdin: Home.tokenJSON("two"))
+        try sync(a)
+        let before = a.snapshot()
+        let cases: [(String, String)] = [
+            ("mode/old", "a rollback"),
+            ("mode/flip", "failed authentication"),
+            ("mode/truncate", "failed authentication"),
+            ("mode/html", "HTML page"),
+        ]
+        for (mode, message) in cases {
+            try control(mode)
+            let r = try a.run("sync")
+            try control("mode/pass")
+            #expect(r.status != 0 && r.stderr.contains(message), "\(mode): \(r.stderr)")
+            #expect(a.snapshot() == before, "\(mode) changed local data")
+        }
+        try control("mode/412")
+        try a.run("import", "other", stdin: Home.tokenJSON("x"))
+        let busy = try a.run("sync")
+        try control("mode/pass")
+        #expect(busy.status == 75 && busy.stderr.contains("kept changing"), "\(busy.stderr)")
+        try control("mode/500")
+        let down = try a.run("sync")
+        try control("mode/pass")
+        #expect(down.status == 75, "\(down.stderr)")
+        try sync(a)
+
+        // Another vault's root in this store.
+        let c = Home()
+        try c.initKeyfileVault()
+        c.extra["VAULT_AGENT"] = "off"
+        c.write(c.path + "/store-password", "store password\n")
+        try c.run("import", "x", stdin: Home.tokenJSON("c"))
+        let otherStore = dir.path + "/dav/www/store/other"
+        try FileManager.default.createDirectory(atPath: otherStore, withIntermediateDirectories: true)
+        chown(otherStore, getpwnam("www-data").pointee.pw_uid, getpwnam("www-data").pointee.pw_gid)
+        try connect(c, url: davURL + "other/")
+        try sync(c)
+        let root = storeDir + "/vault-root"
+        let mine = try Data(contentsOf: URL(fileURLWithPath: root))
+        try FileManager.default.removeItem(atPath: root)
+        try FileManager.default.copyItem(atPath: otherStore + "/vault-root", toPath: root)
+        let before2 = a.snapshot()
+        let foreign = try a.run("sync")
+        #expect(foreign.status != 0 && foreign.stderr.contains("belongs to another vault"), "\(foreign.stderr)")
+        #expect(a.snapshot() == before2)
+        try mine.write(to: URL(fileURLWithPath: root))
+        try sync(a)
+    }
+
+    @Test("a store that ignores If-Match loses an update; the next sync finds and repairs it")
+    func lostUpdate() throws {
+        try control("mode/nocas")
+        defer { try? control("mode/pass") }
+        try a.run("import", "work", stdin: Home.tokenJSON("w"))
+        try connect(a)
+        try sync(a)
+        #expect(try join(b).status == 0)
+        // a writes; then b, reading the root from before a's write, writes
+        // over it: the store ignores b's If-Match.
+        try a.run("import", "from-a", stdin: Home.tokenJSON("a"))
+        try sync(a)
+        try b.run("import", "from-b", stdin: Home.tokenJSON("b"))
+        try control("oldonce")
+        try sync(b)
+        #expect(try !b.listedNames().names.contains("from-a"))
+        let repaired = try sync(a)
+        #expect(repaired.stderr.contains("had lost an update"), "\(repaired.stderr)")
+        try sync(b)
+        try sync(a)
+        #expect(try a.listedNames().names == ["work", "from-a", "from-b"])
+        #expect(try b.listedNames().names == ["work", "from-a", "from-b"])
+    }
+}
