@@ -46,7 +46,36 @@ extension Vault {
             if usable(grant, minimumValidity) { return FreshGrant(grant: grant, refreshed: false) }
             if grant.dead { throw Vault.deadError(name, grant) }
         }
+        // Through the agent, the agent refreshes: one refresher per machine,
+        // coordinated with the others when the vault syncs.
+        if let agent = keys as? AgentKeys {
+            _ = try agent.client.token(name, minimumValidity: minimumValidity, forceRefresh: forceRefresh)
+            return FreshGrant(grant: try load(name), refreshed: true)
+        }
+        // A synced grant: pull first (another machine may have refreshed it)
+        // and take the store's refresh lease, so that a rotating refresh
+        // token is never spent by two machines (docs/sync.md).
+        let synced = syncConfigured
+        // One coordinated refresh at a time on this machine: the others wait
+        // here, then find the token fresh.
+        let machineLock = synced ? try FileSystem.lockExclusive(location.directory + "/refresh.lock") : nil
+        defer { machineLock.map { FileSystem.unlock($0) } }
+        if synced, !forceRefresh {
+            let grant = try load(name)
+            if usable(grant, minimumValidity) { return FreshGrant(grant: grant, refreshed: false) }
+        }
+        if synced,
+            let pulled = try leaseForRefresh(
+                name, minimumValidity: forceRefresh ? nil : minimumValidity, transport: transport)
+        {
+            return FreshGrant(grant: pulled, refreshed: false)
+        }
+        defer {
+            // Send the new tokens at once; a failure leaves them for the next sync.
+            if synced { _ = try? sync(transport: transport) }
+        }
         var outcome: Result<FreshGrant, VaultError> = .failure(VaultError(.internalError, "no outcome"))
+        var refusedWhileSynced: VaultError?
         try update { (state: inout StateManifest) throws(VaultError) in
             let (row, current) = try loadLive(name, state: state)
             if current.dead { throw Vault.deadError(name, current) }
@@ -63,12 +92,26 @@ extension Vault {
                 // Only a refusal kills a grant; an expired grant without a
                 // refresh token stays "expired", and transient errors change nothing.
                 guard error.code == .refused else { throw error }
+                // A synced grant may have been refreshed by another machine
+                // that got the lease through a store whose compare-and-swap
+                // is not atomic: look there before giving up on it.
+                if synced {
+                    refusedWhileSynced = error
+                    return
+                }
                 // Keep the grant, marked, so the person can see it and re-add it.
                 next.dead = true
                 next.deadReason = error.oauthError ?? "refused"
                 outcome = .failure(Vault.deadError(name, next, cause: error))
             }
             try rewrite(row, with: next, name: name, state: &state)
+        }
+        if let refused = refusedWhileSynced {
+            _ = try? sync(transport: transport)
+            let pulled = try load(name)
+            if usable(pulled, minimumValidity) { return FreshGrant(grant: pulled, refreshed: false) }
+            try markDead(name, reason: refused.oauthError ?? "refused")
+            throw Vault.deadError(name, try load(name), cause: refused)
         }
         return try outcome.get()
     }

@@ -162,6 +162,22 @@ enum FileSystem {
     }
 
     static func remove(_ path: String) { unlink(path) }
+
+    /// Takes an exclusive `flock` on `path` (created 0600), waiting for it.
+    static func lockExclusive(_ path: String) throws(VaultError) -> Int32 {
+        let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw VaultError(.io, "cannot open \(path): \(errnoText())") }
+        while flock(fd, LOCK_EX) != 0 {
+            guard errno == EINTR else {
+                close(fd)
+                throw VaultError(.io, "cannot lock \(path): \(errnoText())")
+            }
+        }
+        return fd
+    }
+
+    /// Releases a lock from `lockExclusive`.
+    static func unlock(_ fd: Int32) { close(fd) }
 }
 
 /// Read access to bytes that may be secret, without copying them out.

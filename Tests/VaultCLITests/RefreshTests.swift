@@ -134,6 +134,39 @@ struct RefreshTests {
         #expect(try home.run("check", "short").status == 0)
     }
 
+    @Test("two synced machines refreshing one grant at once spend its one-use refresh token once")
+    func syncedRefresh() throws {
+        let dir = TemporaryDirectory()
+        let passwordFile = dir.path + "/store-password"
+        FileManager.default.createFile(
+            atPath: passwordFile, contents: Data("pw\n".utf8), attributes: [.posixPermissions: 0o600])
+        let dav = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", passwordFile])
+        let url = (try JSONSerialization.jsonObject(with: Data(dav.firstLine.utf8)) as! [String: Any])["url"] as! String
+        home.extra["VAULT_AGENT"] = "off"
+        _ = try importGrant("work")  // expired: the next token call refreshes
+        #expect(try home.run("remote", "set", url, "--user", "vault", "--password-file", passwordFile).status == 0)
+        #expect(try home.run("sync").status == 0)
+        let other = Home()
+        other.extra = ["VAULT_AGENT": "off", "VAULT_KEYFILE": home.path + "/key"]
+        let joined = try other.run("join", url, "--user", "vault", "--password-file", passwordFile)
+        #expect(joined.status == 0, "\(joined.stderr)")
+
+        let before = try counts().refreshes
+        let running = try (0..<4).flatMap { _ in [try home.start("token", "work"), try other.start("token", "work")] }
+        let results = running.map { $0.wait(timeout: 120) }
+        #expect(results.allSatisfy { $0.status == 0 }, "\(results.map(\.stderr))")
+        #expect(Set(results.map(\.stdout)).count == 1, "every process printed the same token")
+        #expect(try counts().refreshes == before + 1, "the one-use refresh token was spent once")
+        #expect(try state("work") == "fresh")
+        let otherState = try other.run("show", "work", "--json").stdout
+        #expect(otherState.contains("\"state\" : \"fresh\""), "\(otherState)")
+        // And it refreshes again later: the rotated token reached both.
+        #expect(try home.run("token", "work", "--force-refresh").status == 0)
+        #expect(try other.run("sync").status == 0)
+        #expect(try other.run("token", "work", "--force-refresh").status == 0)
+        #expect(try counts().refreshes == before + 3)
+    }
+
     @Test("the provider down: every vault token exits 75 and the stored grant is byte-for-byte unchanged")
     func providerDown() throws {
         _ = try importGrant("work")
