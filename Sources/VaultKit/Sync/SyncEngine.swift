@@ -137,7 +137,19 @@ extension Vault {
                 continue
             }
             guard let object = try storeCall({ () throws(ObjectStore.Failure) in try store.get(ref.objectName) })
-            else { return false }  // replaced meanwhile by a newer root
+            else {
+                // Gone: deleted after a newer root replaced this one (read
+                // again), or named by a root that overwrote the one that
+                // replaced it on a store ignoring If-Match. Then the
+                // records are sent again from the machines that have them.
+                if try storeCall({ () throws(ObjectStore.Failure) in try store.get(Vault.rootName) })?.bytes
+                    != rootObject?.bytes
+                {
+                    return false
+                }
+                fetched[i] = []
+                continue
+            }
             guard try SyncRoot.hash(object.bytes) == ref.hash else {
                 throw VaultError(.tampered, "bucket \(i) of the store does not match its root (changed or replaced)")
             }
@@ -162,7 +174,8 @@ extension Vault {
         let outgoing = try read { (manifest: StateManifest) throws(VaultError) in
             try pendingBuckets(state: state, manifest: manifest)
         }
-        if outgoing.isEmpty { return true }
+        // An empty vault is published too, so that other machines can join.
+        if outgoing.isEmpty && root != nil { return true }
         var next =
             root
             ?? SyncRoot(
@@ -221,8 +234,9 @@ extension Vault {
             for (id, base) in pushedBases { s.bases[id] = base }
             try saveSyncState(s, keys)
         }
-        // 6. The buckets no root names any more.
-        for name in replaced { try? store.delete(name) }
+        // 6. The buckets no root names any more. Not on a store that ignores
+        // If-Match: a root that overwrote ours may still name them.
+        if state.honoursPreconditions { for name in replaced { try? store.delete(name) } }
         return true
     }
 
@@ -294,7 +308,7 @@ extension Vault {
             // store lost it (a write it let another overwrite). Send it again.
             let present = Set(records.map(\.id))
             for (id, _) in rows where Int(id[0]) == index && !present.contains(id) && state.bases[id] != nil {
-                state.bases[id]?.localVersion = 0
+                state.bases[id]?.localVersion = SyncState.Base.resend
             }
             for remote in records {
                 let local = rows[remote.id]
@@ -311,7 +325,7 @@ extension Vault {
                     if !changed { state.bases[remote.id] = .init(localVersion: local.version, versions: mine) }
                 case .newer:
                     // Ours is newer: pushed below (a lost update comes back this way).
-                    if !changed { state.bases[remote.id]?.localVersion = 0 }
+                    if !changed { state.bases[remote.id]?.localVersion = SyncState.Base.resend }
                 case .older:
                     try applyRemote(remote, manifest: &manifest, state: &state, report: &report)
                     report.pulled += 1
@@ -381,7 +395,9 @@ extension Vault {
             var records: [Outgoing] = []
             for row in rows.sorted(by: { $0.id.lexicographicallyPrecedes($1.id) }) {
                 let base = state.bases[row.id]
-                let changed = base.map { $0.localVersion != row.version } ?? true
+                // Sent again as it was (the store lost it), or changed here.
+                let changed =
+                    base.map { $0.localVersion != row.version && $0.localVersion != SyncState.Base.resend } ?? true
                 let versions = changed ? VersionVector.bumped(base?.versions ?? [], by: state.device) : base!.versions
                 var payload = try keys.open(row)
                 if row.deleted { payload.grant = nil }

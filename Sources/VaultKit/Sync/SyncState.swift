@@ -10,6 +10,10 @@ struct SyncState {
 
     /// What a record was when last in step with the store.
     struct Base: Equatable {
+        /// `localVersion` of a record the store lost: send it again as it
+        /// was, with the same vector.
+        static let resend = UInt64.max
+
         var localVersion: UInt64
         var versions: VersionVector.Vector
 
