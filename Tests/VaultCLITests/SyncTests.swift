@@ -196,6 +196,46 @@ final class SyncTests {
         #expect(try b.listedNames().names == ["work", "from-a", "from-b"])
     }
 
+    @Test("SIGKILL at random moments during sync, then sync again: the machines converge and nothing is lost")
+    func killDuringSync() throws {
+        try a.run("import", "seed", stdin: Home.tokenJSON("s"))
+        try connect(a)
+        try sync(a)
+        #expect(try join(b).status == 0)
+        // The delay adapts: it shrinks after a sync that finished and grows
+        // after one that was killed, so kills land inside syncs.
+        var window = 100_000.0
+        var killed = 0
+        var rng = SystemRandomNumberGenerator()
+        for i in 0..<25 {
+            try a.run("import", "k\(i)", stdin: Home.tokenJSON("t\(i)"))
+            if i % 3 == 0 { try b.run("import", "b\(i)", stdin: Home.tokenJSON("u\(i)")) }
+            let p = try a.start("sync")
+            let q = try b.start("sync")
+            usleep(UInt32(Double.random(in: 0...window, using: &rng)))
+            p.signal(SIGKILL)
+            let status = p.wait().status
+            _ = q.wait()
+            if status == 128 + SIGKILL {
+                killed += 1
+                window *= 1.25
+            } else {
+                window = max(5_000, window * 0.8)
+            }
+            let listed = try a.run("list", "--json")
+            #expect(listed.status == 0 && listed.stderr.isEmpty, "\(listed.stderr)")
+        }
+        for _ in 0..<3 {
+            try sync(a)
+            try sync(b)
+        }
+        let expected = Set(["seed"] + (0..<25).map { "k\($0)" } + stride(from: 0, to: 25, by: 3).map { "b\($0)" })
+        #expect(try a.listedNames().names == expected)
+        #expect(try b.listedNames().names == expected)
+        #expect(killed >= 3, "only \(killed) syncs were interrupted")
+        print("sync kill loop: 25 runs, \(killed) killed")
+    }
+
     /// A small seeded generator, so a failing run can be repeated.
     struct SplitMix: RandomNumberGenerator {
         var state: UInt64
