@@ -12,6 +12,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -48,12 +49,33 @@ def fill(vault, env, count, workers=4):
         list(pool.map(one, range(count)))
 
 
+def sync_one_change(vault, env, url, password_file, runs):
+    """Sets the store, uploads everything, then times syncs that each carry
+    one changed grant. Returns (median ms, requests, bytes sent) of those."""
+    subprocess.run([vault, "remote", "set", url, "--user", "vault", "--password-file", password_file], env=env,
+                   check=True, stderr=subprocess.DEVNULL)
+    subprocess.run([vault, "sync"], env=env, check=True, stderr=subprocess.DEVNULL)
+    samples = []
+    last = {}
+    for i in range(runs):
+        token = {"access_token": "ya29.changed-%d" % i, "refresh_token": "1//changed", "expires_in": 3600,
+                 "provider": "google", "account": "user0@example.com"}
+        subprocess.run([vault, "import", "g0", "--replace"], env=env, input=json.dumps(token).encode(), check=True,
+                       stderr=subprocess.DEVNULL)
+        start = time.perf_counter()
+        out = subprocess.run([vault, "sync", "--json"], env=env, check=True, capture_output=True).stdout
+        samples.append((time.perf_counter() - start) * 1000)
+        last = json.loads(out)
+    return statistics.median(samples), last["requests"], last["bytes_sent"]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--vault", required=True)
     ap.add_argument("--grants", type=int, default=1000)
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--big", type=int, default=10000, help="grants in the second vault for vault list (0: skip)")
+    ap.add_argument("--no-sync", action="store_true", help="skip the sync measurements (they start Apache)")
     args = ap.parse_args()
     vault = os.path.abspath(args.vault)
     home = tempfile.mkdtemp(prefix="vault-bench-")
@@ -95,6 +117,33 @@ def main():
                          median_ms([vault, "token", "g%d" % (args.big // 2)], big_env, args.runs)))
             rss_big = peak_rss_mib([vault, "token", "g%d" % (args.big // 2)], big_env, home)
 
+        sync_rows = []
+        if not args.no_sync:
+            here = os.path.dirname(os.path.abspath(__file__))
+            with open(home + "/store-password", "w") as f:
+                f.write("bench\n")
+            dav = subprocess.Popen([sys.executable, here + "/../testservers/webdav.py", home + "/dav",
+                                    home + "/store-password"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            try:
+                url = json.loads(dav.stdout.readline())["url"]
+                small_env = dict(env, VAULT_HOME=home + "/small")
+                subprocess.run([vault, "init", "--keyfile", home + "/small.key"], env=small_env, check=True,
+                               stderr=subprocess.DEVNULL)
+                small_env["VAULT_KEYFILE"] = home + "/small.key"
+                fill(vault, small_env, 100)
+                vaults = [(100, small_env, url + "s100/"), (args.grants, env, url + "s%d/" % args.grants)]
+                if args.big:
+                    vaults.append((args.big, big_env, url + "s%d/" % args.big))
+                for count, venv, store in vaults:
+                    os.makedirs(home + "/dav/www/store/" + store.rstrip("/").split("/")[-1])
+                    subprocess.run(["chown", "-R", "www-data:www-data", home + "/dav/www/store"], check=True)
+                    ms, requests, sent = sync_one_change(vault, venv, store, home + "/store-password",
+                                                         max(5, args.runs // 4))
+                    sync_rows.append((count, ms, requests, sent))
+            finally:
+                dav.stdin.close()
+                dav.wait()
+
         peers = []
         # age: decrypt one small secret with an identity file.
         if shutil.which("age"):
@@ -135,6 +184,9 @@ def main():
         print("%-44s %10.1f" % ("peak RSS of vault token, key file (MiB)", rss_keyfile))
         if args.big:
             print("%-44s %10.1f" % ("peak RSS of vault token, %d grants (MiB)" % args.big, rss_big))
+        for count, ms, requests, sent in sync_rows:
+            print("vault sync of one changed grant, %5d grants: %8.1f ms, %d requests, %d bytes uploaded"
+                  % (count, ms, requests, sent))
         print()
         agent_token = base[agent_row]
         for peer, ms in peers:
