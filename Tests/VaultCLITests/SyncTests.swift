@@ -115,6 +115,18 @@ final class SyncTests {
         try sync(a)
         let (ta, tb) = (try token(a, "work"), try token(b, "work"))
         #expect(ta == tb && ["from-a", "from-b"].contains(ta), "a: \(ta), b: \(tb)")
+
+        // The other side is kept on b, and picking it makes it the value everywhere.
+        let listed = try b.run("conflicts")
+        #expect(listed.stdout.contains("work"), "\(listed.stdout)\(listed.stderr)")
+        let loser = ta == "from-a" ? "from-b" : "from-a"
+        #expect(try b.run("conflicts", "resolve", "work", "--keep", "other").status == 0)
+        #expect(try token(b, "work") == loser)
+        try sync(b)
+        try sync(a)
+        #expect(try token(a, "work") == loser)
+        #expect(try b.run("conflicts").stderr.contains("no conflicts"))
+        #expect(try a.run("conflicts", "resolve", "work", "--keep", "current").status == 1)
     }
 
     @Test("a store that serves old, changed, cut, foreign or HTML data is refused and nothing local changes")

@@ -156,3 +156,60 @@ extension Commands {
         return .ok
     }
 }
+
+extension Commands {
+    static let conflictsCommand = Command(
+        name: "conflicts",
+        abstract: "Show grants changed on two machines at once, and pick a side.",
+        usage: "conflicts [resolve NAME --keep current|other] [--json]",
+        arguments: [("resolve NAME", "end the conflict on NAME")],
+        options: [
+            OptionSpec(name: "keep", valueName: "SIDE", help: "current (the value now) or other (the side kept aside)")
+        ],
+        discussion: """
+            When two machines change one grant between syncs, every machine takes the same side as
+            the value and keeps the other here; nothing is dropped until you pick. 'resolve'
+            keeps the current value, or makes the other side the value; the next 'vault sync'
+            sends the choice to the other machines. Tokens are not shown.
+            """,
+        examples: ["vault conflicts", "vault conflicts resolve work --keep other"]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        let words = ctx.arguments.positionals
+        let store = try ctx.openVaultDirectly()
+        if words.first == "resolve" {
+            let name = try ctx.grantName(try ctx.positionals("resolve", "NAME")[1])
+            guard let keep = ctx.arguments.value("keep"), keep == "current" || keep == "other" else {
+                throw CLIError.usage("--keep must be current or other", command: "conflicts")
+            }
+            try vault { () throws(VaultError) in try store.resolveConflict(name, keepOther: keep == "other") }
+            ctx.console.info("kept the \(keep) side of '\(name)'; 'vault sync' sends the choice")
+            return .ok
+        }
+        if let word = words.first { throw CLIError.usage("unknown action '\(word)'", command: "conflicts") }
+        let conflicts = try vault { () throws(VaultError) in try store.syncConflicts() }
+        let now = ctx.time.now()
+        func describe(_ g: Grant?) -> String {
+            guard let g else { return "removed" }
+            let when = (g.refreshedAt ?? g.createdAt)
+            return "\(g.state(at: now).rawValue), changed \(Format.timestamp(when))"
+        }
+        if ctx.json {
+            struct Row: Encodable {
+                let name: String
+                let current: String
+                let other: String
+            }
+            try ctx.printJSON(
+                conflicts.map { Row(name: $0.name, current: describe($0.current), other: describe($0.other)) })
+            return .ok
+        }
+        guard !conflicts.isEmpty else {
+            ctx.console.info("no conflicts")
+            return .ok
+        }
+        var rows = [["NAME", "CURRENT", "OTHER"]]
+        for c in conflicts { rows.append([c.name, describe(c.current), describe(c.other)]) }
+        Format.table(rows).forEach { ctx.console.out($0) }
+        return .ok
+    }
+}
