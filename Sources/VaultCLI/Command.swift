@@ -21,7 +21,7 @@ enum Commands {
         initCommand, addCommand, importCommand, listCommand, showCommand, tokenCommand, refreshCommand, checkCommand,
         envCommand, execCommand, headerCommand, signCommand, xoauth2Command, gitCredentialCommand,
         renameCommand, removeCommand, passwdCommand, keyslotCommand, agentCommand, lockCommand, remoteCommand,
-        syncCommand, joinCommand, conflictsCommand,
+        syncCommand, joinCommand, pairCommand, conflictsCommand,
         providersCommand, completionCommand, helpCommand,
     ]
 

@@ -233,7 +233,7 @@ struct ProcessTests {
             "init", "add", "import", "list", "show", "token", "refresh", "check", "env", "exec", "header", "sign",
             "xoauth2",
             "git-credential",
-            "rename", "remove", "passwd", "keyslot", "agent", "lock", "remote", "sync", "join", "conflicts",
+            "rename", "remove", "passwd", "keyslot", "agent", "lock", "remote", "sync", "join", "pair", "conflicts",
             "providers", "help",
         ] {
             let a = try home.run("help", command)

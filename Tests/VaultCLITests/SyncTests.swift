@@ -101,6 +101,61 @@ final class SyncTests {
         }
     }
 
+    @Test("join on a fresh home with the passphrase, and with a one-time pairing code")
+    func joinWays() throws {
+        let p = Home()
+        p.extra["VAULT_AGENT"] = "off"
+        try p.initPassphraseVault("a strong vault passphrase")
+        p.write(p.path + "/store-password", "store password\n")
+        try p.run("import", "work", stdin: Home.tokenJSON("w"))
+        try connect(p)
+        try sync(p)
+
+        // With the passphrase.
+        let q = Home()
+        q.extra = ["VAULT_AGENT": "off"]
+        q.write(q.path + "/store-password", "store password\n")
+        q.write(q.path + "/wrong", "not it\n")
+        q.extra["VAULT_PASSPHRASE_FILE"] = q.path + "/wrong"
+        let wrong = try join(q)
+        #expect(wrong.status == 77 && wrong.stderr.contains("does not open"), "\(wrong.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: q.vaultFile), "nothing is left behind")
+        q.write(q.path + "/right", "a strong vault passphrase\n")
+        q.extra["VAULT_PASSPHRASE_FILE"] = q.path + "/right"
+        let joined = try join(q)
+        #expect(joined.status == 0, "\(joined.stderr)")
+        #expect(try token(q, "work") == "w")
+
+        // With a pairing code: no passphrase on the new machine at join.
+        let code = try p.run("pair")
+        #expect(code.status == 0, "\(code.stderr)")
+        let r = Home()
+        r.extra = ["VAULT_AGENT": "off"]
+        r.write(r.path + "/store-password", "store password\n")
+        r.write(r.path + "/code", code.stdout)
+        let paired = try r.run(
+            "join", proxied, "--user", "vault", "--password-file", r.path + "/store-password", "--pairing-code-file",
+            r.path + "/code")
+        #expect(paired.status == 0, "\(paired.stderr)")
+        // It opens later with the vault's passphrase, like the others.
+        r.extra["VAULT_PASSPHRASE_FILE"] = q.path + "/right"
+        #expect(try token(r, "work") == "w")
+        // The code works once.
+        let s = Home()
+        s.write(s.path + "/store-password", "store password\n")
+        s.write(s.path + "/code", code.stdout)
+        let again = try s.run(
+            "join", proxied, "--user", "vault", "--password-file", s.path + "/store-password", "--pairing-code-file",
+            s.path + "/code")
+        #expect(again.status == 1 && again.stderr.contains("no pairing offer"), "\(again.stderr)")
+        // Pairing codes and offers never show in the store in the clear.
+        for name in try FileManager.default.contentsOfDirectory(atPath: storeDir) {
+            let text = String(
+                decoding: try Data(contentsOf: URL(fileURLWithPath: storeDir + "/" + name)), as: UTF8.self)
+            #expect(!text.contains(code.stdout.trimmingCharacters(in: .newlines)))
+        }
+    }
+
     @Test("concurrent changes to one grant keep both sides, and the machines agree on the value")
     func concurrentEdits() throws {
         try a.run("import", "work", stdin: Home.tokenJSON("base"))

@@ -126,17 +126,27 @@ extension Commands {
     static let joinCommand = Command(
         name: "join",
         abstract: "Create this machine's vault from a store another machine syncs to.",
-        usage: "join URL [--user USER] [--password-file F]",
+        usage: "join URL [--user USER] [--password-file F] [--pairing-code-file F]",
         arguments: [("URL", "the store, as given to 'vault remote set' on the other machine")],
-        options: storeOptions,
+        options: storeOptions + [
+            OptionSpec(
+                name: "pairing-code-file", valueName: "F",
+                help: "join with the one-time code 'vault pair' printed on the other machine")
+        ],
         discussion: """
             Opens the store's copy of the vault's keyslots with the vault's passphrase (from the
             usual sources: VAULT_PASSPHRASE_COMMAND, _FILE, VAULT_PASSPHRASE or the terminal) or
             its key file (--keyfile, VAULT_KEYFILE), creates the local vault with the same key,
-            and syncs. The store could try to guess the passphrase offline, as a thief of the
-            vault file could: use a strong one.
+            and syncs. With --pairing-code-file, no passphrase is needed: the code from 'vault
+            pair' (valid once, for ten minutes) opens an offer the other machine left in the
+            store. Either way the new vault opens later with the vault's passphrase or key files.
+            The store could try to guess the passphrase offline, as a thief of the vault file
+            could: use a strong one.
             """,
-        examples: ["vault join https://dav.example.com/vault/ --user ada"]
+        examples: [
+            "vault join https://dav.example.com/vault/ --user ada",
+            "vault join https://dav.example.com/vault/ --user ada --pairing-code-file code.txt",
+        ]
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         let url = try ctx.positionals("URL")[0]
         let location = try ctx.location()
@@ -145,14 +155,51 @@ extension Commands {
         }
         let user = ctx.arguments.value("user")
         let password = try ctx.storePassword(user: user)
-        let (key, _, _) = try ctx.unlockSources.key()
-        let (_, report) = try vault { () throws(VaultError) in
-            try Vault.join(
-                at: location, url: url, user: user, password: password, key: key, transport: ctx.transport,
-                time: ctx.time)
+        let report: SyncReport
+        if let file = ctx.arguments.value("pairing-code-file") {
+            let code: SecureBytes
+            do throws(VaultError) { code = try SecretFile.read(path: file) } catch {
+                throw CLIError("\(error.reason) (from --pairing-code-file)")
+            }
+            let text = code.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+            (_, report) = try vault { () throws(VaultError) in
+                try Vault.join(
+                    at: location, url: url, user: user, password: password, pairingCode: text,
+                    transport: ctx.transport, time: ctx.time)
+            }
+        } else {
+            let (key, _, _) = try ctx.unlockSources.key()
+            (_, report) = try vault { () throws(VaultError) in
+                try Vault.join(
+                    at: location, url: url, user: user, password: password, key: key, transport: ctx.transport,
+                    time: ctx.time)
+            }
         }
         ctx.console.info("joined: created a vault at \(location.databasePath) from \(url)")
         try ctx.printSyncReport(report)
+        return .ok
+    }
+
+    static let pairCommand = Command(
+        name: "pair",
+        abstract: "Print a one-time code that lets another machine join without the passphrase.",
+        usage: "pair",
+        discussion: """
+            Leaves an offer in the store, sealed under a random 128-bit code, and prints the code on
+            stdout. On the new machine, put the code in a file and run 'vault join URL
+            --pairing-code-file FILE' within ten minutes; the offer is then deleted. Treat the code
+            like the passphrase until it is used: with the store's credentials, it opens the vault.
+            """,
+        examples: ["vault pair > code.txt"]
+    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        _ = try ctx.positionals()
+        let store = try ctx.openVaultDirectly()
+        let code = try vault { () throws(VaultError) in try store.createPairingOffer(transport: ctx.transport) }
+        var bytes = Array((code + "\n").utf8)
+        Console.writeAll(&bytes, fd: 1)
+        secureZero(&bytes)
+        ctx.console.info(
+            "on the new machine, within ten minutes: vault join URL --pairing-code-file FILE (with this code in FILE)")
         return .ok
     }
 }
