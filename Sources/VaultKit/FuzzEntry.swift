@@ -17,6 +17,8 @@ public enum _FuzzEntry {
             if let keys = try? SyncKeys(masterKey: SecureBytes(copying: [UInt8](repeating: 1, count: 32))) {
                 _ = try? SyncRoot(decoding: bytes, keys: keys, vaultID: Array(repeating: 0, count: 16), keyEpoch: 1)
             }
+        case "sync-keys":
+            _ = try? Vault.parseKeysObject(bytes)
         case "sync-bucket":
             _ = try? SyncBucket.parseBody(bytes, index: bytes.first ?? 0, what: "bucket")
         case "agent-message":
@@ -73,6 +75,6 @@ public enum _FuzzEntry {
     /// The fuzz targets by name.
     public static let targets = [
         "header", "keyslot", "state", "checksum", "payload", "token-response", "keyfile", "provider-file", "id-token",
-        "redirect-request", "git-credential", "oauth1-url", "agent-message", "sync-root", "sync-bucket",
+        "redirect-request", "git-credential", "oauth1-url", "agent-message", "sync-root", "sync-bucket", "sync-keys",
     ]
 }

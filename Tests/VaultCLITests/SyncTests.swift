@@ -101,6 +101,21 @@ final class SyncTests {
         }
     }
 
+    @Test("with the agent holding the vault, sync needs no passphrase")
+    func throughAgent() throws {
+        let agent = AgentHome()
+        let home = agent.home
+        try home.initPassphraseVault("agent sync passphrase")
+        home.write(home.path + "/store-password", "store password\n")
+        try home.run("import", "work", stdin: Home.tokenJSON("w"))
+        try connect(home)
+        home.extra["VAULT_PASSPHRASE_FILE"] = nil
+        let r = try sync(home)
+        #expect(r.stderr.contains("1 sent"), "\(r.stderr)")
+        #expect(try home.run("lock").status == 0)
+        #expect(try home.run("sync").status == 77, "locked again: the passphrase is needed")
+    }
+
     @Test("join on a fresh home with the passphrase, and with a one-time pairing code")
     func joinWays() throws {
         let p = Home()
@@ -148,6 +163,19 @@ final class SyncTests {
             "join", proxied, "--user", "vault", "--password-file", s.path + "/store-password", "--pairing-code-file",
             s.path + "/code")
         #expect(again.status == 1 && again.stderr.contains("no pairing offer"), "\(again.stderr)")
+        // A new passphrase reaches the store on the next sync: later
+        // machines join with it.
+        p.write(p.path + "/renewed", "a renewed vault passphrase\n")
+        #expect(
+            try p.run("passwd", "--new-passphrase-file", p.path + "/renewed", "--kdf-memory", "64", "--kdf-passes", "2")
+                .status == 0)
+        p.extra["VAULT_PASSPHRASE_FILE"] = p.path + "/renewed"
+        try sync(p)
+        let t = Home()
+        t.extra = ["VAULT_AGENT": "off", "VAULT_PASSPHRASE_FILE": p.path + "/renewed"]
+        t.write(t.path + "/store-password", "store password\n")
+        let renewed = try join(t)
+        #expect(renewed.status == 0, "\(renewed.stderr)")
         // Pairing codes and offers never show in the store in the clear.
         for name in try FileManager.default.contentsOfDirectory(atPath: storeDir) {
             let text = String(

@@ -117,6 +117,20 @@ extension Commands {
         examples: ["vault sync", "vault sync --json"]
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         _ = try ctx.positionals()
+        // An agent holding the vault syncs it: no passphrase needed here.
+        if let agent = ctx.agentClient(try ctx.location()) {
+            let outcome: Result<SyncReport, VaultError>
+            do throws(VaultError) { outcome = .success(try agent.sync()) } catch { outcome = .failure(error) }
+            switch outcome {
+            case .success(let report):
+                try ctx.printSyncReport(report)
+                return .ok
+            case .failure(let error) where error.code == .locked || error.code == .unsupported:
+                break  // locked: unlock here instead
+            case .failure(let error):
+                throw CLIError(error)
+            }
+        }
         let store = try ctx.openVaultDirectly()
         let report = try vault { () throws(VaultError) in try store.sync(transport: ctx.transport) }
         try ctx.printSyncReport(report)

@@ -78,6 +78,23 @@ public final class AgentClient {
     }
 }
 
+extension AgentClient {
+    /// Has the agent sync the vault it holds (it has the keys sync needs).
+    public func sync() throws(VaultError) -> SyncReport {
+        var r = try connection.call(MessageWriter(request: .sync))
+        var report = SyncReport()
+        report.pulled = Int(try r.u32())
+        report.pushed = Int(try r.u32())
+        report.repaired = try r.bool()
+        report.requests = Int(try r.u32())
+        report.bytesSent = Int(try r.u64())
+        for _ in 0..<Int(try r.u32()) { report.conflicts.append(try r.string()) }
+        for _ in 0..<Int(try r.u32()) { report.renamed.append(try r.string()) }
+        try r.finish()
+        return report
+    }
+}
+
 /// What `AgentClient.status` reports.
 public struct AgentStatus: Sendable, Equatable {
     /// True when the agent holds this vault's keys.

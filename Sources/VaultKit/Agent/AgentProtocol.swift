@@ -37,6 +37,9 @@ enum AgentProtocol {
         case open = 7
         /// State body → MAC.
         case stateMAC = 8
+        /// → pulled u32, pushed u32, repaired u8, requests u32, bytes sent u64,
+        /// conflicts (u32 count of names), renamed (u32 count of names).
+        case sync = 9
     }
 
     static let noExpiry = Int64.min
@@ -179,6 +182,7 @@ enum AgentRequest {
     case seal(payload: [UInt8], id: [UInt8], version: UInt64, deleted: Bool, nameHash: [UInt8])
     case open([StoredRecord])
     case stateMAC([UInt8])
+    case sync
 
     /// The most records one `open` may carry.
     static let maxRecords = 100_000
@@ -204,6 +208,7 @@ enum AgentRequest {
             for _ in 0..<count { rows.append(try r.record()) }
             self = .open(rows)
         case .stateMAC: self = .stateMAC(try r.bytes())
+        case .sync: self = .sync
         }
         try r.finish()
     }

@@ -328,6 +328,17 @@ public final class AgentServer {
             }
         case .stateMAC(let body):
             w.bytes(try keys.stateMAC(body))
+        case .sync:
+            let report = try vault.sync(transport: transport)
+            w.u32(UInt32(report.pulled))
+            w.u32(UInt32(report.pushed))
+            w.u8(report.repaired ? 1 : 0)
+            w.u32(UInt32(report.requests))
+            w.u64(UInt64(report.bytesSent))
+            for names in [report.conflicts, report.renamed] {
+                w.u32(UInt32(names.count))
+                for n in names { w.string(n) }
+            }
         case .hello, .load, .lock:
             break
         }

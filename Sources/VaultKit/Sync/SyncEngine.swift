@@ -97,6 +97,7 @@ extension Vault {
         }
         for attempt in 1...Vault.syncAttempts {
             if try syncOnce(store: store, keys: keys, report: &report) {
+                try publishKeys(store: store, keys: keys)
                 report.requests = store.requestCount
                 report.bytesSent = store.bytesSent
                 return report
@@ -206,13 +207,6 @@ extension Vault {
             }
             report.pushed += records.filter(\.changed).count
         }
-        if root == nil {
-            // The public keys object, for 'vault join': header and keyslots.
-            let keysBytes = try keysObject()
-            _ = try storeCall { () throws(ObjectStore.Failure) in
-                try store.put(Vault.keysName, keysBytes, precondition: .absent)
-            }
-        }
         let rootBytes = try next.encoded(with: keys)
         let precondition: ObjectStore.Precondition =
             rootObject.map { $0.etag.map(ObjectStore.Precondition.matches) ?? .none } ?? .absent
@@ -238,6 +232,21 @@ extension Vault {
         // If-Match: a root that overwrote ours may still name them.
         if state.honoursPreconditions { for name in replaced { try? store.delete(name) } }
         return true
+    }
+
+    /// Uploads `vault-keys` again when the keyslots changed since it was last
+    /// uploaded (a new passphrase, an added key file), so that machines
+    /// joining later use the vault's current ones. No request otherwise.
+    private func publishKeys(store: ObjectStore, keys: SyncKeys) throws(VaultError) {
+        let bytes = try keysObject()
+        let hash = try SyncRoot.hash(bytes)
+        guard try loadSyncState(keys).keysHash != hash else { return }
+        _ = try storeCall { () throws(ObjectStore.Failure) in try store.put(Vault.keysName, bytes) }
+        try update { (_: inout StateManifest) throws(VaultError) in
+            var s = try loadSyncState(keys)
+            s.keysHash = hash
+            try saveSyncState(s, keys)
+        }
     }
 
     /// The store's root, read and authenticated. A read that fails its
@@ -277,8 +286,7 @@ extension Vault {
         }
         if root.epoch == state.markEpoch && hash == state.markHash { return false }
         // A sibling of the mark, written on the same parent: the store let
-        // another writer overwrite it. Only a store without preconditions
-        // can do that honestly.
+        // another writer overwrite it.
         let sibling = root.epoch == state.markEpoch && root.parent == state.markParent
         let throughSibling =
             root.ancestry.contains { $0.epoch == state.markEpoch && $0.hash != state.markHash }
@@ -288,7 +296,10 @@ extension Vault {
             || root.ancestry.contains { $0.epoch == state.markEpoch && $0.hash == state.markHash }
             || root.epoch - state.markEpoch > UInt64(SyncRoot.maxAncestry)
         if descends { return false }
-        if (sibling || throughSibling) && !state.honoursPreconditions { return true }
+        // Even a store that honours If-Match can let two writers through
+        // when it checks both before either writes (Apache does): a sibling
+        // is a lost update, sent again, never a reason to stop.
+        if sibling || throughSibling { return true }
         throw VaultError(
             .tampered,
             "the store's root (epoch \(root.epoch)) does not descend from the one this machine accepted (epoch \(state.markEpoch)): a fork",

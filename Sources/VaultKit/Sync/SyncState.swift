@@ -40,6 +40,8 @@ struct SyncState {
     var markEpoch: UInt64 = 0
     var markHash: [UInt8] = Array(repeating: 0, count: 32)
     var markParent: [UInt8] = Array(repeating: 0, count: 32)
+    /// BLAKE2b-32 of the `vault-keys` object last uploaded (zeros: none).
+    var keysHash: [UInt8] = Array(repeating: 0, count: 32)
     /// The hash of each bucket object as last merged (zeros: none).
     var bucketHashes: [[UInt8]] = Array(repeating: Array(repeating: 0, count: 32), count: 256)
     var bases: [[UInt8]: Base] = [:]
@@ -70,6 +72,7 @@ struct SyncState {
         w.append(markEpoch)
         w.append(markHash)
         w.append(markParent)
+        w.append(keysHash)
         for h in bucketHashes { w.append(h) }
         w.append(UInt32(bases.count))
         for (id, base) in bases.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
@@ -125,6 +128,7 @@ struct SyncState {
         markEpoch = try r.u64()
         markHash = try r.read(32)
         markParent = try r.read(32)
+        keysHash = try r.read(32)
         bucketHashes = []
         for _ in 0..<256 { bucketHashes.append(try r.read(32)) }
         for _ in 0..<Int(try r.u32()) {
