@@ -76,6 +76,7 @@ public enum CLI {
             throw CLIError.usage("'--' is not used by 'vault \(name)'", command: name)
         }
         let context = Context(command: command, arguments: parsed, environment: environment)
+        try context.configureStore()
         return try command.run(context)
     }
 }

@@ -14,6 +14,15 @@ struct Context {
 
     var json: Bool { arguments.flag("json") }
 
+    /// Applies `VAULT_STORE_TIMEOUT` (seconds per request to the sync store).
+    func configureStore() throws(CLIError) {
+        guard let text = environment["VAULT_STORE_TIMEOUT"] else { return }
+        guard let seconds = Double(text), seconds >= 1, seconds <= 600 else {
+            throw CLIError.usage("VAULT_STORE_TIMEOUT needs a number of seconds (1 to 600)", command: command.name)
+        }
+        Vault.storeTimeout = seconds
+    }
+
     func location() throws(CLIError) -> VaultLocation {
         try vault { () throws(VaultError) in try VaultLocation.resolve(environment: environment) }
     }

@@ -233,6 +233,16 @@ final class SyncTests {
             #expect(r.status != 0 && r.stderr.contains(message), "\(mode): \(r.stderr)")
             #expect(a.snapshot() == before, "\(mode) changed local data")
         }
+        // A store that accepts the connection and never answers.
+        try control("mode/stall")
+        a.extra["VAULT_STORE_TIMEOUT"] = "1"
+        let started = Date()
+        let stalled = try a.run("sync")
+        a.extra["VAULT_STORE_TIMEOUT"] = nil
+        try control("mode/pass")
+        #expect(stalled.status == 75, "\(stalled.stderr)")
+        #expect(Date().timeIntervalSince(started) < 30, "a stalled store must not hang vault")
+        #expect(a.snapshot() == before)
         try control("mode/412")
         try a.run("import", "other", stdin: Home.tokenJSON("x"))
         let busy = try a.run("sync")
@@ -265,6 +275,35 @@ final class SyncTests {
         #expect(a.snapshot() == before2)
         try mine.write(to: URL(fileURLWithPath: root))
         try sync(a)
+    }
+
+    @Test("a store that shows another history of the same vault (a fork) is refused")
+    func fork() throws {
+        try a.run("import", "work", stdin: Home.tokenJSON("one"))
+        try connect(a)
+        try sync(a)
+        try a.run("import", "more", stdin: Home.tokenJSON("two"))
+        try sync(a)
+        // Another machine of the same vault builds its own history elsewhere.
+        #expect(try join(b).status == 0)
+        let elsewhere = storeDir + "/elsewhere"
+        try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+        chown(elsewhere, getpwnam("www-data").pointee.pw_uid, getpwnam("www-data").pointee.pw_gid)
+        try connect(b, url: davURL + "elsewhere/")
+        for i in 0..<3 {
+            try b.run("import", "b\(i)", stdin: Home.tokenJSON("b\(i)"))
+            try sync(b)
+        }
+        // The store now serves that history to a.
+        for name in try FileManager.default.contentsOfDirectory(atPath: elsewhere) {
+            let target = storeDir + "/" + name
+            try? FileManager.default.removeItem(atPath: target)
+            try FileManager.default.copyItem(atPath: elsewhere + "/" + name, toPath: target)
+        }
+        let before = a.snapshot()
+        let r = try a.run("sync")
+        #expect(r.status == 1 && r.stderr.contains("a fork"), "\(r.stderr)")
+        #expect(a.snapshot() == before)
     }
 
     @Test("a store that ignores If-Match loses an update; the next sync finds and repairs it")
@@ -421,13 +460,13 @@ final class SyncTests {
 
     @Test("three machines, random changes and syncs, some at once: they converge and lose nothing (Apache)")
     func randomAgainstApache() throws {
-        try randomRun(url: davURL, seed: 20_261_202, operations: 200)
+        try randomRun(url: davURL, seed: 20_261_202, operations: 300)
     }
 
     @Test("the same through a store that ignores If-Match: lost updates are repaired")
     func randomWithoutPreconditions() throws {
         try control("mode/nocas")
         defer { try? control("mode/pass") }
-        try randomRun(url: proxied, seed: 7_041_969, operations: 200)
+        try randomRun(url: proxied, seed: 7_041_969, operations: 300)
     }
 }

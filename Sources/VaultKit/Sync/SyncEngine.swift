@@ -44,12 +44,17 @@ extension Vault {
         try putMeta(Vault.syncMetaKey, try state.encoded(keys: keys, vaultID: header.vaultID))
     }
 
+    /// Seconds allowed per request to the sync store (`VAULT_STORE_TIMEOUT`).
+    nonisolated(unsafe) public static var storeTimeout: Double = 30
+
     static func store(for state: SyncState, transport: any HTTPTransport) throws(VaultError) -> ObjectStore {
         let password = try wrap { () throws(CryptoError) in try SecureBytes(copying: state.password) }
         do {
-            return try ObjectStore(
+            let store = try ObjectStore(
                 baseURL: state.url, user: state.user, password: state.user == nil ? nil : password,
                 transport: transport, sleep: { usleep(UInt32($0 * 1_000_000)) })
+            store.timeout = storeTimeout
+            return store
         } catch {
             throw VaultError(.invalidInput, error.reason)
         }
@@ -288,8 +293,11 @@ extension Vault {
         // A sibling of the mark, written on the same parent: the store let
         // another writer overwrite it.
         let sibling = root.epoch == state.markEpoch && root.parent == state.markParent
+        // Or a history that left the mark's parent through another root:
+        // it diverged exactly at the mark.
         let throughSibling =
-            root.ancestry.contains { $0.epoch == state.markEpoch && $0.hash != state.markHash }
+            state.markEpoch > 1
+            && root.ancestry.contains { $0.epoch == state.markEpoch - 1 && $0.hash == state.markParent }
             && !root.ancestry.contains { $0.epoch == state.markEpoch && $0.hash == state.markHash }
         let descends =
             root.parent == state.markHash
