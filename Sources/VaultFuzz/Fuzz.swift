@@ -7,7 +7,8 @@ import VaultKit
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let bytes = data.map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? []
-    _FuzzEntry.run(target, bytes)
+    // A broken invariant is reported to libFuzzer as a crash.
+    if !_FuzzEntry.run(target, bytes) { abort() }
     return 0
 }
 
