@@ -341,7 +341,15 @@ extension Vault {
                 let mine = changed ? VersionVector.bumped(base?.versions ?? [], by: state.device) : base!.versions
                 switch VersionVector.compare(mine, remote.versions) {
                 case .equal:
-                    if !changed { state.bases[remote.id] = .init(localVersion: local.version, versions: mine) }
+                    if changed {
+                        // The store has this machine's vector already (sent,
+                        // then interrupted before it was recorded); the local
+                        // record may have changed again since: raise the
+                        // vector once more, so it is never taken as equal.
+                        state.bases[remote.id] = .init(localVersion: 0, versions: mine)
+                    } else {
+                        state.bases[remote.id] = .init(localVersion: local.version, versions: mine)
+                    }
                 case .newer:
                     // Ours is newer: pushed below (a lost update comes back this way).
                     if !changed { state.bases[remote.id]?.localVersion = SyncState.Base.resend }
