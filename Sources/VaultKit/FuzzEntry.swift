@@ -20,6 +20,17 @@ public enum _FuzzEntry {
             if let keys = try? SyncKeys(masterKey: SecureBytes(copying: [UInt8](repeating: 1, count: 32))) {
                 _ = try? SyncRoot(decoding: bytes, keys: keys, vaultID: Array(repeating: 0, count: 16), keyEpoch: 1)
             }
+        case "discovery":
+            // A discovery document as the provider's answer.
+            struct Answer: HTTPTransport {
+                let body: [UInt8]
+                func send(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
+                    let secure: SecureBytes
+                    do { secure = try SecureBytes(copying: body) } catch { throw HTTPError(.unavailable, "memory") }
+                    return HTTPResponse(status: 200, headers: [], body: secure)
+                }
+            }
+            _ = try? Discovery.provider(name: "fuzz", issuer: "https://id.example", transport: Answer(body: bytes))
         case "sync-keys":
             _ = try? Vault.parseKeysObject(bytes)
         case "sync-bucket":
@@ -80,5 +91,6 @@ public enum _FuzzEntry {
     public static let targets = [
         "header", "keyslot", "state", "checksum", "payload", "token-response", "keyfile", "provider-file", "id-token",
         "redirect-request", "git-credential", "oauth1-url", "agent-message", "sync-root", "sync-bucket", "sync-keys",
+        "discovery",
     ]
 }
