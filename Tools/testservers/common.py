@@ -52,6 +52,22 @@ def no_redirect_opener():
     return opener
 
 
+def forward(opener, url, method, body, headers, drop=()):
+    """Sends one request upstream as a proxy would, without the hop-by-hop
+    headers and those in drop; returns (status, body, header items), error
+    statuses included."""
+    import urllib.error
+    import urllib.request
+    skip = ("host", "content-length", "connection", "expect") + tuple(drop)
+    kept = {k: v for k, v in headers if k.lower() not in skip}
+    req = urllib.request.Request(url, data=body, method=method, headers=kept)
+    try:
+        with opener.open(req, timeout=20) as r:
+            return r.status, r.read(), r.headers.items()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read(), e.headers.items()
+
+
 def serve_http_until_stdin_closes(handler):
     """Serves handler on 127.0.0.1 at a free port, prints the port, and
     returns when stdin closes."""

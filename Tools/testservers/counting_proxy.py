@@ -14,12 +14,10 @@ import json
 import signal
 import sys
 import threading
-import urllib.error
 import urllib.parse
-import urllib.request
 from http.server import BaseHTTPRequestHandler
 
-from common import no_redirect_opener, serve_http_until_stdin_closes
+from common import forward, no_redirect_opener, serve_http_until_stdin_closes
 
 UPSTREAM = sys.argv[1].rstrip("/")
 LOCK = threading.Lock()
@@ -66,13 +64,7 @@ class Proxy(BaseHTTPRequestHandler):
             return
         if forced:
             return self.answer(forced, b"", [("Content-Type", "text/plain")])
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length", "connection")}
-        req = urllib.request.Request(UPSTREAM + path, data=body, method=self.command, headers=headers)
-        try:
-            with OPENER.open(req, timeout=20) as r:
-                status, payload, rh = r.status, r.read(), r.headers.items()
-        except urllib.error.HTTPError as e:
-            status, payload, rh = e.code, e.read(), e.headers.items()
+        status, payload, rh = forward(OPENER, UPSTREAM + path, self.command, body, self.headers.items())
         keep = [(k, v) for k, v in rh if k.lower() in ("content-type", "www-authenticate", "cache-control")]
         self.answer(status, payload, keep)
 

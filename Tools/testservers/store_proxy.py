@@ -29,11 +29,9 @@ import signal
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from http.server import BaseHTTPRequestHandler
 
-from common import no_redirect_opener, serve_http_until_stdin_closes
+from common import forward, no_redirect_opener, serve_http_until_stdin_closes
 
 UPSTREAM = sys.argv[1].rstrip("/")
 LOCK = threading.Lock()
@@ -105,16 +103,8 @@ class Proxy(BaseHTTPRequestHandler):
                     STATE["oldonce"] = False
             if (mode == "old" or once) and len(bodies) >= 2:
                 return self.answer(200, bodies[-2], [("Content-Type", "application/octet-stream")])
-        drop = ("host", "content-length", "connection", "expect")
-        if mode == "nocas":
-            drop += ("if-match", "if-none-match")
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in drop}
-        req = urllib.request.Request(UPSTREAM + path, data=body, method=self.command, headers=headers)
-        try:
-            with OPENER.open(req, timeout=20) as r:
-                status, payload, rh = r.status, r.read(), r.headers.items()
-        except urllib.error.HTTPError as e:
-            status, payload, rh = e.code, e.read(), e.headers.items()
+        drop = ("if-match", "if-none-match") if mode == "nocas" else ()
+        status, payload, rh = forward(OPENER, UPSTREAM + path, self.command, body, self.headers.items(), drop)
         if self.command == "PUT" and status in (200, 201, 204):
             with LOCK:
                 HISTORY.setdefault(path, []).append(body or b"")
