@@ -25,19 +25,30 @@ let package = Package(
         .target(name: "VaultCrypto", dependencies: ["CSodium", "COpenSSL"]),
         .target(name: "VaultStorage", dependencies: ["CSQLite"]),
         .target(name: "VaultHTTP", dependencies: ["CCurl", "VaultCrypto"]),
-        .target(name: "VaultKit", dependencies: ["VaultCrypto", "VaultStorage", "VaultHTTP", "CPlatform", "CSecret"]),
-        .target(name: "VaultCLI", dependencies: ["VaultKit", "VaultHTTP", "CPlatform"]),
+        // The core: grants, the vault file, keyslots, OAuth and providers. It
+        // names neither sync nor the agent; they build on it.
+        .target(name: "VaultCore", dependencies: ["VaultCrypto", "VaultStorage", "VaultHTTP", "CPlatform", "CSecret"]),
+        .target(name: "VaultSync", dependencies: ["VaultCore", "VaultCrypto", "VaultHTTP"]),
+        .target(name: "VaultAgent", dependencies: ["VaultCore", "VaultSync", "VaultCrypto", "VaultHTTP", "CPlatform"]),
+        // The library product: one import for apps.
+        .target(name: "VaultKit", dependencies: ["VaultCore", "VaultSync", "VaultAgent"]),
+        .target(
+            name: "VaultCLI",
+            dependencies: ["VaultCore", "VaultSync", "VaultAgent", "VaultCrypto", "VaultHTTP", "CPlatform"]),
         .executableTarget(name: "vault", dependencies: ["VaultCLI"]),
 
         .target(
-            name: "VaultTestSupport", dependencies: ["VaultKit", "VaultCrypto", "CPlatform"],
+            name: "VaultTestSupport", dependencies: ["VaultKit", "VaultCore", "VaultCrypto", "CPlatform"],
             path: "Tests/VaultTestSupport"),
         .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto"]),
         .testTarget(name: "VaultStorageTests", dependencies: ["VaultStorage"]),
         .testTarget(name: "VaultHTTPTests", dependencies: ["VaultHTTP", "VaultTestSupport"]),
         .testTarget(
             name: "VaultKitTests",
-            dependencies: ["VaultKit", "VaultCrypto", "VaultStorage", "VaultHTTP", "VaultTestSupport"],
+            dependencies: [
+                "VaultKit", "VaultCore", "VaultSync", "VaultAgent", "VaultCrypto", "VaultStorage", "VaultHTTP",
+                "VaultTestSupport",
+            ],
             resources: [.copy("Vectors")]),
         .testTarget(
             name: "VaultCLITests", dependencies: ["VaultTestSupport", "VaultHTTP", "VaultCrypto"],
@@ -59,6 +70,9 @@ where target.type != .system && !["CPlatform", "CCurl", "COpenSSL", "CSecret"].c
 // builds with -sanitize=fuzzer (libFuzzer then supplies main).
 if ProcessInfo.processInfo.environment["VAULT_FUZZ"] != nil {
     package.targets.append(.target(name: "CFuzz"))
-    package.targets.append(.executableTarget(name: "VaultFuzz", dependencies: ["VaultKit", "CFuzz"]))
+    package.targets.append(
+        .executableTarget(
+            name: "VaultFuzz",
+            dependencies: ["VaultCore", "VaultSync", "VaultAgent", "VaultCrypto", "VaultHTTP", "CFuzz"]))
     package.products.append(.executable(name: "vault-fuzz", targets: ["VaultFuzz"]))
 }

@@ -1,7 +1,9 @@
 internal import FoundationEssentials
 internal import Glibc
+internal import VaultAgent
+internal import VaultCore
 internal import VaultCrypto
-internal import VaultKit
+internal import VaultSync
 
 /// Everything a command needs: its arguments, the environment, the
 /// streams and the clock. Built once per process.
@@ -50,8 +52,13 @@ struct Context {
         }
         let (store, shareable) = try unlockHere(location)
         if shareable { shareUnlock(store, agent: agent) }
+        store.refreshCoordinator = SyncRefreshCoordinator(transport: transport)
         return store
     }
+
+    /// Fresh tokens from `store`, coordinated as it was opened (through
+    /// the agent, or with the sync store).
+    func refresher(_ store: Vault) -> TokenRefresher { TokenRefresher(vault: store, transport: transport) }
 
     /// Opens the vault by unlocking it in this process, never through the
     /// agent: for changes to keyslots, which need the master key.
@@ -60,7 +67,9 @@ struct Context {
         guard Vault.exists(at: location) else {
             throw CLIError("no vault at \(location.databasePath)", hint: "run 'vault init' to create one")
         }
-        return try unlockHere(location).0
+        let store = try unlockHere(location).0
+        store.refreshCoordinator = SyncRefreshCoordinator(transport: transport)
+        return store
     }
 
     /// Unlocks here. A wrong passphrase typed on the terminal may be

@@ -1,4 +1,6 @@
-internal import VaultKit
+internal import VaultAgent
+internal import VaultCore
+internal import VaultSync
 
 /// The exit codes of SPEC.md.
 enum ExitCode: Int32 {

@@ -1,7 +1,9 @@
 internal import CPlatform
 internal import Glibc
+internal import VaultAgent
+internal import VaultCore
 internal import VaultCrypto
-internal import VaultKit
+internal import VaultSync
 
 /// Where the key to a vault comes from, in SPEC.md's order of precedence
 /// after a running agent (which `Context.openVault` asks first).

@@ -1,6 +1,8 @@
-import CFuzz
-import Glibc
-import VaultKit
+internal import CFuzz
+internal import Glibc
+internal import VaultAgent
+internal import VaultCore
+internal import VaultSync
 
 /// libFuzzer's entry point. The target comes from VAULT_FUZZ_TARGET; built
 /// only by Tools/fuzz/run (VAULT_FUZZ=1, -sanitize=fuzzer,address).
@@ -8,7 +10,7 @@ import VaultKit
 public func fuzzOne(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let bytes = data.map { Array(UnsafeBufferPointer(start: $0, count: size)) } ?? []
     // A broken invariant is reported to libFuzzer as a crash.
-    if !_FuzzEntry.run(target, bytes) { abort() }
+    if !FuzzEntry.run(target, bytes) { abort() }
     return 0
 }
 

@@ -113,7 +113,8 @@ final class SyncTests {
         let r = try sync(home)
         #expect(r.stderr.contains("1 sent"), "\(r.stderr)")
         #expect(try home.run("lock").status == 0)
-        #expect(try home.run("sync").status == 77, "locked again: the passphrase is needed")
+        let again = try home.run("sync")
+        #expect(again.status == 77, "locked again: the passphrase is needed \(again.stderr)")
     }
 
     @Test("join on a fresh home with the passphrase, and with a one-time pairing code")

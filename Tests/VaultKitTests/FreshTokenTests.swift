@@ -4,7 +4,9 @@ import VaultCrypto
 import VaultHTTP
 import VaultTestSupport
 
-@testable import VaultKit
+@testable import VaultAgent
+@testable import VaultCore
+@testable import VaultSync
 
 @Suite("fresh tokens and the userinfo probe, with a scripted provider")
 struct FreshTokenTests {
@@ -31,7 +33,7 @@ struct FreshTokenTests {
     func refresh() throws {
         let store = try vault(expiresIn: 30)
         let fake = FakeTransport([refreshed])
-        let fresh = try store.freshGrant("work", transport: fake)
+        let fresh = try TokenRefresher(vault: store, transport: fake).freshGrant("work")
         #expect(fresh.refreshed && fresh.grant.accessToken == "new-access")
         #expect(
             fake.requests.count == 1
@@ -40,15 +42,16 @@ struct FreshTokenTests {
         )
         let stored = try store.load("work")
         #expect(stored.refreshToken == "new-refresh" && stored.refreshedAt == now)
-        #expect(try !store.freshGrant("work", transport: fake).refreshed)
+        #expect(try !TokenRefresher(vault: store, transport: fake).freshGrant("work").refreshed)
         #expect(fake.requests.count == 1)
     }
 
     @Test("a provider that does not rotate keeps the old refresh token")
     func noRotation() throws {
         let store = try vault(expiresIn: 0)
-        _ = try store.freshGrant(
-            "work", transport: FakeTransport([(200, #"{"access_token":"n","expires_in":60}"#, [])]))
+        _ = try TokenRefresher(
+            vault: store, transport: FakeTransport([(200, #"{"access_token":"n","expires_in":60}"#, [])])
+        ).freshGrant("work")
         #expect(try store.load("work").refreshToken == "1//refresh-old-access")
     }
 
@@ -62,7 +65,7 @@ struct FreshTokenTests {
         let store = try vault(expiresIn: 0)
         let before = try store.allRows()
         do {
-            _ = try store.freshGrant("work", transport: FakeTransport([(status, body, [])]))
+            _ = try TokenRefresher(vault: store, transport: FakeTransport([(status, body, [])])).freshGrant("work")
             Issue.record("no error")
         } catch {
             #expect(error.code == (dies ? .dead : .transient))
@@ -75,9 +78,10 @@ struct FreshTokenTests {
     func checkLive() throws {
         let store = try vault()
         #expect(
-            try store.check("work", transport: FakeTransport([(200, "{}", [])])) == .live(account: "ada@example.com"))
+            try TokenRefresher(vault: store, transport: FakeTransport([(200, "{}", [])])).check("work")
+                == .live(account: "ada@example.com"))
         let fake = FakeTransport([(401, "", []), refreshed, (200, "{}", [])])
-        #expect(try store.check("work", transport: fake) == .live(account: "ada@example.com"))
+        #expect(try TokenRefresher(vault: store, transport: fake).check("work") == .live(account: "ada@example.com"))
         #expect(
             fake.requests.map(\.url) == [
                 "https://id.example/userinfo", "https://id.example/token", "https://id.example/userinfo",
@@ -89,7 +93,8 @@ struct FreshTokenTests {
     func checkDead() throws {
         let store = try vault()
         #expect {
-            try store.check("work", transport: FakeTransport([(401, "", []), refreshed, (401, "", [])]))
+            try TokenRefresher(vault: store, transport: FakeTransport([(401, "", []), refreshed, (401, "", [])])).check(
+                "work")
         } throws: {
             ($0 as? VaultError)?.code == .dead
         }
@@ -101,7 +106,7 @@ struct FreshTokenTests {
     func checkTransient() throws {
         let store = try vault()
         let before = try store.allRows().map(\.ciphertext)
-        #expect { try store.check("work", transport: FakeTransport([(503, "", [])])) } throws: {
+        #expect { try TokenRefresher(vault: store, transport: FakeTransport([(503, "", [])])).check("work") } throws: {
             ($0 as? VaultError)?.code == .transient
         }
         #expect(try store.allRows().map(\.ciphertext) == before)

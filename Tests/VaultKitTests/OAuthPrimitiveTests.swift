@@ -2,7 +2,9 @@ import Foundation
 import Testing
 import VaultHTTP
 
-@testable import VaultKit
+@testable import VaultAgent
+@testable import VaultCore
+@testable import VaultSync
 
 struct PKCEVectors: Decodable {
     struct Case: Decodable {

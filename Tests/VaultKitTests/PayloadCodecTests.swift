@@ -1,7 +1,9 @@
 import Foundation
 import Testing
 
-@testable import VaultKit
+@testable import VaultAgent
+@testable import VaultCore
+@testable import VaultSync
 
 @Suite("the payload JSON reader")
 struct PayloadCodecTests {

@@ -2,7 +2,9 @@ import Foundation
 import Testing
 import VaultTestSupport
 
-@testable import VaultKit
+@testable import VaultAgent
+@testable import VaultCore
+@testable import VaultSync
 
 @Suite("providers as data")
 struct ProviderTests {

@@ -3,7 +3,9 @@ import Testing
 import VaultCrypto
 import VaultTestSupport
 
-@testable import VaultKit
+@testable import VaultAgent
+@testable import VaultCore
+@testable import VaultSync
 
 @Suite("sync objects: root and bucket formats, version vectors")
 struct SyncObjectTests {

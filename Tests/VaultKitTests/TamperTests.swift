@@ -4,7 +4,9 @@ import VaultCrypto
 import VaultStorage
 import VaultTestSupport
 
-@testable import VaultKit
+@testable import VaultAgent
+@testable import VaultCore
+@testable import VaultSync
 
 /// Direct access to the vault file's rows, as an attacker with the disk has.
 struct RawVault {

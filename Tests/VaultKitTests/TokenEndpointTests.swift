@@ -4,7 +4,9 @@ import VaultCrypto
 import VaultHTTP
 import VaultTestSupport
 
-@testable import VaultKit
+@testable import VaultAgent
+@testable import VaultCore
+@testable import VaultSync
 
 @Suite("the token endpoint client")
 struct TokenEndpointTests {

@@ -1,7 +1,9 @@
 internal import FoundationEssentials
 internal import Glibc
+internal import VaultAgent
+internal import VaultCore
 internal import VaultHTTP
-internal import VaultKit
+internal import VaultSync
 
 /// The person's side of an authorization, on a terminal.
 struct TerminalAuthorizationUI: AuthorizationUI {

@@ -1,8 +1,10 @@
 internal import CPlatform
 internal import FoundationEssentials
 internal import Glibc
+internal import VaultAgent
+internal import VaultCore
 internal import VaultCrypto
-internal import VaultKit
+internal import VaultSync
 
 extension Context {
     /// The agent's paths for this vault, or nil when agents are off

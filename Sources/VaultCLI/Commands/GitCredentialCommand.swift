@@ -1,7 +1,9 @@
 internal import FoundationEssentials
 internal import Glibc
+internal import VaultAgent
+internal import VaultCore
 internal import VaultHTTP
-internal import VaultKit
+internal import VaultSync
 
 extension Commands {
     static let gitCredentialCommand = Command(
@@ -77,7 +79,7 @@ extension Commands {
             }
             return .ok
         }
-        let fresh = try vault { () throws(VaultError) in try store.freshGrant(entry.grant, transport: ctx.transport) }
+        let fresh = try vault { () throws(VaultError) in try ctx.refresher(store).freshGrant(entry.grant) }
         let username =
             entry.username ?? catalog.providers[fresh.grant.provider]?.gitUsername ?? "oauth2"
         var answer = "username=\(username)\npassword=\(fresh.grant.accessToken ?? "")\n"

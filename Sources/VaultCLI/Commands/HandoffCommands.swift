@@ -1,7 +1,9 @@
 internal import FoundationEssentials
 internal import Glibc
+internal import VaultAgent
+internal import VaultCore
 internal import VaultCrypto
-internal import VaultKit
+internal import VaultSync
 
 /// The variables `env` and `exec` hand to programs for one grant.
 struct GrantVariables {
@@ -79,7 +81,7 @@ extension Commands {
         let store = try ctx.openVault()
         var out: [(String, Grant)] = []
         for name in names {
-            let fresh = try vault { () throws(VaultError) in try store.freshGrant(name, transport: ctx.transport) }
+            let fresh = try vault { () throws(VaultError) in try ctx.refresher(store).freshGrant(name) }
             out.append((name, fresh.grant))
         }
         return out

@@ -1,4 +1,6 @@
-internal import VaultKit
+internal import VaultAgent
+internal import VaultCore
+internal import VaultSync
 
 extension Commands {
     static let importCommand = Command(

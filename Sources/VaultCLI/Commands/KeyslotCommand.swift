@@ -1,5 +1,7 @@
+internal import VaultAgent
+internal import VaultCore
 internal import VaultCrypto
-internal import VaultKit
+internal import VaultSync
 
 /// What `vault keyslot list --json` prints per slot.
 struct KeyslotOutput: Encodable {

@@ -1,5 +1,7 @@
 internal import FoundationEssentials
-internal import VaultKit
+internal import VaultAgent
+internal import VaultCore
+internal import VaultSync
 
 /// What `list` and `show` print about a grant: never a secret unless asked.
 struct GrantSummary: Encodable {

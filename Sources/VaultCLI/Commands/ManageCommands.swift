@@ -1,4 +1,6 @@
-internal import VaultKit
+internal import VaultAgent
+internal import VaultCore
+internal import VaultSync
 
 extension Commands {
     static let renameCommand = Command(
@@ -38,7 +40,7 @@ extension Commands {
             ctx.console.info("removed '\(name)'")
             return .ok
         }
-        let result = try vault { () throws(VaultError) in try store.revokeAndRemove(name, transport: ctx.transport) }
+        let result = try vault { () throws(VaultError) in try ctx.refresher(store).revokeAndRemove(name) }
         switch result {
         case .revoked(let type):
             ctx.console.info("revoked the \(type.replacing("_", with: " ")) at the provider and removed '\(name)'")

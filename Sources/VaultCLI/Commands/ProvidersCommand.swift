@@ -1,5 +1,7 @@
+internal import VaultAgent
+internal import VaultCore
 internal import VaultHTTP
-internal import VaultKit
+internal import VaultSync
 
 /// What `vault providers --json` prints: never the client secret itself.
 struct ProviderSummary: Encodable {

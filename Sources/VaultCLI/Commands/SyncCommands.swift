@@ -1,6 +1,8 @@
 internal import FoundationEssentials
+internal import VaultAgent
+internal import VaultCore
 internal import VaultCrypto
-internal import VaultKit
+internal import VaultSync
 
 /// What `vault sync --json` prints.
 struct SyncOutput: Encodable {

@@ -1,6 +1,8 @@
 internal import FoundationEssentials
+internal import VaultAgent
+internal import VaultCore
 internal import VaultHTTP
-internal import VaultKit
+internal import VaultSync
 
 /// What `vault token --json` prints.
 struct TokenOutput: Encodable {
@@ -70,7 +72,7 @@ extension Commands {
         } else {
             let store = try ctx.openVault()
             let fresh = try vault { () throws(VaultError) in
-                try store.freshGrant(name, minimumValidity: minimum, forceRefresh: force, transport: ctx.transport)
+                try ctx.refresher(store).freshGrant(name, minimumValidity: minimum, forceRefresh: force)
             }
             output = TokenOutput(
                 accessToken: fresh.grant.accessToken ?? "", tokenType: fresh.grant.tokenType ?? "Bearer",
@@ -96,7 +98,7 @@ extension Commands {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let store = try ctx.openVault()
         let fresh = try vault { () throws(VaultError) in
-            try store.freshGrant(name, forceRefresh: true, transport: ctx.transport)
+            try ctx.refresher(store).freshGrant(name, forceRefresh: true)
         }
         let now = ctx.time.now()
         if ctx.json {
@@ -123,7 +125,7 @@ extension Commands {
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let store = try ctx.openVault()
-        let result = try vault { () throws(VaultError) in try store.check(name, transport: ctx.transport) }
+        let result = try vault { () throws(VaultError) in try ctx.refresher(store).check(name) }
         switch result {
         case .live(let account):
             if ctx.json {

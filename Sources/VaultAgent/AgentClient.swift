@@ -1,0 +1,258 @@
+public import FoundationEssentials
+internal import Glibc
+public import VaultCore
+package import VaultCrypto
+public import VaultSync
+
+/// A client of the running agent of one vault.
+///
+/// The agent holds the unlocked keys and answers operations; it never
+/// hands out the master key. A `Vault` opened through it reads and writes
+/// the database itself and asks the agent to seal and open records.
+public final class AgentClient {
+    let connection: AgentConnection
+    /// Where the agent listens.
+    public let paths: AgentPaths
+
+    private init(connection: AgentConnection, paths: AgentPaths) {
+        self.connection = connection
+        self.paths = paths
+    }
+
+    /// Connects to the agent at `paths`. `notFound` when none is running;
+    /// `insecurePath` when the socket or its directory is not safely ours.
+    public static func connect(_ paths: AgentPaths, timeout: Int = 60) throws(VaultError) -> AgentClient {
+        AgentClient(connection: try AgentConnection.connect(paths, timeout: timeout), paths: paths)
+    }
+
+    /// What the agent says about itself and the vault with `vaultID`
+    /// (unlocked is false when it holds another vault's keys).
+    func hello(vaultID: [UInt8]) throws(VaultError) -> AgentProtocol.Status {
+        var request = MessageWriter(request: .hello)
+        request.fixed(vaultID)
+        var r = try connection.call(request)
+        let status = AgentProtocol.Status(
+            unlocked: try r.bool(), pid: try r.u32(), idleSecondsLeft: try r.u32(), hardSecondsLeft: try r.u32())
+        try r.finish()
+        return status
+    }
+
+    /// The agent's state for the vault at `location`.
+    public func status(location: VaultLocation) throws(VaultError) -> AgentStatus {
+        let header = try LockedVault(location: location).header
+        let s = try hello(vaultID: header.vaultID)
+        return AgentStatus(
+            unlocked: s.unlocked, pid: Int(s.pid), idleSecondsLeft: Int(s.idleSecondsLeft),
+            hardSecondsLeft: Int(s.hardSecondsLeft))
+    }
+
+    /// Hands the unlocked vault's master key to the agent (like `ssh-add`).
+    public func load(_ vault: Vault) throws(VaultError) {
+        let key = try vault.requireMasterKey()
+        var request = MessageWriter(request: .load)
+        request.fixed(vault.header.vaultID)
+        var raw = key.unsafeCopyToArray()
+        request.fixed(raw)
+        secureZero(&raw)
+        try connection.call(request).finish()
+    }
+
+    /// Makes the agent drop its keys.
+    public func lock() throws(VaultError) {
+        try connection.call(MessageWriter(request: .lock)).finish()
+    }
+
+    /// A fresh access token, refreshed by the agent when needed; the same
+    /// rules and errors as `Vault.freshGrant`.
+    public func token(_ name: String, minimumValidity: TimeInterval, forceRefresh: Bool) throws(VaultError)
+        -> AgentToken
+    {
+        try GrantName.validate(name)
+        var request = MessageWriter(request: .token)
+        request.string(name)
+        request.u32(UInt32(max(0, min(minimumValidity, 1e7))))
+        request.u8(forceRefresh ? 1 : 0)
+        var r = try connection.call(request)
+        let token = AgentToken(
+            accessToken: try r.string(), tokenType: try r.string(), expiresAt: Int64(bitPattern: try r.u64()))
+        try r.finish()
+        return token
+    }
+}
+
+extension AgentClient {
+    /// Has the agent sync the vault it holds (it has the keys sync needs).
+    public func sync() throws(VaultError) -> SyncReport {
+        var r = try connection.call(MessageWriter(request: .sync))
+        var report = SyncReport()
+        report.pulled = Int(try r.u32())
+        report.pushed = Int(try r.u32())
+        report.repaired = try r.bool()
+        report.requests = Int(try r.u32())
+        report.bytesSent = Int(try r.u64())
+        for _ in 0..<Int(try r.u32()) { report.conflicts.append(try r.string()) }
+        for _ in 0..<Int(try r.u32()) { report.renamed.append(try r.string()) }
+        try r.finish()
+        return report
+    }
+}
+
+/// What `AgentClient.status` reports.
+public struct AgentStatus: Sendable, Equatable {
+    /// True when the agent holds this vault's keys.
+    public let unlocked: Bool
+    /// The agent's process id.
+    public let pid: Int
+    /// Seconds until the idle timeout locks it (0: none).
+    public let idleSecondsLeft: Int
+    /// Seconds until the hard timeout locks it (0: none).
+    public let hardSecondsLeft: Int
+}
+
+/// A token as the agent hands it out.
+public struct AgentToken: Sendable {
+    /// The access token.
+    public let accessToken: String
+    /// Its type (`Bearer`).
+    public let tokenType: String
+    /// Epoch seconds of expiry, or nil.
+    public let expiresAtSeconds: Int64?
+
+    init(accessToken: String, tokenType: String, expiresAt: Int64) {
+        self.accessToken = accessToken
+        self.tokenType = tokenType
+        expiresAtSeconds = expiresAt == AgentProtocol.noExpiry ? nil : expiresAt
+    }
+}
+
+/// Keys held by the agent: each operation is a request to it.
+final class AgentKeys: VaultKeys {
+    let client: AgentClient
+
+    init(client: AgentClient) { self.client = client }
+
+    var masterKey: SecureBytes? { nil }
+
+    func nameHash(_ name: String) throws(VaultError) -> [UInt8] {
+        var request = MessageWriter(request: .nameHash)
+        request.string(name)
+        var r = try client.connection.call(request)
+        let hash = try r.fixed(32)
+        try r.finish()
+        return hash
+    }
+
+    func seal(_ payload: Payload, id: [UInt8], version: UInt64, deleted: Bool, nameHash: [UInt8])
+        throws(VaultError) -> StoredRecord
+    {
+        let plain = try payload.sealedBytes()
+        var request = MessageWriter(request: .seal)
+        var raw = plain.unsafeCopyToArray()
+        request.bytes(raw)
+        secureZero(&raw)
+        request.fixed(id)
+        request.u64(version)
+        request.u8(deleted ? 1 : 0)
+        request.fixed(nameHash)
+        var r = try client.connection.call(request)
+        let record = StoredRecord(
+            id: id, nameHash: nameHash, version: version, deleted: deleted, nonce: try r.bytes(),
+            ciphertext: try r.bytes())
+        try r.finish()
+        return record
+    }
+
+    func open(_ records: [StoredRecord], secrets: Bool) throws(VaultError) -> [Result<Payload, VaultError>] {
+        var results: [Result<Payload, VaultError>] = []
+        results.reserveCapacity(records.count)
+        var start = 0
+        while start < records.count {
+            // Batches stay well under the message cap.
+            var end = start
+            var size = 0
+            while end < records.count
+                && (end == start || size + records[end].ciphertext.count < AgentProtocol.batchBytes)
+            {
+                size += records[end].ciphertext.count + 96
+                end += 1
+            }
+            var request = MessageWriter(request: .open)
+            request.u32(UInt32(end - start))
+            for row in records[start..<end] { request.record(row) }
+            var r = try client.connection.call(request)
+            for row in records[start..<end] {
+                if try r.bool() {
+                    results.append(.failure(try r.error()))
+                } else {
+                    var raw = try r.bytes()
+                    defer { secureZero(&raw) }
+                    let parsed = raw.withUnsafeBytes { (plain: UnsafeRawBufferPointer) in
+                        Result { () throws(VaultError) in try Payload(json: plain, label: row.label, secrets: secrets) }
+                    }
+                    results.append(parsed)
+                }
+            }
+            try r.finish()
+            start = end
+        }
+        return results
+    }
+
+    func stateMAC(_ body: [UInt8]) throws(VaultError) -> [UInt8] {
+        var request = MessageWriter(request: .stateMAC)
+        request.bytes(body)
+        var r = try client.connection.call(request)
+        let mac = try r.bytes()
+        try r.finish()
+        return mac
+    }
+}
+
+extension Vault {
+    /// Opens the vault at `location` with the keys the agent holds, or
+    /// returns nil when the agent is locked or holds another vault.
+    public static func open(at location: VaultLocation, agent: AgentClient, time: any TimeSource = SystemTime())
+        throws(VaultError) -> Vault?
+    {
+        let locked = try LockedVault(location: location)
+        guard try agent.hello(vaultID: locked.header.vaultID).unlocked else { return nil }
+        let vault = Vault(
+            location: location, database: locked.database, header: locked.header, keys: AgentKeys(client: agent),
+            time: time)
+        vault.refreshCoordinator = AgentRefreshCoordinator(client: agent)
+        return vault
+    }
+
+    /// True when this vault was opened through an agent.
+    public var isThroughAgent: Bool { keys.masterKey == nil }
+
+    /// Writes the master key to `fd` (a pipe to a new agent process).
+    public func writeMasterKey(to fd: Int32) throws(VaultError) {
+        let key = try requireMasterKey()
+        var raw = Array(header.vaultID) + key.unsafeCopyToArray()
+        defer { secureZero(&raw) }
+        var sent = 0
+        while sent < raw.count {
+            let n = raw.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + sent, raw.count - sent) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw VaultError(.io, "cannot hand the key to the agent: \(FileSystem.errnoText())") }
+            sent += n
+        }
+    }
+}
+
+/// Refresh coordination for a vault opened through the agent: the agent
+/// refreshes (it holds the keys sync needs, and coordinates with other
+/// machines), and this process reads the stored result.
+public struct AgentRefreshCoordinator: RefreshCoordinator {
+    /// The agent that refreshes.
+    public let client: AgentClient
+
+    /// Creates a coordinator that asks `client`.
+    public init(client: AgentClient) { self.client = client }
+
+    public func refreshElsewhere(_ need: RefreshNeed, in vault: Vault) throws(VaultError) -> FreshGrant? {
+        _ = try client.token(need.name, minimumValidity: need.minimumValidity, forceRefresh: need.force)
+        return FreshGrant(grant: try vault.load(need.name), refreshed: true)
+    }
+}

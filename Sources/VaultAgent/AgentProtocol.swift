@@ -1,0 +1,231 @@
+public import VaultCore
+package import VaultCrypto
+public import VaultSync
+
+/// The agent's wire protocol, version 1 (docs/agent.md).
+///
+/// A message is a 4-byte big-endian length (1 to `maxLength`) and a body.
+/// A request body is the protocol version, an operation and its fields; a
+/// response body is the version, a status (0 ok, 1 error) and fields.
+/// Fields are fixed-width big-endian integers and length-prefixed byte
+/// strings (u32 length). Parsing is strict: unknown operations, short or
+/// oversized fields and trailing bytes are refused.
+enum AgentProtocol {
+    static let version: UInt8 = 1
+    /// Largest message body either side accepts (a state of 300,000
+    /// grants fits).
+    static let maxLength = 8 << 20
+    /// Largest batch of records a client puts in one `open` request.
+    static let batchBytes = 256 << 10
+    /// Largest single field: a state body (25 bytes per grant).
+    static let maxField = 8 << 20
+
+    enum Operation: UInt8, CaseIterable {
+        /// Vault id (16) → unlocked u8, pid u32, idle left u32, hard left u32.
+        case hello = 1
+        /// Vault id (16), master key (32) → nothing.
+        case load = 2
+        /// → nothing; the agent drops its keys.
+        case lock = 3
+        /// Name, minimum validity u32, force u8 → access token, token type,
+        /// expiry (i64 epoch seconds, or `noExpiry`).
+        case token = 4
+        /// Name → 32-byte lookup hash.
+        case nameHash = 5
+        /// Payload, id (16), version u64, deleted u8, name hash (32) → nonce, ciphertext.
+        case seal = 6
+        /// Count u32, then per record: id, name hash, version, deleted, nonce, ciphertext
+        /// → per record: 0 and payload, or 1 and an error.
+        case open = 7
+        /// State body → MAC.
+        case stateMAC = 8
+        /// → pulled u32, pushed u32, repaired u8, requests u32, bytes sent u64,
+        /// conflicts (u32 count of names), renamed (u32 count of names).
+        case sync = 9
+    }
+
+    static let noExpiry = Int64.min
+
+    /// What hello reports.
+    struct Status: Equatable {
+        var unlocked: Bool
+        var pid: UInt32
+        var idleSecondsLeft: UInt32
+        var hardSecondsLeft: UInt32
+    }
+}
+
+/// Builds a message body.
+struct MessageWriter {
+    private var w = ByteWriter()
+
+    init(request op: AgentProtocol.Operation) {
+        w.append(AgentProtocol.version)
+        w.append(op.rawValue)
+    }
+
+    init(status: UInt8) {
+        w.append(AgentProtocol.version)
+        w.append(status)
+    }
+
+    mutating func u8(_ v: UInt8) { w.append(v) }
+    mutating func u32(_ v: UInt32) { w.append(v) }
+    mutating func u64(_ v: UInt64) { w.append(v) }
+    mutating func bytes(_ v: [UInt8]) {
+        w.append(UInt32(v.count))
+        w.append(v)
+    }
+    mutating func string(_ v: String) { bytes(Array(v.utf8)) }
+    mutating func fixed(_ v: [UInt8]) { w.append(v) }
+    mutating func record(_ r: StoredRecord) {
+        fixed(r.id)
+        fixed(r.nameHash)
+        u64(r.version)
+        u8(r.deleted ? 1 : 0)
+        bytes(r.nonce)
+        bytes(r.ciphertext)
+    }
+
+    mutating func error(_ e: VaultError) {
+        string(e.code.rawValue)
+        string(e.reason)
+        string(e.hint ?? "")
+    }
+
+    var body: [UInt8] { w.bytes }
+
+    /// The body with its length prefix.
+    var framed: [UInt8] {
+        var f = ByteWriter()
+        f.append(UInt32(w.bytes.count))
+        f.append(w.bytes)
+        return f.bytes
+    }
+}
+
+/// Reads a message body strictly; every failure is `.damaged` naming the
+/// agent message.
+package struct MessageReader {
+    private var r: ByteReader
+
+    package init(_ body: [UInt8]) { r = ByteReader(body, what: "agent message") }
+
+    /// The version byte and the operation of a request.
+    mutating func request() throws(VaultError) -> AgentProtocol.Operation {
+        try checkVersion()
+        let raw = try r.u8()
+        guard let op = AgentProtocol.Operation(rawValue: raw) else {
+            throw VaultError(.unsupported, "unknown agent operation \(raw)")
+        }
+        return op
+    }
+
+    /// The version byte and status of a response; throws the agent's error.
+    package mutating func response() throws(VaultError) {
+        try checkVersion()
+        switch try r.u8() {
+        case 0: return
+        case 1: throw try error()
+        default: throw VaultError(.damaged, "agent message has an unknown status")
+        }
+    }
+
+    private mutating func checkVersion() throws(VaultError) {
+        let v = try r.u8()
+        guard v == AgentProtocol.version else {
+            throw VaultError(.unsupported, "agent protocol version \(v) is not supported")
+        }
+    }
+
+    mutating func u8() throws(VaultError) -> UInt8 { try r.u8() }
+    mutating func bool() throws(VaultError) -> Bool {
+        let v = try r.u8()
+        guard v <= 1 else { throw VaultError(.damaged, "agent message has a malformed flag") }
+        return v == 1
+    }
+    mutating func u32() throws(VaultError) -> UInt32 { try r.u32() }
+    mutating func u64() throws(VaultError) -> UInt64 { try r.u64() }
+    mutating func fixed(_ count: Int) throws(VaultError) -> [UInt8] { try r.read(count) }
+    mutating func bytes() throws(VaultError) -> [UInt8] {
+        let n = Int(try r.u32())
+        guard n <= AgentProtocol.maxField else { throw VaultError(.damaged, "agent message has an oversized field") }
+        return try r.read(n)
+    }
+    mutating func string() throws(VaultError) -> String {
+        let raw = try bytes()
+        guard let s = String(validating: raw, as: UTF8.self) else {
+            throw VaultError(.damaged, "agent message has a malformed string")
+        }
+        return s
+    }
+    package mutating func record() throws(VaultError) -> StoredRecord {
+        StoredRecord(
+            id: try fixed(16), nameHash: try fixed(32), version: try u64(), deleted: try bool(), nonce: try bytes(),
+            ciphertext: try bytes())
+    }
+    package mutating func error() throws(VaultError) -> VaultError {
+        let code = try string()
+        let reason = try string()
+        let hint = try string()
+        return VaultError(VaultError.Code(rawValue: code) ?? .internalError, reason, hint: hint.isEmpty ? nil : hint)
+    }
+
+    func finish() throws(VaultError) { try r.finish() }
+}
+
+/// A parsed request: every field checked before anything is done.
+package enum AgentRequest {
+    case hello(vaultID: [UInt8])
+    case load(vaultID: [UInt8], key: [UInt8])
+    case lock
+    case token(name: String, minimumValidity: UInt32, force: Bool)
+    case nameHash(String)
+    case seal(payload: [UInt8], id: [UInt8], version: UInt64, deleted: Bool, nameHash: [UInt8])
+    case open([StoredRecord])
+    case stateMAC([UInt8])
+    case sync
+
+    /// The most records one `open` may carry.
+    static let maxRecords = 100_000
+
+    package init(parsing body: [UInt8]) throws(VaultError) {
+        var r = MessageReader(body)
+        switch try r.request() {
+        case .hello: self = .hello(vaultID: try r.fixed(16))
+        case .load: self = .load(vaultID: try r.fixed(16), key: try r.fixed(32))
+        case .lock: self = .lock
+        case .token: self = .token(name: try r.string(), minimumValidity: try r.u32(), force: try r.bool())
+        case .nameHash: self = .nameHash(try r.string())
+        case .seal:
+            self = .seal(
+                payload: try r.bytes(), id: try r.fixed(16), version: try r.u64(), deleted: try r.bool(),
+                nameHash: try r.fixed(32))
+        case .open:
+            let count = Int(try r.u32())
+            guard count <= AgentRequest.maxRecords else {
+                throw VaultError(.invalidInput, "too many records in one request")
+            }
+            var rows: [StoredRecord] = []
+            for _ in 0..<count { rows.append(try r.record()) }
+            self = .open(rows)
+        case .stateMAC: self = .stateMAC(try r.bytes())
+        case .sync: self = .sync
+        }
+        try r.finish()
+    }
+
+    /// Zeroes the secret fields.
+    mutating func wipe() {
+        switch self {
+        case .load(let id, var key):
+            secureZero(&key)
+            self = .load(vaultID: id, key: key)
+        case .seal(var payload, let id, let version, let deleted, let hash):
+            secureZero(&payload)
+            self = .seal(payload: payload, id: id, version: version, deleted: deleted, nameHash: hash)
+        default:
+            break
+        }
+    }
+}

@@ -1,0 +1,56 @@
+import FoundationEssentials
+package import VaultCrypto
+
+/// The plaintext inside a record: its name and grant (no grant for a tombstone).
+package struct Payload: Equatable {
+    package var name: String
+    package var grant: Grant?
+
+    private struct Wire: Codable {
+        var name: String
+        var grant: Grant?
+    }
+
+    /// Serializes into secure memory, wiping the intermediate buffer.
+    package func sealedBytes() throws(VaultError) -> SecureBytes {
+        var data: Data
+        do {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            data = try encoder.encode(Wire(name: name, grant: grant))
+        } catch {
+            throw VaultError(.internalError, "cannot serialize the grant")
+        }
+        defer { data.withUnsafeMutableBytes { secureZero($0) } }
+        return try wrap { () throws(CryptoError) in try SecureBytes(copying: data) }
+    }
+
+    init(name: String, grant: Grant?) {
+        self.name = name
+        self.grant = grant
+    }
+
+    /// Parses a record's plaintext; `label` names the record in errors.
+    init(json plain: SecureBytes, label: @autoclosure () -> String) throws(VaultError) {
+        self = try plain.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws(VaultError) in
+            try Payload(json: bytes, label: label())
+        }
+    }
+
+    /// Parses plaintext held elsewhere (a scratch buffer), with the strict
+    /// reader of PayloadCodec.swift rather than Foundation's decoder.
+    package init(json plain: UnsafeRawBufferPointer, label: @autoclosure () -> String, secrets: Bool = true)
+        throws(VaultError)
+    {
+        guard let payload = Payload.read(plain, secrets: secrets) else {
+            throw VaultError(.damaged, "\(label()) holds a malformed grant")
+        }
+        self = payload
+    }
+
+    /// Parses with Foundation's decoder (the fuzz target compares the two).
+    package static func decodedWithFoundation(_ bytes: [UInt8]) -> Payload? {
+        guard let wire = try? JSONDecoder().decode(Wire.self, from: Data(bytes)) else { return nil }
+        return Payload(name: wire.name, grant: wire.grant)
+    }
+}

@@ -1,0 +1,425 @@
+package import FoundationEssentials
+internal import Glibc
+package import VaultCrypto
+
+/// A small strict streaming JSON reader (RFC 8259) for record payloads.
+/// Listing ten thousand grants spends its time decoding payloads, and
+/// Foundation's decoder costs several times more per record than reading
+/// the known fields straight into a `Grant`. Unknown keys are skipped (still
+/// checked to be well-formed JSON), as Foundation's decoder skips them.
+/// Nesting is limited to 32 levels.
+struct JSONReader {
+    enum Failure: Error { case malformed }
+
+    static let maxDepth = 32
+
+    private let bytes: UnsafeBufferPointer<UInt8>
+    private var index = 0
+
+    init(_ raw: UnsafeRawBufferPointer) { bytes = raw.bindMemory(to: UInt8.self) }
+
+    private var current: UInt8? { index < bytes.count ? bytes[index] : nil }
+
+    private mutating func skipSpace() {
+        while let c = current, c == 0x20 || c == 0x0a || c == 0x0d || c == 0x09 { index += 1 }
+    }
+
+    private mutating func expect(_ c: UInt8) throws(Failure) {
+        skipSpace()
+        guard current == c else { throw .malformed }
+        index += 1
+    }
+
+    /// The end of the text: only white space may follow.
+    mutating func finish() throws(Failure) {
+        skipSpace()
+        guard index == bytes.count else { throw .malformed }
+    }
+
+    /// True (and consumed) when the next value is `null`.
+    mutating func null() throws(Failure) -> Bool {
+        skipSpace()
+        guard current == UInt8(ascii: "n") else { return false }
+        try literal("null")
+        return true
+    }
+
+    /// Starts reading an object; then `nextKey` until it returns nil.
+    mutating func beginObject(depth: Int) throws(Failure) {
+        guard depth < JSONReader.maxDepth else { throw .malformed }
+        try expect(UInt8(ascii: "{"))
+        first = true
+    }
+
+    /// The next key of the object being read, as raw UTF-8 (valid, escapes
+    /// decoded), or nil at its end. The caller reads or skips the value.
+    mutating func nextKey() throws(Failure) -> Key? {
+        skipSpace()
+        if first {
+            first = false
+            if current == UInt8(ascii: "}") {
+                index += 1
+                return nil
+            }
+        } else {
+            guard let c = current else { throw .malformed }
+            index += 1
+            if c == UInt8(ascii: "}") { return nil }
+            guard c == UInt8(ascii: ",") else { throw .malformed }
+            skipSpace()
+        }
+        guard current == UInt8(ascii: "\"") else { throw .malformed }
+        let key = try rawString()
+        try expect(UInt8(ascii: ":"))
+        return key
+    }
+
+    /// A key: its bytes, compared against the names a reader knows.
+    struct Key {
+        private(set) var bytes: [UInt8]
+        mutating func wipe() { secureZero(&bytes) }
+        func `is`(_ name: StaticString) -> Bool {
+            name.utf8CodeUnitCount == bytes.count
+                && bytes.withUnsafeBufferPointer { memcmp($0.baseAddress!, name.utf8Start, bytes.count) == 0 }
+        }
+    }
+
+    private var first = false
+
+    /// Reads an array, calling `body` for each element.
+    mutating func array(depth: Int = 0, _ body: (inout JSONReader) throws(Failure) -> Void) throws(Failure) {
+        guard depth < JSONReader.maxDepth else { throw .malformed }
+        try expect(UInt8(ascii: "["))
+        skipSpace()
+        if current == UInt8(ascii: "]") {
+            index += 1
+            return
+        }
+        while true {
+            try body(&self)
+            skipSpace()
+            guard let c = current else { throw .malformed }
+            index += 1
+            if c == UInt8(ascii: "]") { return }
+            guard c == UInt8(ascii: ",") else { throw .malformed }
+        }
+    }
+
+    mutating func string() throws(Failure) -> String {
+        skipSpace()
+        guard current == UInt8(ascii: "\"") else { throw .malformed }
+        return String(decoding: try rawString().bytes, as: UTF8.self)
+    }
+
+    mutating func bool() throws(Failure) -> Bool {
+        skipSpace()
+        if current == UInt8(ascii: "t") {
+            try literal("true")
+            return true
+        }
+        try literal("false")
+        return false
+    }
+
+    /// An integer that fits Int64 (no fraction, no exponent).
+    mutating func integer() throws(Failure) -> Int64 {
+        skipSpace()
+        let start = index
+        guard try number(),
+            let v = Int64(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self))
+        else { throw .malformed }
+        return v
+    }
+
+    /// A string's presence only: checked, not kept (a secret that a listing
+    /// does not need). Returns false for null.
+    mutating func skipString() throws(Failure) -> Bool {
+        if try null() { return false }
+        skipSpace()
+        guard current == UInt8(ascii: "\"") else { throw .malformed }
+        let start = index + 1
+        var i = start
+        while i < bytes.count, bytes[i] >= 0x20, bytes[i] < 0x80, bytes[i] != UInt8(ascii: "\""),
+            bytes[i] != UInt8(ascii: "\\")
+        {
+            i += 1
+        }
+        if i < bytes.count && bytes[i] == UInt8(ascii: "\"") {
+            index = i + 1
+            return true
+        }
+        var rest = try rawString()  // escapes or non-ASCII: the full check
+        rest.wipe()
+        return true
+    }
+
+    /// Checks and skips any value.
+    mutating func skip(depth: Int = 0) throws(Failure) {
+        guard depth < JSONReader.maxDepth else { throw .malformed }
+        skipSpace()
+        switch current {
+        case UInt8(ascii: "{"):
+            try beginObject(depth: depth)
+            while try nextKey() != nil { try skip(depth: depth + 1) }
+        case UInt8(ascii: "["):
+            try array(depth: depth) { (r: inout JSONReader) throws(Failure) in try r.skip(depth: depth + 1) }
+        case UInt8(ascii: "\""):
+            _ = try rawString()
+        case UInt8(ascii: "t"), UInt8(ascii: "f"):
+            _ = try bool()
+        case UInt8(ascii: "n"):
+            try literal("null")
+        default:
+            _ = try number()
+        }
+    }
+
+    private mutating func literal(_ word: StaticString) throws(Failure) {
+        let n = word.utf8CodeUnitCount
+        guard bytes.count - index >= n else { throw .malformed }
+        for i in 0..<n where bytes[index + i] != word.utf8Start[i] { throw .malformed }
+        index += n
+    }
+
+    private mutating func digits() -> Int {
+        let start = index
+        while let c = current, c >= 0x30 && c <= 0x39 { index += 1 }
+        return index - start
+    }
+
+    /// Skips a number; true when it is integral.
+    private mutating func number() throws(Failure) -> Bool {
+        if current == UInt8(ascii: "-") { index += 1 }
+        let intStart = index
+        let n = digits()
+        guard n > 0, !(n > 1 && bytes[intStart] == 0x30) else { throw .malformed }
+        var integral = true
+        if current == UInt8(ascii: ".") {
+            index += 1
+            guard digits() > 0 else { throw .malformed }
+            integral = false
+        }
+        if current == UInt8(ascii: "e") || current == UInt8(ascii: "E") {
+            index += 1
+            if current == UInt8(ascii: "+") || current == UInt8(ascii: "-") { index += 1 }
+            guard digits() > 0 else { throw .malformed }
+            integral = false
+        }
+        return integral
+    }
+
+    /// A string starting at its opening quote: its UTF-8 bytes, checked
+    /// to be valid, with escapes decoded.
+    private mutating func rawString() throws(Failure) -> Key {
+        index += 1
+        let start = index
+        // Fast path: no escapes.
+        while let c = current, c != UInt8(ascii: "\""), c != UInt8(ascii: "\\"), c >= 0x20 { index += 1 }
+        guard let stop = current else { throw .malformed }
+        var out = Array(UnsafeBufferPointer(rebasing: bytes[start..<index]))
+        if stop == UInt8(ascii: "\"") {
+            index += 1
+            return try valid(out)
+        }
+        guard stop == UInt8(ascii: "\\") else { throw .malformed }
+        while let c = current {
+            index += 1
+            switch c {
+            case UInt8(ascii: "\""):
+                return try valid(out)
+            case UInt8(ascii: "\\"):
+                guard let e = current else { throw .malformed }
+                index += 1
+                switch e {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
+                case UInt8(ascii: "b"): out.append(0x08)
+                case UInt8(ascii: "f"): out.append(0x0c)
+                case UInt8(ascii: "n"): out.append(0x0a)
+                case UInt8(ascii: "r"): out.append(0x0d)
+                case UInt8(ascii: "t"): out.append(0x09)
+                case UInt8(ascii: "u"):
+                    var scalar = try hex4()
+                    if scalar >= 0xD800 && scalar < 0xDC00 {
+                        try literal("\\u")
+                        let low = try hex4()
+                        guard low >= 0xDC00 && low < 0xE000 else { throw .malformed }
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    } else if scalar >= 0xDC00 && scalar < 0xE000 {
+                        throw .malformed
+                    }
+                    guard let u = Unicode.Scalar(scalar) else { throw .malformed }
+                    out.append(contentsOf: UTF8.encode(u)!)
+                default:
+                    throw .malformed
+                }
+            case 0..<0x20:
+                throw .malformed
+            default:
+                out.append(c)
+            }
+        }
+        throw .malformed
+    }
+
+    /// The bytes as a key if they are valid UTF-8 (ASCII is checked inline).
+    private func valid(_ out: [UInt8]) throws(Failure) -> Key {
+        var ascii = true
+        for b in out where b >= 0x80 {
+            ascii = false
+            break
+        }
+        if !ascii {
+            guard String(validating: out, as: UTF8.self) != nil else { throw .malformed }
+        }
+        return Key(bytes: out)
+    }
+
+    private mutating func hex4() throws(Failure) -> UInt32 {
+        guard bytes.count - index >= 4 else { throw .malformed }
+        var v: UInt32 = 0
+        for _ in 0..<4 {
+            let c = bytes[index]
+            let d: UInt32
+            switch c {
+            case 0x30...0x39: d = UInt32(c - 0x30)
+            case 0x41...0x46: d = UInt32(c - 0x41 + 10)
+            case 0x61...0x66: d = UInt32(c - 0x61 + 10)
+            default: throw .malformed
+            }
+            v = v << 4 | d
+            index += 1
+        }
+        return v
+    }
+}
+
+extension JSONReader {
+    /// A string or null.
+    mutating func optionalString() throws(Failure) -> String? { try null() ? nil : try string() }
+    /// An integer or null.
+    mutating func optionalInteger() throws(Failure) -> Int64? { try null() ? nil : try integer() }
+}
+
+extension Payload {
+    /// Reads a payload: `name` required, `grant` optional (a tombstone has
+    /// none); other keys skipped. A known key given twice is refused.
+    /// With `secrets` false, the grant's tokens and client secret are
+    /// checked but not kept: each present one reads as an empty string.
+    package static func read(_ bytes: UnsafeRawBufferPointer, secrets: Bool = true) -> Payload? {
+        var r = JSONReader(bytes)
+        var name: String?
+        var grant: Grant?
+        var grantSeen = false
+        do {
+            try r.beginObject(depth: 0)
+            while let key = try r.nextKey() {
+                if key.is("name") {
+                    guard name == nil else { return nil }
+                    name = try r.string()
+                } else if key.is("grant") {
+                    guard !grantSeen else { return nil }
+                    grantSeen = true
+                    grant = try r.null() ? nil : try Grant.read(&r, secrets: secrets)
+                } else {
+                    try r.skip(depth: 1)
+                }
+            }
+            try r.finish()
+        } catch {
+            return nil
+        }
+        guard let name else { return nil }
+        return Payload(name: name, grant: grant)
+    }
+}
+
+extension Grant {
+    /// The keys of a grant object, in the order of a bit mask of seen keys.
+    private static let keys: [StaticString] = [
+        "provider", "created_at", "kind", "account", "access_token", "refresh_token", "token_type", "expires_at",
+        "refreshed_at", "id_token", "token_secret", "dead_reason", "dead", "scopes", "provider_config",
+    ]
+
+    /// Reads a grant object with the rules of its `Codable` form.
+    static func read(_ r: inout JSONReader, secrets: Bool) throws(JSONReader.Failure) -> Grant {
+        func secret(_ r: inout JSONReader) throws(JSONReader.Failure) -> String? {
+            secrets ? try r.optionalString() : (try r.skipString() ? "" : nil)
+        }
+        var provider: String?
+        var created: Int64?
+        var g = Grant(provider: "", createdAt: Date(epochSeconds: 0))
+        var seen: UInt32 = 0
+        try r.beginObject(depth: 1)
+        while let key = try r.nextKey() {
+            guard let n = keys.firstIndex(where: { key.is($0) }) else {
+                try r.skip(depth: 2)
+                continue
+            }
+            guard seen & (1 << n) == 0 else { throw .malformed }
+            seen |= 1 << n
+            switch n {
+            case 0: provider = try r.string()
+            case 1: created = try r.integer()
+            case 2:
+                if let raw = try r.optionalString() {
+                    guard let kind = Kind(rawValue: raw) else { throw .malformed }
+                    g.kind = kind
+                }
+            case 3: g.account = try r.optionalString()
+            case 4: g.accessToken = try secret(&r)
+            case 5: g.refreshToken = try secret(&r)
+            case 6: g.tokenType = try r.optionalString()
+            case 7: g.expiresAt = try r.optionalInteger().map(Date.init(epochSeconds:))
+            case 8: g.refreshedAt = try r.optionalInteger().map(Date.init(epochSeconds:))
+            case 9: g.idToken = try secret(&r)
+            case 10: g.tokenSecret = try secret(&r)
+            case 11: g.deadReason = try r.optionalString()
+            case 12: g.dead = try r.null() ? false : try r.bool()
+            case 13:
+                if try !r.null() {
+                    var scopes: [String] = []
+                    try r.array(depth: 2) { (r: inout JSONReader) throws(JSONReader.Failure) in
+                        scopes.append(try r.string())
+                    }
+                    g.scopes = scopes
+                }
+            default:
+                g.providerConfiguration = try r.null() ? nil : try ProviderConfiguration.read(&r, secrets: secrets)
+            }
+        }
+        guard let provider, let created else { throw .malformed }
+        g.provider = provider
+        g.createdAt = Date(epochSeconds: created)
+        return g
+    }
+}
+
+extension ProviderConfiguration {
+    nonisolated(unsafe) private static let fields: [(StaticString, WritableKeyPath<ProviderConfiguration, String?>)] = [
+        ("name", \.name), ("issuer", \.issuer), ("authorization_endpoint", \.authorizationEndpoint),
+        ("token_endpoint", \.tokenEndpoint), ("device_authorization_endpoint", \.deviceAuthorizationEndpoint),
+        ("revocation_endpoint", \.revocationEndpoint), ("userinfo_endpoint", \.userinfoEndpoint),
+        ("client_id", \.clientID), ("client_secret", \.clientSecret),
+        ("token_endpoint_auth_method", \.tokenEndpointAuthMethod), ("signature_method", \.signatureMethod),
+    ]
+
+    static func read(_ r: inout JSONReader, secrets: Bool) throws(JSONReader.Failure) -> ProviderConfiguration {
+        var c = ProviderConfiguration()
+        var seen: UInt32 = 0
+        try r.beginObject(depth: 2)
+        while let key = try r.nextKey() {
+            guard let n = fields.firstIndex(where: { key.is($0.0) }) else {
+                try r.skip(depth: 3)
+                continue
+            }
+            guard seen & (1 << n) == 0 else { throw .malformed }
+            seen |= 1 << n
+            if !secrets && n == 8 {
+                c.clientSecret = try r.skipString() ? "" : nil
+            } else {
+                c[keyPath: fields[n].1] = try r.optionalString()
+            }
+        }
+        return c
+    }
+}

@@ -1,0 +1,203 @@
+package import VaultCrypto
+
+/// A record row as stored: public columns and ciphertext.
+package struct StoredRecord {
+    package var id: [UInt8]
+    package var nameHash: [UInt8]
+    package var version: UInt64
+    package var deleted: Bool
+    package var nonce: [UInt8]
+    package var ciphertext: [UInt8]
+
+    package init(
+        id: [UInt8], nameHash: [UInt8], version: UInt64, deleted: Bool, nonce: [UInt8], ciphertext: [UInt8]
+    ) {
+        self.id = id
+        self.nameHash = nameHash
+        self.version = version
+        self.deleted = deleted
+        self.nonce = nonce
+        self.ciphertext = ciphertext
+    }
+
+    /// A short public label for error messages: never the name.
+    package var label: String { "record \(Array(id.prefix(4)).hex)" }
+}
+
+/// The keys and bindings needed to seal and open records of one vault.
+package struct RecordCipher {
+    static let label = "vault.record.v1"
+    static let nameLabel = "vault.name.v1"
+    static let blockSize = 256
+
+    let header: Header
+    let recordKey: SecureBytes
+    let nameKey: SecureBytes
+
+    /// The keyed lookup hash of a grant name (NFC).
+    func nameHash(_ name: String) throws(VaultError) -> [UInt8] {
+        var input = Array(RecordCipher.nameLabel.utf8)
+        name._withNFCCodeUnits { input.append($0) }
+        let key = nameKey
+        let bytes = input
+        return try wrap { () throws(CryptoError) in try GenericHash.hash(bytes, key: key, length: 32) }
+    }
+
+    func associatedData(id: [UInt8], version: UInt64, deleted: Bool, nameHash: [UInt8]) -> [UInt8] {
+        var w = ByteWriter()
+        w.append(RecordCipher.label)
+        w.append(header.vaultID)
+        w.append(header.keyEpoch)
+        w.append(id)
+        w.append(version)
+        w.append(UInt8(deleted ? 1 : 0))
+        w.append(nameHash)
+        return w.bytes
+    }
+
+    /// Encrypts a payload into a row.
+    package func seal(payload: SecureBytes, id: [UInt8], version: UInt64, deleted: Bool, nameHash: [UInt8])
+        throws(VaultError) -> StoredRecord
+    {
+        let nonce = try wrap { () throws(CryptoError) in try Random.bytes(AEAD.nonceLength) }
+        let ad = associatedData(id: id, version: version, deleted: deleted, nameHash: nameHash)
+        let key = recordKey
+        let ciphertext = try wrap { () throws(CryptoError) in
+            let padded = try Padding.pad(payload, blockSize: RecordCipher.blockSize)
+            return try AEAD.seal(padded, key: key, nonce: nonce, associatedData: ad)
+        }
+        return StoredRecord(
+            id: id, nameHash: nameHash, version: version, deleted: deleted, nonce: nonce, ciphertext: ciphertext)
+    }
+
+    /// Authenticates and decrypts a row into the start of `scratch`, which
+    /// must hold the ciphertext's length; returns the payload's length.
+    func open(_ record: StoredRecord, into scratch: SecureBytes) throws(VaultError) -> Int {
+        guard record.id.count == 16, record.nameHash.count == 32, record.nonce.count == AEAD.nonceLength else {
+            throw VaultError(.damaged, "\(record.label) has malformed columns")
+        }
+        let ad = associatedData(
+            id: record.id, version: record.version, deleted: record.deleted, nameHash: record.nameHash)
+        do {
+            let n = try AEAD.open(
+                record.ciphertext, key: recordKey, nonce: record.nonce, associatedData: ad, into: scratch)
+            return try Padding.unpaddedLength(scratch, count: n, blockSize: RecordCipher.blockSize)
+        } catch {
+            throw VaultError(.tampered, "\(record.label) failed authentication (damaged or tampered)")
+        }
+    }
+
+    /// Authenticates and decrypts a row into its payload.
+    func open(_ record: StoredRecord) throws(VaultError) -> SecureBytes {
+        guard record.id.count == 16, record.nameHash.count == 32, record.nonce.count == AEAD.nonceLength else {
+            throw VaultError(.damaged, "\(record.label) has malformed columns")
+        }
+        let ad = associatedData(
+            id: record.id, version: record.version, deleted: record.deleted, nameHash: record.nameHash)
+        do {
+            let padded = try AEAD.open(record.ciphertext, key: recordKey, nonce: record.nonce, associatedData: ad)
+            return try Padding.unpad(padded, blockSize: RecordCipher.blockSize)
+        } catch {
+            throw VaultError(.tampered, "\(record.label) failed authentication (damaged or tampered)")
+        }
+    }
+}
+
+/// What a `Vault` needs its keys for. `LocalKeys` holds them in this
+/// process; `AgentKeys` asks the agent, which never hands them out.
+package protocol VaultKeys: AnyObject {
+    /// The keyed lookup hash of a grant name.
+    func nameHash(_ name: String) throws(VaultError) -> [UInt8]
+    /// Serializes and encrypts a payload into a row.
+    func seal(_ payload: Payload, id: [UInt8], version: UInt64, deleted: Bool, nameHash: [UInt8])
+        throws(VaultError) -> StoredRecord
+    /// Authenticates, decrypts and parses rows, checking that each name
+    /// hashes to its row's lookup hash. One result per row, in order. With
+    /// `secrets` false, tokens and client secrets read as empty strings.
+    func open(_ records: [StoredRecord], secrets: Bool) throws(VaultError) -> [Result<Payload, VaultError>]
+    /// The MAC of a state body, bound to the vault header.
+    func stateMAC(_ body: [UInt8]) throws(VaultError) -> [UInt8]
+    /// The master key, for keyslot changes; nil when the keys are elsewhere.
+    var masterKey: SecureBytes? { get }
+}
+
+extension VaultKeys {
+    /// Opens one row.
+    package func open(_ record: StoredRecord) throws(VaultError) -> Payload {
+        guard let result = try open([record], secrets: true).first else {
+            throw VaultError(.internalError, "no answer for \(record.label)")
+        }
+        return try result.get()
+    }
+}
+
+/// The vault's keys, derived from the master key and held in secure memory.
+package final class LocalKeys: VaultKeys {
+    let header: Header
+    package let cipher: RecordCipher
+    let stateKey: SecureBytes
+    package let masterKey: SecureBytes?
+
+    package init(header: Header, masterKey: SecureBytes) throws(VaultError) {
+        self.header = header
+        self.masterKey = masterKey
+        let keys = try wrap { () throws(CryptoError) in
+            (
+                try KeyDerivation.subkey(from: masterKey, id: 1, context: "vaultrec"),
+                try KeyDerivation.subkey(from: masterKey, id: 1, context: "vaultnam"),
+                try KeyDerivation.subkey(from: masterKey, id: 1, context: "vaultsta")
+            )
+        }
+        cipher = RecordCipher(header: header, recordKey: keys.0, nameKey: keys.1)
+        stateKey = keys.2
+    }
+
+    package func nameHash(_ name: String) throws(VaultError) -> [UInt8] { try cipher.nameHash(name) }
+
+    package func seal(_ payload: Payload, id: [UInt8], version: UInt64, deleted: Bool, nameHash: [UInt8])
+        throws(VaultError) -> StoredRecord
+    {
+        try cipher.seal(
+            payload: try payload.sealedBytes(), id: id, version: version, deleted: deleted, nameHash: nameHash)
+    }
+
+    package func open(_ records: [StoredRecord], secrets: Bool) throws(VaultError) -> [Result<Payload, VaultError>] {
+        // One secure buffer for all rows: a secure allocation costs several
+        // system calls, far more than decrypting a record.
+        let scratch = try scratchBuffer(for: records)
+        return records.map { row in
+            Result { () throws(VaultError) in
+                try openChecked(row, scratch: scratch, secrets: secrets) { _, payload throws(VaultError) in payload }
+            }
+        }
+    }
+
+    /// A secure buffer large enough for the largest of `records`.
+    package func scratchBuffer(for records: [StoredRecord]) throws(VaultError) -> SecureBytes {
+        let size = max(RecordCipher.blockSize, records.map(\.ciphertext.count).max() ?? 0)
+        return try wrap { () throws(CryptoError) in try SecureBytes(count: size) }
+    }
+
+    /// Decrypts `row` into `scratch`, parses it, checks that its name
+    /// hashes to the row's lookup hash, then hands the plaintext to `body`;
+    /// the scratch is zeroed afterwards.
+    package func openChecked<R>(
+        _ row: StoredRecord, scratch: SecureBytes, secrets: Bool = true,
+        _ body: (UnsafeRawBufferPointer, Payload) throws(VaultError) -> R
+    ) throws(VaultError) -> R {
+        defer { scratch.withUnsafeMutableBytes { secureZero($0) } }
+        let length = try cipher.open(row, into: scratch)
+        return try scratch.withUnsafeBytes { (all: UnsafeRawBufferPointer) throws(VaultError) -> R in
+            let plain = UnsafeRawBufferPointer(rebasing: all[..<length])
+            let payload = try Payload(json: plain, label: row.label, secrets: secrets)
+            guard try cipher.nameHash(payload.name) == row.nameHash else {
+                throw VaultError(.tampered, "\(row.label) holds a grant of another name")
+            }
+            return try body(plain, payload)
+        }
+    }
+
+    package func stateMAC(_ body: [UInt8]) throws(VaultError) -> [UInt8] {
+        try StateManifest.mac(body, header: header, key: stateKey)
+    }
+}

@@ -1,0 +1,110 @@
+public import FoundationEssentials
+package import VaultCrypto
+
+/// Which grant serves git credentials for a host (and path): the file
+/// `$XDG_CONFIG_HOME/vault/git-credentials.json`, mode 0600, written
+/// atomically. Keys are `host[:port][/path]`; values name a grant and,
+/// optionally, the user name to send.
+public struct GitCredentialMap: Sendable {
+    /// One mapping.
+    public struct Entry: Codable, Sendable, Equatable {
+        public var grant: String
+        public var username: String?
+
+        public init(grant: String, username: String? = nil) {
+            self.grant = grant
+            self.username = username
+        }
+    }
+
+    public private(set) var entries: [String: Entry]
+    let path: String
+
+    /// Loads the map (empty when the file does not exist).
+    public static func load(configDirectory: String) throws(VaultError) -> GitCredentialMap {
+        let path = configDirectory + "/git-credentials.json"
+        guard FileSystem.exists(path) else { return GitCredentialMap(entries: [:], path: path) }
+        let bytes = try FileSystem.readFile(path, limit: 1 << 20)
+        guard let entries = try? JSONDecoder().decode([String: Entry].self, from: Data(bytes)) else {
+            throw VaultError(.invalidInput, "\(path) is not a valid git credential map")
+        }
+        return GitCredentialMap(entries: entries, path: path)
+    }
+
+    /// Sets (or with `nil`, removes) the mapping for `key`, and saves.
+    public mutating func set(_ key: String, _ entry: Entry?) throws(VaultError) {
+        let k = GitCredentialMap.normalize(key)
+        guard !k.isEmpty, !k.contains(" ") else { throw VaultError(.invalidInput, "invalid host '\(key)'") }
+        entries[k] = entry
+        let directory = String(path[..<path.lastIndex(of: "/")!])
+        try FileSystem.makePrivateDirectory(directory)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+        guard let data = try? encoder.encode(entries) else { throw VaultError(.internalError, "cannot encode the map") }
+        let bytes = try wrap { () throws(CryptoError) in try SecureBytes(copying: data + [0x0a]) }
+        try FileSystem.writeAtomically(path, contents: bytes, replace: true)
+    }
+
+    /// The entry for a host and path: the longest matching `host/path`
+    /// prefix (on path segments), else the host alone.
+    public func entry(host: String, path: String?) -> Entry? {
+        let h = host.lowercased()
+        if let path, !path.isEmpty {
+            var segments = path.split(separator: "/").map(String.init)
+            while !segments.isEmpty {
+                let key = GitCredentialMap.normalize(h + "/" + segments.joined(separator: "/"))
+                if let e = entries[key] { return e }
+                segments.removeLast()
+            }
+        }
+        return entries[h]
+    }
+
+    static func normalize(_ key: String) -> String {
+        var k = key.lowercased()
+        for scheme in ["https://", "http://"] where k.hasPrefix(scheme) { k = String(k.dropFirst(scheme.count)) }
+        while k.hasSuffix("/") { k.removeLast() }
+        if k.hasSuffix(".git") { k.removeLast(4) }
+        return k
+    }
+}
+
+extension Vault {
+    /// Makes the next fresh-token request refresh, if the access token is
+    /// still `accessToken` (git saw it refused). Marks nothing dead.
+    /// Returns true when it did something.
+    @discardableResult
+    public func markStale(_ name: String, ifAccessToken accessToken: String) throws(VaultError) -> Bool {
+        var changed = false
+        try update { (state: inout StateManifest) throws(VaultError) in
+            let (row, grant) = try loadLive(name, state: state)
+            guard let current = grant.accessToken, current.utf8.elementsEqual(accessToken.utf8) else { return }
+            var next = grant
+            next.expiresAt = time.now().addingTimeInterval(-1)
+            try rewrite(row, with: next, name: name, state: &state)
+            changed = true
+        }
+        return changed
+    }
+}
+
+/// git's credential helper protocol: `key=value` lines up to a blank line.
+public struct GitCredentialRequest: Sendable {
+    /// The request's fields; repeated keys keep their first value.
+    public var fields: [String: String] = [:]
+
+    /// Parses git's request text.
+    public init(_ text: String) {
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.isEmpty { break }
+            guard let eq = line.firstIndex(of: "=") else { continue }
+            let key = String(line[..<eq])
+            // Repeated keys (capability[], wwwauth[]) keep the first; vault needs none of them.
+            if fields[key] == nil { fields[key] = String(line[line.index(after: eq)...]) }
+        }
+    }
+
+    public var proto: String? { fields["protocol"] }
+    public var host: String? { fields["host"] }
+    public var path: String? { fields["path"] }
+}

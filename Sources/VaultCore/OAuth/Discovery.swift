@@ -1,0 +1,66 @@
+package import FoundationEssentials
+public import VaultHTTP
+
+/// OpenID Connect Discovery 1.0: a provider from its issuer URL.
+public enum Discovery {
+    /// Fetches `ISSUER/.well-known/openid-configuration` and builds a
+    /// provider called `name` from it. The document's issuer must be
+    /// exactly the one asked for.
+    public static func provider(
+        name: String, issuer: String, transport: any HTTPTransport
+    ) throws(VaultError) -> Provider {
+        try provider(name: name, issuer: issuer, transport: transport, base: nil)
+    }
+
+    static func provider(name: String, issuer: String, transport: any HTTPTransport, base: ProviderFile?)
+        throws(VaultError) -> Provider
+    {
+        let trimmed = issuer.hasSuffix("/") ? String(issuer.dropLast()) : issuer
+        let url = trimmed + "/.well-known/openid-configuration"
+        let response: HTTPResponse
+        do {
+            response = try transport.send(
+                HTTPRequest(method: "GET", url: url, headers: [("Accept", "application/json")]))
+        } catch {
+            throw error.vaultError("discovery at \(URLPolicy.redacted(url))")
+        }
+        guard response.status == 200 else {
+            throw VaultError(
+                response.status >= 500 ? .transient : .badResponse,
+                "discovery at \(URLPolicy.redacted(url)) answered HTTP \(response.status)")
+        }
+        struct Document: Decodable {
+            var issuer: String
+            var authorization_endpoint: String?
+            var token_endpoint: String?
+            var device_authorization_endpoint: String?
+            var revocation_endpoint: String?
+            var userinfo_endpoint: String?
+        }
+        guard let doc = try? JSONDecoder().decode(Document.self, from: response.body.withUnsafeBytes { Data($0) })
+        else {
+            throw VaultError(
+                .badResponse, "discovery at \(URLPolicy.redacted(url)) did not return a discovery document")
+        }
+        guard doc.issuer == trimmed || doc.issuer == issuer else {
+            throw VaultError(.badResponse, "the discovery document names another issuer ('\(doc.issuer)')")
+        }
+        var file = ProviderFile()
+        file.name = name
+        file.issuer = doc.issuer
+        file.authorization_endpoint = doc.authorization_endpoint
+        file.token_endpoint = doc.token_endpoint
+        file.device_authorization_endpoint = doc.device_authorization_endpoint
+        file.revocation_endpoint = doc.revocation_endpoint
+        file.userinfo_endpoint = doc.userinfo_endpoint
+        var flows: [Provider.Flow] = []
+        if doc.authorization_endpoint != nil { flows += [.browser, .paste] }
+        if doc.device_authorization_endpoint != nil { flows.append(.device) }
+        file.flows = flows
+        file.scopes = ["openid", "email"]
+        // A provider file of the same name keeps its client and quirks.
+        // What the file says wins over what was discovered.
+        let merged = base.map { file.merging($0) } ?? file
+        return try Provider(file: merged, source: "discovered from \(doc.issuer)")
+    }
+}

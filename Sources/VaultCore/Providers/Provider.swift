@@ -1,0 +1,311 @@
+package import FoundationEssentials
+package import VaultHTTP
+
+/// An OAuth 2.0 / OpenID Connect provider: endpoints, client and quirks,
+/// all as data (docs/providers.md). Presets ship in config/providers/;
+/// files in `$XDG_CONFIG_HOME/vault/providers/` add or override them.
+public struct Provider: Sendable, Equatable {
+    /// How a person can authorize.
+    public enum Flow: String, Sendable, Codable, CaseIterable {
+        /// Authorization code with PKCE through the system browser and a loopback redirect.
+        case browser
+        /// Device authorization grant (RFC 8628), for machines without a browser.
+        case device
+        /// Like browser, but the person pastes the redirect URL or the code.
+        case paste
+    }
+
+    public var name: String
+    public var displayName: String?
+    /// OAuth 2.0 (default) or OAuth 1.0a.
+    public var protocolVersion: Grant.Kind
+    /// OAuth 1.0a: where temporary credentials come from.
+    public var requestTokenEndpoint: String?
+    /// OAuth 1.0a: HMAC-SHA1 (default), RSA-SHA1 or PLAINTEXT.
+    public var signatureMethod: OAuth1SignatureMethod
+    public var issuer: String?
+    public var authorizationEndpoint: String?
+    public var tokenEndpoint: String?
+    public var deviceAuthorizationEndpoint: String?
+    public var revocationEndpoint: String?
+    public var userinfoEndpoint: String?
+    public var scopes: [String]
+    public var clientID: String?
+    public var clientSecret: String?
+    /// Extra query parameters of the authorization request.
+    public var authorizationParams: [String: String]
+    public var flows: [Flow]
+    /// A fixed loopback redirect URI, for providers that register exact URIs.
+    public var redirectURI: String?
+    /// `client_secret_basic` (default) or `client_secret_post`.
+    public var tokenEndpointAuthMethod: String
+    /// True when the client must never send a secret (Microsoft public clients).
+    public var publicClient: Bool
+    /// Hosts whose git credentials this provider's grants can serve.
+    public var gitHosts: [String]
+    /// The user name git should send with the token (default `oauth2`).
+    public var gitUsername: String?
+    /// Defaults for `{name}` placeholders in endpoints (Microsoft's tenant).
+    public var variables: [String: String]
+    /// The claim that names the account (default: email, then sub).
+    public var accountClaim: String?
+    /// Free text for people: quirks, what to add.
+    public var notes: String?
+    /// Where the definition came from: "preset", or the user file's path.
+    public var source: String
+
+    /// True when the provider speaks OpenID Connect (an issuer and `openid`).
+    public var isOpenIDConnect: Bool { issuer != nil && scopes.contains("openid") }
+
+    /// The configuration a stored grant keeps for refresh and revocation.
+    public var storedConfiguration: ProviderConfiguration {
+        ProviderConfiguration(
+            name: name, issuer: issuer, authorizationEndpoint: authorizationEndpoint, tokenEndpoint: tokenEndpoint,
+            deviceAuthorizationEndpoint: deviceAuthorizationEndpoint, revocationEndpoint: revocationEndpoint,
+            userinfoEndpoint: userinfoEndpoint, clientID: clientID, clientSecret: publicClient ? nil : clientSecret,
+            tokenEndpointAuthMethod: tokenEndpointAuthMethod,
+            signatureMethod: protocolVersion == .oauth1 ? signatureMethod.rawValue : nil)
+    }
+
+    /// A copy with `{name}` placeholders filled from `overrides`, then the defaults.
+    public func resolved(_ overrides: [String: String] = [:]) -> Provider {
+        let values = variables.merging(overrides) { $1 }
+        func fill(_ s: String?) -> String? {
+            guard var s else { return nil }
+            for (k, v) in values { s = s.replacing("{\(k)}", with: v) }
+            return s
+        }
+        var p = self
+        p.issuer = fill(issuer)
+        p.authorizationEndpoint = fill(authorizationEndpoint)
+        p.tokenEndpoint = fill(tokenEndpoint)
+        p.deviceAuthorizationEndpoint = fill(deviceAuthorizationEndpoint)
+        p.revocationEndpoint = fill(revocationEndpoint)
+        p.userinfoEndpoint = fill(userinfoEndpoint)
+        p.requestTokenEndpoint = fill(requestTokenEndpoint)
+        return p
+    }
+
+    /// Builds and checks a provider from a parsed file.
+    package init(file f: ProviderFile, source: String) throws(VaultError) {
+        guard let name = f.name else { throw VaultError(.invalidInput, "\(source): 'name' is missing") }
+        do { try GrantName.validate(name) } catch {
+            throw VaultError(.invalidInput, "\(source): invalid name '\(name)'")
+        }
+        self.name = name
+        displayName = f.display_name
+        guard let proto = Grant.Kind(rawValue: f.protocol ?? "oauth2") else {
+            throw VaultError(.invalidInput, "\(source): protocol must be oauth2 or oauth1")
+        }
+        protocolVersion = proto
+        requestTokenEndpoint = f.request_token_endpoint
+        guard let method = OAuth1SignatureMethod(rawValue: f.signature_method ?? "HMAC-SHA1") else {
+            throw VaultError(.invalidInput, "\(source): signature_method must be HMAC-SHA1, RSA-SHA1 or PLAINTEXT")
+        }
+        signatureMethod = method
+        issuer = f.issuer
+        authorizationEndpoint = f.authorization_endpoint
+        tokenEndpoint = f.token_endpoint
+        deviceAuthorizationEndpoint = f.device_authorization_endpoint
+        revocationEndpoint = f.revocation_endpoint
+        userinfoEndpoint = f.userinfo_endpoint
+        scopes = f.scopes ?? []
+        clientID = f.client_id
+        clientSecret = f.client_secret
+        authorizationParams = f.authorization_params ?? [:]
+        flows = f.flows ?? (proto == .oauth1 ? [.browser, .paste] : [.browser, .device, .paste])
+        redirectURI = f.redirect_uri
+        tokenEndpointAuthMethod = f.token_endpoint_auth_method ?? "client_secret_basic"
+        publicClient = f.public_client ?? false
+        gitHosts = f.git_hosts ?? []
+        gitUsername = f.git_username
+        variables = f.variables ?? [:]
+        accountClaim = f.account_claim
+        notes = f.notes
+        self.source = source
+        try validate()
+    }
+
+    /// Checks endpoints (https, or http to loopback), flows against
+    /// endpoints, the client authentication method and the redirect URI.
+    func validate() throws(VaultError) {
+        let where_ = "provider '\(name)' (\(source))"
+        let sample = resolved(variables.mapValues { _ in "x" })
+        let endpoints: [(String, String?)] = [
+            ("issuer", sample.issuer?.replacing("{tenantid}", with: "x")),
+            ("authorization_endpoint", sample.authorizationEndpoint), ("token_endpoint", sample.tokenEndpoint),
+            ("device_authorization_endpoint", sample.deviceAuthorizationEndpoint),
+            ("revocation_endpoint", sample.revocationEndpoint), ("userinfo_endpoint", sample.userinfoEndpoint),
+            ("request_token_endpoint", sample.requestTokenEndpoint),
+        ]
+        for case (let key, let value?) in endpoints {
+            do { try URLPolicy.check(value) } catch {
+                throw VaultError(.invalidInput, "\(where_): \(key): \(error.reason)")
+            }
+        }
+        guard !flows.isEmpty else { throw VaultError(.invalidInput, "\(where_): 'flows' is empty") }
+        if protocolVersion == .oauth1 {
+            guard requestTokenEndpoint != nil, authorizationEndpoint != nil, tokenEndpoint != nil else {
+                throw VaultError(
+                    .invalidInput,
+                    "\(where_): OAuth 1.0a needs request_token_endpoint, authorization_endpoint and token_endpoint")
+            }
+            guard !flows.contains(.device) else {
+                throw VaultError(.invalidInput, "\(where_): OAuth 1.0a has no device flow")
+            }
+        }
+        if tokenEndpoint == nil && issuer == nil {
+            throw VaultError(.invalidInput, "\(where_): needs 'token_endpoint' or an 'issuer' to discover it")
+        }
+        if issuer == nil {
+            if (flows.contains(.browser) || flows.contains(.paste)) && authorizationEndpoint == nil {
+                throw VaultError(.invalidInput, "\(where_): the browser and paste flows need 'authorization_endpoint'")
+            }
+            if flows.contains(.device) && deviceAuthorizationEndpoint == nil {
+                throw VaultError(.invalidInput, "\(where_): the device flow needs 'device_authorization_endpoint'")
+            }
+        }
+        guard ["client_secret_basic", "client_secret_post"].contains(tokenEndpointAuthMethod) else {
+            throw VaultError(
+                .invalidInput, "\(where_): token_endpoint_auth_method must be client_secret_basic or client_secret_post"
+            )
+        }
+        if let redirectURI {
+            guard let (scheme, host) = URLPolicy.schemeAndHost(redirectURI), scheme == "http",
+                URLPolicy.isLoopback(host), LoopbackRedirect(redirectURI) != nil
+            else {
+                throw VaultError(
+                    .invalidInput,
+                    "\(where_): redirect_uri must be http://127.0.0.1:PORT/PATH (a loopback address with a port)")
+            }
+        }
+    }
+}
+
+/// A fixed loopback redirect URI, taken apart: port and path.
+struct LoopbackRedirect: Equatable {
+    let host: String
+    let port: UInt16
+    let path: String
+
+    init?(_ uri: String) {
+        guard uri.hasPrefix("http://") else { return nil }
+        let rest = uri.dropFirst(7)
+        let authority = rest.prefix { $0 != "/" }
+        let path = rest.dropFirst(authority.count)
+        guard let colon = authority.lastIndex(of: ":"), let port = UInt16(authority[authority.index(after: colon)...]),
+            port > 0
+        else { return nil }
+        host = String(authority[..<colon])
+        self.port = port
+        self.path = path.isEmpty ? "/" : String(path.prefix { $0 != "?" && $0 != "#" })
+    }
+}
+
+/// A provider file as written: every field optional, unknown fields refused.
+package struct ProviderFile: Decodable {
+    var name, display_name, issuer, authorization_endpoint, token_endpoint, device_authorization_endpoint: String?
+    var revocation_endpoint, userinfo_endpoint, client_id, client_secret, redirect_uri: String?
+    var token_endpoint_auth_method, account_claim, notes, git_username: String?
+    var `protocol`, request_token_endpoint, signature_method: String?
+    var scopes, git_hosts: [String]?
+    var authorization_params, variables: [String: String]?
+    var flows: [Provider.Flow]?
+    var public_client: Bool?
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case name, display_name, issuer, authorization_endpoint, token_endpoint, device_authorization_endpoint
+        case revocation_endpoint, userinfo_endpoint, client_id, client_secret, redirect_uri
+        case token_endpoint_auth_method, account_claim, notes, scopes, git_hosts, git_username, authorization_params
+        case variables
+        case flows, public_client, `protocol`, request_token_endpoint, signature_method
+    }
+
+    /// An empty file, filled in by code (discovery).
+    init() {}
+
+    package init(from decoder: any Decoder) throws {
+        let any = try decoder.container(keyedBy: AnyCodingKey.self)
+        let known = Set(CodingKeys.allCases.map(\.rawValue))
+        if let unknown = any.allKeys.map(\.stringValue).sorted().first(where: { !known.contains($0) }) {
+            throw VaultError(.invalidInput, "unknown field '\(unknown)'")
+        }
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        name = try c.decodeIfPresent(String.self, forKey: .name)
+        display_name = try c.decodeIfPresent(String.self, forKey: .display_name)
+        issuer = try c.decodeIfPresent(String.self, forKey: .issuer)
+        authorization_endpoint = try c.decodeIfPresent(String.self, forKey: .authorization_endpoint)
+        token_endpoint = try c.decodeIfPresent(String.self, forKey: .token_endpoint)
+        device_authorization_endpoint = try c.decodeIfPresent(String.self, forKey: .device_authorization_endpoint)
+        revocation_endpoint = try c.decodeIfPresent(String.self, forKey: .revocation_endpoint)
+        userinfo_endpoint = try c.decodeIfPresent(String.self, forKey: .userinfo_endpoint)
+        client_id = try c.decodeIfPresent(String.self, forKey: .client_id)
+        client_secret = try c.decodeIfPresent(String.self, forKey: .client_secret)
+        redirect_uri = try c.decodeIfPresent(String.self, forKey: .redirect_uri)
+        token_endpoint_auth_method = try c.decodeIfPresent(String.self, forKey: .token_endpoint_auth_method)
+        account_claim = try c.decodeIfPresent(String.self, forKey: .account_claim)
+        notes = try c.decodeIfPresent(String.self, forKey: .notes)
+        scopes = try c.decodeIfPresent([String].self, forKey: .scopes)
+        git_hosts = try c.decodeIfPresent([String].self, forKey: .git_hosts)
+        git_username = try c.decodeIfPresent(String.self, forKey: .git_username)
+        authorization_params = try c.decodeIfPresent([String: String].self, forKey: .authorization_params)
+        variables = try c.decodeIfPresent([String: String].self, forKey: .variables)
+        flows = try c.decodeIfPresent([Provider.Flow].self, forKey: .flows)
+        public_client = try c.decodeIfPresent(Bool.self, forKey: .public_client)
+        `protocol` = try c.decodeIfPresent(String.self, forKey: .protocol)
+        request_token_endpoint = try c.decodeIfPresent(String.self, forKey: .request_token_endpoint)
+        signature_method = try c.decodeIfPresent(String.self, forKey: .signature_method)
+    }
+
+    /// Fields set in `override` replace this file's.
+    func merging(_ o: ProviderFile) -> ProviderFile {
+        var m = self
+        m.name = o.name ?? name
+        m.display_name = o.display_name ?? display_name
+        m.issuer = o.issuer ?? issuer
+        m.authorization_endpoint = o.authorization_endpoint ?? authorization_endpoint
+        m.token_endpoint = o.token_endpoint ?? token_endpoint
+        m.device_authorization_endpoint = o.device_authorization_endpoint ?? device_authorization_endpoint
+        m.revocation_endpoint = o.revocation_endpoint ?? revocation_endpoint
+        m.userinfo_endpoint = o.userinfo_endpoint ?? userinfo_endpoint
+        m.client_id = o.client_id ?? client_id
+        m.client_secret = o.client_secret ?? client_secret
+        m.redirect_uri = o.redirect_uri ?? redirect_uri
+        m.token_endpoint_auth_method = o.token_endpoint_auth_method ?? token_endpoint_auth_method
+        m.account_claim = o.account_claim ?? account_claim
+        m.notes = o.notes ?? notes
+        m.scopes = o.scopes ?? scopes
+        m.git_hosts = o.git_hosts ?? git_hosts
+        m.git_username = o.git_username ?? git_username
+        m.authorization_params = o.authorization_params ?? authorization_params
+        m.variables = o.variables ?? variables
+        m.flows = o.flows ?? flows
+        m.public_client = o.public_client ?? public_client
+        m.protocol = o.protocol ?? `protocol`
+        m.request_token_endpoint = o.request_token_endpoint ?? request_token_endpoint
+        m.signature_method = o.signature_method ?? signature_method
+        return m
+    }
+
+    package static func parse(_ bytes: [UInt8], source: String) throws(VaultError) -> ProviderFile {
+        do {
+            return try JSONDecoder().decode(ProviderFile.self, from: Data(bytes))
+        } catch let error as VaultError {
+            throw VaultError(.invalidInput, "\(source): \(error.reason)")
+        } catch let DecodingError.typeMismatch(_, context), let DecodingError.dataCorrupted(context) {
+            let field = context.codingPath.map(\.stringValue).joined(separator: ".")
+            throw VaultError(
+                .invalidInput, "\(source): \(field.isEmpty ? "not a JSON object" : "wrong value for '\(field)'")")
+        } catch {
+            throw VaultError(.invalidInput, "\(source): not a valid provider file")
+        }
+    }
+}
+
+/// A coding key for any string, to see every key of a JSON object.
+struct AnyCodingKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+}

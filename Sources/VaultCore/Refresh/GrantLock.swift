@@ -1,0 +1,55 @@
+package import FoundationEssentials
+internal import Glibc
+
+/// This machine's lock for refreshing one grant: an `flock` on a file in
+/// the vault directory named by the record's random id (never by the
+/// grant's name). Processes, and threads that open it separately, exclude
+/// each other; other grants have locks of their own, so a slow provider
+/// delays only its own grant.
+final class GrantLock {
+    private var fd: Int32
+
+    private init(fd: Int32) { self.fd = fd }
+
+    deinit { release() }
+
+    /// Waits up to `wait` seconds for the lock of record `id`.
+    static func acquire(directory: String, record id: [UInt8], wait: TimeInterval) throws(VaultError) -> GrantLock {
+        let path = directory + "/refresh-" + id.hex + ".lock"
+        let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw VaultError(.io, "cannot open \(path): \(FileSystem.errnoText())") }
+        let lock = GrantLock(fd: fd)
+        let deadline = Monotonic.seconds() + wait
+        // Polling rather than a blocking flock: the wait is bounded, and a
+        // waiter notices the holder's release within a few milliseconds.
+        var pause: UInt32 = 2_000
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR else {
+                throw VaultError(.io, "cannot lock \(path): \(FileSystem.errnoText())")
+            }
+            guard Monotonic.seconds() < deadline else {
+                throw VaultError(.busy, "another process has been refreshing this grant for \(Int(wait)) s")
+            }
+            usleep(pause)
+            pause = min(pause * 2, 50_000)
+        }
+        return lock
+    }
+
+    /// Releases the lock (also on deinit).
+    func release() {
+        if fd >= 0 { close(fd) }
+        fd = -1
+    }
+}
+
+/// Seconds on this machine's monotonic clock: for measuring waits, never
+/// for comparing with another machine.
+package enum Monotonic {
+    /// Seconds since an arbitrary point (CLOCK_MONOTONIC).
+    package static func seconds() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+}

@@ -1,0 +1,118 @@
+package import FoundationEssentials
+package import VaultCrypto
+package import VaultStorage
+
+// The record operations a refresh needs: each one short transaction, never
+// held across a token request.
+extension Vault {
+    /// True when `g` has an access token with more than `minimumValidity`
+    /// seconds left by this machine's clock.
+    package func usable(_ g: Grant, _ minimumValidity: TimeInterval) -> Bool {
+        guard !g.dead, g.accessToken != nil || g.tokenSecret != nil else { return false }
+        guard let expiry = g.expiresAt else { return true }
+        return expiry.timeIntervalSince(time.now()) > minimumValidity
+    }
+
+    /// The live grant stored under `name` and its row.
+    package func loadWithRow(_ name: String) throws(VaultError) -> (StoredRecord, Grant) {
+        try read { (state: StateManifest) throws(VaultError) in try loadLive(name, state: state) }
+    }
+
+    /// The grant in record `id` and its current name (it may have been
+    /// renamed meanwhile); `notFound` under `expecting` when it was removed.
+    func loadRecord(id: [UInt8], expecting name: String) throws(VaultError) -> (Grant, String) {
+        try read { (state: StateManifest) throws(VaultError) in
+            guard let row = try findRow(id: id), !row.deleted else {
+                throw VaultError(.notFound, "grant '\(name)' not found", hint: "'vault list' shows the stored grants")
+            }
+            try check(row, against: state)
+            let payload = try keys.open(row)
+            guard let grant = payload.grant else { throw VaultError(.tampered, "\(row.label) holds no grant") }
+            return (grant, payload.name)
+        }
+    }
+
+    /// Fails unless the vault takes writes now (a full disk, a read-only
+    /// file), before a refresh token is spent.
+    func checkWritable() throws(VaultError) {
+        try update { (_: inout StateManifest) throws(VaultError) in }
+    }
+
+    /// Stores the outcome of a refresh in record `id`. When the record
+    /// changed during the request (a sync, an import, a rename), the new
+    /// tokens go into its current grant as long as that still holds the
+    /// refresh token that was spent; a grant replaced meanwhile is kept as
+    /// it is. Returns the grant as stored.
+    func storeRefreshed(id: [UInt8], spentRefreshToken: String?, _ next: Grant) throws(VaultError) -> Grant {
+        var stored = next
+        try update { (state: inout StateManifest) throws(VaultError) in
+            let (row, name, current) = try liveRecord(id: id, state: state)
+            guard current.refreshToken == spentRefreshToken else {
+                stored = current
+                return
+            }
+            var merged = current
+            merged.accessToken = next.accessToken
+            merged.refreshToken = next.refreshToken
+            merged.tokenType = next.tokenType
+            merged.expiresAt = next.expiresAt
+            merged.scopes = next.scopes
+            merged.idToken = next.idToken
+            merged.refreshedAt = next.refreshedAt
+            merged.dead = false
+            merged.deadReason = nil
+            try rewrite(row, with: merged, name: name, state: &state)
+            stored = merged
+        }
+        return stored
+    }
+
+    /// Marks record `id` dead after a refusal, unless its refresh token
+    /// changed meanwhile (then the refusal was about a token no longer
+    /// stored). Returns the grant as marked, or nil when left alone.
+    func markDead(id: [UInt8], spentRefreshToken: String?, reason: String) throws(VaultError) -> Grant? {
+        var marked: Grant?
+        try update { (state: inout StateManifest) throws(VaultError) in
+            let (row, name, current) = try liveRecord(id: id, state: state)
+            guard current.refreshToken == spentRefreshToken else { return }
+            var next = current
+            next.dead = true
+            next.deadReason = reason
+            try rewrite(row, with: next, name: name, state: &state)
+            marked = next
+        }
+        return marked
+    }
+
+    /// Marks a grant dead (kept, shown by `vault list`).
+    public func markDead(_ name: String, reason: String) throws(VaultError) {
+        try update { (state: inout StateManifest) throws(VaultError) in
+            let (row, grant) = try loadLive(name, state: state)
+            var next = grant
+            next.dead = true
+            next.deadReason = reason
+            try rewrite(row, with: next, name: name, state: &state)
+        }
+    }
+
+    private func liveRecord(id: [UInt8], state: StateManifest) throws(VaultError) -> (StoredRecord, String, Grant) {
+        guard let row = try findRow(id: id), !row.deleted else {
+            throw VaultError(.notFound, "the grant was removed during its refresh")
+        }
+        try check(row, against: state)
+        let payload = try keys.open(row)
+        guard let grant = payload.grant else { throw VaultError(.tampered, "\(row.label) holds no grant") }
+        return (row, payload.name, grant)
+    }
+
+    /// Seals `grant` under `name` as the next version of `row`.
+    package func rewrite(_ row: StoredRecord, with grant: Grant, name: String, state: inout StateManifest)
+        throws(VaultError)
+    {
+        let version = row.version + 1
+        let payload = Payload(name: name, grant: grant)
+        try putRow(
+            try keys.seal(payload, id: row.id, version: version, deleted: false, nameHash: row.nameHash))
+        state.entries[row.id] = .init(version: version, deleted: false)
+    }
+}

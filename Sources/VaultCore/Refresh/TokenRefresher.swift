@@ -1,0 +1,221 @@
+public import FoundationEssentials
+package import VaultCrypto
+public import VaultHTTP
+
+/// How a fresh token was obtained.
+public struct FreshGrant: Sendable {
+    /// The grant with a usable access token.
+    public let grant: Grant
+    /// True when this call refreshed it (false: it was fresh, or another
+    /// process or machine had just refreshed it).
+    public let refreshed: Bool
+
+    /// Creates a result.
+    public init(grant: Grant, refreshed: Bool) {
+        self.grant = grant
+        self.refreshed = refreshed
+    }
+}
+
+/// The result of a userinfo probe.
+public enum GrantCheck: Sendable, Equatable {
+    /// The provider accepted the access token; the account it names, if any.
+    case live(account: String?)
+}
+
+/// What `revokeAndRemove` did at the provider.
+public enum Revocation: Sendable, Equatable {
+    /// The provider confirmed the revocation (RFC 7009).
+    case revoked(tokenType: String)
+    /// The provider has no revocation endpoint; the grant was only removed here.
+    case unsupported
+}
+
+/// Token freshness: GTMAppAuth's `performActionWithFreshTokens`, its
+/// userinfo probe, and revocation, over one open vault.
+///
+/// This is the entry point for anything that needs a usable access token.
+/// A refresh holds a lock of that grant's own across the token request and
+/// no other: reads, writes and refreshes of other grants go on meanwhile.
+/// The vault's write lock is taken only for two short transactions, one
+/// before the request (is the vault writable?) and one after it (store the
+/// new tokens), so a stalled provider never stalls anything but its grant.
+public struct TokenRefresher {
+    /// The vault whose grants this refreshes.
+    public let vault: Vault
+    /// How requests reach the provider.
+    public let transport: any HTTPTransport
+    /// Coordination beyond this machine (sync, or an agent).
+    public let coordinator: any RefreshCoordinator
+
+    /// Seconds a token request may take.
+    public static let requestTimeout: Double = 20
+    /// Seconds to wait for another process's refresh of the same grant.
+    public static let lockWait: Double = 60
+
+    /// Creates a refresher; `coordinator` defaults to the vault's own.
+    public init(vault: Vault, transport: any HTTPTransport, coordinator: (any RefreshCoordinator)? = nil) {
+        self.vault = vault
+        self.transport = transport
+        self.coordinator = coordinator ?? vault.refreshCoordinator
+    }
+
+    /// A grant whose access token has more than `minimumValidity` seconds
+    /// left, refreshed first when needed. One refresh at a time per grant
+    /// across processes (and, through the coordinator, machines): a caller
+    /// that waited for another's refresh gets its result. A rotated refresh
+    /// token is stored before the new access token is returned, so an old
+    /// refresh token is never sent again. A refusal marks the grant dead
+    /// (kept) and throws `.dead`; a transient failure changes nothing.
+    public func freshGrant(
+        _ name: String, minimumValidity: TimeInterval = Grant.freshnessMargin, forceRefresh: Bool = false
+    ) throws(VaultError) -> FreshGrant {
+        let need = RefreshNeed(name: name, minimumValidity: minimumValidity, force: forceRefresh)
+        let (row, grant) = try vault.loadWithRow(name)
+        if !forceRefresh && vault.usable(grant, minimumValidity) { return FreshGrant(grant: grant, refreshed: false) }
+        if grant.dead { throw TokenRefresher.deadError(name, grant) }
+        if let done = try coordinator.refreshElsewhere(need, in: vault) { return done }
+
+        let lock = try GrantLock.acquire(directory: vault.location.directory, record: row.id, wait: Self.lockWait)
+        defer { lock.release() }
+        // Another process may have refreshed while this one waited.
+        var (current, currentName) = try vault.loadRecord(id: row.id, expecting: name)
+        if current.dead { throw TokenRefresher.deadError(currentName, current) }
+        if !forceRefresh && vault.usable(current, minimumValidity) {
+            return FreshGrant(grant: current, refreshed: false)
+        }
+        if case .fresh(let arrived) = try coordinator.prepare(need, grant: current, in: vault) {
+            return FreshGrant(grant: arrived, refreshed: false)
+        }
+        (current, currentName) = try vault.loadRecord(id: row.id, expecting: currentName)
+        if current.dead { throw TokenRefresher.deadError(currentName, current) }
+
+        // A rotated refresh token must be stored once spent: make sure the
+        // vault takes writes before spending it.
+        try vault.checkWritable()
+        let next: Grant
+        do {
+            next = try refreshed(current, name: currentName)
+        } catch {
+            // Only a refusal kills a grant; an expired grant without a
+            // refresh token stays "expired", and transient errors change nothing.
+            guard error.code == .refused else { throw error }
+            if let arrived = coordinator.finish(need, refused: true, in: vault) {
+                return FreshGrant(grant: arrived, refreshed: false)
+            }
+            let reason = error.oauthError ?? "refused"
+            let marked = try vault.markDead(id: row.id, spentRefreshToken: current.refreshToken, reason: reason)
+            throw TokenRefresher.deadError(currentName, marked ?? current, cause: error)
+        }
+        let stored = try vault.storeRefreshed(id: row.id, spentRefreshToken: current.refreshToken, next)
+        _ = coordinator.finish(need, refused: false, in: vault)
+        return FreshGrant(grant: stored, refreshed: true)
+    }
+
+    /// GTMAppAuth's validity check: calls the userinfo endpoint with a fresh
+    /// token. A 401 after a successful refresh marks the grant dead; network
+    /// errors and 5xx are transient and change nothing.
+    public func check(_ name: String) throws(VaultError) -> GrantCheck {
+        var fresh = try freshGrant(name)
+        guard let endpoint = fresh.grant.providerConfiguration?.userinfoEndpoint else {
+            throw VaultError(.invalidInput, "grant '\(name)' has no userinfo endpoint to check it against")
+        }
+        while true {
+            let status = try userinfoStatus(endpoint, token: fresh.grant.accessToken ?? "")
+            switch status {
+            case 200..<300:
+                return .live(account: fresh.grant.account)
+            case 401 where !fresh.refreshed:
+                // The stored token may have been revoked on its own: refresh once and try again.
+                fresh = try freshGrant(name, forceRefresh: true)
+            case 401:
+                try vault.markDead(name, reason: "invalid_token")
+                throw VaultError(
+                    .dead,
+                    "grant '\(name)' is no longer accepted by the provider (userinfo answered 401 after a refresh)",
+                    hint: "run 'vault add \(fresh.grant.provider) \(name)' to authorize again")
+            case 500...599, 429:
+                throw VaultError(.transient, "the userinfo endpoint answered HTTP \(status)")
+            default:
+                throw VaultError(.badResponse, "the userinfo endpoint answered HTTP \(status)")
+            }
+        }
+    }
+
+    /// Revokes the grant at the provider (RFC 7009: the refresh token, else
+    /// the access token), then removes it. A failed revocation keeps the grant.
+    public func revokeAndRemove(_ name: String) throws(VaultError) -> Revocation {
+        let grant = try vault.load(name)
+        guard let config = grant.providerConfiguration, let endpoint = config.revocationEndpoint else {
+            try vault.remove(name)
+            return .unsupported
+        }
+        let (token, hint) =
+            grant.refreshToken.map { ($0, "refresh_token") } ?? (grant.accessToken ?? "", "access_token")
+        let client = TokenEndpoint(transport: transport, client: OAuthClient(config, providerName: grant.provider))
+        let what = "revoking '\(name)'"
+        func kept(_ e: VaultError) -> VaultError {
+            VaultError(
+                e.code, e.reason, hint: "the grant was kept; try again, or remove it without --revoke",
+                oauthError: e.oauthError)
+        }
+        let status: Int
+        let body: SecureBytes
+        do {
+            (status, body) = try client.post(endpoint, form: [("token", token), ("token_type_hint", hint)], what: what)
+        } catch {
+            throw kept(error)
+        }
+        guard status == 200 else { throw kept(TokenEndpoint.classify(status: status, body: body, what: what)) }
+        try vault.remove(name)
+        return .revoked(tokenType: hint)
+    }
+
+    // MARK: Internals
+
+    /// One refresh_token request; the returned grant keeps the old refresh
+    /// token only when the provider did not rotate it.
+    func refreshed(_ g: Grant, name: String) throws(VaultError) -> Grant {
+        guard let refreshToken = g.refreshToken else {
+            throw VaultError(
+                .dead, "grant '\(name)' has expired and has no refresh token",
+                hint: "run 'vault add \(g.provider) \(name)' to authorize again")
+        }
+        guard let config = g.providerConfiguration, let endpoint = config.tokenEndpoint else {
+            throw VaultError(
+                .invalidInput, "grant '\(name)' does not say where to refresh it (no token endpoint)",
+                hint: "import it with a provider_config, or run 'vault add' again")
+        }
+        let client = TokenEndpoint(transport: transport, client: OAuthClient(config, providerName: g.provider))
+        let response = try client.tokenResponse(
+            endpoint, form: [("grant_type", "refresh_token"), ("refresh_token", refreshToken)],
+            what: "refreshing '\(name)'", timeout: Self.requestTimeout)
+        let now = vault.time.now()
+        let fresh = response.grant(provider: g.provider, account: g.account, now: now)
+        var next = g
+        next.accessToken = fresh.accessToken
+        next.refreshToken = fresh.refreshToken ?? g.refreshToken
+        next.tokenType = fresh.tokenType ?? g.tokenType
+        next.expiresAt = fresh.expiresAt
+        if !fresh.scopes.isEmpty { next.scopes = fresh.scopes }
+        if let idToken = fresh.idToken { next.idToken = idToken }
+        next.refreshedAt = now
+        return next
+    }
+
+    func userinfoStatus(_ endpoint: String, token: String) throws(VaultError) -> Int {
+        var request = HTTPRequest(
+            method: "GET", url: endpoint,
+            headers: [("Authorization", "Bearer \(token)"), ("Accept", "application/json")])
+        request.timeout = Self.requestTimeout
+        do { return try transport.send(request).status } catch { throw error.vaultError("the userinfo request") }
+    }
+
+    /// The error for a grant that needs a new authorization.
+    package static func deadError(_ name: String, _ g: Grant, cause: VaultError? = nil) -> VaultError {
+        let why = cause.map { ": \($0.reason)" } ?? (g.deadReason.map { " (\($0))" } ?? "")
+        return VaultError(
+            .dead, "grant '\(name)' needs a new authorization\(why)",
+            hint: "run 'vault add \(g.provider) \(name)' to authorize again", oauthError: cause?.oauthError)
+    }
+}

@@ -1,0 +1,325 @@
+package import FoundationEssentials
+public import VaultCrypto
+package import VaultStorage
+
+/// A grant with its name, as listed.
+public struct NamedGrant: Sendable, Equatable {
+    /// The name it is stored under.
+    public let name: String
+    /// The grant.
+    public let grant: Grant
+}
+
+/// The result of listing: the grants that opened, and a problem for each
+/// record that did not (the others stay usable).
+public struct GrantListing: Sendable {
+    /// Readable grants, sorted by name.
+    public let grants: [NamedGrant]
+    /// One error per record that failed its checks.
+    public let problems: [VaultError]
+}
+
+/// One keyslot, as listed.
+public struct KeyslotInfo: Sendable, Equatable {
+    /// What opens a slot.
+    public enum Kind: String, Sendable {
+        case passphrase
+        case keyfile = "key file"
+        case secretService = "Secret Service"
+    }
+
+    /// Its number, for `removeKeyslot`.
+    public let number: Int64
+    /// Its kind; nil when the slot is damaged.
+    public let kind: Kind?
+    /// Argon2id parameters of a passphrase slot.
+    public let kdf: KDFParameters?
+
+    init(number: Int64, slot: Keyslot?) {
+        self.number = number
+        kdf = slot?.kdf
+        switch slot?.kind {
+        case .passphrase: kind = .passphrase
+        case .keyfile: kind = .keyfile
+        case .secretService: kind = .secretService
+        case nil: kind = nil
+        }
+    }
+}
+
+/// How `save` treats an existing grant of the same name.
+public enum SaveMode: Sendable {
+    /// Insert or replace (GTMAppAuth's save).
+    case replace
+    /// Fail with `alreadyExists` if the name is taken.
+    case insertOnly
+}
+
+extension Vault {
+    // MARK: GTMAppAuth's store operations
+
+    /// Saves `grant` under `name`, atomically. Returns the record's new version.
+    @discardableResult
+    public func save(_ grant: Grant, as name: String, mode: SaveMode = .replace) throws(VaultError) -> UInt64 {
+        try GrantName.validate(name)
+        let payload = Payload(name: name, grant: grant)
+        var version: UInt64 = 0
+        try update { (state: inout StateManifest) throws(VaultError) in
+            let hash = try keys.nameHash(name)
+            let id: [UInt8]
+            if let live = try findRow(nameHash: hash, deleted: false) {
+                guard mode == .replace else {
+                    throw VaultError(
+                        .alreadyExists, "grant '\(name)' already exists", hint: "use --replace to overwrite it")
+                }
+                id = live.id
+            } else if let tombstone = try findRow(nameHash: hash, deleted: true) {
+                id = tombstone.id  // a re-added grant keeps its identity
+            } else {
+                id = try wrap { () throws(CryptoError) in try Random.bytes(16) }
+            }
+            version = (state.entries[id]?.version ?? 0) + 1
+            try putRow(try keys.seal(payload, id: id, version: version, deleted: false, nameHash: hash))
+            state.entries[id] = .init(version: version, deleted: false)
+        }
+        return version
+    }
+
+    /// Loads the grant stored under `name`; `notFound` if there is none.
+    public func load(_ name: String) throws(VaultError) -> Grant {
+        try read { (state: StateManifest) throws(VaultError) in try loadLive(name, state: state).1 }
+    }
+
+    /// Removes the grant stored under `name`, leaving a tombstone so the
+    /// removal can be told apart from a record that went missing.
+    public func remove(_ name: String) throws(VaultError) {
+        try update { (state: inout StateManifest) throws(VaultError) in
+            let (row, _) = try loadLive(name, state: state)
+            let version = row.version + 1
+            let payload = Payload(name: name, grant: nil)
+            try putRow(
+                try keys.seal(payload, id: row.id, version: version, deleted: true, nameHash: row.nameHash))
+            state.entries[row.id] = .init(version: version, deleted: true)
+        }
+    }
+
+    /// Renames a grant; the target name must be free.
+    public func rename(_ name: String, to newName: String) throws(VaultError) {
+        try GrantName.validate(newName)
+        try update { (state: inout StateManifest) throws(VaultError) in
+            let (row, grant) = try loadLive(name, state: state)
+            let newHash = try keys.nameHash(newName)
+            if newHash != row.nameHash, try findRow(nameHash: newHash, deleted: false) != nil {
+                throw VaultError(.alreadyExists, "grant '\(newName)' already exists")
+            }
+            let version = row.version + 1
+            let payload = Payload(name: newName, grant: grant)
+            try putRow(
+                try keys.seal(payload, id: row.id, version: version, deleted: false, nameHash: newHash))
+            state.entries[row.id] = .init(version: version, deleted: false)
+        }
+    }
+
+    /// Every readable grant, plus a problem for each record that failed
+    /// authentication, does not match the state, or is missing. With
+    /// `secrets` false (a listing for display), tokens and client secrets
+    /// are checked but not kept: each present one is an empty string.
+    public func list(secrets: Bool = true) throws(VaultError) -> GrantListing {
+        try read { (state: StateManifest) throws(VaultError) in
+            var grants: [NamedGrant] = []
+            var problems: [VaultError] = []
+            var live: [StoredRecord] = []
+            let rows = try allRows()
+            for row in rows {
+                do throws(VaultError) {
+                    try check(row, against: state)
+                    if !row.deleted { live.append(row) }
+                } catch {
+                    problems.append(error)
+                }
+            }
+            for (row, result) in zip(live, try keys.open(live, secrets: secrets)) {
+                do throws(VaultError) {
+                    let payload = try result.get()
+                    guard let grant = payload.grant else { throw VaultError(.damaged, "\(row.label) holds no grant") }
+                    grants.append(NamedGrant(name: payload.name, grant: grant))
+                } catch {
+                    problems.append(error)
+                }
+            }
+            // Every live entry of the state has its row unless the counts
+            // differ; only then find which are missing.
+            if state.entries.liveCount != live.count {
+                let seen = Set(rows.map(\.id))
+                for (id, entry) in state.entries.sorted where !seen.contains(id) && !entry.deleted {
+                    problems.append(
+                        VaultError(.tampered, "record \(Array(id.prefix(4)).hex) is missing (deleted outside vault)"))
+                }
+            }
+            return GrantListing(grants: grants.sorted { $0.name < $1.name }, problems: problems)
+        }
+    }
+
+    /// GTMAppAuth's `canAuthorize` for a stored grant.
+    public func canAuthorize(_ name: String) throws(VaultError) -> Bool {
+        try load(name).canAuthorize(at: time.now())
+    }
+
+    // MARK: Keyslots
+
+    /// Replaces the passphrase slot(s) with one for `newPassphrase`. Grants
+    /// are not touched; the change is one transaction, so an interruption
+    /// leaves exactly the old or the new passphrase working.
+    public func changePassphrase(to newPassphrase: KeySource, kdf: KDFParameters = .default) throws(VaultError) {
+        guard case .passphrase = newPassphrase else {
+            throw VaultError(.invalidInput, "a passphrase slot needs a passphrase")
+        }
+        let slot = try Keyslot(wrapping: try requireMasterKey(), for: newPassphrase, kdf: kdf, vaultID: header.vaultID)
+        try update { (_: inout StateManifest) throws(VaultError) in
+            try removeSlots(of: .passphrase)
+            try putSlot(nil, slot)
+        }
+    }
+
+    /// Adds a key-file slot for `secret` (see `Keyfile`).
+    public func addKeyfileSlot(_ secret: SecureBytes) throws(VaultError) {
+        try addKeyslot(.keyfile(secret))
+    }
+
+    /// Adds a slot that `source` opens; returns its number. A vault has at
+    /// most one passphrase slot (`changePassphrase` replaces it).
+    @discardableResult
+    public func addKeyslot(_ source: KeySource, kdf: KDFParameters = .default) throws(VaultError) -> Int64 {
+        let slot = try Keyslot(wrapping: try requireMasterKey(), for: source, kdf: kdf, vaultID: header.vaultID)
+        var number: Int64 = 0
+        try update { (_: inout StateManifest) throws(VaultError) in
+            if slot.kind == .passphrase, try Vault.slots(in: database).contains(where: { $0.kind == .passphrase }) {
+                throw VaultError(
+                    .alreadyExists, "this vault already has a passphrase", hint: "'vault passwd' changes it")
+            }
+            try putSlot(nil, slot)
+            number = try storage { () throws(StorageError) in try database.lastInsertRowID() }
+        }
+        return number
+    }
+
+    /// Removes slot `number`. The last slot that opens the vault is never
+    /// removed: nothing could open it afterwards.
+    public func removeKeyslot(_ number: Int64) throws(VaultError) {
+        try update { (_: inout StateManifest) throws(VaultError) in
+            let slots = try Vault.slots(in: database)
+            guard slots.contains(where: { $0.number == number }) else {
+                throw VaultError(.notFound, "no keyslot \(number)", hint: "'vault keyslot list' shows them")
+            }
+            guard slots.contains(where: { $0.number != number && $0.kind != nil }) else {
+                throw VaultError(.invalidInput, "keyslot \(number) is the last one; nothing else would open the vault")
+            }
+            try storage { () throws(StorageError) in
+                try database.prepare("DELETE FROM keyslots WHERE slot = ?").run(.integer(number))
+            }
+        }
+    }
+
+    /// The vault's keyslots.
+    public func keyslots() throws(VaultError) -> [KeyslotInfo] {
+        try read { (_: StateManifest) throws(VaultError) in try Vault.slots(in: database) }
+    }
+
+    static func slots(in database: Database) throws(VaultError) -> [KeyslotInfo] {
+        try storage { () throws(StorageError) in
+            let s = try database.prepare("SELECT slot, value FROM keyslots ORDER BY slot")
+            var out: [KeyslotInfo] = []
+            while try s.step() {
+                let slot = try? Keyslot(decoding: s.blob(at: 1), what: "keyslot")
+                out.append(KeyslotInfo(number: s.int64(at: 0), slot: slot))
+            }
+            return out
+        }
+    }
+
+    // MARK: Rows
+
+    func loadLive(_ name: String, state: StateManifest) throws(VaultError) -> (StoredRecord, Grant) {
+        try GrantName.validate(name)
+        let hash = try keys.nameHash(name)
+        guard let row = try findRow(nameHash: hash, deleted: false) else {
+            throw VaultError(.notFound, "grant '\(name)' not found", hint: "'vault list' shows the stored grants")
+        }
+        try check(row, against: state)
+        let payload = try keys.open(row)
+        guard let grant = payload.grant else {
+            throw VaultError(.tampered, "\(row.label) does not belong to this name")
+        }
+        return (row, grant)
+    }
+
+    /// A row must match its authenticated state entry exactly.
+    package func check(_ row: StoredRecord, against state: StateManifest) throws(VaultError) {
+        guard let entry = state.entries[row.id] else {
+            throw VaultError(.tampered, "\(row.label) is not part of the vault state (added outside vault)")
+        }
+        guard entry.version == row.version, entry.deleted == row.deleted else {
+            throw VaultError(.tampered, "\(row.label) does not match the vault state (rolled back or replaced)")
+        }
+    }
+
+    private static let rowColumns = "id, name_hash, version, deleted, nonce, ciphertext"
+
+    package func findRow(nameHash: [UInt8], deleted: Bool) throws(VaultError) -> StoredRecord? {
+        try storage { () throws(StorageError) in
+            let s = try database.prepare(
+                "SELECT \(Vault.rowColumns) FROM records WHERE name_hash = ? AND deleted = ? ORDER BY version DESC LIMIT 1"
+            )
+            try s.bind(.blob(nameHash), .integer(deleted ? 1 : 0))
+            return try s.step() ? Vault.row(s) : nil
+        }
+    }
+
+    /// The row of record `id`, if any.
+    func findRow(id: [UInt8]) throws(VaultError) -> StoredRecord? {
+        try storage { () throws(StorageError) in
+            let s = try database.prepare("SELECT \(Vault.rowColumns) FROM records WHERE id = ?")
+            try s.bind(.blob(id))
+            return try s.step() ? Vault.row(s) : nil
+        }
+    }
+
+    package func allRows() throws(VaultError) -> [StoredRecord] {
+        try storage { () throws(StorageError) in
+            let s = try database.prepare("SELECT \(Vault.rowColumns) FROM records ORDER BY id")
+            var rows: [StoredRecord] = []
+            while try s.step() { rows.append(Vault.row(s)) }
+            return rows
+        }
+    }
+
+    private static func row(_ s: Statement) -> StoredRecord {
+        StoredRecord(
+            id: s.blob(at: 0), nameHash: s.blob(at: 1), version: UInt64(bitPattern: s.int64(at: 2)),
+            deleted: s.int64(at: 3) != 0, nonce: s.blob(at: 4), ciphertext: s.blob(at: 5))
+    }
+
+    package func putRow(_ r: StoredRecord) throws(VaultError) {
+        try storage { () throws(StorageError) in
+            try database.prepare(
+                "INSERT OR REPLACE INTO records (\(Vault.rowColumns)) VALUES (?, ?, ?, ?, ?, ?)"
+            ).run(
+                .blob(r.id), .blob(r.nameHash), .integer(Int64(bitPattern: r.version)), .integer(r.deleted ? 1 : 0),
+                .blob(r.nonce), .blob(r.ciphertext))
+        }
+    }
+
+    private func removeSlots(of kind: Keyslot.Kind) throws(VaultError) {
+        try storage { () throws(StorageError) in
+            let s = try database.prepare("SELECT slot, value FROM keyslots")
+            var doomed: [Int64] = []
+            while try s.step() {
+                if let slot = try? Keyslot(decoding: s.blob(at: 1), what: "keyslot"), slot.kind == kind {
+                    doomed.append(s.int64(at: 0))
+                }
+            }
+            let d = try database.prepare("DELETE FROM keyslots WHERE slot = ?")
+            for n in doomed { try d.run(.integer(n)) }
+        }
+    }
+}

@@ -1,0 +1,283 @@
+package import FoundationEssentials
+internal import Glibc
+package import VaultCrypto
+package import VaultStorage
+
+/// An unlocked vault: the GTMAppAuth keychain store, on Linux.
+///
+/// Every operation is one SQLite transaction that first authenticates the
+/// vault state, so concurrent processes see each other's committed writes
+/// and never half of one. Not thread-safe; use one `Vault` per thread.
+public final class Vault {
+    /// Where this vault lives.
+    public let location: VaultLocation
+    package let database: Database
+    package let header: Header
+    package let keys: any VaultKeys
+    /// How refreshes of this vault's grants are coordinated beyond this
+    /// machine's per-grant lock; `TokenRefresher` uses it unless given one.
+    public var refreshCoordinator: any RefreshCoordinator = LocalRefreshCoordinator()
+    package let time: any TimeSource
+
+    package init(location: VaultLocation, database: Database, header: Header, keys: any VaultKeys, time: any TimeSource)
+    {
+        self.location = location
+        self.database = database
+        self.header = header
+        self.keys = keys
+        self.time = time
+    }
+
+    private convenience init(
+        location: VaultLocation, database: Database, header: Header, masterKey: SecureBytes, time: any TimeSource
+    ) throws(VaultError) {
+        self.init(
+            location: location, database: database, header: header,
+            keys: try LocalKeys(header: header, masterKey: masterKey), time: time)
+    }
+
+    /// The master key, for keyslot changes, which an agent cannot make.
+    package func requireMasterKey() throws(VaultError) -> SecureBytes {
+        guard let key = keys.masterKey else {
+            throw VaultError(
+                .locked, "the agent does not hand out the master key",
+                hint: "unlock with the passphrase or key file itself (VAULT_AGENT=off)")
+        }
+        return key
+    }
+
+    /// True when a vault file exists at `location`.
+    public static func exists(at location: VaultLocation) -> Bool {
+        FileSystem.exists(location.databasePath)
+    }
+
+    // MARK: Creating
+
+    /// Creates a new, empty vault unlocked by `key`. The file appears
+    /// complete or not at all; an existing vault is never replaced.
+    public static func create(
+        at location: VaultLocation, key: KeySource, kdf: KDFParameters = .default,
+        time: any TimeSource = SystemTime()
+    ) throws(VaultError) -> Vault {
+        let masterKey = try wrap { () throws(CryptoError) in try SecureBytes(randomCount: 32) }
+        let header = Header(
+            vaultID: try wrap { () throws(CryptoError) in try Random.bytes(16) }, keyEpoch: 1,
+            created: UInt64(max(0, time.now().epochSeconds)))
+        let slot = try Keyslot(wrapping: masterKey, for: key, kdf: kdf, vaultID: header.vaultID)
+        return try create(at: location, header: header, masterKey: masterKey, slots: [slot.encoded()], time: time)
+    }
+
+    /// Creates the vault file with a given identity, key and keyslots (a new
+    /// vault, or one joined from a sync store). Appears whole or not at all.
+    package static func create(
+        at location: VaultLocation, header: Header, masterKey: SecureBytes, slots: [[UInt8]], time: any TimeSource
+    ) throws(VaultError) -> Vault {
+        try FileSystem.makePrivateDirectory(location.directory)
+        let path = location.databasePath
+        if FileSystem.exists(path) {
+            throw VaultError(.alreadyExists, "a vault already exists at \(path)")
+        }
+        let suffix = try wrap { () throws(CryptoError) in try Random.bytes(8) }.hex
+        let temporary = location.directory + "/.vault.db.\(suffix).tmp"
+        try FileSystem.createExclusive(temporary)
+        do {
+            // Scope the connection so it is closed (and the WAL folded back)
+            // before the file is published.
+            try {
+                () throws(VaultError) in
+                let db = try storage { () throws(StorageError) in try Database(path: temporary, mode: .readWrite) }
+                try storage { () throws(StorageError) in
+                    try db.execute("PRAGMA journal_mode = WAL")
+                    try db.execute(Schema.connectionPragmas)
+                    try Schema.migrations.apply(to: db)
+                }
+                let vault = try Vault(
+                    location: location, database: db, header: header, masterKey: masterKey, time: time)
+                try vault.write { () throws(VaultError) in
+                    try vault.putMeta("header", try header.encoded())
+                    for slot in slots {
+                        try storage { () throws(StorageError) in
+                            try db.prepare("INSERT INTO keyslots (slot, value) VALUES (NULL, ?)").run(.blob(slot))
+                        }
+                    }
+                    return StateManifest(generation: 0, entries: [:])
+                }
+            }()
+            try FileSystem.publishNew(temporary, as: path, directory: location.directory)
+        } catch {
+            for p in [temporary, temporary + "-wal", temporary + "-shm"] { FileSystem.remove(p) }
+            throw error
+        }
+        let db = try connect(path)
+        return try Vault(location: location, database: db, header: header, masterKey: masterKey, time: time)
+    }
+
+    // MARK: Opening
+
+    /// Opens the vault at `location` with `key`. Nothing is written.
+    public static func open(at location: VaultLocation, key: KeySource, time: any TimeSource = SystemTime())
+        throws(VaultError) -> Vault
+    {
+        let locked = try LockedVault(location: location)
+        let masterKey = try locked.unlock(with: key)
+        return try Vault(
+            location: location, database: locked.database, header: locked.header, masterKey: masterKey, time: time)
+    }
+
+    /// Checks the file before SQLite sees it, so an empty or foreign file is
+    /// reported rather than silently turned into a new database.
+    package static func connect(_ path: String) throws(VaultError) -> Database {
+        let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+        guard FileSystem.exists(path) else {
+            throw VaultError(.noVault, "no vault at \(path)", hint: "run 'vault init' to create one")
+        }
+        try FileSystem.checkPrivate(directory, directory: true)
+        try FileSystem.checkPrivate(path, directory: false)
+        let prefix = try FileSystem.readPrefix(path, count: 100)
+        if prefix.isEmpty { throw VaultError(.damaged, "the vault file \(path) is empty") }
+        guard prefix.count == 100, prefix.starts(with: Array("SQLite format 3\0".utf8)) else {
+            throw VaultError(.damaged, "the vault file \(path) is not a vault (truncated or overwritten)")
+        }
+        return try storage { () throws(StorageError) in
+            // Long enough to wait out another process's refresh, which holds
+            // the write lock for at most one token request (20 s).
+            let db = try Database(path: path, mode: .readWrite, busyTimeoutMilliseconds: 45_000)
+            try db.execute(Schema.connectionPragmas)
+            return db
+        }
+    }
+
+    // MARK: Transactions
+
+    /// Runs `body` in a read transaction with the authenticated state.
+    package func read<R>(_ body: (StateManifest) throws(VaultError) -> R) throws(VaultError) -> R {
+        try transaction(.deferred) { () throws(VaultError) in try body(try loadState()) }
+    }
+
+    /// Runs `body` holding the write lock; it returns the new state, which
+    /// is stored with a raised generation in the same transaction.
+    @discardableResult
+    func write(_ body: () throws(VaultError) -> StateManifest) throws(VaultError) -> StateManifest {
+        try transaction(.immediate) { () throws(VaultError) in
+            var state = try body()
+            state.generation += 1
+            try putMeta("state", try state.encoded(keys: keys))
+            return state
+        }
+    }
+
+    /// Like `write`, with the current state passed in.
+    @discardableResult
+    package func update(_ body: (inout StateManifest) throws(VaultError) -> Void) throws(VaultError) -> StateManifest {
+        try write { () throws(VaultError) in
+            var state = try loadState()
+            try body(&state)
+            return state
+        }
+    }
+
+    private func transaction<R>(_ kind: TransactionKind, _ body: () throws(VaultError) -> R) throws(VaultError) -> R {
+        do {
+            return try database.transaction(kind, body)
+        } catch {
+            switch error {
+            case .storage(let e): throw e.vaultError
+            case .body(let e): throw e
+            }
+        }
+    }
+
+    func loadState() throws(VaultError) -> StateManifest {
+        guard let blob = try getMeta("state") else { throw VaultError(.damaged, "the vault state is missing") }
+        return try StateManifest(decoding: blob, keys: keys)
+    }
+
+    package func getMeta(_ key: String) throws(VaultError) -> [UInt8]? {
+        try storage { () throws(StorageError) in
+            let s = try database.prepare("SELECT value FROM meta WHERE key = ?")
+            try s.bind(.text(key))
+            return try s.step() ? s.blob(at: 0) : nil
+        }
+    }
+
+    package func putMeta(_ key: String, _ value: [UInt8]) throws(VaultError) {
+        try storage { () throws(StorageError) in
+            try database.prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)").run(.text(key), .blob(value))
+        }
+    }
+
+    func putSlot(_ number: Int64?, _ slot: Keyslot) throws(VaultError) {
+        let blob = try slot.encoded()
+        try storage { () throws(StorageError) in
+            try database.prepare("INSERT OR REPLACE INTO keyslots (slot, value) VALUES (?, ?)")
+                .run(number.map { .integer($0) } ?? .null, .blob(blob))
+        }
+    }
+}
+
+/// A vault file opened but not yet unlocked: header and keyslots parsed.
+package struct LockedVault {
+    package let database: Database
+    package let header: Header
+    let slots: [(number: Int64, result: Result<Keyslot, VaultError>)]
+
+    package init(location: VaultLocation) throws(VaultError) {
+        database = try Vault.connect(location.databasePath)
+        let db = database
+        let raw = try storage { () throws(StorageError) in
+            let version = try db.userVersion()
+            guard version > 0 else { return nil as (header: [UInt8]?, slots: [(Int64, [UInt8])])? }
+            guard version <= Schema.migrations.latest else {
+                throw StorageError(.sqlite, "schema \(version) is newer than this version of vault")
+            }
+            let h = try db.prepare("SELECT value FROM meta WHERE key = 'header'")
+            let header = try h.step() ? h.blob(at: 0) : nil
+            let s = try db.prepare("SELECT slot, value FROM keyslots ORDER BY slot")
+            var slots: [(Int64, [UInt8])] = []
+            while try s.step() { slots.append((s.int64(at: 0), s.blob(at: 1))) }
+            return (header, slots)
+        }
+        guard let raw else { throw VaultError(.damaged, "the vault file is not a vault (no vault schema)") }
+        guard let headerBlob = raw.header else { throw VaultError(.damaged, "the vault header is missing") }
+        header = try Header(decoding: headerBlob)
+        slots = raw.slots.map { number, blob in
+            (number, Result { () throws(VaultError) in try Keyslot(decoding: blob, what: "keyslot \(number)") })
+        }
+    }
+
+    /// Tries each slot of the key's kind; damaged slots are reported only
+    /// when no other slot opens the vault.
+    func unlock(with key: KeySource) throws(VaultError) -> SecureBytes {
+        var damage: VaultError?
+        var tried = 0
+        for (_, result) in slots {
+            switch result {
+            case .failure(let error):
+                damage = damage ?? error
+            case .success(let slot) where slot.accepts(key):
+                tried += 1
+                if let mk = try slot.unwrap(with: key, vaultID: header.vaultID) { return mk }
+            case .success:
+                continue
+            }
+        }
+        if let damage { throw damage }
+        switch key {
+        case .passphrase:
+            guard tried > 0 else {
+                throw VaultError(.wrongKey, "this vault has no passphrase; it opens with a key file")
+            }
+            throw VaultError(.wrongKey, "wrong passphrase")
+        case .keyfile:
+            guard tried > 0 else {
+                throw VaultError(.wrongKey, "this vault has no key file slot; it opens with a passphrase")
+            }
+            throw VaultError(.wrongKey, "the key file does not open this vault")
+        case .secretService:
+            throw VaultError(
+                .wrongKey,
+                tried > 0
+                    ? "the Secret Service key does not open this vault" : "this vault has no Secret Service slot")
+        }
+    }
+}

@@ -1,0 +1,486 @@
+internal import FoundationEssentials
+internal import Glibc
+public import VaultCore
+public import VaultCrypto
+public import VaultHTTP
+internal import VaultStorage
+
+/// What one `sync` did.
+public struct SyncReport: Sendable, Equatable {
+    /// An empty report.
+    public init() {}
+    /// Records taken from the store.
+    public var pulled = 0
+    /// Records sent to the store.
+    public var pushed = 0
+    /// Names of grants with a new conflict (both sides kept).
+    public var conflicts: [String] = []
+    /// Names given to records that arrived under a name already taken here.
+    public var renamed: [String] = []
+    /// True when an update this machine had written was lost by the store
+    /// (one that ignores preconditions) and was written again.
+    public var repaired = false
+    /// Requests sent to the store, and body bytes uploaded.
+    public var requests = 0
+    public var bytesSent = 0
+}
+
+extension Vault {
+    static let syncMetaKey = "sync"
+    static let rootName = "vault-root"
+    static let keysName = "vault-keys"
+    static let syncAttempts = 5
+
+    /// True when this vault syncs with a store.
+    public var syncConfigured: Bool { (try? getMeta(Vault.syncMetaKey)) != nil }
+
+    func syncKeys() throws(VaultError) -> SyncKeys { try SyncKeys(masterKey: try requireMasterKey()) }
+
+    func loadSyncState(_ keys: SyncKeys) throws(VaultError) -> SyncState {
+        guard let blob = try getMeta(Vault.syncMetaKey) else {
+            throw VaultError(.notFound, "this vault has no sync store", hint: "set one with 'vault remote set URL'")
+        }
+        return try SyncState(decoding: blob, keys: keys, vaultID: header.vaultID)
+    }
+
+    func saveSyncState(_ state: SyncState, _ keys: SyncKeys) throws(VaultError) {
+        try putMeta(Vault.syncMetaKey, try state.encoded(keys: keys, vaultID: header.vaultID))
+    }
+
+    /// Seconds allowed per request to the sync store (`VAULT_STORE_TIMEOUT`).
+    nonisolated(unsafe) public static var storeTimeout: Double = 30
+
+    static func store(for state: SyncState, transport: any HTTPTransport, timeout: Double? = nil)
+        throws(VaultError) -> ObjectStore
+    {
+        let password = try wrap { () throws(CryptoError) in try SecureBytes(copying: state.password) }
+        do {
+            let store = try ObjectStore(
+                baseURL: state.url, user: state.user, password: state.user == nil ? nil : password,
+                transport: transport, sleep: { usleep(UInt32($0 * 1_000_000)) })
+            store.timeout = timeout ?? storeTimeout
+            return store
+        } catch {
+            throw VaultError(.invalidInput, error.reason)
+        }
+    }
+
+    /// Sets the store this vault syncs with and checks that it answers and
+    /// whether it honours preconditions. Nothing is uploaded until `sync`.
+    public func setRemote(url: String, user: String?, password: SecureBytes?, transport: any HTTPTransport)
+        throws(VaultError)
+    {
+        let keys = try syncKeys()
+        let device: [UInt8]
+        if let known = try? loadSyncState(keys).device {
+            device = known
+        } else {
+            device = try wrap { () throws(CryptoError) in try Random.bytes(16) }
+        }
+        var state = SyncState(url: url, user: user, password: password?.unsafeCopyToArray() ?? [], device: device)
+        let store = try Vault.store(for: state, transport: transport)
+        let probe = "probe-" + (try wrap { () throws(CryptoError) in try Random.bytes(8) }).hex
+        state.preconditions =
+            try storeCall { () throws(ObjectStore.Failure) in
+                try store.honoursPreconditions(probe: probe)
+            } ? 1 : 2
+        // Another store: nothing known about it yet.
+        try update { (_: inout StateManifest) throws(VaultError) in try saveSyncState(state, keys) }
+    }
+
+    /// Whether the configured store honours preconditions, and its URL.
+    public func remoteDescription() throws(VaultError) -> (url: String, user: String?, preconditions: Bool) {
+        let state = try loadSyncState(try syncKeys())
+        return (state.url, state.user, state.honoursPreconditions)
+    }
+
+    // MARK: Sync
+
+    /// Two-way sync with the store (docs/sync.md, "A sync").
+    /// `timeout` bounds each request (default: `storeTimeout`).
+    public func sync(transport: any HTTPTransport, timeout: Double? = nil) throws(VaultError) -> SyncReport {
+        let keys = try syncKeys()
+        var report = SyncReport()
+        let store = try Vault.store(for: try loadSyncState(keys), transport: transport, timeout: timeout)
+        defer {
+            report.requests = store.requestCount
+            report.bytesSent = store.bytesSent
+        }
+        for attempt in 1...Vault.syncAttempts {
+            if try syncOnce(store: store, keys: keys, report: &report) {
+                try publishKeys(store: store, keys: keys)
+                report.requests = store.requestCount
+                report.bytesSent = store.bytesSent
+                return report
+            }
+            usleep(UInt32(Double.random(in: 0.05...0.25) * Double(attempt) * 1_000_000))
+        }
+        throw VaultError(
+            .transient, "the store kept changing during \(Vault.syncAttempts) attempts; nothing was lost",
+            hint: "run 'vault sync' again")
+    }
+
+    /// One round; false when another writer got in between (try again).
+    private func syncOnce(store: ObjectStore, keys: SyncKeys, report: inout SyncReport) throws(VaultError) -> Bool {
+        var state = try loadSyncState(keys)
+        // 1. The root, checked against what this machine accepted before.
+        let fetchedRoot = try fetchRoot(store, keys)
+        let rootObject = fetchedRoot?.object
+        var root: SyncRoot?
+        var rootHash = [UInt8](repeating: 0, count: 32)
+        if let fetchedRoot, let rootObject {
+            let decoded = fetchedRoot.root
+            rootHash = try SyncRoot.hash(rootObject.bytes)
+            if try checkMark(decoded, hash: rootHash, state: state) { report.repaired = true }
+            root = decoded
+        } else if state.markEpoch > 0 {
+            throw VaultError(
+                .tampered,
+                "the store has no root, but this machine synced its epoch \(state.markEpoch): the store was emptied or rolled back",
+                hint: "check the store; local data is untouched")
+        }
+        // 2. The buckets that changed since they were last merged.
+        var fetched: [Int: [SyncRecord]] = [:]
+        for i in 0..<256 {
+            let ref = root?.buckets[i]
+            guard (ref?.hash ?? Array(repeating: 0, count: 32)) != state.bucketHashes[i] else { continue }
+            guard let ref else {
+                fetched[i] = []
+                continue
+            }
+            guard let object = try storeCall({ () throws(ObjectStore.Failure) in try store.get(ref.objectName) })
+            else {
+                // Gone: deleted after a newer root replaced this one (read
+                // again), or named by a root that overwrote the one that
+                // replaced it on a store ignoring If-Match. Then the
+                // records are sent again from the machines that have them.
+                if try storeCall({ () throws(ObjectStore.Failure) in try store.get(Vault.rootName) })?.bytes
+                    != rootObject?.bytes
+                {
+                    return false
+                }
+                fetched[i] = []
+                continue
+            }
+            guard try SyncRoot.hash(object.bytes) == ref.hash else {
+                throw VaultError(.tampered, "bucket \(i) of the store does not match its root (changed or replaced)")
+            }
+            fetched[i] = try SyncBucket(
+                decoding: object.bytes, keys: keys, vaultID: header.vaultID, keyEpoch: header.keyEpoch,
+                index: UInt8(i)
+            ).records
+        }
+        // 3. Merge into the local vault, with the new mark, in one transaction.
+        try update { (manifest: inout StateManifest) throws(VaultError) in
+            state = try loadSyncState(keys)
+            try merge(fetched, into: &manifest, state: &state, report: &report)
+            for (i, _) in fetched { state.bucketHashes[i] = root?.buckets[i]?.hash ?? Array(repeating: 0, count: 32) }
+            if let root {
+                state.markEpoch = root.epoch
+                state.markHash = rootHash
+                state.markParent = root.parent
+            }
+            try saveSyncState(state, keys)
+        }
+        // 4. What this machine has that the store has not.
+        let outgoing = try read { (manifest: StateManifest) throws(VaultError) in
+            try pendingBuckets(state: state, manifest: manifest)
+        }
+        // An empty vault is published too, so that other machines can join.
+        if outgoing.isEmpty && root != nil { return true }
+        var next =
+            root
+            ?? SyncRoot(
+                vaultID: header.vaultID, keyEpoch: header.keyEpoch, epoch: 0, writer: state.device,
+                parent: Array(repeating: 0, count: 32))
+        if root != nil {
+            next.ancestry = Array(([(root!.epoch, rootHash)] + root!.ancestry).prefix(SyncRoot.maxAncestry))
+        }
+        next.epoch += 1
+        next.writer = state.device
+        next.parent = root == nil ? Array(repeating: 0, count: 32) : rootHash
+        next.devices = next.devices.filter { $0.id != state.device } + [(state.device, next.epoch)]
+        let now = UInt64(max(0, time.now().epochSeconds))
+        next.leases = next.leases.filter { $0.device != state.device && $0.expires > now }
+        var replaced: [String] = []
+        var pushedBases: [[UInt8]: SyncState.Base] = [:]
+        for (i, records) in outgoing {
+            let bucket = SyncBucket(
+                vaultID: header.vaultID, keyEpoch: header.keyEpoch, index: UInt8(i), records: records.map(\.record))
+            let (name, bytes) = try bucket.encoded(with: keys)
+            _ = try storeCall { () throws(ObjectStore.Failure) in
+                try store.put("b-" + name.hex, bytes, precondition: .absent)
+            }
+            if let old = next.buckets[i] { replaced.append(old.objectName) }
+            next.buckets[i] = .init(name: name, hash: try SyncRoot.hash(bytes))
+            for r in records {
+                pushedBases[r.record.id] = .init(localVersion: r.localVersion, versions: r.record.versions)
+            }
+            report.pushed += records.filter(\.changed).count
+        }
+        let rootBytes = try next.encoded(with: keys)
+        let precondition: ObjectStore.Precondition =
+            rootObject.map { $0.etag.map(ObjectStore.Precondition.matches) ?? .none } ?? .absent
+        let written = try storeCall { () throws(ObjectStore.Failure) in
+            try store.put(Vault.rootName, rootBytes, precondition: precondition)
+        }
+        guard written == .stored else { return false }
+        // 5. Read it back: a store that ignores preconditions may have let
+        // another writer win.
+        let check = try storeCall { () throws(ObjectStore.Failure) in try store.get(Vault.rootName) }
+        let newHash = try SyncRoot.hash(rootBytes)
+        guard let check, try SyncRoot.hash(check.bytes) == newHash else { return false }
+        try update { (_: inout StateManifest) throws(VaultError) in
+            var s = try loadSyncState(keys)
+            s.markEpoch = next.epoch
+            s.markHash = newHash
+            s.markParent = next.parent
+            for (i, _) in outgoing { s.bucketHashes[i] = next.buckets[i]!.hash }
+            for (id, base) in pushedBases { s.bases[id] = base }
+            try saveSyncState(s, keys)
+        }
+        // 6. The buckets no root names any more. Not on a store that ignores
+        // If-Match: a root that overwrote ours may still name them.
+        if state.honoursPreconditions { for name in replaced { try? store.delete(name) } }
+        return true
+    }
+
+    /// Uploads `vault-keys` again when the keyslots changed since it was last
+    /// uploaded (a new passphrase, an added key file), so that machines
+    /// joining later use the vault's current ones. No request otherwise.
+    private func publishKeys(store: ObjectStore, keys: SyncKeys) throws(VaultError) {
+        let bytes = try keysObject()
+        let hash = try SyncRoot.hash(bytes)
+        guard try loadSyncState(keys).keysHash != hash else { return }
+        _ = try storeCall { () throws(ObjectStore.Failure) in try store.put(Vault.keysName, bytes) }
+        try update { (_: inout StateManifest) throws(VaultError) in
+            var s = try loadSyncState(keys)
+            s.keysHash = hash
+            try saveSyncState(s, keys)
+        }
+    }
+
+    /// The store's root, read and authenticated. A read that fails its
+    /// checks is tried again twice after a pause: a store may serve a file
+    /// while another machine's write replaces it. What still fails is
+    /// refused.
+    func fetchRoot(_ store: ObjectStore, _ keys: SyncKeys) throws(VaultError) -> (
+        object: ObjectStore.Object, root: SyncRoot
+    )? {
+        var attempt = 0
+        while true {
+            attempt += 1
+            guard let object = try storeCall({ () throws(ObjectStore.Failure) in try store.get(Vault.rootName) }) else {
+                return nil
+            }
+            do {
+                let root = try SyncRoot(
+                    decoding: object.bytes, keys: keys, vaultID: header.vaultID, keyEpoch: header.keyEpoch)
+                return (object, root)
+            } catch {
+                if attempt >= 3 || error.code == .unsupported { throw error }
+                usleep(UInt32.random(in: 150_000...400_000))
+            }
+        }
+    }
+
+    /// Checks a root against the high-water mark. Returns true when it
+    /// replaced this machine's write on a store that ignores preconditions
+    /// (the update is pushed again); throws on a rollback or a fork.
+    private func checkMark(_ root: SyncRoot, hash: [UInt8], state: SyncState) throws(VaultError) -> Bool {
+        guard state.markEpoch > 0 else { return false }
+        if root.epoch < state.markEpoch {
+            throw VaultError(
+                .tampered,
+                "the store's root is older (epoch \(root.epoch)) than one this machine accepted (epoch \(state.markEpoch)): a rollback",
+                hint: "check the store; local data is untouched")
+        }
+        if root.epoch == state.markEpoch && hash == state.markHash { return false }
+        // A sibling of the mark, written on the same parent: the store let
+        // another writer overwrite it.
+        let sibling = root.epoch == state.markEpoch && root.parent == state.markParent
+        // Or a history that left the mark's parent through another root:
+        // it diverged exactly at the mark.
+        let throughSibling =
+            state.markEpoch > 1
+            && root.ancestry.contains { $0.epoch == state.markEpoch - 1 && $0.hash == state.markParent }
+            && !root.ancestry.contains { $0.epoch == state.markEpoch && $0.hash == state.markHash }
+        let descends =
+            root.parent == state.markHash
+            || root.ancestry.contains { $0.epoch == state.markEpoch && $0.hash == state.markHash }
+            || root.epoch - state.markEpoch > UInt64(SyncRoot.maxAncestry)
+        if descends { return false }
+        // Even a store that honours If-Match can let two writers through
+        // when it checks both before either writes (Apache does): a sibling
+        // is a lost update, sent again, never a reason to stop.
+        if sibling || throughSibling { return true }
+        throw VaultError(
+            .tampered,
+            "the store's root (epoch \(root.epoch)) does not descend from the one this machine accepted (epoch \(state.markEpoch)): a fork",
+            hint: "check the store; local data is untouched")
+    }
+
+    /// Merges fetched buckets into the local records (inside a write).
+    private func merge(
+        _ fetched: [Int: [SyncRecord]], into manifest: inout StateManifest, state: inout SyncState,
+        report: inout SyncReport
+    ) throws(VaultError) {
+        guard !fetched.isEmpty else { return }
+        var rows: [[UInt8]: StoredRecord] = [:]
+        for row in try allRows() where fetched[Int(row.id[0])] != nil { rows[row.id] = row }
+        for (index, records) in fetched.sorted(by: { $0.key < $1.key }) {
+            // A record synced before but missing from its bucket now: the
+            // store lost it (a write it let another overwrite). Send it again.
+            let present = Set(records.map(\.id))
+            for (id, _) in rows where Int(id[0]) == index && !present.contains(id) && state.bases[id] != nil {
+                state.bases[id]?.localVersion = SyncState.Base.resend
+            }
+            for remote in records {
+                let local = rows[remote.id]
+                let base = state.bases[remote.id]
+                guard let local else {
+                    try applyRemote(remote, manifest: &manifest, state: &state, report: &report)
+                    report.pulled += 1
+                    continue
+                }
+                let changed = base == nil || local.version != base!.localVersion
+                let mine = changed ? VersionVector.bumped(base?.versions ?? [], by: state.device) : base!.versions
+                switch VersionVector.compare(mine, remote.versions) {
+                case .equal:
+                    if changed {
+                        // The store has this machine's vector already (sent,
+                        // then interrupted before it was recorded); the local
+                        // record may have changed again since: raise the
+                        // vector once more, so it is never taken as equal.
+                        state.bases[remote.id] = .init(localVersion: 0, versions: mine)
+                    } else {
+                        state.bases[remote.id] = .init(localVersion: local.version, versions: mine)
+                    }
+                case .newer:
+                    // Ours is newer: pushed below (a lost update comes back this way).
+                    if !changed { state.bases[remote.id]?.localVersion = SyncState.Base.resend }
+                case .older:
+                    try applyRemote(remote, manifest: &manifest, state: &state, report: &report)
+                    report.pulled += 1
+                case .concurrent:
+                    let ours = SyncRecord(
+                        id: local.id, versions: mine, deleted: local.deleted,
+                        payload: try keys.open(local).sealedBytes().unsafeCopyToArray())
+                    guard case .conflict(let winner, let loser) = SyncRecord.merge(local: ours, remote: remote) else {
+                        continue
+                    }
+                    if winner == remote { try applyRemote(remote, manifest: &manifest, state: &state, report: &report) }
+                    state.conflicts.removeAll { $0.id == loser.id }
+                    state.conflicts.append(.init(id: loser.id, versions: loser.versions, payload: loser.payload))
+                    // Both sides seen: the merged vector, raised here so the
+                    // value dominates both when pushed.
+                    state.bases[remote.id] = .init(
+                        localVersion: 0, versions: VersionVector.merged(mine, remote.versions))
+                    let name = winner.payload.withUnsafeBytes { Payload.read($0) }?.name ?? "a grant"
+                    report.conflicts.append(name)
+                }
+            }
+        }
+    }
+
+    /// Writes a record as it came from the store.
+    private func applyRemote(
+        _ remote: SyncRecord, manifest: inout StateManifest, state: inout SyncState, report: inout SyncReport
+    ) throws(VaultError) {
+        guard var payload = try? remote.payload.withUnsafeBytes({ try Payload(json: $0, label: "a synced record") }),
+            payload.grant != nil || remote.deleted
+        else {
+            throw VaultError(.damaged, "a record from the store holds a malformed grant")
+        }
+        var hash = try keys.nameHash(payload.name)
+        if !remote.deleted, let other = try findRow(nameHash: hash, deleted: false), other.id != remote.id {
+            // Two machines added a grant of the same name: keep both.
+            payload.name = String(payload.name.prefix(58)) + "+" + Array(remote.id.prefix(2)).hex
+            hash = try keys.nameHash(payload.name)
+            report.renamed.append(payload.name)
+        }
+        let version = (manifest.entries[remote.id]?.version ?? 0) + 1
+        try putRow(try keys.seal(payload, id: remote.id, version: version, deleted: remote.deleted, nameHash: hash))
+        manifest.entries[remote.id] = .init(version: version, deleted: remote.deleted)
+        // A renamed arrival is a local change: pushed with a raised vector.
+        let renamed = payload.name != remote.payload.withUnsafeBytes({ Payload.read($0) })?.name
+        state.bases[remote.id] = .init(localVersion: renamed ? 0 : version, versions: remote.versions)
+    }
+
+    struct Outgoing {
+        var record: SyncRecord
+        var localVersion: UInt64
+        var changed: Bool
+    }
+
+    /// For each bucket with a local change, all its records as they should
+    /// be in the store.
+    private func pendingBuckets(state: SyncState, manifest: StateManifest) throws(VaultError) -> [Int: [Outgoing]] {
+        var byBucket: [Int: [StoredRecord]] = [:]
+        for row in try allRows() {
+            try check(row, against: manifest)
+            byBucket[Int(row.id[0]), default: []].append(row)
+        }
+        var out: [Int: [Outgoing]] = [:]
+        for (i, rows) in byBucket {
+            let dirty = rows.contains { row in state.bases[row.id].map { $0.localVersion != row.version } ?? true }
+            guard dirty else { continue }
+            var records: [Outgoing] = []
+            for row in rows.sorted(by: { $0.id.lexicographicallyPrecedes($1.id) }) {
+                let base = state.bases[row.id]
+                // Sent again as it was (the store lost it), or changed here.
+                let changed =
+                    base.map { $0.localVersion != row.version && $0.localVersion != SyncState.Base.resend } ?? true
+                let versions = changed ? VersionVector.bumped(base?.versions ?? [], by: state.device) : base!.versions
+                var payload = try keys.open(row)
+                if row.deleted { payload.grant = nil }
+                records.append(
+                    Outgoing(
+                        record: SyncRecord(
+                            id: row.id, versions: versions, deleted: row.deleted,
+                            payload: try payload.sealedBytes().unsafeCopyToArray()),
+                        localVersion: row.version, changed: changed))
+            }
+            out[i] = records
+        }
+        return out
+    }
+
+    /// `vault-keys`: the header and keyslots, which 'vault join' opens with
+    /// a passphrase or key file like the local file's.
+    func keysObject() throws(VaultError) -> [UInt8] {
+        var w = ByteWriter()
+        w.append("vault-sk")
+        w.append(UInt16(1))
+        let headerBlob = try header.encoded()
+        w.append(UInt32(headerBlob.count))
+        w.append(headerBlob)
+        let slots = try storage { () throws(StorageError) in
+            let s = try database.prepare("SELECT value FROM keyslots ORDER BY slot")
+            var out: [[UInt8]] = []
+            while try s.step() { out.append(s.blob(at: 0)) }
+            return out
+        }
+        w.append(UInt16(slots.count))
+        for slot in slots {
+            w.append(UInt32(slot.count))
+            w.append(slot)
+        }
+        return w.bytes
+    }
+}
+
+/// Runs a store call, mapping its failures to vault errors.
+func storeCall<R>(_ body: () throws(ObjectStore.Failure) -> R) throws(VaultError) -> R {
+    do {
+        return try body()
+    } catch {
+        switch error.code {
+        case .transient: throw VaultError(.transient, error.reason)
+        case .unauthorized:
+            throw VaultError(.refused, error.reason, hint: "set the store's credentials with 'vault remote set'")
+        case .badResponse: throw VaultError(.badResponse, error.reason)
+        case .invalid: throw VaultError(.invalidInput, error.reason)
+        }
+    }
+}

@@ -1,0 +1,192 @@
+internal import FoundationEssentials
+public import VaultCore
+public import VaultCrypto
+public import VaultHTTP
+
+extension Vault {
+    /// Creates this machine's vault from a store another machine syncs to:
+    /// reads `vault-keys`, unlocks one of its keyslots with `key` (the
+    /// vault's passphrase or key file), creates the local file with the same
+    /// identity and key, and syncs.
+    public static func join(
+        at location: VaultLocation, url: String, user: String?, password: SecureBytes?, key: KeySource,
+        transport: any HTTPTransport, time: any TimeSource = SystemTime()
+    ) throws(VaultError) -> (Vault, SyncReport) {
+        if Vault.exists(at: location) {
+            throw VaultError(.alreadyExists, "a vault already exists at \(location.databasePath)")
+        }
+        let probe = SyncState(url: url, user: user, password: password?.unsafeCopyToArray() ?? [], device: [])
+        let store = try Vault.store(for: probe, transport: transport)
+        guard let object = try storeCall({ () throws(ObjectStore.Failure) in try store.get(Vault.keysName) }) else {
+            throw VaultError(
+                .notFound, "the store has no vault yet",
+                hint: "run 'vault remote set' and 'vault sync' on a machine that has it")
+        }
+        let (header, slots) = try parseKeysObject(object.bytes)
+        var masterKey: SecureBytes?
+        var tried = 0
+        for blob in slots {
+            guard let slot = try? Keyslot(decoding: blob, what: "a keyslot of the store"), slot.accepts(key) else {
+                continue
+            }
+            tried += 1
+            if let mk = try slot.unwrap(with: key, vaultID: header.vaultID) {
+                masterKey = mk
+                break
+            }
+        }
+        guard let masterKey else {
+            throw VaultError(
+                .wrongKey,
+                tried == 0 ? "the store's vault has no keyslot of that kind" : "the key does not open the store's vault"
+            )
+        }
+        let vault = try create(at: location, header: header, masterKey: masterKey, slots: slots, time: time)
+        do {
+            try vault.setRemote(url: url, user: user, password: password, transport: transport)
+            return (vault, try vault.sync(transport: transport))
+        } catch {
+            // Leave no half-joined vault behind: the store still has it all.
+            for suffix in ["", "-wal", "-shm"] { FileSystem.remove(location.databasePath + suffix) }
+            throw error
+        }
+    }
+
+    package static func parseKeysObject(_ bytes: [UInt8]) throws(VaultError) -> (Header, [[UInt8]]) {
+        var r = ByteReader(bytes, what: "the store's keys")
+        do { try r.expect("vault-sk") } catch {
+            throw VaultError(.damaged, "the store's keys object is not a vault's (wrong magic number)")
+        }
+        guard try r.u16() == 1 else { throw VaultError(.unsupported, "the store's keys object has an unknown version") }
+        let header = try Header(decoding: try r.read(Int(try r.u32())))
+        let count = Int(try r.u16())
+        guard count <= 64 else { throw VaultError(.damaged, "the store's keys object lists too many keyslots") }
+        var slots: [[UInt8]] = []
+        for _ in 0..<count { slots.append(try r.read(Int(try r.u32()))) }
+        try r.finish()
+        return (header, slots)
+    }
+}
+
+extension Vault {
+    static let pairingLifetime: UInt64 = 600
+
+    /// The store object name and sealing key of a pairing code.
+    static func pairingKeys(_ code: SecureBytes) throws(VaultError) -> (name: String, key: SecureBytes) {
+        try wrap { () throws(CryptoError) in
+            let name = try GenericHash.hash(secret: code, personalization: Array("vault.pairname".utf8), length: 16)
+            let key = try GenericHash.hash(secret: code, personalization: Array("vault.pair".utf8), length: 32)
+            return ("p-" + name.unsafeCopyToArray().hex, key)
+        }
+    }
+
+    /// Puts a one-time pairing offer in the store and returns its code: the
+    /// master key, the vault header and this machine's high-water mark,
+    /// sealed under a key derived from a random 128-bit code, expiring after
+    /// ten minutes (docs/sync.md, "Joining").
+    public func createPairingOffer(transport: any HTTPTransport) throws(VaultError) -> String {
+        let keys = try syncKeys()
+        let state = try loadSyncState(keys)
+        guard state.markEpoch > 0 else {
+            throw VaultError(.invalidInput, "this vault has not synced yet", hint: "run 'vault sync' first")
+        }
+        let raw = try wrap { () throws(CryptoError) in try Random.bytes(16) }
+        let code = try wrap { () throws(CryptoError) in try SecureBytes(copying: raw) }
+        let (name, key) = try Vault.pairingKeys(code)
+        var w = ByteWriter()
+        w.append(UInt64(max(0, time.now().epochSeconds)) + Vault.pairingLifetime)
+        let headerBlob = try header.encoded()
+        w.append(UInt32(headerBlob.count))
+        w.append(headerBlob)
+        var mk = try requireMasterKey().unsafeCopyToArray()
+        w.append(mk)
+        secureZero(&mk)
+        w.append(state.markEpoch)
+        w.append(state.markHash)
+        w.append(state.markParent)
+        var plain = w.bytes
+        defer { secureZero(&plain) }
+        let sealed = try wrap { () throws(CryptoError) in
+            let nonce = try Random.bytes(AEAD.nonceLength)
+            return nonce
+                + (try AEAD.seal(
+                    try SecureBytes(copying: plain), key: key, nonce: nonce, associatedData: Array("vault.pair.v1".utf8)
+                ))
+        }
+        let store = try Vault.store(for: state, transport: transport)
+        _ = try storeCall { () throws(ObjectStore.Failure) in try store.put(name, sealed, precondition: .absent) }
+        return Base64.encodeString(raw, .urlSafeUnpadded)
+    }
+
+    /// Joins with a pairing code from `createPairingOffer`: the new vault has
+    /// the store's keyslots (it opens with the vault's passphrase or key
+    /// files) and starts from the offering machine's high-water mark. The
+    /// offer is deleted.
+    public static func join(
+        at location: VaultLocation, url: String, user: String?, password: SecureBytes?, pairingCode text: String,
+        transport: any HTTPTransport, time: any TimeSource = SystemTime()
+    ) throws(VaultError) -> (Vault, SyncReport) {
+        if Vault.exists(at: location) {
+            throw VaultError(.alreadyExists, "a vault already exists at \(location.databasePath)")
+        }
+        let trimmed = String(text.filter { !$0.isWhitespace })
+        guard var raw = Base64.decode(Array(trimmed.utf8), .urlSafeUnpadded), raw.count == 16 else {
+            throw VaultError(
+                .invalidInput, "that is not a pairing code", hint: "'vault pair' on the other machine prints one")
+        }
+        defer { secureZero(&raw) }
+        let code = try wrap { () throws(CryptoError) in try SecureBytes(copying: raw) }
+        let (name, key) = try pairingKeys(code)
+        let probe = SyncState(url: url, user: user, password: password?.unsafeCopyToArray() ?? [], device: [])
+        let store = try Vault.store(for: probe, transport: transport)
+        guard let offer = try storeCall({ () throws(ObjectStore.Failure) in try store.get(name) }),
+            offer.bytes.count > AEAD.nonceLength
+        else {
+            throw VaultError(.notFound, "no pairing offer for that code in the store (used, expired or mistyped)")
+        }
+        let plain: SecureBytes
+        do {
+            plain = try AEAD.open(
+                Array(offer.bytes[AEAD.nonceLength...]), key: key, nonce: Array(offer.bytes[..<AEAD.nonceLength]),
+                associatedData: Array("vault.pair.v1".utf8))
+        } catch {
+            throw VaultError(.tampered, "the pairing offer failed authentication (changed in the store)")
+        }
+        var bytes = plain.unsafeCopyToArray()
+        defer { secureZero(&bytes) }
+        var r = ByteReader(bytes, what: "the pairing offer")
+        let expires = try r.u64()
+        guard UInt64(max(0, time.now().epochSeconds)) <= expires else {
+            try? store.delete(name)
+            throw VaultError(.invalidInput, "the pairing code has expired", hint: "run 'vault pair' again")
+        }
+        let header = try Header(decoding: try r.read(Int(try r.u32())))
+        var keyBytes = try r.read(32)
+        defer { secureZero(&keyBytes) }
+        let masterKey = try wrap { () throws(CryptoError) in try SecureBytes(copying: keyBytes) }
+        let mark = (epoch: try r.u64(), hash: try r.read(32), parent: try r.read(32))
+        try r.finish()
+        guard let keysObject = try storeCall({ () throws(ObjectStore.Failure) in try store.get(Vault.keysName) })
+        else { throw VaultError(.notFound, "the store has no vault keys object") }
+        let (storedHeader, slots) = try parseKeysObject(keysObject.bytes)
+        guard storedHeader.vaultID == header.vaultID else {
+            throw VaultError(.tampered, "the store's keys belong to another vault than the pairing offer")
+        }
+        let vault = try create(at: location, header: header, masterKey: masterKey, slots: slots, time: time)
+        do {
+            try vault.setRemote(url: url, user: user, password: password, transport: transport)
+            let syncKeys = try vault.syncKeys()
+            try vault.update { (_: inout StateManifest) throws(VaultError) in
+                var state = try vault.loadSyncState(syncKeys)
+                (state.markEpoch, state.markHash, state.markParent) = mark
+                try vault.saveSyncState(state, syncKeys)
+            }
+            let report = try vault.sync(transport: transport)
+            try? store.delete(name)
+            return (vault, report)
+        } catch {
+            for suffix in ["", "-wal", "-shm"] { FileSystem.remove(location.databasePath + suffix) }
+            throw error
+        }
+    }
+}

@@ -1,0 +1,147 @@
+public import VaultCore
+package import VaultCrypto
+
+/// What a machine remembers about its sync store, kept in the vault file
+/// (meta key `sync`), encrypted under the sync key and bound to the vault:
+/// the store and its credentials, this device's id, the rollback
+/// high-water mark, what was last merged, and the conflicts kept.
+struct SyncState {
+    static let label = "vault.syncstate.v1"
+    static let version: UInt16 = 1
+
+    /// What a record was when last in step with the store.
+    struct Base: Equatable {
+        /// `localVersion` of a record the store lost: send it again as it
+        /// was, with the same vector.
+        static let resend = UInt64.max
+
+        var localVersion: UInt64
+        var versions: VersionVector.Vector
+
+        static func == (a: Base, b: Base) -> Bool {
+            a.localVersion == b.localVersion
+                && a.versions.elementsEqual(b.versions) { $0.device == $1.device && $0.counter == $1.counter }
+        }
+    }
+
+    /// A losing side of concurrent edits, kept until someone picks.
+    struct Conflict {
+        var id: [UInt8]
+        var versions: VersionVector.Vector
+        var payload: [UInt8]
+    }
+
+    var url: String
+    var user: String?
+    var password: [UInt8]
+    var device: [UInt8]
+    /// 0 unknown, 1 the store honours If-Match/If-None-Match, 2 it ignores them.
+    var preconditions: UInt8 = 0
+    /// The newest root accepted: epoch (0: none yet), its hash and its parent.
+    var markEpoch: UInt64 = 0
+    var markHash: [UInt8] = Array(repeating: 0, count: 32)
+    var markParent: [UInt8] = Array(repeating: 0, count: 32)
+    /// BLAKE2b-32 of the `vault-keys` object last uploaded (zeros: none).
+    var keysHash: [UInt8] = Array(repeating: 0, count: 32)
+    /// The hash of each bucket object as last merged (zeros: none).
+    var bucketHashes: [[UInt8]] = Array(repeating: Array(repeating: 0, count: 32), count: 256)
+    var bases: [[UInt8]: Base] = [:]
+    var conflicts: [Conflict] = []
+
+    init(url: String, user: String?, password: [UInt8], device: [UInt8]) {
+        self.url = url
+        self.user = user
+        self.password = password
+        self.device = device
+    }
+
+    var honoursPreconditions: Bool { preconditions != 2 }
+
+    func encoded(keys: SyncKeys, vaultID: [UInt8]) throws(VaultError) -> [UInt8] {
+        var w = ByteWriter()
+        w.append(SyncState.version)
+        func bytes(_ b: [UInt8]) {
+            w.append(UInt32(b.count))
+            w.append(b)
+        }
+        bytes(Array(url.utf8))
+        bytes(user.map { Array($0.utf8) } ?? [])
+        w.append(UInt8(user == nil ? 0 : 1))
+        bytes(password)
+        w.append(device)
+        w.append(preconditions)
+        w.append(markEpoch)
+        w.append(markHash)
+        w.append(markParent)
+        w.append(keysHash)
+        for h in bucketHashes { w.append(h) }
+        w.append(UInt32(bases.count))
+        for (id, base) in bases.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+            w.append(id)
+            w.append(base.localVersion)
+            w.append(UInt16(base.versions.count))
+            for v in base.versions {
+                w.append(v.device)
+                w.append(v.counter)
+            }
+        }
+        w.append(UInt32(conflicts.count))
+        for c in conflicts {
+            w.append(c.id)
+            w.append(UInt16(c.versions.count))
+            for v in c.versions {
+                w.append(v.device)
+                w.append(v.counter)
+            }
+            bytes(c.payload)
+        }
+        var plain = w.bytes
+        defer { secureZero(&plain) }
+        let sealed = try wrap { () throws(CryptoError) in try SecureBytes(copying: plain) }
+        let (nonce, ciphertext) = try keys.seal(sealed, associatedData: Array(SyncState.label.utf8) + vaultID)
+        return nonce + ciphertext
+    }
+
+    init(decoding blob: [UInt8], keys: SyncKeys, vaultID: [UInt8]) throws(VaultError) {
+        let what = "the sync settings"
+        guard blob.count > AEAD.nonceLength else { throw VaultError(.damaged, "\(what) are truncated") }
+        let plain = try keys.open(
+            Array(blob[AEAD.nonceLength...]), nonce: Array(blob[..<AEAD.nonceLength]),
+            associatedData: Array(SyncState.label.utf8) + vaultID, what: what)
+        var raw = plain.unsafeCopyToArray()
+        defer { secureZero(&raw) }
+        var r = ByteReader(raw, what: what)
+        guard try r.u16() == SyncState.version else {
+            throw VaultError(.unsupported, "\(what) have an unknown version")
+        }
+        func bytes() throws(VaultError) -> [UInt8] { try r.read(Int(try r.u32())) }
+        func vector() throws(VaultError) -> VersionVector.Vector {
+            var v: VersionVector.Vector = []
+            for _ in 0..<Int(try r.u16()) { v.append((try r.read(16), try r.u64())) }
+            return v
+        }
+        url = String(decoding: try bytes(), as: UTF8.self)
+        let userBytes = try bytes()
+        user = try r.u8() == 1 ? String(decoding: userBytes, as: UTF8.self) : nil
+        password = try bytes()
+        device = try r.read(16)
+        preconditions = try r.u8()
+        markEpoch = try r.u64()
+        markHash = try r.read(32)
+        markParent = try r.read(32)
+        keysHash = try r.read(32)
+        bucketHashes = []
+        for _ in 0..<256 { bucketHashes.append(try r.read(32)) }
+        for _ in 0..<Int(try r.u32()) {
+            let id = try r.read(16)
+            let localVersion = try r.u64()
+            bases[id] = Base(localVersion: localVersion, versions: try vector())
+        }
+        for _ in 0..<Int(try r.u32()) {
+            let id = try r.read(16)
+            let versions = try vector()
+            conflicts.append(Conflict(id: id, versions: versions, payload: try bytes()))
+        }
+        try r.finish()
+    }
+}
