@@ -138,13 +138,15 @@ struct FormatFixture {
 /// (Tools/testservers/fixture_endpoints.py).
 final class FixtureEndpoints {
     let dir = TemporaryDirectory()
-    let dav: FixtureServer
-    let endpoints: FixtureServer
+    /// `http://127.0.0.1:PORT`, the fixture's fixed port.
+    let base: String
+    private var servers: [FixtureServer] = []
 
     init(_ fixture: FormatFixture) throws {
         let password = dir.path + "/store-password"
         try FileManager.default.copyItem(atPath: fixture.path(fixture.manifest.files.store_password), toPath: password)
-        dav = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", password])
+        let dav = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", password])
+        servers.append(dav)
         let settings = try #require(try JSONSerialization.jsonObject(with: Data(dav.firstLine.utf8)) as? [String: Any])
         let davPort = try #require(settings["port"] as? Int)
         let store = dir.path + "/dav/www/store"
@@ -154,15 +156,22 @@ final class FixtureEndpoints {
                 atPath: fixture.path(fixture.manifest.files.store + "/" + name), toPath: store + "/" + name)
             chown(store + "/" + name, www.pw_uid, www.pw_gid)
         }
-        endpoints = try FixtureServer(
+        let endpoints = try FixtureServer(
             script: "fixture_endpoints.py",
             arguments: ["\(fixture.manifest.port)", "http://127.0.0.1:\(davPort)", fixture.path("manifest.json")])
+        servers.append(endpoints)
         try #require(endpoints.port == fixture.manifest.port)
+        base = endpoints.base
+    }
+
+    deinit {
+        // Each server stops (by PID, through its script) before its directory goes.
+        while !servers.isEmpty { servers.removeLast() }
     }
 
     /// Refreshes the token endpoint granted and refused so far.
     func counts() throws -> (refreshed: Int, refused: Int) {
-        let r = try CurlTransport().send(HTTPRequest(method: "GET", url: "\(endpoints.base)/__counts"))
+        let r = try CurlTransport().send(HTTPRequest(method: "GET", url: "\(base)/__counts"))
         let doc = try #require(
             try JSONSerialization.jsonObject(with: r.body.withUnsafeBytes { Data($0) }) as? [String: Int])
         return (doc["refreshed"] ?? -1, doc["refused"] ?? -1)
@@ -212,7 +221,8 @@ struct FormatFixtureTests {
             let file = String(parts[1].drop { $0 == " " || $0 == "*" })
             found[String(file.dropFirst(fixture.directory.count + 1))] = String(parts[0])
         }
-        #expect(found == fixture.manifest.sha256, "a committed fixture file changed; fixtures are never rewritten")
+        let changed = names.filter { found[$0] != fixture.manifest.sha256[$0] }
+        #expect(changed.isEmpty, "committed fixture files changed (fixtures are never rewritten): \(changed)")
         let store = try FileManager.default.contentsOfDirectory(atPath: fixture.path(fixture.manifest.files.store))
         #expect(store.sorted() == fixture.manifest.store.objects.sorted())
         #expect(fixture.manifest.written_by.commit.hasPrefix("f92dcca"))
@@ -292,7 +302,9 @@ struct FormatFixtureTests {
             for (key, value) in stored.sorted(by: { $0.key < $1.key }) {
                 let (now, then) = (Self.canonical(shown[key]), Self.canonical(value))
                 if FormatFixture.secretFields.contains(key) {
-                    #expect(now == then, "show: '\(name)' \(key) differs")
+                    // A Bool, so that a failure does not print the values.
+                    let equal = now == then
+                    #expect(equal, "show: '\(name)' \(key) differs")
                 } else {
                     #expect(now == then, "show: '\(name)' \(key)")
                 }
