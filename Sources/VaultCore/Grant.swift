@@ -43,13 +43,19 @@ public struct Grant: Equatable, Sendable {
     public var dead: Bool
     /// The provider's error code that made the grant dead.
     public var deadReason: String?
+    /// Whether the provider rotates this grant's refresh token, as learned
+    /// from its last refresh answer (nil until one was seen). A grant whose
+    /// refresh token does not rotate can be refreshed by two machines
+    /// without harm, so it needs no cross-machine lease.
+    public var refreshTokenRotates: Bool?
 
     /// Creates a grant.
     public init(
         provider: String, kind: Kind = .oauth2, account: String? = nil, accessToken: String? = nil,
         refreshToken: String? = nil, tokenType: String? = nil, expiresAt: Date? = nil, scopes: [String] = [],
         idToken: String? = nil, tokenSecret: String? = nil, providerConfiguration: ProviderConfiguration? = nil,
-        createdAt: Date, refreshedAt: Date? = nil, dead: Bool = false, deadReason: String? = nil
+        createdAt: Date, refreshedAt: Date? = nil, dead: Bool = false, deadReason: String? = nil,
+        refreshTokenRotates: Bool? = nil
     ) {
         self.provider = provider
         self.kind = kind
@@ -66,6 +72,7 @@ public struct Grant: Equatable, Sendable {
         self.refreshedAt = refreshedAt
         self.dead = dead
         self.deadReason = deadReason
+        self.refreshTokenRotates = refreshTokenRotates
     }
 
     /// Seconds of validity an access token must still have to count as
@@ -168,6 +175,7 @@ extension Grant: Codable {
         case createdAt = "created_at"
         case refreshedAt = "refreshed_at"
         case deadReason = "dead_reason"
+        case refreshTokenRotates = "refresh_token_rotates"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -187,6 +195,7 @@ extension Grant: Codable {
         refreshedAt = try c.decodeIfPresent(Int64.self, forKey: .refreshedAt).map(Date.init(epochSeconds:))
         dead = try c.decodeIfPresent(Bool.self, forKey: .dead) ?? false
         deadReason = try c.decodeIfPresent(String.self, forKey: .deadReason)
+        refreshTokenRotates = try c.decodeIfPresent(Bool.self, forKey: .refreshTokenRotates)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -206,6 +215,7 @@ extension Grant: Codable {
         try c.encodeIfPresent(refreshedAt?.epochSeconds, forKey: .refreshedAt)
         try c.encode(dead, forKey: .dead)
         try c.encodeIfPresent(deadReason, forKey: .deadReason)
+        try c.encodeIfPresent(refreshTokenRotates, forKey: .refreshTokenRotates)
     }
 }
 

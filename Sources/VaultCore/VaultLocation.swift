@@ -256,7 +256,7 @@ extension FileSystem {
     }
 
     /// Reads a whole non-secret file of at most `limit` bytes.
-    static func readFile(_ path: String, limit: Int) throws(VaultError) -> [UInt8] {
+    package static func readFile(_ path: String, limit: Int) throws(VaultError) -> [UInt8] {
         let secret = try readSecret(path, limit: limit)
         return secret.unsafeCopyToArray()
     }

@@ -200,8 +200,10 @@ extension Vault {
         next.writer = state.device
         next.parent = root == nil ? Array(repeating: 0, count: 32) : rootHash
         next.devices = next.devices.filter { $0.id != state.device } + [(state.device, next.epoch)]
-        let now = UInt64(max(0, time.now().epochSeconds))
-        next.leases = next.leases.filter { $0.device != state.device && $0.expires > now }
+        // Pushing a record ends this machine's lease on it; other leases
+        // stay while they are active by this machine's observation.
+        let pushed = Set(outgoing.values.flatMap { $0.map(\.record.id) })
+        next.leases = try activeLeases(next).filter { !($0.device == state.device && pushed.contains($0.record)) }
         var replaced: [String] = []
         var pushedBases: [[UInt8]: SyncState.Base] = [:]
         for (i, records) in outgoing {

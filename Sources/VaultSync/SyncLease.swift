@@ -5,21 +5,25 @@ package import VaultCrypto
 internal import VaultHTTP
 
 extension Vault {
-    static let leaseSeconds: UInt64 = 60
-    static let leaseWait: Double = 30
+    /// How long a lease lets its holder refresh: the token request's own
+    /// timeout and the writes around it fit well inside.
+    static let leaseSeconds: UInt32 = 45
+    /// How long a machine waits for another machine's lease: longer than a
+    /// lease, so a lease left by a machine that died is taken over.
+    static let leaseWait: Double = 60
     /// Microseconds between the two read-backs of a lease.
     static let leaseSettle: UInt32 = 400_000
 
     /// Before refreshing a synced grant: syncs, and returns the grant when
     /// it arrived fresh from another machine (nothing to spend); otherwise
     /// takes the store's refresh lease for it and returns nil. Waits while
-    /// another machine holds the lease.
+    /// another machine's lease is active by this machine's observation.
     func leaseForRefresh(_ name: String, minimumValidity: Double?, transport: any HTTPTransport, timeout: Double)
         throws(VaultError) -> Grant?
     {
         let keys = try syncKeys()
         let store = try Vault.store(for: try loadSyncState(keys), transport: transport, timeout: timeout)
-        let deadline = time.now().addingTimeInterval(Vault.leaseWait)
+        let deadline = Monotonic.seconds() + Vault.leaseWait
         while true {
             _ = try sync(transport: transport, timeout: timeout)
             let grant = try load(name)
@@ -30,7 +34,7 @@ extension Vault {
             guard let id else { throw VaultError(.notFound, "grant '\(name)' not found") }
             let outcome = try takeLease(id, store: store, keys: keys)
             if outcome == .taken { return nil }
-            guard time.now() < deadline else {
+            guard Monotonic.seconds() < deadline else {
                 throw VaultError(
                     .busy, "another machine is refreshing '\(name)', or the store keeps changing",
                     hint: "try again in a minute")
@@ -42,26 +46,30 @@ extension Vault {
     enum LeaseOutcome { case taken, held, changed }
 
     /// Writes a root that adds this machine's lease on `record`: `held` when
-    /// another machine's lease is current, `changed` when the root moved on
+    /// another machine's lease is active, `changed` when the root moved on
     /// since the last sync (sync again first).
     func takeLease(_ record: [UInt8], store: ObjectStore, keys: SyncKeys) throws(VaultError) -> LeaseOutcome {
+        // The lease counts from before it is written: the holder's use of
+        // it ends no later than any observer's judgement that it expired.
+        let start = Monotonic.seconds()
         let state = try loadSyncState(keys)
         guard let (object, root) = try fetchRoot(store, keys) else { return .changed }
         let hash = try SyncRoot.hash(object.bytes)
         guard hash == state.markHash else { return .changed }
-        let now = UInt64(max(0, time.now().epochSeconds))
-        if root.leases.contains(where: { $0.record == record && $0.device != state.device && $0.expires > now }) {
-            return .held
-        }
+        let active = try activeLeases(root)
+        // Processes of this machine refreshing one grant are serialized by
+        // its lock, so a lease of this device on the record is replaced.
+        if active.contains(where: { $0.record == record && $0.device != state.device }) { return .held }
         var next = root
         next.ancestry = Array(([(root.epoch, hash)] + root.ancestry).prefix(SyncRoot.maxAncestry))
         next.epoch += 1
         next.writer = state.device
         next.parent = hash
         next.devices = next.devices.filter { $0.id != state.device } + [(state.device, next.epoch)]
+        let id = try wrap { () throws(CryptoError) in try Random.bytes(4) }.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
         next.leases =
-            next.leases.filter { $0.expires > now && $0.record != record }
-            + [.init(record: record, device: state.device, expires: now + Vault.leaseSeconds)]
+            active.filter { $0.record != record }
+            + [.init(record: record, device: state.device, id: id, seconds: Vault.leaseSeconds)]
         let bytes = try next.encoded(with: keys)
         let precondition = object.etag.map(ObjectStore.Precondition.matches) ?? .none
         guard
@@ -86,6 +94,10 @@ extension Vault {
             s.markParent = next.parent
             try saveSyncState(s, keys)
         }
+        // Too much of the lease went on taking it: the refresh might outlast
+        // it. Take a new one.
+        let used = Monotonic.seconds() - start
+        guard used + TokenRefresher.requestTimeout + 10 < Double(Vault.leaseSeconds) else { return .changed }
         return .taken
     }
 }

@@ -52,14 +52,26 @@ enum SyncPrologue {
         _ r: inout ByteReader, magic: String, kind: String, version: UInt16, vaultID: [UInt8], keyEpoch: UInt32,
         what: String
     ) throws(VaultError) {
+        _ = try read(
+            &r, magic: magic, kind: kind, versions: version...version, vaultID: vaultID, keyEpoch: keyEpoch,
+            what: what)
+    }
+
+    /// Reads the header of an object whose version is one of `versions`,
+    /// and returns the version.
+    static func read(
+        _ r: inout ByteReader, magic: String, kind: String, versions: ClosedRange<UInt16>, vaultID: [UInt8],
+        keyEpoch: UInt32, what: String
+    ) throws(VaultError) -> UInt16 {
         do { try r.expect(magic) } catch {
             throw VaultError(.damaged, "\(what) is not a vault sync \(kind) (wrong magic number)")
         }
         let v = try r.u16()
-        guard v == version else { throw VaultError(.unsupported, "\(what) has version \(v)") }
+        guard versions.contains(v) else { throw VaultError(.unsupported, "\(what) has version \(v)") }
         guard try r.read(16) == vaultID else { throw VaultError(.tampered, "\(what) belongs to another vault") }
         let e = try r.u32()
         guard e == keyEpoch else { throw VaultError(.unsupported, "\(what) uses key epoch \(e)") }
+        return v
     }
 
     /// Opens what follows the header: nonce, then ciphertext with AD =
@@ -79,11 +91,15 @@ enum SyncPrologue {
 /// records, the recent ancestry, the writers, and the refresh leases.
 package struct SyncRoot: Equatable {
     static let magic = "vault-sr"
-    static let version: UInt16 = 1
+    /// Version 2: leases carry an id and a duration instead of an expiry
+    /// by the holder's clock. Version 1 roots are still read.
+    static let version: UInt16 = 2
     static let label = "vault.root.v1"
     static let maxAncestry = 32
     static let maxDevices = 1024
     static let maxLeases = 4096
+    /// Longest lease a root may carry.
+    static let maxLeaseSeconds: UInt32 = 600
 
     struct BucketRef: Equatable {
         /// The object name's 16 bytes (`b-` and their hex is the name).
@@ -94,10 +110,19 @@ package struct SyncRoot: Equatable {
         var objectName: String { "b-" + name.hex }
     }
 
+    /// A refresh lease. It names no time on any clock: an observer judges
+    /// it by how long it has itself seen the same lease id (docs/sync.md).
     struct Lease: Equatable {
         var record: [UInt8]
         var device: [UInt8]
-        var expires: UInt64
+        /// Random, new for every lease taken.
+        var id: UInt32
+        /// How long the holder may use it, from before it was written.
+        var seconds: UInt32
+
+        /// Version 1 leases held an expiry (u64 epoch seconds by the
+        /// holder's clock) and lasted 60 s; the expiry serves as their id.
+        static let version1Seconds: UInt32 = 60
     }
 
     var vaultID: [UInt8]
@@ -152,7 +177,8 @@ package struct SyncRoot: Equatable {
         for l in leases {
             w.append(l.record)
             w.append(l.device)
-            w.append(l.expires)
+            w.append(l.id)
+            w.append(l.seconds)
         }
         return w.bytes
     }
@@ -169,16 +195,16 @@ package struct SyncRoot: Equatable {
     package init(decoding bytes: [UInt8], keys: SyncKeys, vaultID: [UInt8], keyEpoch: UInt32) throws(VaultError) {
         let what = "the store's root"
         var r = ByteReader(bytes, what: what)
-        try SyncPrologue.read(
-            &r, magic: SyncRoot.magic, kind: "root", version: SyncRoot.version, vaultID: vaultID, keyEpoch: keyEpoch,
-            what: what)
+        let version = try SyncPrologue.read(
+            &r, magic: SyncRoot.magic, kind: "root", versions: 1...SyncRoot.version, vaultID: vaultID,
+            keyEpoch: keyEpoch, what: what)
         self.vaultID = vaultID
         self.keyEpoch = keyEpoch
         epoch = try r.u64()
         writer = try r.read(16)
         parent = try r.read(32)
         let plain = try SyncPrologue.open(bytes, reader: &r, label: SyncRoot.label, keys: keys, what: what)
-        try parseBody(plain.unsafeCopyToArray())
+        try parseBody(plain.unsafeCopyToArray(), version: version)
     }
 
     package init(vaultID: [UInt8], keyEpoch: UInt32, epoch: UInt64, writer: [UInt8], parent: [UInt8]) {
@@ -190,7 +216,7 @@ package struct SyncRoot: Equatable {
     }
 
     /// Parses the decrypted body strictly.
-    package mutating func parseBody(_ body: [UInt8]) throws(VaultError) {
+    package mutating func parseBody(_ body: [UInt8], version: UInt16 = SyncRoot.version) throws(VaultError) {
         var r = ByteReader(body, what: "the store's root")
         let count = Int(try r.u16())
         guard count <= 256 else { throw VaultError(.damaged, "the store's root lists too many buckets") }
@@ -216,7 +242,22 @@ package struct SyncRoot: Equatable {
             throw VaultError(.damaged, "the store's root has too many leases")
         }
         for _ in 0..<leaseCount {
-            leases.append(Lease(record: try r.read(16), device: try r.read(16), expires: try r.u64()))
+            let record = try r.read(16)
+            let device = try r.read(16)
+            if version == 1 {
+                let expires = try r.u64()
+                leases.append(
+                    Lease(
+                        record: record, device: device, id: UInt32(truncatingIfNeeded: expires),
+                        seconds: Lease.version1Seconds))
+            } else {
+                let id = try r.u32()
+                let seconds = try r.u32()
+                guard seconds > 0, seconds <= SyncRoot.maxLeaseSeconds else {
+                    throw VaultError(.damaged, "the store's root has a lease of \(seconds) s")
+                }
+                leases.append(Lease(record: record, device: device, id: id, seconds: seconds))
+            }
         }
         try r.finish()
     }

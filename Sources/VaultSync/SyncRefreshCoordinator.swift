@@ -26,6 +26,10 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
 
     public func prepare(_ need: RefreshNeed, grant: Grant, in vault: Vault) throws(VaultError) -> RefreshDecision {
         guard vault.syncConfigured else { return .proceed }
+        // Two machines refreshing a grant whose refresh token does not
+        // rotate both succeed (Google's do not rotate): no need to wait
+        // for the store. Unknown (never refreshed here) counts as rotating.
+        if grant.refreshTokenRotates == false { return .proceed }
         do {
             let arrived = try vault.leaseForRefresh(
                 need.name, minimumValidity: need.force ? nil : need.minimumValidity, transport: transport,

@@ -25,7 +25,7 @@ struct SyncObjectTests {
         root.buckets[255] = .init(name: [UInt8](repeating: 5, count: 16), hash: [UInt8](repeating: 6, count: 32))
         root.ancestry = [(4, [UInt8](repeating: 8, count: 32))]
         root.devices = [(device, 5), (other, 2)]
-        root.leases = [.init(record: [UInt8](repeating: 3, count: 16), device: other, expires: 1_800_000_000)]
+        root.leases = [.init(record: [UInt8](repeating: 3, count: 16), device: other, id: 0x1234_5678, seconds: 45)]
         return root
     }
 
@@ -123,5 +123,50 @@ struct SyncObjectTests {
             return
         }
         #expect(w1 == w2 && l1 == l2 && w1 != l1)
+    }
+
+    @Test("a lease is judged by how long this machine has watched it, never by a clock in the store")
+    func leaseObservation() {
+        let boot = Array("5b6c1d5e-0000-4000-8000-000000000001".utf8)
+        let record = [UInt8](repeating: 3, count: 16)
+        let lease = SyncRoot.Lease(record: record, device: other, id: 7, seconds: 45)
+        var seen = LeaseObservations(decoding: nil, bootID: boot)
+        // First seen now: active for its whole duration from now, whatever
+        // the holder's clock said when it wrote it.
+        #expect(seen.observe([lease], now: 1000) == [lease])
+        #expect(seen.observe([lease], now: 1044) == [lease])
+        // Another process of this machine reads the stored observation.
+        var later = LeaseObservations(decoding: seen.encoded, bootID: boot)
+        #expect(later.observe([lease], now: 1045.5).isEmpty)
+        // A new lease id is a new lease, watched afresh.
+        var renewed = lease
+        renewed.id = 8
+        #expect(later.observe([renewed], now: 1046) == [renewed])
+        // After a reboot the old observations mean nothing.
+        var rebooted = LeaseObservations(
+            decoding: later.encoded, bootID: Array("5b6c1d5e-0000-4000-8000-000000000002".utf8))
+        #expect(rebooted.observe([renewed], now: 5) == [renewed])
+        #expect(rebooted.observe([renewed], now: 49) == [renewed])
+        #expect(rebooted.observe([renewed], now: 50).isEmpty)
+    }
+
+    @Test("a version 1 root is still read; its leases last 60 s from when they are first seen")
+    func versionOneRoot() throws {
+        var w = ByteWriter()
+        w.append(UInt16(0))  // no buckets
+        w.append(UInt8(0))  // no ancestry
+        w.append(UInt16(0))  // no devices
+        w.append(UInt16(1))
+        w.append([UInt8](repeating: 3, count: 16))
+        w.append(other)
+        w.append(UInt64(1_800_000_123))
+        var root = SyncRoot(
+            vaultID: vaultID, keyEpoch: 1, epoch: 1, writer: device, parent: [UInt8](repeating: 0, count: 32))
+        try root.parseBody(w.bytes, version: 1)
+        #expect(root.leases.count == 1 && root.leases[0].seconds == 60)
+        // The same body is not a version 2 body.
+        var strict = SyncRoot(
+            vaultID: vaultID, keyEpoch: 1, epoch: 1, writer: device, parent: [UInt8](repeating: 0, count: 32))
+        #expect(throws: VaultError.self) { try strict.parseBody(w.bytes, version: 2) }
     }
 }

@@ -27,6 +27,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -209,7 +210,7 @@ def approve(d, url, deliver=True):
     print(location)
 
 
-def tokens(d, client, secret=None):
+def tokens_once(d, client, secret=None):
     import base64
     import hashlib
     import secrets
@@ -233,6 +234,18 @@ def tokens(d, client, secret=None):
     req = urllib.request.Request(s["issuer"] + "/token", data=urllib.parse.urlencode(form).encode(), method="POST")
     with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=10) as r:
         print(r.read().decode())
+
+
+def tokens(d, client, secret=None):
+    """A whole code flow; glewlwyd's SQLite backend answers 500 now and then
+    when several tests use it at once, so a 5xx is retried a few times."""
+    for attempt in range(4):
+        try:
+            return tokens_once(d, client, secret)
+        except urllib.error.HTTPError as e:
+            if e.code < 500 or attempt == 3:
+                raise
+            time.sleep(0.2 * (attempt + 1))
 
 
 def approve_device(d, code, client=None, scope=None):

@@ -46,8 +46,8 @@ extension Commands {
         ],
         discussion: """
             Prints the access token and a newline, nothing else. Concurrent calls share one
-            refresh: the first takes the vault's write lock and refreshes, the others wait and
-            print the new token. A rotated refresh token is stored before the new access token
+            refresh: the first takes that grant's refresh lock and refreshes, the others wait
+            and print the new token; other grants are never held up. A rotated refresh token is stored before the new access token
             is printed. Exit status 2 when the grant needs a new authorization ('vault add'),
             75 when the provider cannot be reached (nothing changes).
             """,

@@ -338,6 +338,7 @@ extension Grant {
     private static let keys: [StaticString] = [
         "provider", "created_at", "kind", "account", "access_token", "refresh_token", "token_type", "expires_at",
         "refreshed_at", "id_token", "token_secret", "dead_reason", "dead", "scopes", "provider_config",
+        "refresh_token_rotates",
     ]
 
     /// Reads a grant object with the rules of its `Codable` form.
@@ -383,8 +384,10 @@ extension Grant {
                     }
                     g.scopes = scopes
                 }
-            default:
+            case 14:
                 g.providerConfiguration = try r.null() ? nil : try ProviderConfiguration.read(&r, secrets: secrets)
+            default:
+                g.refreshTokenRotates = try r.null() ? nil : try r.bool()
             }
         }
         guard let provider, let created else { throw .malformed }

@@ -59,6 +59,7 @@ extension Vault {
             merged.scopes = next.scopes
             merged.idToken = next.idToken
             merged.refreshedAt = next.refreshedAt
+            merged.refreshTokenRotates = next.refreshTokenRotates
             merged.dead = false
             merged.deadReason = nil
             try rewrite(row, with: merged, name: name, state: &state)

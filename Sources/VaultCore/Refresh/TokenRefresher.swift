@@ -195,6 +195,7 @@ public struct TokenRefresher {
         var next = g
         next.accessToken = fresh.accessToken
         next.refreshToken = fresh.refreshToken ?? g.refreshToken
+        next.refreshTokenRotates = fresh.refreshToken.map { $0 != refreshToken } ?? false
         next.tokenType = fresh.tokenType ?? g.tokenType
         next.expiresAt = fresh.expiresAt
         if !fresh.scopes.isEmpty { next.scopes = fresh.scopes }

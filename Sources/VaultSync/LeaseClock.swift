@@ -1,0 +1,102 @@
+internal import FoundationEssentials
+internal import Glibc
+internal import VaultCore
+
+/// This machine's clock for leases: seconds since boot, suspend included
+/// (CLOCK_BOOTTIME), with the boot's id so that a reading from before a
+/// reboot is never compared with one after it. Never compared with another
+/// machine's clock.
+struct BootClock {
+    let bootID: [UInt8]
+    let seconds: Double
+
+    static func now() -> BootClock {
+        var ts = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &ts)
+        return BootClock(bootID: bootID, seconds: Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9)
+    }
+
+    /// The kernel's random id of this boot (36 ASCII bytes), or empty when
+    /// unreadable (then every process judges leases afresh).
+    static let bootID: [UInt8] = {
+        guard let text = try? FileSystem.readFile("/proc/sys/kernel/random/boot_id", limit: 64) else { return [] }
+        return Array(text.prefix(36))
+    }()
+}
+
+/// When this machine first saw each lease in the store's root, kept in the
+/// vault file (meta key `lease-seen`) so that every process on this machine
+/// shares one observation. A lease is active until it has been seen for its
+/// duration; how long the holder's clock says it has held it plays no part.
+struct LeaseObservations {
+    static let metaKey = "lease-seen"
+
+    struct Key: Hashable {
+        var record: [UInt8]
+        var device: [UInt8]
+        var id: UInt32
+    }
+
+    private(set) var firstSeen: [Key: Double] = [:]
+    let bootID: [UInt8]
+
+    /// Entry: record 16, device 16, id u32, first seen (f64 bits, u64).
+    init(decoding blob: [UInt8]?, bootID: [UInt8]) {
+        self.bootID = bootID
+        guard let blob, blob.count >= 2 else { return }
+        let idLength = Int(blob[0])
+        guard !bootID.isEmpty, idLength == bootID.count, blob.count >= 1 + idLength,
+            Array(blob[1..<(1 + idLength)]) == bootID
+        else { return }  // another boot, or unreadable: observe afresh
+        var r = ByteReader(Array(blob[(1 + idLength)...]), what: "the lease observations")
+        while r.remaining >= 16 + 16 + 4 + 8 {
+            guard let record = try? r.read(16), let device = try? r.read(16), let id = try? r.u32(),
+                let bits = try? r.u64()
+            else { return }
+            firstSeen[Key(record: record, device: device, id: id)] = Double(bitPattern: bits)
+        }
+    }
+
+    var encoded: [UInt8] {
+        var w = ByteWriter()
+        w.append(UInt8(bootID.count))
+        w.append(bootID)
+        for (key, seen) in firstSeen.sorted(by: { $0.key.record.lexicographicallyPrecedes($1.key.record) }) {
+            w.append(key.record)
+            w.append(key.device)
+            w.append(key.id)
+            w.append(seen.bitPattern)
+        }
+        return w.bytes
+    }
+
+    /// Notes the leases of `root` first seen at `now`, forgets the ones no
+    /// longer there, and returns the leases still active.
+    mutating func observe(_ leases: [SyncRoot.Lease], now: Double) -> [SyncRoot.Lease] {
+        var next: [Key: Double] = [:]
+        var active: [SyncRoot.Lease] = []
+        for lease in leases {
+            let key = Key(record: lease.record, device: lease.device, id: lease.id)
+            let seen = firstSeen[key] ?? now
+            next[key] = seen
+            if now - seen < Double(lease.seconds) { active.append(lease) }
+        }
+        firstSeen = next
+        return active
+    }
+}
+
+extension Vault {
+    /// The active leases of `root` by this machine's observation, with the
+    /// observation stored for the other processes of this machine.
+    func activeLeases(_ root: SyncRoot) throws(VaultError) -> [SyncRoot.Lease] {
+        let clock = BootClock.now()
+        var active: [SyncRoot.Lease] = []
+        try update { (_: inout StateManifest) throws(VaultError) in
+            var seen = LeaseObservations(decoding: try getMeta(LeaseObservations.metaKey), bootID: clock.bootID)
+            active = seen.observe(root.leases, now: clock.seconds)
+            try putMeta(LeaseObservations.metaKey, seen.encoded)
+        }
+        return active
+    }
+}
