@@ -163,7 +163,9 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
 }
 
 extension Grant: Codable {
-    enum CodingKeys: String, CodingKey {
+    /// The grant's stored field names: the one list that both the Codable
+    /// form and the fast payload reader (PayloadCodec.swift) go by.
+    enum CodingKeys: String, CodingKey, CaseIterable {
         case provider, kind, account, scopes, dead
         case accessToken = "access_token"
         case refreshToken = "refresh_token"

@@ -78,6 +78,7 @@ struct JSONReader {
     struct Key {
         private(set) var bytes: [UInt8]
         mutating func wipe() { secureZero(&bytes) }
+        func `is`(_ name: [UInt8]) -> Bool { bytes == name }
         func `is`(_ name: StaticString) -> Bool {
             name.utf8CodeUnitCount == bytes.count
                 && bytes.withUnsafeBufferPointer { memcmp($0.baseAddress!, name.utf8Start, bytes.count) == 0 }
@@ -334,14 +335,13 @@ extension Payload {
 }
 
 extension Grant {
-    /// The keys of a grant object, in the order of a bit mask of seen keys.
-    private static let keys: [StaticString] = [
-        "provider", "created_at", "kind", "account", "access_token", "refresh_token", "token_type", "expires_at",
-        "refreshed_at", "id_token", "token_secret", "dead_reason", "dead", "scopes", "provider_config",
-        "refresh_token_rotates",
-    ]
+    /// The stored field names as bytes, with their key; a key's place here
+    /// is only its bit in the mask of keys seen.
+    private static let keys: [(CodingKeys, [UInt8])] = CodingKeys.allCases.map { ($0, Array($0.rawValue.utf8)) }
 
-    /// Reads a grant object with the rules of its `Codable` form.
+    /// Reads a grant object with the rules of its `Codable` form. Fields
+    /// are matched by name: the switch covers every key, so a new field
+    /// cannot be forgotten here.
     static func read(_ r: inout JSONReader, secrets: Bool) throws(JSONReader.Failure) -> Grant {
         func secret(_ r: inout JSONReader) throws(JSONReader.Failure) -> String? {
             secrets ? try r.optionalString() : (try r.skipString() ? "" : nil)
@@ -352,31 +352,31 @@ extension Grant {
         var seen: UInt32 = 0
         try r.beginObject(depth: 1)
         while let key = try r.nextKey() {
-            guard let n = keys.firstIndex(where: { key.is($0) }) else {
+            guard let n = keys.firstIndex(where: { key.is($0.1) }) else {
                 try r.skip(depth: 2)
                 continue
             }
             guard seen & (1 << n) == 0 else { throw .malformed }
             seen |= 1 << n
-            switch n {
-            case 0: provider = try r.string()
-            case 1: created = try r.integer()
-            case 2:
+            switch keys[n].0 {
+            case .provider: provider = try r.string()
+            case .createdAt: created = try r.integer()
+            case .kind:
                 if let raw = try r.optionalString() {
                     guard let kind = Kind(rawValue: raw) else { throw .malformed }
                     g.kind = kind
                 }
-            case 3: g.account = try r.optionalString()
-            case 4: g.accessToken = try secret(&r)
-            case 5: g.refreshToken = try secret(&r)
-            case 6: g.tokenType = try r.optionalString()
-            case 7: g.expiresAt = try r.optionalInteger().map(Date.init(epochSeconds:))
-            case 8: g.refreshedAt = try r.optionalInteger().map(Date.init(epochSeconds:))
-            case 9: g.idToken = try secret(&r)
-            case 10: g.tokenSecret = try secret(&r)
-            case 11: g.deadReason = try r.optionalString()
-            case 12: g.dead = try r.null() ? false : try r.bool()
-            case 13:
+            case .account: g.account = try r.optionalString()
+            case .accessToken: g.accessToken = try secret(&r)
+            case .refreshToken: g.refreshToken = try secret(&r)
+            case .tokenType: g.tokenType = try r.optionalString()
+            case .expiresAt: g.expiresAt = try r.optionalInteger().map(Date.init(epochSeconds:))
+            case .refreshedAt: g.refreshedAt = try r.optionalInteger().map(Date.init(epochSeconds:))
+            case .idToken: g.idToken = try secret(&r)
+            case .tokenSecret: g.tokenSecret = try secret(&r)
+            case .deadReason: g.deadReason = try r.optionalString()
+            case .dead: g.dead = try r.null() ? false : try r.bool()
+            case .scopes:
                 if try !r.null() {
                     var scopes: [String] = []
                     try r.array(depth: 2) { (r: inout JSONReader) throws(JSONReader.Failure) in
@@ -384,9 +384,9 @@ extension Grant {
                     }
                     g.scopes = scopes
                 }
-            case 14:
+            case .providerConfiguration:
                 g.providerConfiguration = try r.null() ? nil : try ProviderConfiguration.read(&r, secrets: secrets)
-            default:
+            case .refreshTokenRotates:
                 g.refreshTokenRotates = try r.null() ? nil : try r.bool()
             }
         }
@@ -417,7 +417,7 @@ extension ProviderConfiguration {
             }
             guard seen & (1 << n) == 0 else { throw .malformed }
             seen |= 1 << n
-            if !secrets && n == 8 {
+            if !secrets && fields[n].1 == \ProviderConfiguration.clientSecret {
                 c.clientSecret = try r.skipString() ? "" : nil
             } else {
                 c[keyPath: fields[n].1] = try r.optionalString()
