@@ -414,7 +414,7 @@ public final class AgentServer: @unchecked Sendable {
         case .stateMAC(let body):
             w.bytes(try keys.stateMAC(body))
         case .sync:
-            let report = try connection(current, &handle).sync(transport: transport)
+            let report = try SyncEngine(vault: try connection(current, &handle), transport: transport).sync()
             w.u32(UInt32(report.pulled))
             w.u32(UInt32(report.pushed))
             w.u8(report.repaired ? 1 : 0)

@@ -16,13 +16,21 @@ struct Context {
 
     var json: Bool { arguments.flag("json") }
 
-    /// Applies `VAULT_STORE_TIMEOUT` (seconds per request to the sync store).
-    func configureStore() throws(CLIError) {
-        guard let text = environment["VAULT_STORE_TIMEOUT"] else { return }
+    /// Checks `VAULT_STORE_TIMEOUT` (seconds per request to the sync store).
+    func configureStore() throws(CLIError) { _ = try storeTimeout() }
+
+    /// Seconds per request to the sync store: `VAULT_STORE_TIMEOUT`, or the default.
+    func storeTimeout() throws(CLIError) -> Double {
+        guard let text = environment["VAULT_STORE_TIMEOUT"] else { return SyncEngine.defaultStoreTimeout }
         guard let seconds = Double(text), seconds >= 1, seconds <= 600 else {
             throw CLIError.usage("VAULT_STORE_TIMEOUT needs a number of seconds (1 to 600)", command: command.name)
         }
-        Vault.storeTimeout = seconds
+        return seconds
+    }
+
+    /// The sync engine of `store`, with this command's store timeout.
+    func syncEngine(_ store: Vault) throws(CLIError) -> SyncEngine {
+        SyncEngine(vault: store, transport: transport, storeTimeout: try storeTimeout())
     }
 
     func location() throws(CLIError) -> VaultLocation {

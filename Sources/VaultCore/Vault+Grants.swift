@@ -167,76 +167,6 @@ extension Vault {
 
     // MARK: Keyslots
 
-    /// Replaces the passphrase slot(s) with one for `newPassphrase`. Grants
-    /// are not touched; the change is one transaction, so an interruption
-    /// leaves exactly the old or the new passphrase working.
-    public func changePassphrase(to newPassphrase: KeySource, kdf: KDFParameters = .default) throws(VaultError) {
-        guard case .passphrase = newPassphrase else {
-            throw VaultError(.invalidInput, "a passphrase slot needs a passphrase")
-        }
-        let slot = try Keyslot(wrapping: try requireMasterKey(), for: newPassphrase, kdf: kdf, vaultID: header.vaultID)
-        try update { (_: inout StateManifest) throws(VaultError) in
-            try removeSlots(of: .passphrase)
-            try putSlot(nil, slot)
-        }
-    }
-
-    /// Adds a key-file slot for `secret` (see `Keyfile`).
-    public func addKeyfileSlot(_ secret: SecureBytes) throws(VaultError) {
-        try addKeyslot(.keyfile(secret))
-    }
-
-    /// Adds a slot that `source` opens; returns its number. A vault has at
-    /// most one passphrase slot (`changePassphrase` replaces it).
-    @discardableResult
-    public func addKeyslot(_ source: KeySource, kdf: KDFParameters = .default) throws(VaultError) -> Int64 {
-        let slot = try Keyslot(wrapping: try requireMasterKey(), for: source, kdf: kdf, vaultID: header.vaultID)
-        var number: Int64 = 0
-        try update { (_: inout StateManifest) throws(VaultError) in
-            if slot.kind == .passphrase, try Vault.slots(in: database).contains(where: { $0.kind == .passphrase }) {
-                throw VaultError(
-                    .alreadyExists, "this vault already has a passphrase", hint: "'vault passwd' changes it")
-            }
-            try putSlot(nil, slot)
-            number = try storage { () throws(StorageError) in try database.lastInsertRowID() }
-        }
-        return number
-    }
-
-    /// Removes slot `number`. The last slot that opens the vault is never
-    /// removed: nothing could open it afterwards.
-    public func removeKeyslot(_ number: Int64) throws(VaultError) {
-        try update { (_: inout StateManifest) throws(VaultError) in
-            let slots = try Vault.slots(in: database)
-            guard slots.contains(where: { $0.number == number }) else {
-                throw VaultError(.notFound, "no keyslot \(number)", hint: "'vault keyslot list' shows them")
-            }
-            guard slots.contains(where: { $0.number != number && $0.kind != nil }) else {
-                throw VaultError(.invalidInput, "keyslot \(number) is the last one; nothing else would open the vault")
-            }
-            try storage { () throws(StorageError) in
-                try database.prepare("DELETE FROM keyslots WHERE slot = ?").run(.integer(number))
-            }
-        }
-    }
-
-    /// The vault's keyslots.
-    public func keyslots() throws(VaultError) -> [KeyslotInfo] {
-        try read { (_: StateManifest) throws(VaultError) in try Vault.slots(in: database) }
-    }
-
-    static func slots(in database: Database) throws(VaultError) -> [KeyslotInfo] {
-        try storage { () throws(StorageError) in
-            let s = try database.prepare("SELECT slot, value FROM keyslots ORDER BY slot")
-            var out: [KeyslotInfo] = []
-            while try s.step() {
-                let slot = try? Keyslot(decoding: s.blob(at: 1), what: "keyslot")
-                out.append(KeyslotInfo(number: s.int64(at: 0), slot: slot))
-            }
-            return out
-        }
-    }
-
     // MARK: Rows
 
     func loadLive(_ name: String, state: StateManifest) throws(VaultError) -> (StoredRecord, Grant) {
@@ -306,20 +236,6 @@ extension Vault {
             ).run(
                 .blob(r.id), .blob(r.nameHash), .integer(Int64(bitPattern: r.version)), .integer(r.deleted ? 1 : 0),
                 .blob(r.nonce), .blob(r.ciphertext))
-        }
-    }
-
-    private func removeSlots(of kind: Keyslot.Kind) throws(VaultError) {
-        try storage { () throws(StorageError) in
-            let s = try database.prepare("SELECT slot, value FROM keyslots")
-            var doomed: [Int64] = []
-            while try s.step() {
-                if let slot = try? Keyslot(decoding: s.blob(at: 1), what: "keyslot"), slot.kind == kind {
-                    doomed.append(s.int64(at: 0))
-                }
-            }
-            let d = try database.prepare("DELETE FROM keyslots WHERE slot = ?")
-            for n in doomed { try d.run(.integer(n)) }
         }
     }
 }

@@ -86,16 +86,16 @@ struct LeaseObservations {
     }
 }
 
-extension Vault {
+extension SyncEngine {
     /// The active leases of `root` by this machine's observation, with the
     /// observation stored for the other processes of this machine.
     func activeLeases(_ root: SyncRoot) throws(VaultError) -> [SyncRoot.Lease] {
         let clock = BootClock.now()
         var active: [SyncRoot.Lease] = []
-        try update { (_: inout StateManifest) throws(VaultError) in
-            var seen = LeaseObservations(decoding: try getMeta(LeaseObservations.metaKey), bootID: clock.bootID)
+        try vault.update { (_: inout StateManifest) throws(VaultError) in
+            var seen = LeaseObservations(decoding: try vault.getMeta(LeaseObservations.metaKey), bootID: clock.bootID)
             active = seen.observe(root.leases, now: clock.seconds)
-            try putMeta(LeaseObservations.metaKey, seen.encoded)
+            try vault.putMeta(LeaseObservations.metaKey, seen.encoded)
         }
         return active
     }

@@ -11,17 +11,17 @@ public struct SyncConflict: Sendable {
     public let other: Grant?
 }
 
-extension Vault {
+extension SyncEngine {
     /// The conflicts this machine keeps (docs/sync.md, "Versions and merge").
     public func syncConflicts() throws(VaultError) -> [SyncConflict] {
         let keys = try syncKeys()
         let state = try loadSyncState(keys)
-        return try read { (_: StateManifest) throws(VaultError) -> [SyncConflict] in
-            let rows = Dictionary(try allRows().map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        return try vault.read { (_: StateManifest) throws(VaultError) -> [SyncConflict] in
+            let rows = Dictionary(try vault.allRows().map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
             return try state.conflicts.map { (c: SyncState.Conflict) throws(VaultError) -> SyncConflict in
                 let other = c.payload.withUnsafeBytes { Payload.read($0) }
                 let current = try rows[c.id].map { (row: StoredRecord) throws(VaultError) -> Payload in
-                    try self.keys.open(row)
+                    try vault.keys.open(row)
                 }
                 let live = rows[c.id].map { !$0.deleted } ?? false
                 return SyncConflict(
@@ -36,17 +36,17 @@ extension Vault {
     /// next sync sends, and it dominates both sides everywhere.
     public func resolveConflict(_ name: String, keepOther: Bool) throws(VaultError) {
         let keys = try syncKeys()
-        try update { (manifest: inout StateManifest) throws(VaultError) in
+        try vault.update { (manifest: inout StateManifest) throws(VaultError) in
             var state = try loadSyncState(keys)
-            let hash = try self.keys.nameHash(name)
-            var found = try findRow(nameHash: hash, deleted: false)
-            if found == nil { found = try findRow(nameHash: hash, deleted: true) }
+            let hash = try vault.keys.nameHash(name)
+            var found = try vault.findRow(nameHash: hash, deleted: false)
+            if found == nil { found = try vault.findRow(nameHash: hash, deleted: true) }
             guard let row = found, let index = state.conflicts.firstIndex(where: { $0.id == row.id }) else {
                 throw VaultError(.notFound, "no conflict on '\(name)'", hint: "'vault conflicts' lists them")
             }
             let conflict = state.conflicts.remove(at: index)
             let version = row.version + 1
-            var payload = try self.keys.open(row)
+            var payload = try vault.keys.open(row)
             var deleted = row.deleted
             if keepOther {
                 guard let other = conflict.payload.withUnsafeBytes({ Payload.read($0) }) else {
@@ -57,8 +57,8 @@ extension Vault {
             }
             // Rewritten with a new local version: a change here, which the
             // next sync sends with a raised vector.
-            try putRow(
-                try self.keys.seal(payload, id: row.id, version: version, deleted: deleted, nameHash: row.nameHash))
+            try vault.putRow(
+                try vault.keys.seal(payload, id: row.id, version: version, deleted: deleted, nameHash: row.nameHash))
             manifest.entries[row.id] = .init(version: version, deleted: deleted)
             state.bases[row.id] = .init(
                 localVersion: 0,

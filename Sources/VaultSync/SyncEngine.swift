@@ -25,32 +25,57 @@ public struct SyncReport: Sendable, Equatable {
     public var bytesSent = 0
 }
 
-extension Vault {
+/// Two-way sync of one open vault with its store (docs/sync.md): setting
+/// the store, syncing, conflicts, and the refresh leases. An app that syncs
+/// makes one over its vault; `join` creates a vault from a store.
+public struct SyncEngine {
+    /// The vault this syncs.
+    public let vault: Vault
+    /// How requests reach the store.
+    public let transport: any HTTPTransport
+    /// Seconds allowed per request to the store.
+    public let storeTimeout: Double
+
+    /// The default time allowed per request to the store.
+    public static let defaultStoreTimeout: Double = 30
+
+    /// Creates the sync engine of `vault`.
+    public init(vault: Vault, transport: any HTTPTransport, storeTimeout: Double = SyncEngine.defaultStoreTimeout) {
+        self.vault = vault
+        self.transport = transport
+        self.storeTimeout = storeTimeout
+    }
+}
+
+extension SyncEngine {
     static let syncMetaKey = "sync"
     static let rootName = "vault-root"
     static let keysName = "vault-keys"
     static let syncAttempts = 5
 
     /// True when this vault syncs with a store.
-    public var syncConfigured: Bool { (try? getMeta(Vault.syncMetaKey)) != nil }
+    public var isConfigured: Bool { (try? vault.getMeta(SyncEngine.syncMetaKey)) != nil }
 
-    func syncKeys() throws(VaultError) -> SyncKeys { try SyncKeys(masterKey: try requireMasterKey()) }
+    func syncKeys() throws(VaultError) -> SyncKeys { try SyncKeys(masterKey: try vault.requireMasterKey()) }
 
     func loadSyncState(_ keys: SyncKeys) throws(VaultError) -> SyncState {
-        guard let blob = try getMeta(Vault.syncMetaKey) else {
+        guard let blob = try vault.getMeta(SyncEngine.syncMetaKey) else {
             throw VaultError(.notFound, "this vault has no sync store", hint: "set one with 'vault remote set URL'")
         }
-        return try SyncState(decoding: blob, keys: keys, vaultID: header.vaultID)
+        return try SyncState(decoding: blob, keys: keys, vaultID: vault.header.vaultID)
     }
 
     func saveSyncState(_ state: SyncState, _ keys: SyncKeys) throws(VaultError) {
-        try putMeta(Vault.syncMetaKey, try state.encoded(keys: keys, vaultID: header.vaultID))
+        try vault.putMeta(SyncEngine.syncMetaKey, try state.encoded(keys: keys, vaultID: vault.header.vaultID))
     }
 
-    /// Seconds allowed per request to the sync store (`VAULT_STORE_TIMEOUT`).
-    nonisolated(unsafe) public static var storeTimeout: Double = 30
+    /// A client of this vault's store; `timeout` bounds each request
+    /// (default: `storeTimeout`).
+    func store(for state: SyncState, timeout: Double? = nil) throws(VaultError) -> ObjectStore {
+        try SyncEngine.store(for: state, transport: transport, timeout: timeout ?? storeTimeout)
+    }
 
-    static func store(for state: SyncState, transport: any HTTPTransport, timeout: Double? = nil)
+    static func store(for state: SyncState, transport: any HTTPTransport, timeout: Double)
         throws(VaultError) -> ObjectStore
     {
         let password = try wrap { () throws(CryptoError) in try SecureBytes(copying: state.password) }
@@ -58,7 +83,7 @@ extension Vault {
             let store = try ObjectStore(
                 baseURL: state.url, user: state.user, password: state.user == nil ? nil : password,
                 transport: transport, sleep: { usleep(UInt32($0 * 1_000_000)) })
-            store.timeout = timeout ?? storeTimeout
+            store.timeout = timeout
             return store
         } catch {
             throw VaultError(.invalidInput, error.reason)
@@ -67,9 +92,7 @@ extension Vault {
 
     /// Sets the store this vault syncs with and checks that it answers and
     /// whether it honours preconditions. Nothing is uploaded until `sync`.
-    public func setRemote(url: String, user: String?, password: SecureBytes?, transport: any HTTPTransport)
-        throws(VaultError)
-    {
+    public func setRemote(url: String, user: String?, password: SecureBytes?) throws(VaultError) {
         let keys = try syncKeys()
         let device: [UInt8]
         if let known = try? loadSyncState(keys).device {
@@ -78,14 +101,14 @@ extension Vault {
             device = try wrap { () throws(CryptoError) in try Random.bytes(16) }
         }
         var state = SyncState(url: url, user: user, password: password?.unsafeCopyToArray() ?? [], device: device)
-        let store = try Vault.store(for: state, transport: transport)
+        let store = try store(for: state)
         let probe = "probe-" + (try wrap { () throws(CryptoError) in try Random.bytes(8) }).hex
         state.preconditions =
             try storeCall { () throws(ObjectStore.Failure) in
                 try store.honoursPreconditions(probe: probe)
             } ? 1 : 2
         // Another store: nothing known about it yet.
-        try update { (_: inout StateManifest) throws(VaultError) in try saveSyncState(state, keys) }
+        try vault.update { (_: inout StateManifest) throws(VaultError) in try saveSyncState(state, keys) }
     }
 
     /// Whether the configured store honours preconditions, and its URL.
@@ -98,15 +121,15 @@ extension Vault {
 
     /// Two-way sync with the store (docs/sync.md, "A sync").
     /// `timeout` bounds each request (default: `storeTimeout`).
-    public func sync(transport: any HTTPTransport, timeout: Double? = nil) throws(VaultError) -> SyncReport {
+    public func sync(timeout: Double? = nil) throws(VaultError) -> SyncReport {
         let keys = try syncKeys()
         var report = SyncReport()
-        let store = try Vault.store(for: try loadSyncState(keys), transport: transport, timeout: timeout)
+        let store = try store(for: try loadSyncState(keys), timeout: timeout)
         defer {
             report.requests = store.requestCount
             report.bytesSent = store.bytesSent
         }
-        for attempt in 1...Vault.syncAttempts {
+        for attempt in 1...SyncEngine.syncAttempts {
             if try syncOnce(store: store, keys: keys, report: &report) {
                 try publishKeys(store: store, keys: keys)
                 report.requests = store.requestCount
@@ -116,7 +139,7 @@ extension Vault {
             usleep(UInt32(Double.random(in: 0.05...0.25) * Double(attempt) * 1_000_000))
         }
         throw VaultError(
-            .transient, "the store kept changing during \(Vault.syncAttempts) attempts; nothing was lost",
+            .transient, "the store kept changing during \(SyncEngine.syncAttempts) attempts; nothing was lost",
             hint: "run 'vault sync' again")
     }
 
@@ -154,7 +177,7 @@ extension Vault {
                 // again), or named by a root that overwrote the one that
                 // replaced it on a store ignoring If-Match. Then the
                 // records are sent again from the machines that have them.
-                if try storeCall({ () throws(ObjectStore.Failure) in try store.get(Vault.rootName) })?.bytes
+                if try storeCall({ () throws(ObjectStore.Failure) in try store.get(SyncEngine.rootName) })?.bytes
                     != rootObject?.bytes
                 {
                     return false
@@ -166,12 +189,12 @@ extension Vault {
                 throw VaultError(.tampered, "bucket \(i) of the store does not match its root (changed or replaced)")
             }
             fetched[i] = try SyncBucket(
-                decoding: object.bytes, keys: keys, vaultID: header.vaultID, keyEpoch: header.keyEpoch,
+                decoding: object.bytes, keys: keys, vaultID: vault.header.vaultID, keyEpoch: vault.header.keyEpoch,
                 index: UInt8(i)
             ).records
         }
         // 3. Merge into the local vault, with the new mark, in one transaction.
-        try update { (manifest: inout StateManifest) throws(VaultError) in
+        try vault.update { (manifest: inout StateManifest) throws(VaultError) in
             state = try loadSyncState(keys)
             try merge(fetched, into: &manifest, state: &state, report: &report)
             for (i, _) in fetched { state.bucketHashes[i] = root?.buckets[i]?.hash ?? Array(repeating: 0, count: 32) }
@@ -183,7 +206,7 @@ extension Vault {
             try saveSyncState(state, keys)
         }
         // 4. What this machine has that the store has not.
-        let outgoing = try read { (manifest: StateManifest) throws(VaultError) in
+        let outgoing = try vault.read { (manifest: StateManifest) throws(VaultError) in
             try pendingBuckets(state: state, manifest: manifest)
         }
         // An empty vault is published too, so that other machines can join.
@@ -191,7 +214,7 @@ extension Vault {
         var next =
             root
             ?? SyncRoot(
-                vaultID: header.vaultID, keyEpoch: header.keyEpoch, epoch: 0, writer: state.device,
+                vaultID: vault.header.vaultID, keyEpoch: vault.header.keyEpoch, epoch: 0, writer: state.device,
                 parent: Array(repeating: 0, count: 32))
         if root != nil {
             next.ancestry = Array(([(root!.epoch, rootHash)] + root!.ancestry).prefix(SyncRoot.maxAncestry))
@@ -208,7 +231,8 @@ extension Vault {
         var pushedBases: [[UInt8]: SyncState.Base] = [:]
         for (i, records) in outgoing {
             let bucket = SyncBucket(
-                vaultID: header.vaultID, keyEpoch: header.keyEpoch, index: UInt8(i), records: records.map(\.record))
+                vaultID: vault.header.vaultID, keyEpoch: vault.header.keyEpoch, index: UInt8(i),
+                records: records.map(\.record))
             let (name, bytes) = try bucket.encoded(with: keys)
             _ = try storeCall { () throws(ObjectStore.Failure) in
                 try store.put("b-" + name.hex, bytes, precondition: .absent)
@@ -224,15 +248,15 @@ extension Vault {
         let precondition: ObjectStore.Precondition =
             rootObject.map { $0.etag.map(ObjectStore.Precondition.matches) ?? .none } ?? .absent
         let written = try storeCall { () throws(ObjectStore.Failure) in
-            try store.put(Vault.rootName, rootBytes, precondition: precondition)
+            try store.put(SyncEngine.rootName, rootBytes, precondition: precondition)
         }
         guard written == .stored else { return false }
         // 5. Read it back: a store that ignores preconditions may have let
         // another writer win.
-        let check = try storeCall { () throws(ObjectStore.Failure) in try store.get(Vault.rootName) }
+        let check = try storeCall { () throws(ObjectStore.Failure) in try store.get(SyncEngine.rootName) }
         let newHash = try SyncRoot.hash(rootBytes)
         guard let check, try SyncRoot.hash(check.bytes) == newHash else { return false }
-        try update { (_: inout StateManifest) throws(VaultError) in
+        try vault.update { (_: inout StateManifest) throws(VaultError) in
             var s = try loadSyncState(keys)
             s.markEpoch = next.epoch
             s.markHash = newHash
@@ -254,8 +278,8 @@ extension Vault {
         let bytes = try keysObject()
         let hash = try SyncRoot.hash(bytes)
         guard try loadSyncState(keys).keysHash != hash else { return }
-        _ = try storeCall { () throws(ObjectStore.Failure) in try store.put(Vault.keysName, bytes) }
-        try update { (_: inout StateManifest) throws(VaultError) in
+        _ = try storeCall { () throws(ObjectStore.Failure) in try store.put(SyncEngine.keysName, bytes) }
+        try vault.update { (_: inout StateManifest) throws(VaultError) in
             var s = try loadSyncState(keys)
             s.keysHash = hash
             try saveSyncState(s, keys)
@@ -272,12 +296,13 @@ extension Vault {
         var attempt = 0
         while true {
             attempt += 1
-            guard let object = try storeCall({ () throws(ObjectStore.Failure) in try store.get(Vault.rootName) }) else {
+            guard let object = try storeCall({ () throws(ObjectStore.Failure) in try store.get(SyncEngine.rootName) })
+            else {
                 return nil
             }
             do {
                 let root = try SyncRoot(
-                    decoding: object.bytes, keys: keys, vaultID: header.vaultID, keyEpoch: header.keyEpoch)
+                    decoding: object.bytes, keys: keys, vaultID: vault.header.vaultID, keyEpoch: vault.header.keyEpoch)
                 return (object, root)
             } catch {
                 if attempt >= 3 || error.code == .unsupported { throw error }
@@ -329,7 +354,7 @@ extension Vault {
     ) throws(VaultError) {
         guard !fetched.isEmpty else { return }
         var rows: [[UInt8]: StoredRecord] = [:]
-        for row in try allRows() where fetched[Int(row.id[0])] != nil { rows[row.id] = row }
+        for row in try vault.allRows() where fetched[Int(row.id[0])] != nil { rows[row.id] = row }
         for (index, records) in fetched.sorted(by: { $0.key < $1.key }) {
             // A record synced before but missing from its bucket now: the
             // store lost it (a write it let another overwrite). Send it again.
@@ -367,7 +392,7 @@ extension Vault {
                 case .concurrent:
                     let ours = SyncRecord(
                         id: local.id, versions: mine, deleted: local.deleted,
-                        payload: try keys.open(local).sealedBytes().unsafeCopyToArray())
+                        payload: try vault.keys.open(local).sealedBytes().unsafeCopyToArray())
                     guard case .conflict(let winner, let loser) = SyncRecord.merge(local: ours, remote: remote) else {
                         continue
                     }
@@ -394,15 +419,16 @@ extension Vault {
         else {
             throw VaultError(.damaged, "a record from the store holds a malformed grant")
         }
-        var hash = try keys.nameHash(payload.name)
-        if !remote.deleted, let other = try findRow(nameHash: hash, deleted: false), other.id != remote.id {
+        var hash = try vault.keys.nameHash(payload.name)
+        if !remote.deleted, let other = try vault.findRow(nameHash: hash, deleted: false), other.id != remote.id {
             // Two machines added a grant of the same name: keep both.
             payload.name = String(payload.name.prefix(58)) + "+" + Array(remote.id.prefix(2)).hex
-            hash = try keys.nameHash(payload.name)
+            hash = try vault.keys.nameHash(payload.name)
             report.renamed.append(payload.name)
         }
         let version = (manifest.entries[remote.id]?.version ?? 0) + 1
-        try putRow(try keys.seal(payload, id: remote.id, version: version, deleted: remote.deleted, nameHash: hash))
+        try vault.putRow(
+            try vault.keys.seal(payload, id: remote.id, version: version, deleted: remote.deleted, nameHash: hash))
         manifest.entries[remote.id] = .init(version: version, deleted: remote.deleted)
         // A renamed arrival is a local change: pushed with a raised vector.
         let renamed = payload.name != remote.payload.withUnsafeBytes({ Payload.read($0) })?.name
@@ -419,8 +445,8 @@ extension Vault {
     /// be in the store.
     private func pendingBuckets(state: SyncState, manifest: StateManifest) throws(VaultError) -> [Int: [Outgoing]] {
         var byBucket: [Int: [StoredRecord]] = [:]
-        for row in try allRows() {
-            try check(row, against: manifest)
+        for row in try vault.allRows() {
+            try vault.check(row, against: manifest)
             byBucket[Int(row.id[0]), default: []].append(row)
         }
         var out: [Int: [Outgoing]] = [:]
@@ -434,7 +460,7 @@ extension Vault {
                 let changed =
                     base.map { $0.localVersion != row.version && $0.localVersion != SyncState.Base.resend } ?? true
                 let versions = changed ? VersionVector.bumped(base?.versions ?? [], by: state.device) : base!.versions
-                var payload = try keys.open(row)
+                var payload = try vault.keys.open(row)
                 if row.deleted { payload.grant = nil }
                 records.append(
                     Outgoing(
@@ -454,11 +480,11 @@ extension Vault {
         var w = ByteWriter()
         w.append("vault-sk")
         w.append(UInt16(1))
-        let headerBlob = try header.encoded()
+        let headerBlob = try vault.header.encoded()
         w.append(UInt32(headerBlob.count))
         w.append(headerBlob)
         let slots = try storage { () throws(StorageError) in
-            let s = try database.prepare("SELECT value FROM keyslots ORDER BY slot")
+            let s = try vault.database.prepare("SELECT value FROM keyslots ORDER BY slot")
             var out: [[UInt8]] = []
             while try s.step() { out.append(s.blob(at: 0)) }
             return out

@@ -3,7 +3,7 @@ public import VaultCore
 public import VaultCrypto
 public import VaultHTTP
 
-extension Vault {
+extension SyncEngine {
     /// Creates this machine's vault from a store another machine syncs to:
     /// reads `vault-keys`, unlocks one of its keyslots with `key` (the
     /// vault's passphrase or key file), creates the local file with the same
@@ -16,8 +16,9 @@ extension Vault {
             throw VaultError(.alreadyExists, "a vault already exists at \(location.databasePath)")
         }
         let probe = SyncState(url: url, user: user, password: password?.unsafeCopyToArray() ?? [], device: [])
-        let store = try Vault.store(for: probe, transport: transport)
-        guard let object = try storeCall({ () throws(ObjectStore.Failure) in try store.get(Vault.keysName) }) else {
+        let store = try SyncEngine.store(for: probe, transport: transport, timeout: SyncEngine.defaultStoreTimeout)
+        guard let object = try storeCall({ () throws(ObjectStore.Failure) in try store.get(SyncEngine.keysName) })
+        else {
             throw VaultError(
                 .notFound, "the store has no vault yet",
                 hint: "run 'vault remote set' and 'vault sync' on a machine that has it")
@@ -41,10 +42,11 @@ extension Vault {
                 tried == 0 ? "the store's vault has no keyslot of that kind" : "the key does not open the store's vault"
             )
         }
-        let vault = try create(at: location, header: header, masterKey: masterKey, slots: slots, time: time)
+        let vault = try Vault.create(at: location, header: header, masterKey: masterKey, slots: slots, time: time)
         do {
-            try vault.setRemote(url: url, user: user, password: password, transport: transport)
-            return (vault, try vault.sync(transport: transport))
+            let engine = SyncEngine(vault: vault, transport: transport)
+            try engine.setRemote(url: url, user: user, password: password)
+            return (vault, try engine.sync())
         } catch {
             // Leave no half-joined vault behind: the store still has it all.
             for suffix in ["", "-wal", "-shm"] { FileSystem.remove(location.databasePath + suffix) }
@@ -68,7 +70,7 @@ extension Vault {
     }
 }
 
-extension Vault {
+extension SyncEngine {
     static let pairingLifetime: UInt64 = 600
 
     /// The store object name and sealing key of a pairing code.
@@ -84,7 +86,7 @@ extension Vault {
     /// master key, the vault header and this machine's high-water mark,
     /// sealed under a key derived from a random 128-bit code, expiring after
     /// ten minutes (docs/sync.md, "Joining").
-    public func createPairingOffer(transport: any HTTPTransport) throws(VaultError) -> String {
+    public func createPairingOffer() throws(VaultError) -> String {
         let keys = try syncKeys()
         let state = try loadSyncState(keys)
         guard state.markEpoch > 0 else {
@@ -92,13 +94,13 @@ extension Vault {
         }
         let raw = try wrap { () throws(CryptoError) in try Random.bytes(16) }
         let code = try wrap { () throws(CryptoError) in try SecureBytes(copying: raw) }
-        let (name, key) = try Vault.pairingKeys(code)
+        let (name, key) = try SyncEngine.pairingKeys(code)
         var w = ByteWriter()
-        w.append(UInt64(max(0, time.now().epochSeconds)) + Vault.pairingLifetime)
-        let headerBlob = try header.encoded()
+        w.append(UInt64(max(0, vault.time.now().epochSeconds)) + SyncEngine.pairingLifetime)
+        let headerBlob = try vault.header.encoded()
         w.append(UInt32(headerBlob.count))
         w.append(headerBlob)
-        var mk = try requireMasterKey().unsafeCopyToArray()
+        var mk = try vault.requireMasterKey().unsafeCopyToArray()
         w.append(mk)
         secureZero(&mk)
         w.append(state.markEpoch)
@@ -113,7 +115,7 @@ extension Vault {
                     try SecureBytes(copying: plain), key: key, nonce: nonce, associatedData: Array("vault.pair.v1".utf8)
                 ))
         }
-        let store = try Vault.store(for: state, transport: transport)
+        let store = try store(for: state)
         _ = try storeCall { () throws(ObjectStore.Failure) in try store.put(name, sealed, precondition: .absent) }
         return Base64.encodeString(raw, .urlSafeUnpadded)
     }
@@ -138,7 +140,7 @@ extension Vault {
         let code = try wrap { () throws(CryptoError) in try SecureBytes(copying: raw) }
         let (name, key) = try pairingKeys(code)
         let probe = SyncState(url: url, user: user, password: password?.unsafeCopyToArray() ?? [], device: [])
-        let store = try Vault.store(for: probe, transport: transport)
+        let store = try SyncEngine.store(for: probe, transport: transport, timeout: SyncEngine.defaultStoreTimeout)
         guard let offer = try storeCall({ () throws(ObjectStore.Failure) in try store.get(name) }),
             offer.bytes.count > AEAD.nonceLength
         else {
@@ -166,22 +168,23 @@ extension Vault {
         let masterKey = try wrap { () throws(CryptoError) in try SecureBytes(copying: keyBytes) }
         let mark = (epoch: try r.u64(), hash: try r.read(32), parent: try r.read(32))
         try r.finish()
-        guard let keysObject = try storeCall({ () throws(ObjectStore.Failure) in try store.get(Vault.keysName) })
+        guard let keysObject = try storeCall({ () throws(ObjectStore.Failure) in try store.get(SyncEngine.keysName) })
         else { throw VaultError(.notFound, "the store has no vault keys object") }
         let (storedHeader, slots) = try parseKeysObject(keysObject.bytes)
         guard storedHeader.vaultID == header.vaultID else {
             throw VaultError(.tampered, "the store's keys belong to another vault than the pairing offer")
         }
-        let vault = try create(at: location, header: header, masterKey: masterKey, slots: slots, time: time)
+        let vault = try Vault.create(at: location, header: header, masterKey: masterKey, slots: slots, time: time)
         do {
-            try vault.setRemote(url: url, user: user, password: password, transport: transport)
-            let syncKeys = try vault.syncKeys()
+            let engine = SyncEngine(vault: vault, transport: transport)
+            try engine.setRemote(url: url, user: user, password: password)
+            let syncKeys = try engine.syncKeys()
             try vault.update { (_: inout StateManifest) throws(VaultError) in
-                var state = try vault.loadSyncState(syncKeys)
+                var state = try engine.loadSyncState(syncKeys)
                 (state.markEpoch, state.markHash, state.markParent) = mark
-                try vault.saveSyncState(state, syncKeys)
+                try engine.saveSyncState(state, syncKeys)
             }
-            let report = try vault.sync(transport: transport)
+            let report = try engine.sync()
             try? store.delete(name)
             return (vault, report)
         } catch {

@@ -4,7 +4,7 @@ public import VaultCore
 package import VaultCrypto
 internal import VaultHTTP
 
-extension Vault {
+extension SyncEngine {
     /// How long a lease lets its holder refresh: the token request's own
     /// timeout and the writes around it fit well inside.
     static let leaseSeconds: UInt32 = 45
@@ -18,18 +18,18 @@ extension Vault {
     /// it arrived fresh from another machine (nothing to spend); otherwise
     /// takes the store's refresh lease for it and returns nil. Waits while
     /// another machine's lease is active by this machine's observation.
-    func leaseForRefresh(_ name: String, minimumValidity: Double?, transport: any HTTPTransport, timeout: Double)
+    func leaseForRefresh(_ name: String, minimumValidity: Double?, timeout: Double)
         throws(VaultError) -> Grant?
     {
         let keys = try syncKeys()
-        let store = try Vault.store(for: try loadSyncState(keys), transport: transport, timeout: timeout)
-        let deadline = Monotonic.seconds() + Vault.leaseWait
+        let store = try store(for: try loadSyncState(keys), timeout: timeout)
+        let deadline = Monotonic.seconds() + SyncEngine.leaseWait
         while true {
-            _ = try sync(transport: transport, timeout: timeout)
-            let grant = try load(name)
-            if let minimumValidity, usable(grant, minimumValidity) { return grant }
-            let id = try read { (_: StateManifest) throws(VaultError) in
-                try findRow(nameHash: try self.keys.nameHash(name), deleted: false)?.id
+            _ = try sync(timeout: timeout)
+            let grant = try vault.load(name)
+            if let minimumValidity, vault.usable(grant, minimumValidity) { return grant }
+            let id = try vault.read { (_: StateManifest) throws(VaultError) in
+                try vault.findRow(nameHash: try vault.keys.nameHash(name), deleted: false)?.id
             }
             guard let id else { throw VaultError(.notFound, "grant '\(name)' not found") }
             let outcome = try takeLease(id, store: store, keys: keys)
@@ -69,12 +69,12 @@ extension Vault {
         let id = try wrap { () throws(CryptoError) in try Random.bytes(4) }.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
         next.leases =
             active.filter { $0.record != record }
-            + [.init(record: record, device: state.device, id: id, seconds: Vault.leaseSeconds)]
+            + [.init(record: record, device: state.device, id: id, seconds: SyncEngine.leaseSeconds)]
         let bytes = try next.encoded(with: keys)
         let precondition = object.etag.map(ObjectStore.Precondition.matches) ?? .none
         guard
             try storeCall({ () throws(ObjectStore.Failure) in
-                try store.put(Vault.rootName, bytes, precondition: precondition)
+                try store.put(SyncEngine.rootName, bytes, precondition: precondition)
             })
                 == .stored
         else { return .changed }
@@ -82,12 +82,12 @@ extension Vault {
         // Read back now, and again a moment later: a store may evaluate
         // If-Match for two writers before either writes, and the second
         // write then lands after the first writer's check.
-        for pause in [0, Vault.leaseSettle] {
+        for pause in [0, SyncEngine.leaseSettle] {
             usleep(pause)
-            let check = try storeCall { () throws(ObjectStore.Failure) in try store.get(Vault.rootName) }
+            let check = try storeCall { () throws(ObjectStore.Failure) in try store.get(SyncEngine.rootName) }
             guard let check, try SyncRoot.hash(check.bytes) == newHash else { return .changed }
         }
-        try update { (_: inout StateManifest) throws(VaultError) in
+        try vault.update { (_: inout StateManifest) throws(VaultError) in
             var s = try loadSyncState(keys)
             s.markEpoch = next.epoch
             s.markHash = newHash
@@ -97,7 +97,7 @@ extension Vault {
         // Too much of the lease went on taking it: the refresh might outlast
         // it. Take a new one.
         let used = Monotonic.seconds() - start
-        guard used + TokenRefresher.requestTimeout + 10 < Double(Vault.leaseSeconds) else { return .changed }
+        guard used + TokenRefresher.requestTimeout + 10 < Double(SyncEngine.leaseSeconds) else { return .changed }
         return .taken
     }
 }

@@ -25,15 +25,15 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
     }
 
     public func prepare(_ need: RefreshNeed, grant: Grant, in vault: Vault) throws(VaultError) -> RefreshDecision {
-        guard vault.syncConfigured else { return .proceed }
+        let engine = SyncEngine(vault: vault, transport: transport, storeTimeout: storeBound)
+        guard engine.isConfigured else { return .proceed }
         // Two machines refreshing a grant whose refresh token does not
         // rotate both succeed (Google's do not rotate): no need to wait
         // for the store. Unknown (never refreshed here) counts as rotating.
         if grant.refreshTokenRotates == false { return .proceed }
         do {
-            let arrived = try vault.leaseForRefresh(
-                need.name, minimumValidity: need.force ? nil : need.minimumValidity, transport: transport,
-                timeout: storeBound)
+            let arrived = try engine.leaseForRefresh(
+                need.name, minimumValidity: need.force ? nil : need.minimumValidity, timeout: storeBound)
             return arrived.map(RefreshDecision.fresh) ?? .proceed
         } catch {
             // The store is away or failing: refresh here, push later. A
@@ -44,9 +44,10 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
     }
 
     public func finish(_ need: RefreshNeed, refused: Bool, in vault: Vault) -> Grant? {
-        guard vault.syncConfigured else { return nil }
+        let engine = SyncEngine(vault: vault, transport: transport, storeTimeout: storeBound)
+        guard engine.isConfigured else { return nil }
         // Send the new tokens now; a failure leaves them for the next sync.
-        _ = try? vault.sync(transport: transport, timeout: storeBound)
+        _ = try? engine.sync()
         guard refused, let pulled = try? vault.load(need.name), !need.force,
             vault.usable(pulled, need.minimumValidity)
         else { return nil }

@@ -19,16 +19,16 @@ struct VaultStoreTests {
     func keyslotKinds() throws {
         let store = try makeVault()
         let secret = try TestKeys.keyfileSecret(9)
-        let number = try store.addKeyslot(.secretService(secret))
-        #expect(try store.keyslots().map(\.kind) == [.keyfile, .secretService])
+        let number = try store.keyslots.add(.secretService(secret))
+        #expect(try store.keyslots.list().map(\.kind) == [.keyfile, .secretService])
         // The same 32 bytes as a key file do not open a Secret Service slot.
         #expect { try Vault.open(at: dir.location, key: .keyfile(secret)) } throws: {
             ($0 as? VaultError)?.code == .wrongKey
         }
-        #expect(try Vault.open(at: dir.location, key: .secretService(secret)).keyslots().count == 2)
-        try store.removeKeyslot(1)
-        #expect { try store.removeKeyslot(number) } throws: { ($0 as? VaultError)?.code == .invalidInput }
-        #expect { try store.removeKeyslot(7) } throws: { ($0 as? VaultError)?.code == .notFound }
+        #expect(try Vault.open(at: dir.location, key: .secretService(secret)).keyslots.list().count == 2)
+        try store.keyslots.remove(1)
+        #expect { try store.keyslots.remove(number) } throws: { ($0 as? VaultError)?.code == .invalidInput }
+        #expect { try store.keyslots.remove(7) } throws: { ($0 as? VaultError)?.code == .notFound }
         #expect { try Vault.open(at: dir.location, key: .keyfile(TestKeys.keyfileSecret())) } throws: {
             ($0 as? VaultError)?.code == .wrongKey
         }
@@ -107,7 +107,7 @@ struct VaultStoreTests {
         let store = try makeVault(TestKeys.passphrase("old passphrase"))
         try store.save(TestKeys.grant(), as: "work")
         let before = try store.allRows().map(\.ciphertext)
-        try store.changePassphrase(to: TestKeys.passphrase("new passphrase"), kdf: .minimum)
+        try store.keyslots.changePassphrase(to: TestKeys.passphrase("new passphrase"), kdf: .minimum)
         #expect(try store.allRows().map(\.ciphertext) == before)
         #expect { try Vault.open(at: dir.location, key: TestKeys.passphrase("old passphrase")) } throws: {
             ($0 as? VaultError)?.code == .wrongKey
@@ -131,7 +131,7 @@ struct VaultStoreTests {
         #expect { try Vault.open(at: dir.location, key: .keyfile(TestKeys.keyfileSecret())) } throws: {
             ($0 as? VaultError)?.reason == "this vault has no key file slot; it opens with a passphrase"
         }
-        try store.addKeyfileSlot(TestKeys.keyfileSecret())
+        try store.keyslots.addKeyfile(TestKeys.keyfileSecret())
         _ = try Vault.open(at: dir.location, key: .keyfile(TestKeys.keyfileSecret()))
         #expect { try Vault.open(at: dir.location, key: .keyfile(TestKeys.keyfileSecret(1))) } throws: {
             ($0 as? VaultError)?.reason == "the key file does not open this vault"

@@ -52,7 +52,7 @@ extension Commands {
         case "list":
             _ = try ctx.positionals("list")
             let store = try ctx.openVault()
-            let slots = try vault { () throws(VaultError) in try store.keyslots() }
+            let slots = try vault { () throws(VaultError) in try store.keyslots.list() }
             if ctx.json {
                 try ctx.printJSON(
                     slots.map {
@@ -89,7 +89,7 @@ extension Commands {
                 }
                 let number: Int64
                 do throws(VaultError) {
-                    number = try store.addKeyslot(.keyfile(secret))
+                    number = try store.keyslots.add(.keyfile(secret))
                 } catch {
                     Keyfile.discard(path: path)
                     throw CLIError(error)
@@ -106,7 +106,7 @@ extension Commands {
                     let secret = try Keyfile.generate()
                     try SecretService.store(secret, vaultID: id)
                     do throws(VaultError) {
-                        return try store.addKeyslot(.secretService(secret))
+                        return try store.keyslots.add(.secretService(secret))
                     } catch {
                         _ = try? SecretService.clear(vaultID: id)
                         throw error
@@ -116,7 +116,7 @@ extension Commands {
                     "added keyslot \(number): the Secret Service opens the vault while your keyring is unlocked")
             default:
                 let key = try ctx.unlockSources.newPassphrase(prefix: "VAULT_NEW", fileFlag: nil)
-                let number = try vault { () throws(VaultError) in try store.addKeyslot(key, kdf: kdf) }
+                let number = try vault { () throws(VaultError) in try store.keyslots.add(key, kdf: kdf) }
                 ctx.console.info("added keyslot \(number): the new passphrase opens the vault")
             }
             return .ok
@@ -126,8 +126,9 @@ extension Commands {
                 throw CLIError.usage("SLOT must be a slot number from 'vault keyslot list'", command: "keyslot")
             }
             let store = try ctx.openVaultDirectly()
-            let kind = try vault { () throws(VaultError) in try store.keyslots() }.first { $0.number == number }?.kind
-            try vault { () throws(VaultError) in try store.removeKeyslot(number) }
+            let kind = try vault { () throws(VaultError) in try store.keyslots.list() }.first { $0.number == number }?
+                .kind
+            try vault { () throws(VaultError) in try store.keyslots.remove(number) }
             if kind == .secretService && SecretService.usable(environment: ctx.environment) {
                 let id = store.vaultID
                 do throws(VaultError) { try SecretService.clear(vaultID: id) } catch {

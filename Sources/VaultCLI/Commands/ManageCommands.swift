@@ -75,7 +75,7 @@ extension Commands {
         let store = try ctx.openVaultDirectly()
         let key = try ctx.unlockSources.newPassphrase(
             prefix: "VAULT_NEW", fileFlag: ctx.arguments.value("new-passphrase-file"))
-        try vault { () throws(VaultError) in try store.changePassphrase(to: key, kdf: kdf) }
+        try vault { () throws(VaultError) in try store.keyslots.changePassphrase(to: key, kdf: kdf) }
         ctx.console.info("changed the passphrase")
         return .ok
     }

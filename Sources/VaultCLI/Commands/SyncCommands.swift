@@ -84,11 +84,12 @@ extension Commands {
         let words = ctx.arguments.positionals
         if words.isEmpty {
             let store = try ctx.openVaultDirectly()
-            guard store.syncConfigured else {
+            let engine = try ctx.syncEngine(store)
+            guard try ctx.syncEngine(store).isConfigured else {
                 ctx.console.info("no store is set; set one with 'vault remote set URL'")
                 return .ok
             }
-            let d = try vault { () throws(VaultError) in try store.remoteDescription() }
+            let d = try vault { () throws(VaultError) in try engine.remoteDescription() }
             ctx.console.out(d.url + (d.user.map { " (user \($0))" } ?? ""))
             if !d.preconditions { ctx.console.info("this store ignores If-Match; lost updates are repaired") }
             return .ok
@@ -98,8 +99,9 @@ extension Commands {
         let user = ctx.arguments.value("user")
         let password = try ctx.storePassword(user: user)
         let store = try ctx.openVaultDirectly()
+        let engine = try ctx.syncEngine(store)
         try vault { () throws(VaultError) in
-            try store.setRemote(url: url, user: user, password: password, transport: ctx.transport)
+            try engine.setRemote(url: url, user: user, password: password)
         }
         ctx.console.info("this vault syncs with \(url); run 'vault sync'")
         return .ok
@@ -134,7 +136,8 @@ extension Commands {
             }
         }
         let store = try ctx.openVaultDirectly()
-        let report = try vault { () throws(VaultError) in try store.sync(transport: ctx.transport) }
+        let engine = try ctx.syncEngine(store)
+        let report = try vault { () throws(VaultError) in try engine.sync() }
         try ctx.printSyncReport(report)
         return .ok
     }
@@ -179,14 +182,14 @@ extension Commands {
             }
             let text = code.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
             (_, report) = try vault { () throws(VaultError) in
-                try Vault.join(
+                try SyncEngine.join(
                     at: location, url: url, user: user, password: password, pairingCode: text,
                     transport: ctx.transport, time: ctx.time)
             }
         } else {
             let (key, _, _) = try ctx.unlockSources.key()
             (_, report) = try vault { () throws(VaultError) in
-                try Vault.join(
+                try SyncEngine.join(
                     at: location, url: url, user: user, password: password, key: key, transport: ctx.transport,
                     time: ctx.time)
             }
@@ -210,7 +213,8 @@ extension Commands {
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         _ = try ctx.positionals()
         let store = try ctx.openVaultDirectly()
-        let code = try vault { () throws(VaultError) in try store.createPairingOffer(transport: ctx.transport) }
+        let engine = try ctx.syncEngine(store)
+        let code = try vault { () throws(VaultError) in try engine.createPairingOffer() }
         var bytes = Array((code + "\n").utf8)
         Console.writeAll(&bytes, fd: 1)
         secureZero(&bytes)
@@ -239,17 +243,18 @@ extension Commands {
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         let words = ctx.arguments.positionals
         let store = try ctx.openVaultDirectly()
+        let engine = try ctx.syncEngine(store)
         if words.first == "resolve" {
             let name = try ctx.grantName(try ctx.positionals("resolve", "NAME")[1])
             guard let keep = ctx.arguments.value("keep"), keep == "current" || keep == "other" else {
                 throw CLIError.usage("--keep must be current or other", command: "conflicts")
             }
-            try vault { () throws(VaultError) in try store.resolveConflict(name, keepOther: keep == "other") }
+            try vault { () throws(VaultError) in try engine.resolveConflict(name, keepOther: keep == "other") }
             ctx.console.info("kept the \(keep) side of '\(name)'; 'vault sync' sends the choice")
             return .ok
         }
         if let word = words.first { throw CLIError.usage("unknown action '\(word)'", command: "conflicts") }
-        let conflicts = try vault { () throws(VaultError) in try store.syncConflicts() }
+        let conflicts = try vault { () throws(VaultError) in try engine.syncConflicts() }
         let now = ctx.time.now()
         func describe(_ g: Grant?) -> String {
             guard let g else { return "removed" }
