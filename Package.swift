@@ -31,7 +31,7 @@ let package = Package(
         .target(name: "VaultSync", dependencies: ["VaultCore", "VaultCrypto", "VaultHTTP"]),
         .target(name: "VaultAgent", dependencies: ["VaultCore", "VaultSync", "VaultCrypto", "VaultHTTP", "CPlatform"]),
         // The library product: one import for apps.
-        .target(name: "VaultKit", dependencies: ["VaultCore", "VaultSync", "VaultAgent"]),
+        .target(name: "VaultKit", dependencies: ["VaultCore", "VaultSync", "VaultAgent", "VaultHTTP", "VaultCrypto"]),
         .target(
             name: "VaultCLI",
             dependencies: ["VaultCore", "VaultSync", "VaultAgent", "VaultCrypto", "VaultHTTP", "CPlatform"]),

@@ -134,7 +134,7 @@ struct Context {
 
     /// A grant name from the command line; invalid names are usage errors.
     func grantName(_ name: String) throws(CLIError) -> String {
-        do { try GrantName.validate(name) } catch {
+        do { try GrantName.validateForCommandLine(name) } catch {
             throw CLIError("invalid grant name '\(name)'", hint: error.hint, exitCode: .usage)
         }
         return name

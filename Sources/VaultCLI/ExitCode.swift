@@ -33,7 +33,7 @@ struct CLIError: Error {
         let code: ExitCode
         switch error.code {
         case .wrongKey, .locked: code = .locked
-        case .busy, .transient: code = .transient
+        case .busy, .transient, .cancelled: code = .transient
         case .dead: code = .dead
         case .notFound, .alreadyExists, .invalidInput, .noVault, .damaged, .tampered, .unsupported, .io,
             .insecurePath, .internalError, .refused, .badResponse, .timedOut:

@@ -89,6 +89,14 @@ public struct Grant: Equatable, Sendable {
         return refreshToken != nil ? .refreshable : .expired
     }
 
+    /// True when the grant has an access token with more than
+    /// `minimumValidity` seconds left at `now` and was not refused.
+    public func isUsable(minimumValidity: TimeInterval = Grant.freshnessMargin, at now: Date) -> Bool {
+        guard !dead, accessToken != nil || tokenSecret != nil else { return false }
+        guard let expiresAt else { return true }
+        return expiresAt.timeIntervalSince(now) > minimumValidity
+    }
+
     /// GTMAppAuth's `canAuthorize`: a usable access token or a refresh
     /// token, and not marked dead.
     public func canAuthorize(at now: Date) -> Bool {

@@ -46,6 +46,16 @@ public final class Vault {
         return key
     }
 
+    /// Another handle on this vault with its own SQLite connection and the
+    /// same keys: for another thread (a `Vault` is used by one at a time).
+    package func sibling() throws(VaultError) -> Vault {
+        let other = Vault(
+            location: location, database: try Vault.connect(location.databasePath), header: header, keys: keys,
+            time: time)
+        other.refreshCoordinator = refreshCoordinator
+        return other
+    }
+
     /// True when a vault file exists at `location`.
     public static func exists(at location: VaultLocation) -> Bool {
         FileSystem.exists(location.databasePath)

@@ -28,6 +28,8 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
         case dead = "vault.dead"
         // The environment.
         case busy = "vault.busy"
+        /// The calling task was cancelled before the work began; nothing changed.
+        case cancelled = "vault.cancelled"
         case io = "vault.io"
         case insecurePath = "vault.insecure_path"
         case internalError = "vault.internal"

@@ -5,7 +5,7 @@ internal import VaultCrypto
 /// HTTP over libcurl: TLS verification always on, http and https only,
 /// timeouts, a redirect limit, a response size cap, and proxy variables
 /// (`https_proxy`, `no_proxy`, ...) honoured as libcurl does.
-public struct CurlTransport: HTTPTransport {
+public struct CurlTransport: HTTPTransport, Sendable {
     /// A CA bundle to trust instead of the system's (`SSL_CERT_FILE`).
     public var caBundle: String?
     /// The User-Agent header.

@@ -77,11 +77,23 @@ struct VaultStoreTests {
     }
 
     @Test(
-        "invalid names are refused",
-        arguments: ["", "-x", ".hidden", "a/b", "with space", String(repeating: "a", count: 65), "naïve"])
+        "names are the app's keys: empty, control characters and over 512 bytes are refused",
+        arguments: ["", "a\u{1b}[2Jb", "line\nbreak", "nul\u{0}", "c1\u{85}", String(repeating: "a", count: 513)])
     func invalidNames(name: String) throws {
         let store = try makeVault()
         #expect { try store.save(TestKeys.grant(), as: name) } throws: { ($0 as? VaultError)?.code == .invalidInput }
+    }
+
+    @Test(
+        "any other name is stored and found again, whatever the command line allows",
+        arguments: [
+            "-x", ".hidden", "ada@example.com/gmail", "with space", "naïve", String(repeating: "a", count: 512),
+        ])
+    func libraryNames(name: String) throws {
+        let store = try makeVault()
+        try store.save(TestKeys.grant(), as: name)
+        #expect(try store.load(name).accessToken == "ya29.sample")
+        #expect(throws: VaultError.self) { try GrantName.validateForCommandLine(name) }
     }
 
     @Test("canAuthorize follows GTMAppAuth: usable access token or refresh token, and not dead")

@@ -1,3 +1,4 @@
+internal import Foundation
 public import VaultCrypto
 public import VaultHTTP
 
@@ -12,8 +13,11 @@ public final class FakeTransport: HTTPTransport, @unchecked Sendable {
         public let body: String
     }
 
-    public private(set) var requests: [Recorded] = []
+    /// The requests sent so far.
+    public var requests: [Recorded] { lock.withLock { recorded } }
+    private var recorded: [Recorded] = []
     private var answers: [(Int, String, [(String, String)])]
+    private let lock = NSLock()
 
     /// Answers in order: status, body, headers.
     public init(_ answers: [(Int, String, [(String, String)])]) { self.answers = answers }
@@ -22,9 +26,11 @@ public final class FakeTransport: HTTPTransport, @unchecked Sendable {
         var headers: [String: String] = [:]
         for h in request.headers { headers[h.name.lowercased()] = h.value }
         let body = request.body.map { $0.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } } ?? ""
-        requests.append(Recorded(method: request.method, url: request.url, headers: headers, body: body))
-        guard !answers.isEmpty else { throw HTTPError(.network, "no scripted answer left") }
-        let (status, text, answerHeaders) = answers.removeFirst()
+        let next = lock.withLock { () -> (Int, String, [(String, String)])? in
+            recorded.append(Recorded(method: request.method, url: request.url, headers: headers, body: body))
+            return answers.isEmpty ? nil : answers.removeFirst()
+        }
+        guard let (status, text, answerHeaders) = next else { throw HTTPError(.network, "no scripted answer left") }
         let bytes = (try? SecureBytes(copying: Array(text.utf8)))!
         return HTTPResponse(status: status, headers: answerHeaders.map { ($0.0.lowercased(), $0.1) }, body: bytes)
     }

@@ -89,7 +89,7 @@ public struct Provider: Sendable, Equatable {
     /// Builds and checks a provider from a parsed file.
     package init(file f: ProviderFile, source: String) throws(VaultError) {
         guard let name = f.name else { throw VaultError(.invalidInput, "\(source): 'name' is missing") }
-        do { try GrantName.validate(name) } catch {
+        do { try GrantName.validateForCommandLine(name) } catch {
             throw VaultError(.invalidInput, "\(source): invalid name '\(name)'")
         }
         self.name = name

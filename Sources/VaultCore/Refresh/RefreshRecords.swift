@@ -8,9 +8,7 @@ extension Vault {
     /// True when `g` has an access token with more than `minimumValidity`
     /// seconds left by this machine's clock.
     package func usable(_ g: Grant, _ minimumValidity: TimeInterval) -> Bool {
-        guard !g.dead, g.accessToken != nil || g.tokenSecret != nil else { return false }
-        guard let expiry = g.expiresAt else { return true }
-        return expiry.timeIntervalSince(time.now()) > minimumValidity
+        g.isUsable(minimumValidity: minimumValidity, at: time.now())
     }
 
     /// The live grant stored under `name` and its row.

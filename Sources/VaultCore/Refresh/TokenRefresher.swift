@@ -176,6 +176,14 @@ public struct TokenRefresher {
     /// One refresh_token request; the returned grant keeps the old refresh
     /// token only when the provider did not rotate it.
     func refreshed(_ g: Grant, name: String) throws(VaultError) -> Grant {
+        try TokenRefresher.refreshed(g, name: name, transport: transport, now: vault.time.now)
+    }
+
+    /// One refresh_token request for `g`, made with `transport`; nothing is
+    /// stored. For stores other than a vault file (see VaultKit).
+    package static func refreshed(
+        _ g: Grant, name: String, transport: any HTTPTransport, now: () -> Date
+    ) throws(VaultError) -> Grant {
         guard let refreshToken = g.refreshToken else {
             throw VaultError(
                 .dead, "grant '\(name)' has expired and has no refresh token",
@@ -190,7 +198,7 @@ public struct TokenRefresher {
         let response = try client.tokenResponse(
             endpoint, form: [("grant_type", "refresh_token"), ("refresh_token", refreshToken)],
             what: "refreshing '\(name)'", timeout: Self.requestTimeout)
-        let now = vault.time.now()
+        let now = now()
         let fresh = response.grant(provider: g.provider, account: g.account, now: now)
         var next = g
         next.accessToken = fresh.accessToken
@@ -205,6 +213,13 @@ public struct TokenRefresher {
     }
 
     func userinfoStatus(_ endpoint: String, token: String) throws(VaultError) -> Int {
+        try TokenRefresher.userinfoStatus(endpoint, token: token, transport: transport)
+    }
+
+    /// The status of a userinfo request with `token`.
+    package static func userinfoStatus(_ endpoint: String, token: String, transport: any HTTPTransport)
+        throws(VaultError) -> Int
+    {
         var request = HTTPRequest(
             method: "GET", url: endpoint,
             headers: [("Authorization", "Bearer \(token)"), ("Accept", "application/json")])

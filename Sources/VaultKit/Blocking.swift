@@ -1,0 +1,21 @@
+internal import Dispatch
+public import VaultCore
+
+/// Runs blocking work (SQLite, Argon2id, libcurl) on a Dispatch thread, off
+/// Swift's cooperative pool, and resumes the caller with its result. A task
+/// cancelled before the work starts gets `CancellationError` as a
+/// `VaultError` of code `cancelled` instead.
+func blocking<R: Sendable>(_ work: @escaping @Sendable () throws(VaultError) -> R) async throws(VaultError) -> R {
+    if Task.isCancelled { throw VaultError.cancelled }
+    let result: Result<R, VaultError> = await withCheckedContinuation { continuation in
+        DispatchQueue.global().async {
+            continuation.resume(returning: Result { () throws(VaultError) in try work() })
+        }
+    }
+    return try result.get()
+}
+
+extension VaultError {
+    /// The task was cancelled before the work began; nothing changed.
+    static var cancelled: VaultError { VaultError(.cancelled, "cancelled before it began; nothing changed") }
+}

@@ -1,0 +1,192 @@
+public import FoundationEssentials
+public import VaultCore
+public import VaultHTTP
+
+/// What happened to a grant, for apps that watch (AppAuth's state-change
+/// and error delegates).
+public enum GrantEvent: Sendable, Equatable {
+    /// The grant was refreshed; `rotated` when the provider issued a new
+    /// refresh token (already saved).
+    case refreshed(name: String, rotated: Bool)
+    /// The provider refused the grant; it is marked dead and kept.
+    case refused(name: String, oauthError: String?)
+}
+
+/// Fresh tokens from a `GrantStore`: GTMAppAuth's
+/// `performActionWithFreshTokens`, `authorizeRequest` and validity check.
+///
+/// The usual way in: open a `VaultGrantStore`, make one session over it,
+/// and ask it for tokens from any task. Concurrent tasks asking for one
+/// grant share one refresh (and the store makes that hold across
+/// processes); `events` tells an app when grants are refreshed or refused.
+public final class TokenSession: Sendable {
+    /// Where the grants are kept.
+    public let store: any GrantStore
+    /// How requests reach providers.
+    public let transport: any HTTPTransport & Sendable
+    /// Refreshes and refusals, as they happen.
+    public let events: AsyncStream<GrantEvent>
+
+    private let continuation: AsyncStream<GrantEvent>.Continuation
+    private let inFlight = InFlight()
+
+    /// Creates a session over `store`.
+    public init(store: any GrantStore, transport: any HTTPTransport & Sendable = CurlTransport()) {
+        self.store = store
+        self.transport = transport
+        (events, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(256))
+    }
+
+    deinit { continuation.finish() }
+
+    /// A grant with more than `minimumValidity` seconds of access token left,
+    /// refreshed first when needed. Tasks asking for the same grant at once
+    /// share one refresh; a cancelled task stops waiting, while the refresh
+    /// others share goes on (a refresh token once sent must be stored).
+    public func freshGrant(
+        _ name: String, minimumValidity: Double = Grant.freshnessMargin, forceRefresh: Bool = false
+    ) async throws(VaultError) -> FreshGrant {
+        if Task.isCancelled { throw VaultError.cancelled }
+        let key = InFlight.Key(name: name, minimumValidity: minimumValidity, force: forceRefresh)
+        let task = await inFlight.task(for: key) { [store, transport, continuation] in
+            let before = try? await store.retrieve(name)
+            let result = await Result(catching: { () async throws(VaultError) in
+                try await store.freshGrant(
+                    name, minimumValidity: minimumValidity, forceRefresh: forceRefresh, transport: transport)
+            })
+            switch result {
+            case .success(let fresh) where fresh.refreshed:
+                let rotated = before?.refreshToken.map { $0 != fresh.grant.refreshToken } ?? false
+                continuation.yield(.refreshed(name: name, rotated: rotated))
+            case .failure(let error) where error.code == .dead && error.oauthError != nil:
+                continuation.yield(.refused(name: name, oauthError: error.oauthError))
+            default:
+                break
+            }
+            return result
+        }
+        // Wait for the shared refresh, or stop waiting when this task is
+        // cancelled: the refresh itself goes on for the others.
+        let waiter = Waiter()
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation {
+                (continuation: CheckedContinuation<Result<FreshGrant, VaultError>, Never>) in
+                waiter.wait(continuation)
+                Task { waiter.resume(await task.value) }
+            }
+        } onCancel: {
+            waiter.resume(.failure(VaultError.cancelled))
+        }
+        await inFlight.finished(key, task)
+        return try result.get()
+    }
+
+    /// GTMAppAuth's `authorizeRequest`: adds `Authorization: Bearer` with a
+    /// fresh token of `name`. Refuses to send a token over plain http to
+    /// anything but a loopback address.
+    public func authorize(_ request: inout HTTPRequest, with name: String) async throws(VaultError) {
+        do { try URLPolicy.check(request.url) } catch { throw VaultError(.invalidInput, error.reason) }
+        let grant = try await freshGrant(name).grant
+        guard let token = grant.accessToken else {
+            throw VaultError(.invalidInput, "grant '\(name)' holds no OAuth 2.0 access token")
+        }
+        request.headers.removeAll { $0.name.lowercased() == "authorization" }
+        request.headers.append(("Authorization", "Bearer \(token)"))
+    }
+
+    /// GTMAppAuth's validity check: calls the provider's userinfo endpoint
+    /// with a fresh token. A 401 after a refresh marks the grant dead;
+    /// network errors and 5xx change nothing.
+    public func check(_ name: String) async throws(VaultError) -> GrantCheck {
+        var fresh = try await freshGrant(name)
+        guard let endpoint = fresh.grant.providerConfiguration?.userinfoEndpoint else {
+            throw VaultError(.invalidInput, "grant '\(name)' has no userinfo endpoint to check it against")
+        }
+        while true {
+            let token = fresh.grant.accessToken ?? ""
+            let status = try await blocking { [transport] () throws(VaultError) in
+                try TokenRefresher.userinfoStatus(endpoint, token: token, transport: transport)
+            }
+            switch status {
+            case 200..<300:
+                return .live(account: fresh.grant.account)
+            case 401 where !fresh.refreshed:
+                fresh = try await freshGrant(name, forceRefresh: true)
+            case 401:
+                var dead = try await store.retrieve(name)
+                dead.dead = true
+                dead.deadReason = "invalid_token"
+                try await store.save(dead, as: name)
+                continuation.yield(.refused(name: name, oauthError: "invalid_token"))
+                throw VaultError(
+                    .dead,
+                    "grant '\(name)' is no longer accepted by the provider (userinfo answered 401 after a refresh)",
+                    oauthError: "invalid_token")
+            case 500...599, 429:
+                throw VaultError(.transient, "the userinfo endpoint answered HTTP \(status)")
+            default:
+                throw VaultError(.badResponse, "the userinfo endpoint answered HTTP \(status)")
+            }
+        }
+    }
+}
+
+/// One waiter's continuation, resumed once: by the result or by
+/// cancellation, whichever comes first.
+private final class Waiter: @unchecked Sendable {
+    private let mutex = PoolMutex()
+    private var continuation: CheckedContinuation<Result<FreshGrant, VaultError>, Never>?
+    private var early: Result<FreshGrant, VaultError>?
+    private var done = false
+
+    func wait(_ c: CheckedContinuation<Result<FreshGrant, VaultError>, Never>) {
+        let ready = mutex.locked { () -> Result<FreshGrant, VaultError>? in
+            if let early {
+                done = true
+                return early
+            }
+            continuation = c
+            return nil
+        }
+        if let ready { c.resume(returning: ready) }
+    }
+
+    func resume(_ result: Result<FreshGrant, VaultError>) {
+        let c = mutex.locked { () -> CheckedContinuation<Result<FreshGrant, VaultError>, Never>? in
+            guard !done else { return nil }
+            guard let c = continuation else {
+                if early == nil { early = result }
+                return nil
+            }
+            done = true
+            continuation = nil
+            return c
+        }
+        c?.resume(returning: result)
+    }
+}
+
+/// The refreshes under way in one session, so that concurrent tasks share
+/// them.
+private actor InFlight {
+    struct Key: Hashable {
+        var name: String
+        var minimumValidity: Double
+        var force: Bool
+    }
+
+    private var tasks: [Key: Task<Result<FreshGrant, VaultError>, Never>] = [:]
+
+    func task(
+        for key: Key, start: @escaping @Sendable () async -> Result<FreshGrant, VaultError>
+    ) -> Task<Result<FreshGrant, VaultError>, Never> {
+        if let running = tasks[key] { return running }
+        let task = Task { await start() }
+        tasks[key] = task
+        return task
+    }
+
+    func finished(_ key: Key, _ task: Task<Result<FreshGrant, VaultError>, Never>) {
+        if tasks[key] == task { tasks[key] = nil }
+    }
+}

@@ -1,0 +1,163 @@
+public import FoundationEssentials
+internal import Glibc
+public import VaultAgent
+public import VaultCore
+public import VaultHTTP
+public import VaultSync
+
+/// A `GrantStore` over a vault file: grants encrypted at rest, shared with
+/// the `vault` command line and every other process of the user.
+///
+/// This is the entry point for apps. Every operation runs on a Dispatch
+/// thread with a SQLite connection of its own, never on Swift's cooperative
+/// pool; a refresh holds only that grant's lock, so one slow provider delays
+/// only its own grant, and one refresh at a time per grant holds across
+/// tasks, processes and (when the vault syncs) machines.
+public final class VaultGrantStore: GrantStore, @unchecked Sendable {
+    /// Where the vault lives.
+    public let location: VaultLocation
+    private let makeHandle: @Sendable () throws(VaultError) -> Vault
+    private let mutex = PoolMutex()
+    private var idle: [Vault] = []
+
+    private init(location: VaultLocation, first: Vault, makeHandle: @escaping @Sendable () throws(VaultError) -> Vault)
+    {
+        self.location = location
+        self.makeHandle = makeHandle
+        idle = [first]
+    }
+
+    /// Opens the vault at `location` with `key` (a passphrase costs one
+    /// Argon2id, off the cooperative pool).
+    public static func open(at location: VaultLocation, key: KeySource) async throws(VaultError) -> VaultGrantStore {
+        let key = UncheckedKey(key: key)
+        return try await blocking { () throws(VaultError) in
+            let vault = try Vault.open(at: location, key: key.key)
+            return VaultGrantStore(
+                location: location, first: vault,
+                makeHandle: { [vault = UncheckedVault(vault)] () throws(VaultError) in try vault.vault.sibling() })
+        }
+    }
+
+    /// Creates a new vault at `location` unlocked by `key`.
+    public static func create(at location: VaultLocation, key: KeySource, kdf: KDFParameters = .default)
+        async throws(VaultError) -> VaultGrantStore
+    {
+        let key = UncheckedKey(key: key)
+        return try await blocking { () throws(VaultError) in
+            let vault = try Vault.create(at: location, key: key.key, kdf: kdf)
+            return VaultGrantStore(
+                location: location, first: vault,
+                makeHandle: { [vault = UncheckedVault(vault)] () throws(VaultError) in try vault.vault.sibling() })
+        }
+    }
+
+    /// Opens the vault through the user's running agent (`vault agent`),
+    /// which holds it unlocked and never hands out its key; `locked` when
+    /// no agent holds this vault.
+    public static func openThroughAgent(at location: VaultLocation, environment: [String: String])
+        async throws(VaultError) -> VaultGrantStore
+    {
+        try await blocking { () throws(VaultError) in
+            guard let paths = AgentPaths.resolve(environment: environment, location: location) else {
+                throw VaultError(.locked, "no agent runtime directory (XDG_RUNTIME_DIR) for this vault")
+            }
+            let connect: @Sendable () throws(VaultError) -> Vault = { () throws(VaultError) in
+                let client = try AgentClient.connect(paths)
+                guard let vault = try Vault.open(at: location, agent: client) else {
+                    throw VaultError(.locked, "the agent does not hold this vault unlocked")
+                }
+                return vault
+            }
+            return VaultGrantStore(location: location, first: try connect(), makeHandle: connect)
+        }
+    }
+
+    // MARK: GrantStore
+
+    public func save(_ grant: Grant, as name: String) async throws(VaultError) {
+        try await withHandle { (vault: Vault) throws(VaultError) in _ = try vault.save(grant, as: name) }
+    }
+
+    public func retrieve(_ name: String) async throws(VaultError) -> Grant {
+        try await withHandle { (vault: Vault) throws(VaultError) in try vault.load(name) }
+    }
+
+    public func remove(_ name: String) async throws(VaultError) {
+        try await withHandle { (vault: Vault) throws(VaultError) in try vault.remove(name) }
+    }
+
+    public func names() async throws(VaultError) -> [String] {
+        try await withHandle { (vault: Vault) throws(VaultError) in
+            try vault.list(secrets: false).grants.map(\.name).sorted()
+        }
+    }
+
+    public func freshGrant(
+        _ name: String, minimumValidity: Double, forceRefresh: Bool, transport: any HTTPTransport & Sendable
+    ) async throws(VaultError) -> FreshGrant {
+        try await withHandle { (vault: Vault) throws(VaultError) in
+            // A vault opened through the agent keeps the agent's coordinator;
+            // one opened here coordinates through its sync store, if any.
+            let coordinator: (any RefreshCoordinator)? =
+                vault.isThroughAgent ? nil : SyncRefreshCoordinator(transport: transport)
+            return try TokenRefresher(vault: vault, transport: transport, coordinator: coordinator)
+                .freshGrant(name, minimumValidity: minimumValidity, forceRefresh: forceRefresh)
+        }
+    }
+
+    /// Revokes the grant at the provider (RFC 7009), then removes it.
+    public func revokeAndRemove(_ name: String, transport: any HTTPTransport & Sendable) async throws(VaultError)
+        -> Revocation
+    {
+        try await withHandle { (vault: Vault) throws(VaultError) in
+            try TokenRefresher(vault: vault, transport: transport).revokeAndRemove(name)
+        }
+    }
+
+    // MARK: Handles
+
+    /// Runs `body` on a Dispatch thread with a vault handle no other thread
+    /// uses meanwhile.
+    private func withHandle<R: Sendable>(_ body: @escaping @Sendable (Vault) throws(VaultError) -> R)
+        async throws(VaultError) -> R
+    {
+        try await blocking { [self] () throws(VaultError) in
+            let vault = try checkOut()
+            defer { checkIn(vault) }
+            return try body(vault)
+        }
+    }
+
+    private func checkOut() throws(VaultError) -> Vault {
+        if let vault = mutex.locked({ idle.popLast() }) { return vault }
+        return try makeHandle()
+    }
+
+    private func checkIn(_ vault: Vault) {
+        mutex.locked {
+            // A few idle connections are enough; the rest are closed.
+            if idle.count < 8 { idle.append(vault) }
+        }
+    }
+}
+
+/// A key passed to a Dispatch thread once (its secure memory is not shared).
+private struct UncheckedKey: @unchecked Sendable { let key: KeySource }
+/// A vault handle used by one thread at a time, under the pool's mutex.
+private struct UncheckedVault: @unchecked Sendable {
+    let vault: Vault
+    init(_ vault: Vault) { self.vault = vault }
+}
+
+/// A pthread mutex for the handle pool.
+final class PoolMutex: @unchecked Sendable {
+    private var mutex = pthread_mutex_t()
+    init() { pthread_mutex_init(&mutex, nil) }
+    deinit { pthread_mutex_destroy(&mutex) }
+    func locked<R>(_ body: () throws -> R) rethrows -> R {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        return try body()
+    }
+}
