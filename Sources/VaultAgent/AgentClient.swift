@@ -1,7 +1,7 @@
 public import FoundationEssentials
 internal import Glibc
 public import VaultCore
-package import VaultCrypto
+internal import VaultCrypto
 public import VaultSync
 
 /// A client of the running agent of one vault.
@@ -63,7 +63,7 @@ public final class AgentClient {
     }
 
     /// A fresh access token, refreshed by the agent when needed; the same
-    /// rules and errors as `Vault.freshGrant`.
+    /// rules and errors as `TokenRefresher.freshGrant`.
     public func token(_ name: String, minimumValidity: TimeInterval, forceRefresh: Bool) throws(VaultError)
         -> AgentToken
     {

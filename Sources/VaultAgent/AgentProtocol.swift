@@ -1,6 +1,6 @@
-public import VaultCore
-package import VaultCrypto
-public import VaultSync
+package import VaultCore
+internal import VaultCrypto
+internal import VaultSync
 
 /// The agent's wire protocol, version 1 (docs/agent.md).
 ///

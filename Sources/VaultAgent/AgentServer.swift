@@ -5,7 +5,7 @@ internal import Glibc
 public import VaultCore
 public import VaultCrypto
 public import VaultHTTP
-public import VaultSync
+internal import VaultSync
 
 /// The unlock agent of one vault: holds its keys in secure memory and
 /// answers clients of the same uid over a Unix socket (docs/agent.md).

@@ -1,8 +1,8 @@
 internal import CPlatform
 internal import Glibc
 public import VaultCore
-package import VaultCrypto
-public import VaultSync
+internal import VaultCrypto
+internal import VaultSync
 
 /// Where the agent of one vault listens: `$XDG_RUNTIME_DIR/vault/`, a
 /// directory of mode 0700, holding `agent-ID.sock` and `agent-ID.lock`

@@ -1,4 +1,4 @@
-package import VaultCrypto
+internal import VaultCrypto
 
 /// Argon2id cost of a passphrase keyslot.
 public struct KDFParameters: Equatable, Sendable {

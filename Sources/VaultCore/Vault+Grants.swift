@@ -1,6 +1,6 @@
-package import FoundationEssentials
-public import VaultCrypto
-package import VaultStorage
+internal import FoundationEssentials
+internal import VaultCrypto
+internal import VaultStorage
 
 /// A grant with its name, as listed.
 public struct NamedGrant: Sendable, Equatable {

@@ -1,4 +1,4 @@
-package import FoundationEssentials
+internal import FoundationEssentials
 internal import Glibc
 package import VaultCrypto
 package import VaultStorage

@@ -1,5 +1,5 @@
 internal import Dispatch
-public import VaultCore
+internal import VaultCore
 
 /// Runs blocking work (SQLite, Argon2id, libcurl) on a Dispatch thread, off
 /// Swift's cooperative pool, and resumes the caller with its result. A task

@@ -1,4 +1,4 @@
-public import FoundationEssentials
+internal import FoundationEssentials
 public import VaultCore
 public import VaultHTTP
 

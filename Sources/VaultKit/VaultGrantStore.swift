@@ -1,9 +1,9 @@
-public import FoundationEssentials
+internal import FoundationEssentials
 internal import Glibc
-public import VaultAgent
+internal import VaultAgent
 public import VaultCore
 public import VaultHTTP
-public import VaultSync
+internal import VaultSync
 
 /// A `GrantStore` over a vault file: grants encrypted at rest, shared with
 /// the `vault` command line and every other process of the user.

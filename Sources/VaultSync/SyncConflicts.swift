@@ -1,5 +1,5 @@
 public import VaultCore
-package import VaultCrypto
+internal import VaultCrypto
 
 /// Two sides of concurrent changes to one synced grant.
 public struct SyncConflict: Sendable {

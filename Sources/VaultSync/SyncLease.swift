@@ -1,7 +1,7 @@
 internal import FoundationEssentials
 internal import Glibc
-public import VaultCore
-package import VaultCrypto
+internal import VaultCore
+internal import VaultCrypto
 internal import VaultHTTP
 
 extension SyncEngine {

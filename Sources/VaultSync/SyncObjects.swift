@@ -1,4 +1,4 @@
-public import VaultCore
+package import VaultCore
 package import VaultCrypto
 
 /// The keys of the sync objects (docs/sync.md, "Keys"), derived from the

@@ -1,5 +1,5 @@
-public import VaultCore
-package import VaultCrypto
+internal import VaultCore
+internal import VaultCrypto
 
 /// What a machine remembers about its sync store, kept in the vault file
 /// (meta key `sync`), encrypted under the sync key and bound to the vault:

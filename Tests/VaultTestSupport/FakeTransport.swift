@@ -1,5 +1,5 @@
 internal import Foundation
-public import VaultCrypto
+internal import VaultCrypto
 public import VaultHTTP
 
 /// An HTTP transport that records requests and answers from a script,
