@@ -68,13 +68,13 @@ def forward(opener, url, method, body, headers, drop=()):
         return e.code, e.read(), e.headers.items()
 
 
-def serve_http_until_stdin_closes(handler):
-    """Serves handler on 127.0.0.1 at a free port, prints the port, and
-    returns when stdin closes."""
+def serve_http_until_stdin_closes(handler, port=0):
+    """Serves handler on 127.0.0.1 at port (0: a free one), prints the
+    port, and returns when stdin closes."""
     import sys
     import threading
     from http.server import ThreadingHTTPServer
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
     server.daemon_threads = True
     print(server.server_address[1], flush=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()

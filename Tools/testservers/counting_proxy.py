@@ -9,6 +9,9 @@ UPSTREAM_BASE with the same path, and serves until stdin closes. Control:
   GET /__down     answer every later request by closing the connection
   GET /__up       forward again
   GET /__status/N answer every later request with HTTP N (N=0: forward again)
+  GET /__hold     hold every later token request (counted on arrival) before
+                  forwarding it, until /__release (or 60 s)
+  GET /__release  forward the held token requests, and hold no more
 """
 import json
 import signal
@@ -22,6 +25,8 @@ from common import forward, no_redirect_opener, serve_http_until_stdin_closes
 UPSTREAM = sys.argv[1].rstrip("/")
 LOCK = threading.Lock()
 STATE = {"down": False, "status": 0, "requests": 0, "grant_types": {}}
+RELEASED = threading.Event()
+RELEASED.set()
 OPENER = no_redirect_opener()
 
 
@@ -49,8 +54,12 @@ class Proxy(BaseHTTPRequestHandler):
                 STATE["down"] = path == "/__down"
                 STATE["status"] = int(path.split("/")[-1]) if path.startswith("/__status/") else 0
             return self.answer(200, b"ok")
+        if path in ("/__hold", "/__release"):
+            (RELEASED.clear if path == "/__hold" else RELEASED.set)()
+            return self.answer(200, b"ok")
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
+        grant = None
         with LOCK:
             STATE["requests"] += 1
             if body:
@@ -62,6 +71,8 @@ class Proxy(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(2)
             return
+        if grant:
+            RELEASED.wait(60)
         if forced:
             return self.answer(forced, b"", [("Content-Type", "text/plain")])
         status, payload, rh = forward(OPENER, UPSTREAM + path, self.command, body, self.headers.items())

@@ -10,17 +10,26 @@ stdin closes (so it dies with the test that started it):
   /big/N              N bytes of body
   /slow/S             sleeps S seconds, then answers
   /drop               closes the connection without answering
+  /stall              reads the request and never answers: holds the
+                      connection until the client closes it or the server stops
+  /stalls             JSON: {"arrived": requests that reached /stall,
+                      "open": those whose connection is still held}
   /token?iss=&aud=&nonce=  a token response whose unsigned ID token carries
                       those claims (for ID token checks)
 """
 import base64
 import json
+import select
 import signal
+import socket
 import sys
 import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LOCK = threading.Lock()
+STALLS = {"arrived": 0, "open": 0}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -69,11 +78,35 @@ class Handler(BaseHTTPRequestHandler):
             token = {"access_token": "fixture-access", "token_type": "Bearer", "expires_in": 3600,
                      "id_token": b64({"alg": "none"}) + "." + b64(claims) + ".sig"}
             self.reply(200, json.dumps(token).encode(), [("Content-Type", "application/json")])
+        elif parts[0] == "stall":
+            self.stall()
+        elif parts[0] == "stalls":
+            with LOCK:
+                doc = json.dumps(STALLS).encode()
+            self.reply(200, doc, [("Content-Type", "application/json")])
         elif parts[0] == "drop":
             self.close_connection = True
             self.connection.shutdown(2)
         else:
             self.reply(404, b"not found")
+
+    def stall(self):
+        # Counted on arrival, so a test knows the request got here before it
+        # goes on; "open" drops when the client hangs up (times out, exits).
+        with LOCK:
+            STALLS["arrived"] += 1
+            STALLS["open"] += 1
+        try:
+            while True:
+                readable, _, _ = select.select([self.connection], [], [], 1.0)
+                if readable and not self.connection.recv(4096, socket.MSG_DONTWAIT):
+                    break
+        except OSError:
+            pass
+        finally:
+            with LOCK:
+                STALLS["open"] -= 1
+        self.close_connection = True
 
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = handle_any
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """A fault-injecting HTTP proxy in front of a sync store, for tests.
 
-  store_proxy.py UPSTREAM_BASE
+  store_proxy.py UPSTREAM_BASE [PORT]
 
-Binds 127.0.0.1 on a free port, prints the port, forwards every request to
-UPSTREAM_BASE with the same path, and serves until stdin closes. It keeps
-every body it forwarded on a PUT, per path, to replay old ones. Control
-(GET, answered by the proxy itself):
+Binds 127.0.0.1 on PORT (default: a free port; a given one lets a test stop
+the proxy and bring the store back at the same address), prints the port,
+forwards every request to UPSTREAM_BASE with the same path, and serves until
+stdin closes. It keeps every body it forwarded on a PUT, per path, to replay
+old ones. Control (GET, answered by the proxy itself):
   /__mode/NAME     one of:
      pass          forward (the default)
      nocas         drop If-Match and If-None-Match (a store that ignores them)
@@ -122,7 +123,7 @@ class Proxy(BaseHTTPRequestHandler):
 
 
 def main():
-    serve_http_until_stdin_closes(Proxy)
+    serve_http_until_stdin_closes(Proxy, int(sys.argv[2]) if len(sys.argv) > 2 else 0)
 
 
 if __name__ == "__main__":
