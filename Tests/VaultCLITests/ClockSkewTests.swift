@@ -1,0 +1,159 @@
+import Foundation
+import Glibc
+import Testing
+import VaultHTTP
+import VaultTestSupport
+
+/// Two machines whose wall clocks are ten minutes apart (libfaketime
+/// preloaded into the vault binary: one 5 minutes ahead, one 5 minutes
+/// behind) refresh one synced grant whose refresh tokens are one-use. The
+/// store's lease must hold whichever machine takes it first: one refresh
+/// at the provider, and the same token on both.
+@Suite(
+    "refresh leases between machines whose clocks disagree",
+    .enabled(if: FakeTime.installed, "needs libfaketime (Debian's faketime package)"))
+final class ClockSkewTests {
+    /// Which machine asks for the token first.
+    enum First: String, CaseIterable, CustomTestStringConvertible {
+        case ahead = "the machine 5 minutes ahead first"
+        case behind = "the machine 5 minutes behind first"
+
+        var testDescription: String { rawValue }
+    }
+
+    let dir = TemporaryDirectory()
+    let dav: FixtureServer
+    let store: FixtureServer
+    let provider: CountedProvider
+    let ahead = Machine(clock: "+5m")
+    let behind = Machine(clock: "-5m")
+
+    init() throws {
+        let file = dir.path + "/password"
+        FileManager.default.createFile(
+            atPath: file, contents: Data("store password\n".utf8), attributes: [.posixPermissions: 0o600])
+        dav = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", file])
+        let settings = try JSONSerialization.jsonObject(with: Data(dav.firstLine.utf8)) as! [String: Any]
+        store = try FixtureServer(script: "store_proxy.py", arguments: ["http://127.0.0.1:\(settings["port"] as! Int)"])
+        provider = try CountedProvider()
+        try ahead.home.initKeyfileVault()
+        behind.home.extra["VAULT_KEYFILE"] = ahead.home.path + "/key"
+    }
+
+    var storeURL: String { "http://127.0.0.1:\(store.port)/store/" }
+
+    /// Requests the store has seen.
+    func storeRequests() throws -> Int {
+        let r = try CurlTransport().send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(store.port)/__counts"))
+        let doc = try JSONSerialization.jsonObject(with: r.body.withUnsafeBytes { Data($0) }) as? [String: Any]
+        return doc?["requests"] as? Int ?? 0
+    }
+
+    func state(_ r: ProcessResult) -> String? {
+        let doc = try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any]
+        return doc?["state"] as? String
+    }
+
+    @Test(
+        "one grant, one-use refresh tokens, clocks 10 minutes apart: one refresh, one token", arguments: First.allCases)
+    func oneRefreshAcrossSkew(_ first: First) throws {
+        // Positive control: the preload moves the binary's clock. A token
+        // with two minutes left is expired 5 minutes ahead, fresh without.
+        let soon = Int(Date().timeIntervalSince1970) + 120
+        try ahead.home.run("import", "probe", stdin: #"{"access_token":"p","expires_at":\#(soon),"provider":"x"}"#)
+        #expect(state(try ahead.run("show", "probe", "--json")) == "expired")
+        #expect(state(try ahead.home.run("show", "probe", "--json")) == "fresh")
+        try ahead.home.run("remove", "probe")
+
+        // Expired an hour ago, by either clock.
+        let imported = try provider.importGrant("work", into: ahead.home, expiresIn: -3600)
+        let remote = try ahead.run(
+            "remote", "set", storeURL, "--user", "vault", "--password-file", ahead.home.path + "/store-password")
+        try #require(remote.status == 0, "\(remote.stderr)")
+        try #require(try ahead.run("sync").status == 0)
+        let joined = try behind.run(
+            "join", storeURL, "--user", "vault", "--password-file", behind.home.path + "/store-password")
+        try #require(joined.status == 0, "\(joined.stderr)")
+
+        let (one, two) = first == .ahead ? (ahead, behind) : (behind, ahead)
+        let before = try provider.refreshes()
+        // The provider holds refresh requests at its door until released,
+        // so the first machine is mid-refresh, its lease taken, while the
+        // second one decides.
+        try provider.control("/__hold")
+        let p1 = try one.start("token", "work")
+        let reached = try eventually { try provider.refreshes() > before || !p1.isRunning }
+        #expect(reached && p1.isRunning, "the first machine's refresh never reached the provider")
+        let seen = try storeRequests()
+        let p2 = try two.start("token", "work")
+        // The second machine either sends a refresh of its own (the lease
+        // did not hold) or keeps looking at the lease, a round of store
+        // requests a second; then the first machine's request goes on.
+        _ = try eventually(within: 15) {
+            try provider.refreshes() > before + 1 || (try storeRequests()) >= seen + 8 || !p2.isRunning
+        }
+        try provider.control("/__release")
+        let r1 = p1.wait(timeout: 90)
+        let r2 = p2.wait(timeout: 90)
+
+        #expect(r1.status == 0, "first: \(r1.status) \(r1.stderr)")
+        #expect(r2.status == 0, "second: \(r2.status) \(r2.stderr)")
+        #expect(try provider.refreshes() == before + 1, "the one-use refresh token was spent once")
+        // Tokens are compared, never printed.
+        let sameToken = r1.stdout == r2.stdout
+        let newToken = r1.stdout.count > 100 && r1.stdout != imported + "\n"
+        #expect(sameToken, "both machines printed the same token")
+        #expect(newToken, "a new access token")
+    }
+}
+
+/// A test machine whose wall clock is off: every vault command of its home
+/// runs with libfaketime preloaded, moving the wall clock by `clock`
+/// ("+5m", "-5m"), the monotonic clock untouched (as on a machine without
+/// NTP).
+///
+/// The preload goes through Debian's `faketime` wrapper, which sets it up
+/// before starting vault. Preloaded bare, libfaketime adds a variable to
+/// the environment as it starts, glibc moves the environment off the stack,
+/// and the Swift runtime, which finds argv by walking back from it, then
+/// sees no arguments at all.
+final class Machine {
+    let home = Home()
+    let clock: String
+
+    init(clock: String) {
+        self.clock = clock
+        home.extra["VAULT_AGENT"] = "off"
+        home.write(home.path + "/store-password", "store password\n")
+    }
+
+    var environment: [String: String] {
+        var env = home.environment
+        env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
+        return env
+    }
+
+    func start(_ args: String...) throws -> RunningProcess {
+        try VaultProcess.start(
+            ["-f", clock, VaultProcess.binary] + args, environment: environment, executable: FakeTime.wrapper)
+    }
+
+    @discardableResult
+    func run(_ args: String...) throws -> ProcessResult {
+        try VaultProcess.start(
+            ["-f", clock, VaultProcess.binary] + args, environment: environment, executable: FakeTime.wrapper
+        ).wait()
+    }
+}
+
+/// Debian's faketime package: libfaketime and the wrapper that preloads it.
+enum FakeTime {
+    static let wrapper = "/usr/bin/faketime"
+
+    /// True when both are installed.
+    static let installed: Bool =
+        FileManager.default.isExecutableFile(atPath: wrapper)
+        && ["x86_64-linux-gnu", "aarch64-linux-gnu"].contains {
+            FileManager.default.fileExists(atPath: "/usr/lib/\($0)/faketime/libfaketime.so.1")
+        }
+}
