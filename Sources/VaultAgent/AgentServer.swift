@@ -1,5 +1,4 @@
 internal import CPlatform
-internal import Dispatch
 public import FoundationEssentials
 internal import Glibc
 public import VaultCore
@@ -60,7 +59,9 @@ public final class AgentServer: @unchecked Sendable {
     private var retryAfter: [String: Date] = [:]
     private var clientCount = 0
     private var exiting = false
-    private var backgroundRunning = false
+    private var backgroundChecking = false
+    private var backgroundRefreshing: Set<String> = []
+    private var requestsInFlight = 0
 
     // Main thread only.
     private var socketIdentity: (dev_t, ino_t)?
@@ -180,6 +181,12 @@ public final class AgentServer: @unchecked Sendable {
         }
         lockKeys("stopping")
         removeSocket()
+        // A refresh under way may have spent a rotating refresh token: let
+        // it store the new one before the process ends.
+        let deadline = Monotonic.seconds() + TokenRefresher.requestTimeout + 10
+        while mutex.locked({ requestsInFlight > 0 || !backgroundRefreshing.isEmpty }), Monotonic.seconds() < deadline {
+            usleep(20_000)
+        }
         log("stopped")
     }
 
@@ -220,7 +227,9 @@ public final class AgentServer: @unchecked Sendable {
                 close(fd)
                 continue
             }
-            DispatchQueue.global().async { [self] in
+            // A thread of its own, not a shared pool: a client waiting on a
+            // stalled provider must not take a worker others need.
+            startThread { [self] in
                 serveConnection(fd)
                 mutex.locked { clientCount -= 1 }
             }
@@ -240,7 +249,9 @@ public final class AgentServer: @unchecked Sendable {
         var handle: Handle?
         while waitForRequest(fd) {
             guard var body = receiveMessage(fd) else { return }
+            mutex.locked { requestsInFlight += 1 }
             var response = answer(body, handle: &handle).framed
+            mutex.locked { requestsInFlight -= 1 }
             secureZero(&body)
             let ok = send(response, to: fd)
             secureZero(&response)
@@ -481,34 +492,54 @@ public final class AgentServer: @unchecked Sendable {
     }
 
     /// Refreshes grants used since unlocking whose tokens are about to
-    /// expire, on a thread of its own (one pass at a time), through the
-    /// same per-grant lock as every CLI process.
+    /// expire, through the same per-grant lock as every CLI process. One
+    /// thread looks (a pass at a time); each grant that is due is refreshed
+    /// on a thread of its own, so a stalled provider holds up only its grant.
     private func startBackgroundRefresh(now: Date) {
         let work = mutex.locked { () -> (Unlocked, [String])? in
-            guard !backgroundRunning, let unlocked else { return nil }
-            let names = recent.keys.filter { name in retryAfter[name].map { $0 <= now } ?? true }.sorted()
+            guard !backgroundChecking, let unlocked else { return nil }
+            let names = recent.keys.filter { name in
+                !backgroundRefreshing.contains(name) && (retryAfter[name].map { $0 <= now } ?? true)
+            }.sorted()
             guard !names.isEmpty else { return nil }
-            backgroundRunning = true
+            backgroundChecking = true
             return (unlocked, names)
         }
         guard let (keys, names) = work else { return }
-        DispatchQueue.global().async { [self] in
+        startThread { [self] in
             var handle: Handle?
-            for name in names { refreshInBackground(name, keys: keys, handle: &handle, now: now) }
-            mutex.locked { backgroundRunning = false }
+            for name in names {
+                guard let margin = dueMargin(name, keys: keys, handle: &handle, now: now) else { continue }
+                let claimed = mutex.locked { backgroundRefreshing.insert(name).inserted }
+                guard claimed else { continue }
+                startThread { [self] in
+                    var own: Handle?
+                    refreshInBackground(name, margin: margin, keys: keys, handle: &own, now: now)
+                    mutex.locked { _ = backgroundRefreshing.remove(name) }
+                }
+            }
+            mutex.locked { backgroundChecking = false }
         }
     }
 
-    private func refreshInBackground(_ name: String, keys: Unlocked, handle: inout Handle?, now: Date) {
+    /// The margin to refresh `name` with when it is due now, else nil.
+    private func dueMargin(_ name: String, keys: Unlocked, handle: inout Handle?, now: Date) -> Double? {
         guard let vault = try? connection(keys, &handle), let grant = try? vault.load(name), !grant.dead,
             grant.refreshToken != nil, let expires = grant.expiresAt
-        else { return forget(name) }
+        else {
+            forget(name)
+            return nil
+        }
         // Short-lived tokens are refreshed at half their life, not
         // continuously.
         let issued = grant.refreshedAt ?? grant.createdAt
         let lifetime = max(0, expires.timeIntervalSince(issued))
         let margin = min(options.refreshBefore, lifetime / 2)
-        guard expires.timeIntervalSince(now) <= margin else { return }
+        return expires.timeIntervalSince(now) <= margin ? margin : nil
+    }
+
+    private func refreshInBackground(_ name: String, margin: Double, keys: Unlocked, handle: inout Handle?, now: Date) {
+        guard let vault = try? connection(keys, &handle) else { return }
         do {
             let fresh = try refresher(vault).freshGrant(name, minimumValidity: margin)
             log(fresh.refreshed ? "refreshed a grant ahead of its expiry" : "a grant was refreshed by another process")
@@ -531,6 +562,29 @@ public final class AgentServer: @unchecked Sendable {
         var st = stat()
         guard lstat(path, &st) == 0 else { return nil }
         return (st.st_dev, st.st_ino)
+    }
+}
+
+/// Starts `body` on a new detached thread.
+func startThread(_ body: @escaping @Sendable () -> Void) {
+    final class Box: @unchecked Sendable {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
+    let context = Unmanaged.passRetained(Box(body)).toOpaque()
+    var thread = pthread_t()
+    let started = pthread_create(
+        &thread, nil,
+        { raw in
+            let box = Unmanaged<AnyObject>.fromOpaque(raw!).takeRetainedValue() as! Box
+            box.body()
+            return nil
+        }, context)
+    if started == 0 {
+        pthread_detach(thread)
+    } else {
+        // No thread could be made: run it here rather than drop it.
+        (Unmanaged<AnyObject>.fromOpaque(context).takeRetainedValue() as! Box).body()
     }
 }
 

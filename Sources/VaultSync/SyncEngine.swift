@@ -35,15 +35,21 @@ public struct SyncEngine {
     public let transport: any HTTPTransport
     /// Seconds allowed per request to the store.
     public let storeTimeout: Double
+    /// Tries per request when the store fails (5xx, network).
+    public let storeAttempts: Int
 
     /// The default time allowed per request to the store.
     public static let defaultStoreTimeout: Double = 30
 
     /// Creates the sync engine of `vault`.
-    public init(vault: Vault, transport: any HTTPTransport, storeTimeout: Double = SyncEngine.defaultStoreTimeout) {
+    public init(
+        vault: Vault, transport: any HTTPTransport, storeTimeout: Double = SyncEngine.defaultStoreTimeout,
+        storeAttempts: Int = 5
+    ) {
         self.vault = vault
         self.transport = transport
         self.storeTimeout = storeTimeout
+        self.storeAttempts = max(1, storeAttempts)
     }
 }
 
@@ -72,7 +78,9 @@ extension SyncEngine {
     /// A client of this vault's store; `timeout` bounds each request
     /// (default: `storeTimeout`).
     func store(for state: SyncState, timeout: Double? = nil) throws(VaultError) -> ObjectStore {
-        try SyncEngine.store(for: state, transport: transport, timeout: timeout ?? storeTimeout)
+        let store = try SyncEngine.store(for: state, transport: transport, timeout: timeout ?? storeTimeout)
+        store.maximumAttempts = storeAttempts
+        return store
     }
 
     static func store(for state: SyncState, transport: any HTTPTransport, timeout: Double)

@@ -11,6 +11,9 @@ extension SyncEngine {
     /// How long a machine waits for another machine's lease: longer than a
     /// lease, so a lease left by a machine that died is taken over.
     static let leaseWait: Double = 60
+    /// Lease writes that find the root moved, in a row, before the store is
+    /// taken as unusable for now.
+    static let leaseChanges = 5
     /// Microseconds between the two read-backs of a lease.
     static let leaseSettle: UInt32 = 400_000
 
@@ -24,6 +27,7 @@ extension SyncEngine {
         let keys = try syncKeys()
         let store = try store(for: try loadSyncState(keys), timeout: timeout)
         let deadline = Monotonic.seconds() + SyncEngine.leaseWait
+        var changes = 0
         while true {
             _ = try sync(timeout: timeout)
             let grant = try vault.load(name)
@@ -34,6 +38,12 @@ extension SyncEngine {
             guard let id else { throw VaultError(.notFound, "grant '\(name)' not found") }
             let outcome = try takeLease(id, store: store, keys: keys)
             if outcome == .taken { return nil }
+            // A store whose root moves under every write (or that refuses
+            // them all) cannot hold a lease: it is as good as away.
+            changes = outcome == .changed ? changes + 1 : 0
+            guard changes < SyncEngine.leaseChanges else {
+                throw VaultError(.transient, "the store's root changed under \(changes) lease writes in a row")
+            }
             guard Monotonic.seconds() < deadline else {
                 throw VaultError(
                     .busy, "another machine is refreshing '\(name)', or the store keeps changing",

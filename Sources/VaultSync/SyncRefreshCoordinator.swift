@@ -24,8 +24,14 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
         self.storeBound = storeBound
     }
 
+    /// The engine for refresh-time store requests: each bounded, none
+    /// retried, so an absent store costs one `storeBound` at most per request.
+    private func engine(_ vault: Vault) -> SyncEngine {
+        SyncEngine(vault: vault, transport: transport, storeTimeout: storeBound, storeAttempts: 1)
+    }
+
     public func prepare(_ need: RefreshNeed, grant: Grant, in vault: Vault) throws(VaultError) -> RefreshDecision {
-        let engine = SyncEngine(vault: vault, transport: transport, storeTimeout: storeBound)
+        let engine = engine(vault)
         guard engine.isConfigured else { return .proceed }
         // Two machines refreshing a grant whose refresh token does not
         // rotate both succeed (Google's do not rotate): no need to wait
@@ -36,23 +42,36 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
                 need.name, minimumValidity: need.force ? nil : need.minimumValidity, timeout: storeBound)
             return arrived.map(RefreshDecision.fresh) ?? .proceed
         } catch {
-            // The store is away or failing: refresh here, push later. A
-            // lease held by another machine (`busy`) is not unavailability.
-            guard error.code == .transient else { throw error }
-            return .proceed
+            // Another machine's lease, still active: wait for it, never
+            // refresh beside it. Anything else means the store cannot be
+            // used now (away, failing, serving what it should not): refresh
+            // here, and let the next sync sort the store out.
+            if error.code == .busy || error.code == .notFound { throw error }
+            return .proceedAlone
         }
     }
 
-    public func finish(_ need: RefreshNeed, refused: Bool, in vault: Vault) -> Grant? {
-        let engine = SyncEngine(vault: vault, transport: transport, storeTimeout: storeBound)
-        guard engine.isConfigured else { return nil }
-        // Send the new tokens now; a failure leaves them for the next sync.
-        _ = try? engine.sync()
-        guard refused, let pulled = try? vault.load(need.name), !need.force,
-            vault.usable(pulled, need.minimumValidity)
-        else { return nil }
-        // Another machine had already spent the refresh token: its result
-        // arrived with this pull.
-        return pulled
+    public func finish(_ need: RefreshNeed, refused: Bool, alone: Bool, in vault: Vault) -> RefusalVerdict {
+        let engine = engine(vault)
+        guard engine.isConfigured else { return .dead }
+        // Send the new tokens now, unless the store was just found away (the
+        // next sync sends them); a failure leaves them for the next sync.
+        let pulled = alone ? false : (try? engine.sync()) != nil
+        guard refused else { return .dead }
+        if !pulled, (try? engine.sync()) == nil {
+            // The store is away: another machine may have spent the refresh
+            // token; only the store can tell.
+            return grantRotates(need, vault) ? .undecided : .dead
+        }
+        if !need.force, let fresh = try? vault.load(need.name), vault.usable(fresh, need.minimumValidity) {
+            // Another machine had already spent the refresh token: its
+            // result arrived with this pull.
+            return .arrived(fresh)
+        }
+        return .dead
+    }
+
+    private func grantRotates(_ need: RefreshNeed, _ vault: Vault) -> Bool {
+        (try? vault.load(need.name))?.refreshTokenRotates != false
     }
 }

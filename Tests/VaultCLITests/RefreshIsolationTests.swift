@@ -119,13 +119,14 @@ struct RefreshIsolationTests {
 
         let lock = try home.run("lock")
         #expect(lock.status == 0 && lock.stderr == "vault: locked\n", "\(lock.stderr)")
-        #expect(AgentHome.gone(agentPID, within: 10))
-        // Locked in the middle of that refresh: the agent stopped before its
-        // request to the stalled endpoint could end by itself, so the waiting
-        // command learns that the vault was locked, not how the refresh went.
-        let r = slow.wait(timeout: 90)
-        #expect(r.status == 77 && r.stderr.contains("the vault is locked"), "\(r.status) \(r.stderr)")
-        #expect(try eventually { try stalls().open == 0 })
+        // Locked in the middle of that refresh: the agent serves nothing new
+        // at once, but lets the refresh under way end and store its outcome
+        // (a rotated refresh token must not be lost), then exits.
         #expect(try home.run("token", "ok").status == 77)
+        try expectInFlight(slow, after: "vault lock")
+        let r = slow.wait(timeout: 90)
+        #expect(r.status == 75 && r.stderr.contains("refreshing 'slow'"), "\(r.status) \(r.stderr)")
+        #expect(AgentHome.gone(agentPID, within: 15))
+        #expect(try eventually { try stalls().open == 0 })
     }
 }

@@ -19,8 +19,11 @@ public struct RefreshNeed: Sendable, Equatable {
 
 /// What a coordinator decides before this machine sends a token request.
 public enum RefreshDecision: Sendable {
-    /// Send the token request here.
+    /// Send the token request here, coordinated.
     case proceed
+    /// Send the token request here although it could not be coordinated
+    /// (the sync store is away): availability first. `finish` is then told.
+    case proceedAlone
     /// No request is needed: this grant, already stored, arrived fresh
     /// from elsewhere (another machine refreshed it).
     case fresh(Grant)
@@ -51,10 +54,22 @@ public protocol RefreshCoordinator {
 
     /// Called after the new tokens are stored (`refused` false), or when the
     /// provider refused the grant (`refused` true; the grant is not yet
-    /// marked). For a refusal it may return a grant that arrived fresh from
-    /// elsewhere, which explains the refusal (a refresh token another
-    /// machine had already spent); the grant is then not marked dead.
-    func finish(_ need: RefreshNeed, refused: Bool, in vault: Vault) -> Grant?
+    /// marked). `alone` says `prepare` decided `proceedAlone`. For a refusal
+    /// the verdict says what it means; after a refresh it is ignored.
+    func finish(_ need: RefreshNeed, refused: Bool, alone: Bool, in vault: Vault) -> RefusalVerdict
+}
+
+/// What a refusal of a refresh means, as the coordinator sees it.
+public enum RefusalVerdict: Sendable {
+    /// The grant is dead: mark it (kept) and say so.
+    case dead
+    /// Another machine had already spent the refresh token, and its result
+    /// has arrived: this grant, already stored, is fresh.
+    case arrived(Grant)
+    /// It cannot be told now (another machine may have refreshed while the
+    /// store was away): the grant is left as it is and the refusal reported
+    /// as transient.
+    case undecided
 }
 
 extension RefreshCoordinator {
@@ -64,8 +79,8 @@ extension RefreshCoordinator {
     public func prepare(_ need: RefreshNeed, grant: Grant, in vault: Vault) throws(VaultError) -> RefreshDecision {
         .proceed
     }
-    /// By default there is nothing to publish.
-    public func finish(_ need: RefreshNeed, refused: Bool, in vault: Vault) -> Grant? { nil }
+    /// By default there is nothing to publish, and a refusal is final.
+    public func finish(_ need: RefreshNeed, refused: Bool, alone: Bool, in vault: Vault) -> RefusalVerdict { .dead }
 }
 
 /// No coordination beyond this machine: a grant that lives in one vault.

@@ -84,8 +84,11 @@ public struct TokenRefresher {
         if !forceRefresh && vault.usable(current, minimumValidity) {
             return FreshGrant(grant: current, refreshed: false)
         }
-        if case .fresh(let arrived) = try coordinator.prepare(need, grant: current, in: vault) {
-            return FreshGrant(grant: arrived, refreshed: false)
+        var alone = false
+        switch try coordinator.prepare(need, grant: current, in: vault) {
+        case .fresh(let arrived): return FreshGrant(grant: arrived, refreshed: false)
+        case .proceedAlone: alone = true
+        case .proceed: break
         }
         (current, currentName) = try vault.loadRecord(id: row.id, expecting: currentName)
         if current.dead { throw TokenRefresher.deadError(currentName, current) }
@@ -100,15 +103,24 @@ public struct TokenRefresher {
             // Only a refusal kills a grant; an expired grant without a
             // refresh token stays "expired", and transient errors change nothing.
             guard error.code == .refused else { throw error }
-            if let arrived = coordinator.finish(need, refused: true, in: vault) {
+            switch coordinator.finish(need, refused: true, alone: alone, in: vault) {
+            case .arrived(let arrived):
                 return FreshGrant(grant: arrived, refreshed: false)
+            case .undecided:
+                throw VaultError(
+                    .transient,
+                    "the provider refused to refresh '\(currentName)', perhaps because another machine refreshed it "
+                        + "while the sync store was away; the grant is kept as it is until the store answers",
+                    oauthError: error.oauthError)
+            case .dead:
+                break
             }
             let reason = error.oauthError ?? "refused"
             let marked = try vault.markDead(id: row.id, spentRefreshToken: current.refreshToken, reason: reason)
             throw TokenRefresher.deadError(currentName, marked ?? current, cause: error)
         }
         let stored = try vault.storeRefreshed(id: row.id, spentRefreshToken: current.refreshToken, next)
-        _ = coordinator.finish(need, refused: false, in: vault)
+        _ = coordinator.finish(need, refused: false, alone: alone, in: vault)
         return FreshGrant(grant: stored, refreshed: true)
     }
 
