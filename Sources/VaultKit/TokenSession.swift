@@ -58,7 +58,9 @@ public final class TokenSession: Sendable {
             case .success(let fresh) where fresh.refreshed:
                 let rotated = before?.refreshToken.map { $0 != fresh.grant.refreshToken } ?? false
                 continuation.yield(.refreshed(name: name, rotated: rotated))
-            case .failure(let error) where error.code == .dead && error.oauthError != nil:
+            // Refused now, not dead from before: some providers refuse with
+            // a bare 400 and no OAuth error code (glewlwyd does).
+            case .failure(let error) where error.code == .dead && (error.oauthError != nil || before?.dead == false):
                 continuation.yield(.refused(name: name, oauthError: error.oauthError))
             default:
                 break
