@@ -9,6 +9,10 @@ let package = Package(
     targets: [
         .executableTarget(
             name: "LifecycleDemo", dependencies: [.product(name: "VaultKit", package: "vault")],
-            swiftSettings: [.swiftLanguageMode(.v6)])
+            swiftSettings: [.swiftLanguageMode(.v6)]),
+        // VaultKit's benchmark (Tools/bench/library).
+        .executableTarget(
+            name: "LibraryBench", dependencies: [.product(name: "VaultKit", package: "vault")],
+            swiftSettings: [.swiftLanguageMode(.v6)]),
     ]
 )
