@@ -50,6 +50,11 @@ public final class TokenSession: Sendable {
         let key = InFlight.Key(name: name, minimumValidity: minimumValidity, force: forceRefresh)
         let task = await inFlight.task(for: key) { [store, transport, continuation] in
             let before = try? await store.retrieve(name)
+            // Most calls end here, at the cost of one load: the stored grant
+            // is fresh enough, as the store would find it too.
+            if !forceRefresh, let before, before.isUsable(minimumValidity: minimumValidity, at: Date()) {
+                return .success(FreshGrant(grant: before, refreshed: false))
+            }
             let result = await Result(catching: { () async throws(VaultError) in
                 try await store.freshGrant(
                     name, minimumValidity: minimumValidity, forceRefresh: forceRefresh, transport: transport)
