@@ -24,6 +24,7 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
         self.storeBound = storeBound
     }
 
+    /// Takes the grant's lease at the sync store before a refresh, or learns the grant was refreshed elsewhere.
     public func prepare(_ need: RefreshNeed, grant: Grant, in vault: Vault) throws(VaultError) -> RefreshDecision {
         let engine = SyncEngine(vault: vault, transport: transport, storeTimeout: storeBound)
         guard engine.isConfigured else { return .proceed }
@@ -43,6 +44,7 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
         }
     }
 
+    /// Records the refresh (or refusal) at the sync store and gives back the lease.
     public func finish(_ need: RefreshNeed, refused: Bool, in vault: Vault) -> Grant? {
         let engine = SyncEngine(vault: vault, transport: transport, storeTimeout: storeBound)
         guard engine.isConfigured else { return nil }
