@@ -251,6 +251,7 @@ public struct AgentRefreshCoordinator: RefreshCoordinator {
     /// Creates a coordinator that asks `client`.
     public init(client: AgentClient) { self.client = client }
 
+    /// Asks the agent to refresh the grant in its own process, where other clients' refreshes are coordinated.
     public func refreshElsewhere(_ need: RefreshNeed, in vault: Vault) throws(VaultError) -> FreshGrant? {
         _ = try client.token(need.name, minimumValidity: need.minimumValidity, forceRefresh: need.force)
         return FreshGrant(grant: try vault.load(need.name), refreshed: true)

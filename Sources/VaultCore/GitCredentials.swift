@@ -8,15 +8,19 @@ internal import VaultCrypto
 public struct GitCredentialMap: Sendable {
     /// One mapping.
     public struct Entry: Codable, Sendable, Equatable {
+        /// The name of the grant whose token serves the host.
         public var grant: String
+        /// The user name git sends with the token; the provider's default when nil.
         public var username: String?
 
+        /// Creates a mapping to `grant`.
         public init(grant: String, username: String? = nil) {
             self.grant = grant
             self.username = username
         }
     }
 
+    /// The mappings, by host and optional path.
     public private(set) var entries: [String: Entry]
     let path: String
 
@@ -104,7 +108,10 @@ public struct GitCredentialRequest: Sendable {
         }
     }
 
+    /// The `protocol` field (`https`).
     public var proto: String? { fields["protocol"] }
+    /// The `host` field, with its port if any.
     public var host: String? { fields["host"] }
+    /// The `path` field, sent when `credential.useHttpPath` is set.
     public var path: String? { fields["path"] }
 }

@@ -122,14 +122,23 @@ public enum GrantState: String, Codable, Sendable {
 /// The parts of a provider that a stored grant needs later: endpoints and
 /// client. Field names match provider files (docs/providers.md).
 public struct ProviderConfiguration: Codable, Equatable, Sendable {
+    /// The provider's name.
     public var name: String?
+    /// The OpenID Connect issuer, for ID token checks.
     public var issuer: String?
+    /// Where the person authorizes.
     public var authorizationEndpoint: String?
+    /// Where codes and refresh tokens are exchanged for tokens.
     public var tokenEndpoint: String?
+    /// Where the device flow starts (RFC 8628).
     public var deviceAuthorizationEndpoint: String?
+    /// Where tokens are revoked (RFC 7009).
     public var revocationEndpoint: String?
+    /// The userinfo endpoint, for the liveness probe.
     public var userinfoEndpoint: String?
+    /// The OAuth client id.
     public var clientID: String?
+    /// The client secret, for confidential clients; kept encrypted with the grant.
     public var clientSecret: String?
     /// `client_secret_basic` (when absent) or `client_secret_post`.
     public var tokenEndpointAuthMethod: String?
@@ -188,6 +197,7 @@ extension Grant: Codable {
         case refreshTokenRotates = "refresh_token_rotates"
     }
 
+    /// Decodes a grant from its stored fields (`CodingKeys`).
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         provider = try c.decode(String.self, forKey: .provider)
@@ -208,6 +218,7 @@ extension Grant: Codable {
         refreshTokenRotates = try c.decodeIfPresent(Bool.self, forKey: .refreshTokenRotates)
     }
 
+    /// Encodes the grant's stored fields (`CodingKeys`).
     public func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(provider, forKey: .provider)
@@ -246,5 +257,6 @@ public protocol TimeSource: Sendable {
 public struct SystemTime: TimeSource {
     /// Creates the system clock.
     public init() {}
+    /// The current date.
     public func now() -> Date { Date() }
 }

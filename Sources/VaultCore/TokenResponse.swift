@@ -5,18 +5,27 @@ public import VaultCrypto
 /// leniently where providers differ: `expires_in` as a number or a string,
 /// `scope` as a space-separated string or an array.
 public struct TokenResponse: Sendable {
+    /// The access token.
     public var accessToken: String?
+    /// The refresh token, if the provider issued one.
     public var refreshToken: String?
+    /// The token type, usually `Bearer`.
     public var tokenType: String?
+    /// Seconds the access token is valid from now.
     public var expiresIn: Double?
+    /// When the access token expires, in seconds since the epoch.
     public var expiresAt: Int64?
+    /// The scopes granted.
     public var scope: [String]?
+    /// The OpenID Connect ID token.
     public var idToken: String?
     /// OAuth 1.0a token secret, for imports.
     public var tokenSecret: String?
     /// Import extras, not part of a provider's response.
     public var provider: String?
+    /// The account the grant belongs to.
     public var account: String?
+    /// The endpoints and client needed to refresh or revoke the grant.
     public var providerConfiguration: ProviderConfiguration?
 
     /// Largest JSON document accepted.

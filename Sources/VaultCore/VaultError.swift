@@ -52,5 +52,6 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
         self.oauthError = oauthError
     }
 
+    /// The reason, without secrets.
     public var description: String { reason }
 }

@@ -20,5 +20,6 @@ public struct CryptoError: Error, Equatable, CustomStringConvertible, Sendable {
         self.reason = reason
     }
 
+    /// The reason.
     public var description: String { reason }
 }

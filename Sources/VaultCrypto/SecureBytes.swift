@@ -81,6 +81,8 @@ public final class SecureBytes: CustomStringConvertible, CustomDebugStringConver
         Array(UnsafeRawBufferPointer(start: pointer, count: count))
     }
 
+    /// The size only; the contents are never printed.
     public var description: String { "SecureBytes(\(count) bytes, redacted)" }
+    /// The same as `description`.
     public var debugDescription: String { description }
 }

@@ -16,6 +16,7 @@ public struct CurlTransport: HTTPTransport, Sendable {
         self.caBundle = caBundle
     }
 
+    /// Performs one exchange with libcurl.
     public func send(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
         try URLPolicy.check(request.url)
         let easy = try EasyHandle()

@@ -31,5 +31,6 @@ public struct HTTPError: Error, Equatable, CustomStringConvertible, Sendable {
     /// True when trying again later may succeed (network trouble).
     public var isTransient: Bool { code == .network }
 
+    /// The reason, without secrets.
     public var description: String { reason }
 }

@@ -33,6 +33,7 @@ public final class ObjectStore {
 
     /// Errors, all without bodies or credentials.
     public struct Failure: Error, Equatable, CustomStringConvertible, Sendable {
+        /// Stable identifiers of store failures.
         public enum Code: String, Sendable {
             /// Network trouble, 5xx, 429 or a timeout, after the retries.
             case transient = "store.transient"
@@ -45,14 +46,18 @@ public final class ObjectStore {
             case invalid = "store.invalid"
         }
 
+        /// What went wrong.
         public let code: Code
+        /// A lower-case explanation.
         public let reason: String
 
+        /// Creates a failure.
         public init(_ code: Code, _ reason: String) {
             self.code = code
             self.reason = reason
         }
 
+        /// The reason.
         public var description: String { reason }
     }
 

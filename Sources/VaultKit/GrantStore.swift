@@ -41,22 +41,26 @@ public actor InMemoryGrantStore: GrantStore {
     /// Creates a store holding `grants`.
     public init(_ grants: [String: Grant] = [:]) { self.grants = grants }
 
+    /// Saves `grant` under `name`, replacing any grant of that name.
     public func save(_ grant: Grant, as name: String) throws(VaultError) {
         try GrantName.validate(name)
         grants[name] = grant
     }
 
+    /// The grant stored under `name`; `notFound` when there is none.
     public func retrieve(_ name: String) throws(VaultError) -> Grant {
         guard let grant = grants[name] else { throw VaultError(.notFound, "grant '\(name)' not found") }
         return grant
     }
 
+    /// Removes the grant stored under `name`; `notFound` when there is none.
     public func remove(_ name: String) throws(VaultError) {
         guard grants.removeValue(forKey: name) != nil else {
             throw VaultError(.notFound, "grant '\(name)' not found")
         }
     }
 
+    /// The names of the stored grants, sorted.
     public func names() -> [String] { grants.keys.sorted() }
 
     /// Refreshes in this process only; concurrent callers are made to share

@@ -50,6 +50,11 @@ public final class TokenSession: Sendable {
         let key = InFlight.Key(name: name, minimumValidity: minimumValidity, force: forceRefresh)
         let task = await inFlight.task(for: key) { [store, transport, continuation] in
             let before = try? await store.retrieve(name)
+            // Most calls end here, at the cost of one load: the stored grant
+            // is fresh enough, as the store would find it too.
+            if !forceRefresh, let before, before.isUsable(minimumValidity: minimumValidity, at: Date()) {
+                return .success(FreshGrant(grant: before, refreshed: false))
+            }
             let result = await Result(catching: { () async throws(VaultError) in
                 try await store.freshGrant(
                     name, minimumValidity: minimumValidity, forceRefresh: forceRefresh, transport: transport)
@@ -58,7 +63,9 @@ public final class TokenSession: Sendable {
             case .success(let fresh) where fresh.refreshed:
                 let rotated = before?.refreshToken.map { $0 != fresh.grant.refreshToken } ?? false
                 continuation.yield(.refreshed(name: name, rotated: rotated))
-            case .failure(let error) where error.code == .dead && error.oauthError != nil:
+            // Refused now, not dead from before: some providers refuse with
+            // a bare 400 and no OAuth error code (glewlwyd does).
+            case .failure(let error) where error.code == .dead && (error.oauthError != nil || before?.dead == false):
                 continuation.yield(.refused(name: name, oauthError: error.oauthError))
             default:
                 break

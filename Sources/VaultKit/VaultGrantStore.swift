@@ -75,24 +75,29 @@ public final class VaultGrantStore: GrantStore, @unchecked Sendable {
 
     // MARK: GrantStore
 
+    /// Saves `grant` under `name` in the vault, replacing any grant of that name.
     public func save(_ grant: Grant, as name: String) async throws(VaultError) {
         try await withHandle { (vault: Vault) throws(VaultError) in _ = try vault.save(grant, as: name) }
     }
 
+    /// Loads and decrypts the grant stored under `name`; `notFound` when there is none.
     public func retrieve(_ name: String) async throws(VaultError) -> Grant {
         try await withHandle { (vault: Vault) throws(VaultError) in try vault.load(name) }
     }
 
+    /// Removes the grant stored under `name`; `notFound` when there is none.
     public func remove(_ name: String) async throws(VaultError) {
         try await withHandle { (vault: Vault) throws(VaultError) in try vault.remove(name) }
     }
 
+    /// The names of the grants in the vault, sorted.
     public func names() async throws(VaultError) -> [String] {
         try await withHandle { (vault: Vault) throws(VaultError) in
             try vault.list(secrets: false).grants.map(\.name).sorted()
         }
     }
 
+    /// A grant with more than `minimumValidity` seconds left, refreshed under the grant's lock when needed.
     public func freshGrant(
         _ name: String, minimumValidity: Double, forceRefresh: Bool, transport: any HTTPTransport & Sendable
     ) async throws(VaultError) -> FreshGrant {

@@ -28,5 +28,6 @@ public struct StorageError: Error, Equatable, CustomStringConvertible, Sendable 
         self.reason = reason
     }
 
+    /// The reason.
     public var description: String { reason }
 }

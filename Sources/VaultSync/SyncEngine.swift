@@ -22,6 +22,7 @@ public struct SyncReport: Sendable, Equatable {
     public var repaired = false
     /// Requests sent to the store, and body bytes uploaded.
     public var requests = 0
+    /// Body bytes uploaded to the store.
     public var bytesSent = 0
 }
 

@@ -30,6 +30,7 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
         SyncEngine(vault: vault, transport: transport, storeTimeout: storeBound, storeAttempts: 1)
     }
 
+    /// Takes the grant's lease at the sync store before a refresh, or learns the grant was refreshed elsewhere.
     public func prepare(_ need: RefreshNeed, grant: Grant, in vault: Vault) throws(VaultError) -> RefreshDecision {
         let engine = engine(vault)
         guard engine.isConfigured else { return .proceed }
@@ -51,6 +52,7 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
         }
     }
 
+    /// Pushes the refreshed grant to the store, and judges a refusal against what the store holds.
     public func finish(_ need: RefreshNeed, refused: Bool, alone: Bool, in vault: Vault) -> RefusalVerdict {
         let engine = engine(vault)
         guard engine.isConfigured else { return .dead }

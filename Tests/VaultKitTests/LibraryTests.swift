@@ -93,6 +93,16 @@ struct LibraryTests {
         #expect(kept.dead && !canAuthorize)
     }
 
+    @Test("a refusal without an OAuth error code (a bare 400, as glewlwyd sends) is still a refused event")
+    func bareRefusal() async throws {
+        let store = InMemoryGrantStore(["work": try expiredGrant()])
+        let session = TokenSession(store: store, transport: FakeTransport([(400, "", [])]))
+        var iterator = session.events.makeAsyncIterator()
+        await #expect(throws: VaultError.self) { try await session.freshGrant("work") }
+        #expect(await iterator.next() == .refused(name: "work", oauthError: nil))
+        #expect(try await store.retrieve("work").dead)
+    }
+
     @Test("authorizeRequest adds a fresh bearer token, and refuses plain http to anything but loopback")
     func authorizeRequest() async throws {
         let store = InMemoryGrantStore(["work": TestKeys.grant(token: "live")])

@@ -17,10 +17,13 @@ public protocol AuthorizationUI {
 
 /// What to authorize.
 public struct AuthorizationRequest: Sendable {
+    /// The provider to authorize at.
     public var provider: Provider
+    /// Browser, device or paste.
     public var flow: Provider.Flow
     /// Scopes to ask for; the provider's defaults when empty.
     public var scopes: [String]
+    /// The account to preselect at the provider (`login_hint`).
     public var loginHint: String?
     /// Seconds to wait for the browser or the device approval.
     public var timeout: Double

@@ -11,13 +11,18 @@ public enum OAuth1SignatureMethod: String, Sendable, Codable {
 
 /// What signs a request: client credentials and, once authorized, token credentials.
 public struct OAuth1Credentials {
+    /// The consumer key.
     public var consumerKey: String
     /// The consumer secret; for RSA-SHA1, the PEM private key.
     public var consumerSecret: SecureBytes
+    /// The token, once authorized.
     public var token: String?
+    /// The token secret, once authorized.
     public var tokenSecret: String?
+    /// How requests are signed.
     public var method: OAuth1SignatureMethod
 
+    /// Creates credentials.
     public init(
         consumerKey: String, consumerSecret: SecureBytes, token: String? = nil, tokenSecret: String? = nil,
         method: OAuth1SignatureMethod

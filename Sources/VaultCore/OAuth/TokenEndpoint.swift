@@ -115,6 +115,7 @@ public struct TokenEndpoint {
 public struct OAuthClient: Sendable {
     /// For messages.
     public var providerName: String
+    /// The client id, if any.
     public var id: String?
     /// Nil for public clients.
     public var secret: String?

@@ -15,7 +15,9 @@ public struct Provider: Sendable, Equatable {
         case paste
     }
 
+    /// The name grants refer to it by.
     public var name: String
+    /// A name for people, if different.
     public var displayName: String?
     /// OAuth 2.0 (default) or OAuth 1.0a.
     public var protocolVersion: Grant.Kind
@@ -23,17 +25,27 @@ public struct Provider: Sendable, Equatable {
     public var requestTokenEndpoint: String?
     /// OAuth 1.0a: HMAC-SHA1 (default), RSA-SHA1 or PLAINTEXT.
     public var signatureMethod: OAuth1SignatureMethod
+    /// The OpenID Connect issuer, if any.
     public var issuer: String?
+    /// Where the person authorizes.
     public var authorizationEndpoint: String?
+    /// Where codes and refresh tokens are exchanged for tokens.
     public var tokenEndpoint: String?
+    /// Where the device flow starts (RFC 8628).
     public var deviceAuthorizationEndpoint: String?
+    /// Where tokens are revoked (RFC 7009).
     public var revocationEndpoint: String?
+    /// The userinfo endpoint, for the liveness probe and the account name.
     public var userinfoEndpoint: String?
+    /// Scopes asked for by default.
     public var scopes: [String]
+    /// The OAuth client id.
     public var clientID: String?
+    /// The client secret, for confidential clients.
     public var clientSecret: String?
     /// Extra query parameters of the authorization request.
     public var authorizationParams: [String: String]
+    /// The authorization flows the provider allows.
     public var flows: [Flow]
     /// A fixed loopback redirect URI, for providers that register exact URIs.
     public var redirectURI: String?

@@ -1,0 +1,72 @@
+import Foundation
+import VaultKit
+
+// The GTMAppAuth lifecycle of an app, on Linux. Run it twice: the first run
+// signs in and saves the grant; the next loads it at start. With --revoked
+// it goes on: a refresh, the person revokes the app's access, the app
+// notices and signs out.
+@main
+struct LifecycleDemo {
+    static func main() async throws {
+        let env = ProcessInfo.processInfo.environment
+        let settings = try ProviderSettings.load(path: env["DEMO_PROVIDER_SETTINGS"] ?? "")
+        let name = "\(settings.email) at glewlwyd"  // any string: the app's key for the grant
+        let location = try VaultLocation.resolve(environment: env)
+        let keyPath = env["VAULT_KEYFILE"] ?? location.directory + ".key"
+
+        // The app's keychain: a vault file, created with a new key file on first run
+        // (an app on a desktop can keep the key in the Secret Service instead).
+        let store: VaultGrantStore
+        if FileManager.default.fileExists(atPath: location.databasePath) {
+            store = try await VaultGrantStore.open(at: location, key: .keyfile(Keyfile.read(path: keyPath)))
+        } else {
+            let secret = try Keyfile.generate()
+            store = try await VaultGrantStore.create(at: location, key: .keyfile(secret))
+            try Keyfile.write(secret, to: keyPath)
+        }
+        let session = TokenSession(store: store)
+        var events = session.events.makeAsyncIterator()
+
+        // At start: use the saved grant, or sign in and save one.
+        if try await store.names().contains(name), try await store.canAuthorize(name) {
+            print("loaded the saved grant")
+        } else {
+            var provider = try Discovery.provider(name: "glewlwyd", issuer: settings.issuer, transport: CurlTransport())
+            provider.clientID = settings.confidential_client
+            provider.clientSecret = settings.client_secret
+            provider.redirectURI = settings.redirect_uri
+            let request = AuthorizationRequest(provider: provider, flow: .paste, scopes: ["openid", "email"])
+            let grant = try Authorizer(transport: CurlTransport(), ui: ScriptedPerson(settings)).authorize(request)
+            try await store.save(grant, as: name)
+            print("signed in as \(grant.account ?? "an unknown account")")
+        }
+        print("can authorize: \(try await store.canAuthorize(name))")
+
+        // An authorized request: a fresh token in the Authorization header.
+        var userinfo = HTTPRequest(method: "GET", url: settings.issuer + "/userinfo")
+        try await session.authorize(&userinfo, with: name)
+        print("userinfo: HTTP \(try CurlTransport().send(userinfo).status)")
+
+        guard CommandLine.arguments.contains("--revoked") else { return }
+
+        // Tokens are refreshed when under a minute remains; force one, and
+        // the session reports it (with a new refresh token, already saved).
+        _ = try await session.freshGrant(name, forceRefresh: true)
+        print("event: \(await events.next()!)")
+
+        // The person revokes the app's access at the provider; the next refresh is
+        // refused, the grant is marked dead, and the app signs out.
+        try ScriptedPerson(settings).revoke(try await store.retrieve(name).refreshToken ?? "")
+        do {
+            _ = try await session.freshGrant(name, forceRefresh: true)
+            print("the provider still accepts the revoked grant")
+            exit(1)
+        } catch {
+            guard error.code == .dead else { throw error }
+            print("event: \(await events.next()!)")
+            print("can authorize: \(try await store.canAuthorize(name))")
+            try await store.remove(name)
+            print("signed out; grants left: \(try await store.names().count)")
+        }
+    }
+}
