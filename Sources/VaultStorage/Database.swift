@@ -6,6 +6,9 @@ internal import CSQLite
 /// mode requires.
 public final class Database {
     let handle: OpaquePointer
+    /// Prepared statements not in use, by their SQL: preparing costs more
+    /// than the lookups and reads of a fresh token.
+    private var idle: [String: OpaquePointer] = [:]
 
     /// How the file is opened.
     public enum Mode: Sendable {
@@ -35,6 +38,7 @@ public final class Database {
     }
 
     deinit {
+        for statement in idle.values { sqlite3_finalize(statement) }
         sqlite3_close_v2(handle)
     }
 
@@ -49,9 +53,24 @@ public final class Database {
         }
     }
 
-    /// Prepares a statement.
+    /// Prepares a statement, or hands out the one prepared for the same
+    /// SQL before (reset, bindings cleared) when no one is using it.
     public func prepare(_ sql: String) throws(StorageError) -> Statement {
-        try Statement(database: self, sql: sql)
+        if let statement = idle.removeValue(forKey: sql) {
+            return Statement(database: self, sql: sql, handle: statement)
+        }
+        return try Statement(database: self, sql: sql)
+    }
+
+    /// Takes a statement back from `Statement.deinit` for reuse.
+    func recycle(_ statement: OpaquePointer, sql: String) {
+        sqlite3_reset(statement)
+        sqlite3_clear_bindings(statement)
+        if idle.count < 32, idle[sql] == nil {
+            idle[sql] = statement
+        } else {
+            sqlite3_finalize(statement)
+        }
     }
 
     /// Runs `body` inside a transaction: committed when it returns, rolled

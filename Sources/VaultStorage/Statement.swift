@@ -1,20 +1,29 @@
 internal import CSQLite
 
-/// A prepared statement, finalized on `deinit`. Keeps its `Database` alive.
+/// A prepared statement, handed back to its `Database` for reuse on
+/// `deinit` (reset, bindings cleared). Keeps its `Database` alive.
 public final class Statement {
     private let database: Database
     private let handle: OpaquePointer
+    private let sql: String
 
     init(database: Database, sql: String) throws(StorageError) {
         self.database = database
+        self.sql = sql
         var statement: OpaquePointer?
         try database.check(sqlite3_prepare_v2(database.handle, sql, -1, &statement, nil))
         guard let statement else { throw StorageError(.sqlite, "empty statement") }
         handle = statement
     }
 
+    init(database: Database, sql: String, handle: OpaquePointer) {
+        self.database = database
+        self.sql = sql
+        self.handle = handle
+    }
+
     deinit {
-        sqlite3_finalize(handle)
+        database.recycle(handle, sql: sql)
     }
 
     /// Binds a value to the 1-based parameter `index`. Blobs and text are
