@@ -82,7 +82,14 @@ extension Commands {
         let fresh = try vault { () throws(VaultError) in try ctx.refresher(store).freshGrant(entry.grant) }
         let username =
             entry.username ?? catalog.providers[fresh.grant.provider]?.gitUsername ?? "oauth2"
-        var answer = "username=\(username)\npassword=\(fresh.grant.accessToken ?? "")\n"
+        let password = fresh.grant.accessToken ?? ""
+        // git reads one key=value a line: a line break would add fields of its own.
+        guard OutputGrammar.isGitValue(username), OutputGrammar.isGitValue(password), !password.isEmpty else {
+            throw CLIError(
+                "the user name or token for \(host) cannot be sent in git's credential protocol (a line break or NUL)",
+                hint: "set the user name with 'vault git-credential map \(host) \(entry.grant) --username U'")
+        }
+        var answer = "username=\(username)\npassword=\(password)\n"
         if let expiry = fresh.grant.expiresAt { answer += "password_expiry_utc=\(expiry.epochSeconds)\n" }
         var bytes = Array(answer.utf8)
         Console.writeAll(&bytes, fd: 1)
