@@ -26,8 +26,9 @@ extension Commands {
             token as password (with password_expiry_utc); hosts without a grant get an empty answer
             so git falls through to other helpers. Presets map their own hosts (github.com,
             gitlab.com) when exactly one grant of that provider exists. 'erase', which git sends
-            after a refusal, makes the next 'get' refresh the token; it marks nothing dead. Tokens
-            are only given over https, or plain http to a loopback host.
+            after a refusal, makes the next 'get' refresh the token; it marks nothing dead, and
+            leaves a grant without a refresh token as it is. Tokens are only given over https, or
+            plain http to a loopback host. Paths match with their case, hosts without.
             """,
         examples: [
             "git config --global credential.helper '!vault git-credential'",
