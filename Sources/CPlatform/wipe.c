@@ -13,9 +13,16 @@
 #include <stddef.h>
 #include <string.h>
 
-extern void __libc_free(void *);
-extern void *__libc_malloc(size_t);
-extern void *__libc_realloc(void *, size_t);
+// Sanitizer builds (the fuzz targets, `swift build --sanitize`) bring an
+// allocator of their own; glibc's free must never see its blocks there.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define VAULT_NO_FREE_WIPE 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define VAULT_NO_FREE_WIPE 1
+#endif
 
 static atomic_int wipe_freed;
 
@@ -24,6 +31,11 @@ void vault_wipe_freed_memory(void) { atomic_store(&wipe_freed, 1); }
 int vault_wiping_freed_memory(void) { return atomic_load(&wipe_freed); }
 
 void vault_release_free_memory(void) { malloc_trim(0); }
+
+#ifndef VAULT_NO_FREE_WIPE
+extern void __libc_free(void *);
+extern void *__libc_malloc(size_t);
+extern void *__libc_realloc(void *, size_t);
 
 void free(void *pointer) {
     if (pointer != NULL && atomic_load_explicit(&wipe_freed, memory_order_relaxed)) {
@@ -49,3 +61,4 @@ void *realloc(void *pointer, size_t size) {
     free(pointer);
     return moved;
 }
+#endif
