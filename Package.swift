@@ -69,6 +69,10 @@ where target.type != .system && !["CPlatform", "CCurl", "COpenSSL", "CSecret"].c
 // Fuzz targets exist only for Tools/fuzz/run, which sets VAULT_FUZZ and
 // builds with -sanitize=fuzzer (libFuzzer then supplies main).
 if ProcessInfo.processInfo.environment["VAULT_FUZZ"] != nil {
+    // The sanitizers' allocator replaces glibc's: no free() of vault's own.
+    for target in package.targets where target.name == "CPlatform" {
+        target.cSettings = [.define("VAULT_NO_FREE_WIPE")]
+    }
     package.targets.append(.target(name: "CFuzz"))
     package.targets.append(
         .executableTarget(

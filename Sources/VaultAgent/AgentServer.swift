@@ -101,6 +101,10 @@ public final class AgentServer: @unchecked Sendable {
         guard vault_refuse_core_dumps() == 0 else {
             throw VaultError(.io, "cannot make the agent non-dumpable: \(FileSystem.errnoText())")
         }
+        // Every heap block is zeroed as it is freed from here on: the tokens
+        // a request decoded and sent leave no copy once it is answered, so
+        // none outlives `vault lock` (the keys themselves are in secure memory).
+        vault_wipe_freed_memory()
         try paths.prepareDirectory()
         lockFD = open(paths.lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard lockFD >= 0 else { throw VaultError(.io, "cannot open \(paths.lock): \(FileSystem.errnoText())") }
@@ -153,7 +157,11 @@ public final class AgentServer: @unchecked Sendable {
             if options.exitWhenLocked { exiting = true }
             return true
         }
-        if wasUnlocked { log("locked: \(why)") }
+        if wasUnlocked {
+            // Hand the (already zeroed) free pages back to the kernel.
+            vault_release_free_memory()
+            log("locked: \(why)")
+        }
     }
 
     var isUnlocked: Bool { mutex.locked { unlocked != nil } }

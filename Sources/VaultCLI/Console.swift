@@ -19,12 +19,39 @@ struct Console {
         }
     }
 
+    /// Text from outside (providers, stores, imports, other users) made
+    /// safe for a terminal: C0 and C1 controls, DEL and the bidirectional
+    /// overrides and isolates are shown as `\u{...}`, so they can neither
+    /// drive the terminal, forge a line, nor reorder what a person reads.
+    /// Every human-readable output goes through this; machine outputs are
+    /// checked against their own grammar instead.
+    static func escaped(_ text: String) -> String {
+        var out = ""
+        out.unicodeScalars.reserveCapacity(text.unicodeScalars.count)
+        for scalar in text.unicodeScalars {
+            if needsEscape(scalar) {
+                out += "\\u{" + String(scalar.value, radix: 16) + "}"
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    private static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x00...0x1f, 0x7f...0x9f: return true  // C0, DEL, C1
+        case 0x202a...0x202e, 0x2066...0x2069: return true  // embeddings, overrides, isolates
+        default: return false
+        }
+    }
+
     func out(_ line: String) { Console.write(line + "\n", to: 1) }
-    func info(_ line: String) { Console.write("vault: \(line)\n", to: 2) }
-    func warn(_ line: String) { Console.write("vault: warning: \(line)\n", to: 2) }
+    func info(_ line: String) { Console.write("vault: \(Console.escaped(line))\n", to: 2) }
+    func warn(_ line: String) { Console.write("vault: warning: \(Console.escaped(line))\n", to: 2) }
     func error(_ line: String, hint: String? = nil) {
-        var text = "vault: error: \(line)\n"
-        if let hint { text += "vault: hint: \(hint)\n" }
+        var text = "vault: error: \(Console.escaped(line))\n"
+        if let hint { text += "vault: hint: \(Console.escaped(hint))\n" }
         Console.write(text, to: 2)
     }
 }

@@ -207,8 +207,11 @@ enum Format {
         return delta >= 0 ? "in \(text)" : "\(text) ago"
     }
 
-    /// Left-aligned columns separated by two spaces.
-    static func table(_ rows: [[String]]) -> [String] {
+    /// Left-aligned columns separated by two spaces, for a person to read; every cell is escaped
+    /// (`Console.escaped`), so a cell can neither forge a row nor drive
+    /// the terminal.
+    static func table(_ raw: [[String]]) -> [String] {
+        let rows = raw.map { $0.map(Console.escaped) }
         guard let width = rows.first?.count else { return [] }
         var widths = [Int](repeating: 0, count: width)
         for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }

@@ -72,6 +72,11 @@ struct UnlockSources {
             return (try passphrase(raw, origin: "\(prefix)_PASSPHRASE_FILE"), "\(prefix)_PASSPHRASE_FILE")
         }
         if let text = env("\(prefix)_PASSPHRASE") {
+            // The environment reaches Swift with invalid UTF-8 repaired; check
+            // the bytes themselves, so such a passphrase is not called wrong.
+            if let raw = getenv("\(prefix)_PASSPHRASE"), String(validatingCString: raw) == nil {
+                throw CLIError("the passphrase is not valid UTF-8 (from \(prefix)_PASSPHRASE)", exitCode: .locked)
+            }
             return (
                 try vault { () throws(VaultError) in try KeySource.passphrase(normalizing: text) },
                 "\(prefix)_PASSPHRASE"

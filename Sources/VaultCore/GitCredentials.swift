@@ -28,7 +28,8 @@ public struct GitCredentialMap: Sendable {
     public static func load(configDirectory: String) throws(VaultError) -> GitCredentialMap {
         let path = configDirectory + "/git-credentials.json"
         guard FileSystem.exists(path) else { return GitCredentialMap(entries: [:], path: path) }
-        let bytes = try FileSystem.readFile(path, limit: 1 << 20)
+        // It decides which host gets which token: only the user may write it.
+        let bytes = try FileSystem.readFile(path, limit: 1 << 20, trusted: true)
         guard let entries = try? JSONDecoder().decode([String: Entry].self, from: Data(bytes)) else {
             throw VaultError(.invalidInput, "\(path) is not a valid git credential map")
         }
@@ -64,12 +65,17 @@ public struct GitCredentialMap: Sendable {
         return entries[h]
     }
 
+    /// Host names compare without case (DNS does); paths compare exactly,
+    /// as the server that serves them does: `team/App` is not `team/app`.
     static func normalize(_ key: String) -> String {
-        var k = key.lowercased()
-        for scheme in ["https://", "http://"] where k.hasPrefix(scheme) { k = String(k.dropFirst(scheme.count)) }
+        var k = key
+        for scheme in ["https://", "http://"] where k.lowercased().hasPrefix(scheme) {
+            k = String(k.dropFirst(scheme.count))
+        }
         while k.hasSuffix("/") { k.removeLast() }
         if k.hasSuffix(".git") { k.removeLast(4) }
-        return k
+        guard let slash = k.firstIndex(of: "/") else { return k.lowercased() }
+        return k[..<slash].lowercased() + k[slash...]
     }
 }
 
@@ -77,12 +83,20 @@ extension Vault {
     /// Makes the next fresh-token request refresh, if the access token is
     /// still `accessToken` (git saw it refused). Marks nothing dead.
     /// Returns true when it did something.
+    ///
+    /// A grant that cannot be refreshed (no refresh token, such as a classic
+    /// GitHub OAuth token that never expires) is left as it is: git sends
+    /// `erase` after any 401, and a token moved into the past could never
+    /// come back, although it may still work. Its token is handed out again
+    /// by the next `get`; `vault check` asks the provider whether it lives.
     @discardableResult
     public func markStale(_ name: String, ifAccessToken accessToken: String) throws(VaultError) -> Bool {
         var changed = false
         try update { (state: inout StateManifest) throws(VaultError) in
             let (row, grant) = try loadLive(name, state: state)
-            guard let current = grant.accessToken, current.utf8.elementsEqual(accessToken.utf8) else { return }
+            guard let current = grant.accessToken, current.utf8.elementsEqual(accessToken.utf8),
+                grant.refreshToken != nil
+            else { return }
             var next = grant
             next.expiresAt = time.now().addingTimeInterval(-1)
             try rewrite(row, with: next, name: name, state: &state)

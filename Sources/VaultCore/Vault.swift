@@ -143,6 +143,7 @@ public final class Vault {
         }
         try FileSystem.checkPrivate(directory, directory: true)
         try FileSystem.checkPrivate(path, directory: false)
+        try FileSystem.checkAncestors(of: directory)
         let prefix = try FileSystem.readPrefix(path, count: 100)
         if prefix.isEmpty { throw VaultError(.damaged, "the vault file \(path) is empty") }
         guard prefix.count == 100, prefix.starts(with: Array("SQLite format 3\0".utf8)) else {

@@ -35,7 +35,7 @@ public struct VaultLocation: Sendable, Equatable {
         for path in [data, config] where !path.hasPrefix("/") {
             throw VaultError(.invalidInput, "vault paths must be absolute: \(path)")
         }
-        return VaultLocation(directory: data, configDirectory: config)
+        return VaultLocation(directory: FileSystem.resolvingParent(data), configDirectory: config)
     }
 }
 
@@ -55,6 +55,78 @@ package enum FileSystem {
         }
         // mkdir honours the umask; set the mode explicitly.
         try checkPrivate(path, directory: true, fix: true)
+        try checkAncestors(of: path)
+    }
+
+    /// `path` with its parent directory resolved (`realpath`), when the
+    /// parent exists: a symbolic link above the vault directory (a home
+    /// under /data, say) is followed once here, so every later open sees
+    /// real directories only. The last component is kept as given, and
+    /// refused later if it is a link.
+    package static func resolvingParent(_ path: String) -> String {
+        var trimmed = path
+        while trimmed.count > 1 && trimmed.hasSuffix("/") { trimmed.removeLast() }
+        guard let slash = trimmed.lastIndex(of: "/"), trimmed != "/" else { return path }
+        let parent = slash == trimmed.startIndex ? "/" : String(trimmed[..<slash])
+        guard let real = realPath(parent) else { return trimmed }
+        return (real == "/" ? "" : real) + String(trimmed[slash...])
+    }
+
+    /// The canonical path of an existing file or directory, else nil.
+    package static func realPath(_ path: String) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
+    /// Refuses `path` when a directory above it lets another user replace
+    /// it: each must belong to the user or root, and one that others can
+    /// write must be sticky (like /tmp), so they cannot rename what is ours.
+    package static func checkAncestors(of path: String) throws(VaultError) {
+        guard let real = realPath(path) else { throw VaultError(.io, "cannot resolve \(path): \(errnoText())") }
+        var prefix = ""
+        var ancestors = ["/"]
+        for component in real.split(separator: "/").dropLast() {
+            prefix += "/" + component
+            ancestors.append(prefix)
+        }
+        for directory in ancestors {
+            var st = stat()
+            guard lstat(directory, &st) == 0 else {
+                throw VaultError(.io, "cannot inspect \(directory): \(errnoText())")
+            }
+            guard st.st_uid == geteuid() || st.st_uid == 0 else {
+                throw VaultError(
+                    .insecurePath, "\(directory), above \(path), belongs to another user (uid \(st.st_uid))",
+                    hint: "keep vault's files in directories of your own")
+            }
+            if st.st_mode & 0o022 != 0 && st.st_mode & mode_t(S_ISVTX) == 0 {
+                throw VaultError(
+                    .insecurePath, "\(directory), above \(path), is writable by other users",
+                    hint: "run 'chmod go-w \(directory)', or keep vault's files elsewhere")
+            }
+        }
+    }
+
+    /// Refuses a file or directory that decides whom a token goes to or
+    /// where a secret is sent (provider files, git mappings, passphrase and
+    /// key files) unless it belongs to the user, nobody else can write it,
+    /// and no directory above it lets another user replace it.
+    package static func checkTrusted(_ path: String) throws(VaultError) {
+        guard let real = realPath(path) else { throw VaultError(.io, "cannot open \(path): \(errnoText())") }
+        var st = stat()
+        guard lstat(real, &st) == 0 else { throw VaultError(.io, "cannot inspect \(path): \(errnoText())") }
+        guard st.st_uid == geteuid() else {
+            throw VaultError(
+                .insecurePath, "\(path) belongs to another user (uid \(st.st_uid)), who could decide where tokens go",
+                hint: "remove it, or replace it with a file of your own")
+        }
+        guard st.st_mode & 0o022 == 0 else {
+            throw VaultError(
+                .insecurePath, "\(path) is writable by group or others, who could decide where tokens go",
+                hint: "run 'chmod go-w \(path)'")
+        }
+        try checkAncestors(of: real)
     }
 
     /// Refuses a path that is a symbolic link, not ours, or writable by
@@ -75,6 +147,22 @@ package enum FileSystem {
             throw VaultError(
                 .insecurePath, "\(path) is writable by group or others",
                 hint: "run 'chmod go-w \(path)' if that is intended to be private")
+        }
+        if !directory {
+            // Another name for the file would outlive a replacement and let
+            // whoever can reach that name read or keep the vault.
+            guard st.st_nlink == 1 else {
+                throw VaultError(
+                    .insecurePath, "\(path) has \(st.st_nlink) hard links",
+                    hint: "remove the other names of the file, or copy it to a new file of its own")
+            }
+            // A file others could read was exposed: say so rather than tighten it quietly.
+            if st.st_mode & 0o077 != 0 && !fix {
+                throw VaultError(
+                    .insecurePath,
+                    "\(path) is readable by group or others (mode 0\(String(st.st_mode & 0o777, radix: 8)))",
+                    hint: "run 'chmod 600 \(path)'; whoever could read it can try passphrases offline")
+            }
         }
         let wanted: mode_t = directory ? 0o700 : 0o600
         if st.st_mode & 0o777 != wanted, fix || st.st_mode & 0o077 != 0 {
@@ -188,10 +276,21 @@ protocol SecureBytesView {
 extension FileSystem {
     /// Reads a small secret file (a key file, a passphrase file) straight
     /// into secure memory. Refuses files over `limit` bytes.
-    static func readSecret(_ path: String, limit: Int = 4096) throws(VaultError) -> SecureBytes {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
+    static func readSecret(_ path: String, limit: Int = 4096, trusted: Bool = false) throws(VaultError)
+        -> SecureBytes
+    {
+        if trusted { try checkTrusted(path) }
+        // Non-blocking, so a FIFO with no writer cannot hang the open.
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
         guard fd >= 0 else { throw VaultError(.io, "cannot open \(path): \(errnoText())") }
         defer { close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw VaultError(.io, "cannot inspect \(path): \(errnoText())") }
+        guard st.st_mode & S_IFMT == S_IFREG else {
+            throw VaultError(
+                .invalidInput, "\(path) is not a regular file (a pipe or a device could block or change)",
+                hint: "write the secret to a file, or give a command's output through a *_COMMAND variable")
+        }
         let buffer = try wrap { () throws(CryptoError) in try SecureBytes(count: limit + 1) }
         var total = 0
         while total <= limit {
@@ -213,7 +312,7 @@ extension SecureBytes: SecureBytesView {
 extension Keyfile {
     /// Reads and parses the key file at `path`.
     public static func read(path: String) throws(VaultError) -> SecureBytes {
-        try decode(FileSystem.readSecret(path))
+        try decode(FileSystem.readSecret(path, trusted: true))
     }
 
     /// Writes a new key file at `path` (mode 0600); refuses to overwrite one.
@@ -224,9 +323,10 @@ extension Keyfile {
 
 /// Small secret files (passphrase files), read straight into secure memory.
 public enum SecretFile {
-    /// Reads the file at `path` (at most 4 KiB).
+    /// Reads the file at `path` (at most 4 KiB): a regular file of the
+    /// user's that nobody else can write.
     public static func read(path: String) throws(VaultError) -> SecureBytes {
-        try FileSystem.readSecret(path)
+        try FileSystem.readSecret(path, trusted: true)
     }
 
     /// Drops one trailing "\n" or "\r\n", as editors and `echo` add.
@@ -256,8 +356,8 @@ extension FileSystem {
     }
 
     /// Reads a whole non-secret file of at most `limit` bytes.
-    package static func readFile(_ path: String, limit: Int) throws(VaultError) -> [UInt8] {
-        let secret = try readSecret(path, limit: limit)
+    package static func readFile(_ path: String, limit: Int, trusted: Bool = false) throws(VaultError) -> [UInt8] {
+        let secret = try readSecret(path, limit: limit, trusted: trusted)
         return secret.unsafeCopyToArray()
     }
 }

@@ -35,7 +35,7 @@ enum FuzzEntry {
             }
             _ = try? Discovery.provider(name: "fuzz", issuer: "https://id.example", transport: Answer(body: bytes))
         case "sync-keys":
-            _ = try? Vault.parseKeysObject(bytes)
+            _ = try? SyncEngine.parseKeysObject(bytes)
         case "sync-bucket":
             _ = try? SyncBucket.parseBody(bytes, index: bytes.first ?? 0, what: "bucket")
         case "agent-message":

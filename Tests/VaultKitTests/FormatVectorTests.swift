@@ -57,6 +57,8 @@ struct FormatVectors: Decodable {
                 .blob([UInt8](hex: r.id)), .blob([UInt8](hex: r.name_hash)), .integer(Int64(r.version)),
                 .integer(Int64(r.deleted)), .blob([UInt8](hex: r.nonce)), .blob([UInt8](hex: r.ciphertext)))
         }
+        // SQLite creates files under the umask; vault refuses one others can read.
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: location.databasePath)
     }
 }
 

@@ -309,6 +309,8 @@ struct DamagedFileTests {
         let db = try Database(path: dir.location.databasePath, mode: .readWriteCreate)
         try db.execute("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
         _ = consume db
+        // Private, as vault's own files are: only the contents are wrong.
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: dir.location.databasePath)
         let before = contents(dir.location.databasePath)
         #expect { try Vault.open(at: dir.location, key: .keyfile(TestKeys.keyfileSecret())) } throws: {
             ($0 as? VaultError)?.reason.contains("not a vault") == true

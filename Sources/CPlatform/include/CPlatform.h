@@ -40,6 +40,14 @@ int vault_signal_read(int fd);
 /// Unblocks what vault_signal_fd blocked (for a child about to exec).
 void vault_signal_unblock(void);
 
+/// From now on, zero every heap block before it is freed or moved by
+/// realloc (the agent turns it on; see wipe.c). Cannot be turned off.
+void vault_wipe_freed_memory(void);
+/// 1 when vault_wipe_freed_memory was called.
+int vault_wiping_freed_memory(void);
+/// Returns free heap pages to the kernel (malloc_trim).
+void vault_release_free_memory(void);
+
 /// glibc's POSIX_SPAWN_SETSID flag (a GNU extension Swift cannot see).
 short vault_spawn_setsid_flag(void);
 

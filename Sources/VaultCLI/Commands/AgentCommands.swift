@@ -36,6 +36,7 @@ extension Context {
         }
         do {
             let options = try AgentSettings(environment: environment, arguments: nil)
+            // Said only once the agent confirmed it holds the vault.
             _ = try AgentLauncher.start(store, paths: paths, settings: options, environment: environment)
             console.info(
                 "the agent keeps this vault unlocked (\(options.summary)); 'vault lock' locks it")
@@ -139,11 +140,19 @@ enum AgentLauncher {
             throw CLIError("cannot create a pipe: \(errnoText())")
         }
         defer { close(fds[1]) }
+        // The agent writes "ready" on its stdout once it listens and holds
+        // the key; nothing claims it runs before that.
+        var ready: [Int32] = [0, 0]
+        guard pipe(&ready) == 0, fcntl(ready[0], F_SETFD, FD_CLOEXEC) == 0 else {
+            close(fds[0])
+            throw CLIError("cannot create a pipe: \(errnoText())")
+        }
+        defer { close(ready[0]) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_adddup2(&actions, fds[0], 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, ready[1], 1)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         vault_spawn_close_from(&actions, 3)
         var attributes = posix_spawnattr_t()
@@ -168,9 +177,52 @@ enum AgentLauncher {
         var pid: pid_t = 0
         let rc = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, argv, env)
         close(fds[0])
+        close(ready[1])
         guard rc == 0 else { throw CLIError("cannot start the agent: \(String(cString: strerror(rc)))") }
         try vault { () throws(VaultError) in try store.writeMasterKey(to: fds[1]) }
-        return pid
+        close(fds[1])
+        fds[1] = -1
+        if confirmed(ready[0]) { return pid }
+        // It exited without serving: another command's agent may hold the
+        // vault already; otherwise say why none can.
+        let status: AgentStatus
+        do throws(VaultError) {
+            status = try AgentClient.connect(paths, timeout: 5).status(location: store.location)
+        } catch {
+            throw CLIError("the agent did not start: \(error.reason)", hint: error.hint)
+        }
+        guard status.unlocked else {
+            throw CLIError("the agent did not start", hint: "run 'vault agent --foreground' to see why")
+        }
+        return pid_t(truncatingIfNeeded: status.pid)
+    }
+
+    /// Waits (boundedly: a stuck agent must not hold up the command) for
+    /// the agent's "ready", or for the end of the pipe when it exits.
+    private static func confirmed(_ fd: Int32) -> Bool {
+        var received: [UInt8] = []
+        while received.count < 6 {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let n = poll(&p, 1, 20_000)
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return false }
+            var buffer = [UInt8](repeating: 0, count: 6 - received.count)
+            let got = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if got < 0 && errno == EINTR { continue }
+            guard got > 0 else { return false }
+            received += buffer.prefix(got)
+        }
+        return received == Array("ready\n".utf8)
+    }
+
+    /// Called by the agent: tells the command that started it that it serves.
+    static func signalReady() {
+        Console.write("ready\n", to: 1)
+        let null = open("/dev/null", O_WRONLY | O_CLOEXEC)
+        if null >= 0 {
+            dup2(null, 1)
+            close(null)
+        }
     }
 
     static func errnoText() -> String { String(cString: strerror(errno)) }
@@ -226,8 +278,16 @@ extension Commands {
         do throws(VaultError) {
             running = try AgentClient.connect(paths).status(location: location)
         } catch {
-            guard error.code == .notFound else { throw CLIError(error) }
-            running = nil
+            if error.code == .notFound {
+                running = nil
+            } else if ctx.arguments.flag("status") {
+                // --status answers 0 or 77 only: an agent that cannot be used
+                // (its directory refused, say) holds nothing unlocked for us.
+                ctx.console.error(error.reason, hint: error.hint)
+                return .locked
+            } else {
+                throw CLIError(error)
+            }
         }
         if ctx.arguments.flag("status") {
             guard let running else {
@@ -326,6 +386,7 @@ extension Context {
             throw CLIError(error)
         }
         try vault { () throws(VaultError) in try server.unlock(vaultID: vaultID, masterKey: key) }
+        AgentLauncher.signalReady()
         server.run()
         return .ok
     }

@@ -26,8 +26,9 @@ extension Commands {
             token as password (with password_expiry_utc); hosts without a grant get an empty answer
             so git falls through to other helpers. Presets map their own hosts (github.com,
             gitlab.com) when exactly one grant of that provider exists. 'erase', which git sends
-            after a refusal, makes the next 'get' refresh the token; it marks nothing dead. Tokens
-            are only given over https, or plain http to a loopback host.
+            after a refusal, makes the next 'get' refresh the token; it marks nothing dead, and
+            leaves a grant without a refresh token as it is. Tokens are only given over https, or
+            plain http to a loopback host. Paths match with their case, hosts without.
             """,
         examples: [
             "git config --global credential.helper '!vault git-credential'",
@@ -82,7 +83,14 @@ extension Commands {
         let fresh = try vault { () throws(VaultError) in try ctx.refresher(store).freshGrant(entry.grant) }
         let username =
             entry.username ?? catalog.providers[fresh.grant.provider]?.gitUsername ?? "oauth2"
-        var answer = "username=\(username)\npassword=\(fresh.grant.accessToken ?? "")\n"
+        let password = fresh.grant.accessToken ?? ""
+        // git reads one key=value a line: a line break would add fields of its own.
+        guard OutputGrammar.isGitValue(username), OutputGrammar.isGitValue(password), !password.isEmpty else {
+            throw CLIError(
+                "the user name or token for \(host) cannot be sent in git's credential protocol (a line break or NUL)",
+                hint: "set the user name with 'vault git-credential map \(host) \(entry.grant) --username U'")
+        }
+        var answer = "username=\(username)\npassword=\(password)\n"
         if let expiry = fresh.grant.expiresAt { answer += "password_expiry_utc=\(expiry.epochSeconds)\n" }
         var bytes = Array(answer.utf8)
         Console.writeAll(&bytes, fd: 1)

@@ -102,7 +102,12 @@ extension Commands {
         }
         var pairs: [(String, String)] = []
         for (name, grant) in try freshGrants(validNames, ctx: ctx) {
-            pairs += GrantVariables(prefix: prefix ?? GrantVariables.prefix(for: name), grant: grant).pairs
+            let variables = GrantVariables(prefix: prefix ?? GrantVariables.prefix(for: name), grant: grant).pairs
+            // The C environment ends a value at NUL: refuse rather than hand out a cut value.
+            if let bad = variables.first(where: { !OutputGrammar.isEnvironmentValue($0.1) }) {
+                throw CLIError("\(bad.0) of '\(name)' contains a NUL byte, which no environment can carry")
+            }
+            pairs += variables
         }
         return pairs
     }
@@ -211,7 +216,14 @@ extension Commands {
         if grant.kind == .oauth1 {
             line = "Authorization: " + OAuth1.authorizationHeader(try oauth1Signature(grant, ctx: ctx))
         } else {
-            line = "Authorization: Bearer \(grant.accessToken ?? "")"
+            let token = grant.accessToken ?? ""
+            // A header value ends at a line break: refuse what would start another header.
+            guard !token.isEmpty, token.unicodeScalars.allSatisfy({ (0x21...0x7e).contains($0.value) }) else {
+                throw CLIError(
+                    "the access token of '\(name)' has characters an HTTP header cannot carry",
+                    hint: "run 'vault refresh \(name)', or 'vault add \(name)' to authorize it again")
+            }
+            line = "Authorization: Bearer \(token)"
         }
         var bytes = Array((line + "\n").utf8)
         Console.writeAll(&bytes, fd: 1)
@@ -276,18 +288,42 @@ extension Commands {
         ]
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
+        // OAUTHBEARER's host and port fields, checked before any token is fetched.
+        var kv = ""
+        if let host = ctx.arguments.value("host") {
+            guard OutputGrammar.isSASLHost(host) else {
+                throw CLIError.usage(
+                    "--host must be a host name or an IP address, not \(host.debugDescription)", command: "xoauth2")
+            }
+            kv += "host=\(host)\u{1}"
+        }
+        if let port = ctx.arguments.value("port") {
+            guard OutputGrammar.isSASLPort(port) else {
+                throw CLIError.usage("--port must be a number from 1 to 65535", command: "xoauth2")
+            }
+            kv += "port=\(port)\u{1}"
+        }
         let grant = try freshGrants([name], ctx: ctx)[0].1
         guard let user = ctx.arguments.value("user") ?? grant.account else {
             throw CLIError("grant '\(name)' names no account", hint: "pass --user LOGIN")
         }
         let token = grant.accessToken ?? ""
+        // Every field is checked against the SASL grammar: a ^A or a line
+        // break in an account from an ID token would add fields of its own.
+        guard OutputGrammar.isSASLUser(user) else {
+            throw CLIError(
+                "the user name \(user.debugDescription) contains control characters, which SASL cannot carry",
+                hint: "pass the login with --user")
+        }
+        guard OutputGrammar.isBearerToken(token) else {
+            throw CLIError(
+                "the access token of '\(name)' is not a bearer token SASL can carry (RFC 6750 b64token)",
+                hint: "run 'vault refresh \(name)', or 'vault add \(name)' to authorize it again")
+        }
         let response: String
         if ctx.arguments.flag("oauthbearer") {
             // RFC 7628 section 3.1; the authzid in the GS2 header escapes , and =.
             let authzid = user.replacing("=", with: "=3D").replacing(",", with: "=2C")
-            var kv = ""
-            if let host = ctx.arguments.value("host") { kv += "host=\(host)\u{1}" }
-            if let port = ctx.arguments.value("port") { kv += "port=\(port)\u{1}" }
             response = "n,a=\(authzid),\u{1}\(kv)auth=Bearer \(token)\u{1}\u{1}"
         } else {
             response = "user=\(user)\u{1}auth=Bearer \(token)\u{1}\u{1}"

@@ -90,7 +90,7 @@ extension Commands {
                 return .ok
             }
             let d = try vault { () throws(VaultError) in try engine.remoteDescription() }
-            ctx.console.out(d.url + (d.user.map { " (user \($0))" } ?? ""))
+            ctx.console.out(Console.escaped(d.url + (d.user.map { " (user \($0))" } ?? "")))
             if !d.preconditions { ctx.console.info("this store ignores If-Match; lost updates are repaired") }
             return .ok
         }
