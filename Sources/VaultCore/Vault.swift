@@ -56,6 +56,13 @@ public final class Vault {
         return other
     }
 
+    /// A number that changes whenever another connection commits a change to
+    /// this vault file (SQLite's `data_version`): a cheap way to know that
+    /// what was read through this handle before is still current.
+    package func changeCounter() throws(VaultError) -> Int64 {
+        try storage { () throws(StorageError) in try database.dataVersion() }
+    }
+
     /// True when a vault file exists at `location`.
     public static func exists(at location: VaultLocation) -> Bool {
         FileSystem.exists(location.databasePath)

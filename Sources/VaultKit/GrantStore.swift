@@ -16,6 +16,9 @@ public protocol GrantStore: Sendable {
     func remove(_ name: String) async throws(VaultError)
     /// The names of the stored grants, sorted.
     func names() async throws(VaultError) -> [String]
+    /// The stored grant when its access token has more than
+    /// `minimumValidity` seconds left, else nil; never a network request.
+    func usableGrant(_ name: String, minimumValidity: Double) async throws(VaultError) -> Grant?
     /// A grant with more than `minimumValidity` seconds of access token
     /// left, refreshed through `transport` first when needed, one refresh
     /// at a time per grant. The rotated refresh token is saved before the
@@ -26,6 +29,14 @@ public protocol GrantStore: Sendable {
 }
 
 extension GrantStore {
+    /// The stored grant when its access token has more than
+    /// `minimumValidity` seconds left, else nil; never a request. Stores may
+    /// answer this from memory while nothing has changed.
+    public func usableGrant(_ name: String, minimumValidity: Double) async throws(VaultError) -> Grant? {
+        let grant = try await retrieve(name)
+        return grant.isUsable(minimumValidity: minimumValidity, at: Date()) ? grant : nil
+    }
+
     /// GTMAppAuth's `canAuthorize`: the grant has a usable access token or a
     /// refresh token, and was not refused.
     public func canAuthorize(_ name: String) async throws(VaultError) -> Bool {

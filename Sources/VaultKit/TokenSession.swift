@@ -47,6 +47,11 @@ public final class TokenSession: Sendable {
         _ name: String, minimumValidity: Double = Grant.freshnessMargin, forceRefresh: Bool = false
     ) async throws(VaultError) -> FreshGrant {
         if Task.isCancelled { throw VaultError.cancelled }
+        // Most calls end here: the grant is fresh enough, and no refresh
+        // needs sharing.
+        if !forceRefresh, let usable = try await store.usableGrant(name, minimumValidity: minimumValidity) {
+            return FreshGrant(grant: usable, refreshed: false)
+        }
         let key = InFlight.Key(name: name, minimumValidity: minimumValidity, force: forceRefresh)
         let task = await inFlight.task(for: key) { [store, transport, continuation] in
             let before = try? await store.retrieve(name)

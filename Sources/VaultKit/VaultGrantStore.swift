@@ -19,11 +19,18 @@ public final class VaultGrantStore: GrantStore, @unchecked Sendable {
     private let makeHandle: @Sendable () throws(VaultError) -> Vault
     private let mutex = PoolMutex()
     private var idle: [Vault] = []
+    /// Fresh grants last read, with the vault's change counter from before
+    /// the read: served again while no connection has changed the file.
+    private var recent: [String: (grant: Grant, version: Int64)] = [:]
+    /// The connection whose change counter is watched (under `mutex`).
+    private let watcher: Vault
 
-    private init(location: VaultLocation, first: Vault, makeHandle: @escaping @Sendable () throws(VaultError) -> Vault)
-    {
+    private init(
+        location: VaultLocation, first: Vault, makeHandle: @escaping @Sendable () throws(VaultError) -> Vault
+    ) throws(VaultError) {
         self.location = location
         self.makeHandle = makeHandle
+        watcher = try makeHandle()
         idle = [first]
     }
 
@@ -33,7 +40,7 @@ public final class VaultGrantStore: GrantStore, @unchecked Sendable {
         let key = UncheckedKey(key: key)
         return try await blocking { () throws(VaultError) in
             let vault = try Vault.open(at: location, key: key.key)
-            return VaultGrantStore(
+            return try VaultGrantStore(
                 location: location, first: vault,
                 makeHandle: { [vault = UncheckedVault(vault)] () throws(VaultError) in try vault.vault.sibling() })
         }
@@ -46,7 +53,7 @@ public final class VaultGrantStore: GrantStore, @unchecked Sendable {
         let key = UncheckedKey(key: key)
         return try await blocking { () throws(VaultError) in
             let vault = try Vault.create(at: location, key: key.key, kdf: kdf)
-            return VaultGrantStore(
+            return try VaultGrantStore(
                 location: location, first: vault,
                 makeHandle: { [vault = UncheckedVault(vault)] () throws(VaultError) in try vault.vault.sibling() })
         }
@@ -69,7 +76,7 @@ public final class VaultGrantStore: GrantStore, @unchecked Sendable {
                 }
                 return vault
             }
-            return VaultGrantStore(location: location, first: try connect(), makeHandle: connect)
+            return try VaultGrantStore(location: location, first: try connect(), makeHandle: connect)
         }
     }
 
@@ -101,7 +108,11 @@ public final class VaultGrantStore: GrantStore, @unchecked Sendable {
     public func freshGrant(
         _ name: String, minimumValidity: Double, forceRefresh: Bool, transport: any HTTPTransport & Sendable
     ) async throws(VaultError) -> FreshGrant {
-        try await withHandle { (vault: Vault) throws(VaultError) in
+        let version = mutex.locked { try? watcher.changeCounter() }
+        if !forceRefresh, let hit = remembered(name, minimumValidity: minimumValidity, version: version) {
+            return FreshGrant(grant: hit, refreshed: false)
+        }
+        let fresh = try await withHandle { (vault: Vault) throws(VaultError) in
             // A vault opened through the agent keeps the agent's coordinator;
             // one opened here coordinates through its sync store, if any.
             let coordinator: (any RefreshCoordinator)? =
@@ -109,6 +120,29 @@ public final class VaultGrantStore: GrantStore, @unchecked Sendable {
             return try TokenRefresher(vault: vault, transport: transport, coordinator: coordinator)
                 .freshGrant(name, minimumValidity: minimumValidity, forceRefresh: forceRefresh)
         }
+        // Kept with the counter from before the read: a change made since
+        // (even the refresh just stored) makes the next call read again.
+        if let version { mutex.locked { recent[name] = (fresh.grant, version) } }
+        return fresh
+    }
+
+    /// Served from memory while no connection has changed the vault file
+    /// since the grant was read (no transaction, no decryption, no thread
+    /// hop); otherwise read, and remembered.
+    public func usableGrant(_ name: String, minimumValidity: Double) async throws(VaultError) -> Grant? {
+        let version = mutex.locked { try? watcher.changeCounter() }
+        if let hit = remembered(name, minimumValidity: minimumValidity, version: version) { return hit }
+        let grant = try await retrieve(name)
+        if let version { mutex.locked { recent[name] = (grant, version) } }
+        return grant.isUsable(minimumValidity: minimumValidity, at: Date()) ? grant : nil
+    }
+
+    /// A grant read before, fresh enough, while the file is unchanged.
+    private func remembered(_ name: String, minimumValidity: Double, version: Int64?) -> Grant? {
+        guard let version, let hit = mutex.locked({ recent[name] }), hit.version == version,
+            hit.grant.isUsable(minimumValidity: minimumValidity, at: Date())
+        else { return nil }
+        return hit.grant
     }
 
     /// Revokes the grant at the provider (RFC 7009), then removes it.

@@ -62,6 +62,14 @@ public final class Database {
         return try Statement(database: self, sql: sql)
     }
 
+    /// SQLite's `data_version`: it changes when another connection (of this
+    /// process or another) commits a change, never for this one's own.
+    public func dataVersion() throws(StorageError) -> Int64 {
+        let statement = try prepare("PRAGMA data_version")
+        guard try statement.step() else { throw StorageError(.sqlite, "no data_version") }
+        return statement.int64(at: 0)
+    }
+
     /// Takes a statement back from `Statement.deinit` for reuse.
     func recycle(_ statement: OpaquePointer, sql: String) {
         sqlite3_reset(statement)

@@ -137,4 +137,19 @@ struct LibraryTests {
         }
         #expect(try await session.freshGrant("work").grant.accessToken == "new-access")
     }
+
+    @Test("a fresh token served again from memory is never stale: a change by another process is seen at once")
+    func changesElsewhereAreSeen() async throws {
+        let mine = try await vaultStore()
+        try await mine.save(TestKeys.grant(token: "first"), as: "work")
+        let session = TokenSession(store: mine, transport: FakeTransport([]))
+        #expect(try await session.freshGrant("work").grant.accessToken == "first")
+        #expect(try await session.freshGrant("work").grant.accessToken == "first")
+        // Another process (here another store on the same file) replaces it.
+        let other = try await VaultGrantStore.open(at: dir.location, key: .keyfile(try TestKeys.keyfileSecret()))
+        try await other.save(TestKeys.grant(token: "second"), as: "work")
+        #expect(try await session.freshGrant("work").grant.accessToken == "second")
+        try await other.remove("work")
+        await #expect(throws: VaultError.self) { try await session.freshGrant("work") }
+    }
 }
