@@ -1,8 +1,9 @@
+internal import FoundationEssentials
 package import VaultCore
 internal import VaultCrypto
 internal import VaultSync
 
-/// The agent's wire protocol, version 1 (docs/agent.md).
+/// The agent's wire protocol, version 2 (docs/agent.md).
 ///
 /// A message is a 4-byte big-endian length (1 to `maxLength`) and a body.
 /// A request body is the protocol version, an operation and its fields; a
@@ -11,7 +12,7 @@ internal import VaultSync
 /// strings (u32 length). Parsing is strict: unknown operations, short or
 /// oversized fields and trailing bytes are refused.
 enum AgentProtocol {
-    static let version: UInt8 = 1
+    static let version: UInt8 = 2
     /// Largest message body either side accepts (a state of 300,000
     /// grants fits).
     static let maxLength = 8 << 20
@@ -91,6 +92,9 @@ struct MessageWriter {
         string(e.code.rawValue)
         string(e.reason)
         string(e.hint ?? "")
+        string(e.oauthError ?? "")
+        let remedy = e.remedy.flatMap { try? JSONEncoder().encode($0) }
+        bytes(remedy.map { Array($0) } ?? [])
     }
 
     var body: [UInt8] { w.bytes }
@@ -168,7 +172,12 @@ package struct MessageReader {
         let code = try string()
         let reason = try string()
         let hint = try string()
-        return VaultError(VaultError.Code(rawValue: code) ?? .internalError, reason, hint: hint.isEmpty ? nil : hint)
+        let oauthError = try string()
+        let remedy = try bytes()
+        return VaultError(
+            VaultError.Code(rawValue: code) ?? .internalError, reason, hint: hint.isEmpty ? nil : hint,
+            oauthError: oauthError.isEmpty ? nil : oauthError,
+            remedy: remedy.isEmpty ? nil : try? JSONDecoder().decode(VaultError.Remedy.self, from: Data(remedy)))
     }
 
     func finish() throws(VaultError) { try r.finish() }

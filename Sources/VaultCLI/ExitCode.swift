@@ -39,6 +39,6 @@ struct CLIError: Error {
             .insecurePath, .internalError, .refused, .badResponse, .timedOut:
             code = .failure
         }
-        self.init(error.reason, hint: error.hint, exitCode: code)
+        self.init(error.reason, hint: error.remedy.map(Remedies.hint) ?? error.hint, exitCode: code)
     }
 }

@@ -40,7 +40,7 @@ public struct Keyslots {
                 try Keyslots.slots(in: vault.database).contains(where: { $0.kind == .passphrase })
             {
                 throw VaultError(
-                    .alreadyExists, "this vault already has a passphrase", hint: "'vault passwd' changes it")
+                    .alreadyExists, "this vault already has a passphrase", remedy: .changePassphrase)
             }
             try vault.putSlot(nil, slot)
             number = try storage { () throws(StorageError) in try vault.database.lastInsertRowID() }
@@ -54,7 +54,7 @@ public struct Keyslots {
         try vault.update { (_: inout StateManifest) throws(VaultError) in
             let slots = try Keyslots.slots(in: vault.database)
             guard slots.contains(where: { $0.number == number }) else {
-                throw VaultError(.notFound, "no keyslot \(number)", hint: "'vault keyslot list' shows them")
+                throw VaultError(.notFound, "no keyslot \(number)", remedy: .listKeyslots)
             }
             guard slots.contains(where: { $0.number != number && $0.kind != nil }) else {
                 throw VaultError(.invalidInput, "keyslot \(number) is the last one; nothing else would open the vault")

@@ -70,7 +70,7 @@ extension Vault {
             if let live = try findRow(nameHash: hash, deleted: false) {
                 guard mode == .replace else {
                     throw VaultError(
-                        .alreadyExists, "grant '\(name)' already exists", hint: "use --replace to overwrite it")
+                        .alreadyExists, "grant '\(name)' already exists", remedy: .replaceExisting)
                 }
                 id = live.id
             } else if let tombstone = try findRow(nameHash: hash, deleted: true) {
@@ -173,7 +173,7 @@ extension Vault {
         try GrantName.validate(name)
         let hash = try keys.nameHash(name)
         guard let row = try findRow(nameHash: hash, deleted: false) else {
-            throw VaultError(.notFound, "grant '\(name)' not found", hint: "'vault list' shows the stored grants")
+            throw VaultError(.notFound, "grant '\(name)' not found", remedy: .listGrants)
         }
         try check(row, against: state)
         let payload = try keys.open(row)

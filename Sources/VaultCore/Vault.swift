@@ -41,7 +41,7 @@ public final class Vault {
         guard let key = keys.masterKey else {
             throw VaultError(
                 .locked, "the agent does not hand out the master key",
-                hint: "unlock with the passphrase or key file itself (VAULT_AGENT=off)")
+                remedy: .unlockDirectly)
         }
         return key
     }
@@ -146,7 +146,7 @@ public final class Vault {
     package static func connect(_ path: String) throws(VaultError) -> Database {
         let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
         guard FileSystem.exists(path) else {
-            throw VaultError(.noVault, "no vault at \(path)", hint: "run 'vault init' to create one")
+            throw VaultError(.noVault, "no vault at \(path)", remedy: .createVault)
         }
         try FileSystem.checkPrivate(directory, directory: true)
         try FileSystem.checkPrivate(path, directory: false)

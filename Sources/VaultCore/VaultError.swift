@@ -43,13 +43,67 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
     public let hint: String?
     /// The provider's OAuth error code (`invalid_grant`, ...), when it gave one.
     public let oauthError: String?
+    /// What would get past the error, for a front end to say in its own
+    /// words (the command line names its commands; an app its screens).
+    public let remedy: Remedy?
 
     /// Creates an error.
-    public init(_ code: Code, _ reason: String, hint: String? = nil, oauthError: String? = nil) {
+    public init(
+        _ code: Code, _ reason: String, hint: String? = nil, oauthError: String? = nil, remedy: Remedy? = nil
+    ) {
         self.code = code
         self.reason = reason
         self.hint = hint
         self.oauthError = oauthError
+        self.remedy = remedy
+    }
+
+    /// A way past an error, named without any front end's words.
+    public enum Remedy: Sendable, Equatable, Codable {
+        /// Authorize the grant again with its provider.
+        case authorizeAgain(provider: String, grant: String)
+        /// Save again, replacing the grant of that name.
+        case replaceExisting
+        /// Look at the stored grants' names.
+        case listGrants
+        /// Create a vault first.
+        case createVault
+        /// Unlock with the passphrase or key file in this process, not through the agent.
+        case unlockDirectly
+        /// Choose a known provider, or describe one by its issuer.
+        case chooseProvider(known: [String])
+        /// Change the passphrase rather than add a second one.
+        case changePassphrase
+        /// Look at the keyslots' numbers.
+        case listKeyslots
+        /// Give the client id (and, for OAuth 1.0a, its secret or key).
+        case giveClient(oauth1: Bool)
+        /// Give the client id, or set it in a provider definition.
+        case configureClient
+        /// Authorize with another flow.
+        case useFlow([Provider.Flow])
+        /// Finish in the browser sooner, or use another flow.
+        case finishSooner(otherFlows: [Provider.Flow])
+        /// The grant was kept: try again, or remove it without revoking.
+        case removeWithoutRevoking
+        /// Store the grant with its provider's endpoints and client, or authorize again.
+        case addProviderConfiguration
+        /// Set the sync store first.
+        case setRemote
+        /// Sync again.
+        case syncAgain
+        /// Set the sync store's credentials again.
+        case setStoreCredentials
+        /// Look at the kept conflicts.
+        case listConflicts
+        /// Let a machine that has the vault publish it to the store first.
+        case publishFromAnotherMachine
+        /// Sync first.
+        case syncFirst
+        /// Make a pairing code on a machine that has the vault.
+        case pairOnOtherMachine
+        /// Make a new pairing code.
+        case pairAgain
     }
 
     /// The reason, without secrets.

@@ -42,7 +42,7 @@ extension SyncEngine {
             var found = try vault.findRow(nameHash: hash, deleted: false)
             if found == nil { found = try vault.findRow(nameHash: hash, deleted: true) }
             guard let row = found, let index = state.conflicts.firstIndex(where: { $0.id == row.id }) else {
-                throw VaultError(.notFound, "no conflict on '\(name)'", hint: "'vault conflicts' lists them")
+                throw VaultError(.notFound, "no conflict on '\(name)'", remedy: .listConflicts)
             }
             let conflict = state.conflicts.remove(at: index)
             let version = row.version + 1

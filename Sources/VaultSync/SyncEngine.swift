@@ -67,7 +67,7 @@ extension SyncEngine {
 
     func loadSyncState(_ keys: SyncKeys) throws(VaultError) -> SyncState {
         guard let blob = try vault.getMeta(SyncEngine.syncMetaKey) else {
-            throw VaultError(.notFound, "this vault has no sync store", hint: "set one with 'vault remote set URL'")
+            throw VaultError(.notFound, "this vault has no sync store", remedy: .setRemote)
         }
         return try SyncState(decoding: blob, keys: keys, vaultID: vault.header.vaultID)
     }
@@ -149,7 +149,7 @@ extension SyncEngine {
         }
         throw VaultError(
             .transient, "the store kept changing during \(SyncEngine.syncAttempts) attempts; nothing was lost",
-            hint: "run 'vault sync' again")
+            remedy: .syncAgain)
     }
 
     /// One round; false when another writer got in between (try again).
@@ -515,7 +515,7 @@ func storeCall<R>(_ body: () throws(ObjectStore.Failure) -> R) throws(VaultError
         switch error.code {
         case .transient: throw VaultError(.transient, error.reason)
         case .unauthorized:
-            throw VaultError(.refused, error.reason, hint: "set the store's credentials with 'vault remote set'")
+            throw VaultError(.refused, error.reason, remedy: .setStoreCredentials)
         case .badResponse: throw VaultError(.badResponse, error.reason)
         case .invalid: throw VaultError(.invalidInput, error.reason)
         }

@@ -21,7 +21,7 @@ extension SyncEngine {
         else {
             throw VaultError(
                 .notFound, "the store has no vault yet",
-                hint: "run 'vault remote set' and 'vault sync' on a machine that has it")
+                remedy: .publishFromAnotherMachine)
         }
         let (header, slots) = try parseKeysObject(object.bytes)
         var masterKey: SecureBytes?
@@ -90,7 +90,7 @@ extension SyncEngine {
         let keys = try syncKeys()
         let state = try loadSyncState(keys)
         guard state.markEpoch > 0 else {
-            throw VaultError(.invalidInput, "this vault has not synced yet", hint: "run 'vault sync' first")
+            throw VaultError(.invalidInput, "this vault has not synced yet", remedy: .syncFirst)
         }
         let raw = try wrap { () throws(CryptoError) in try Random.bytes(16) }
         let code = try wrap { () throws(CryptoError) in try SecureBytes(copying: raw) }
@@ -134,7 +134,7 @@ extension SyncEngine {
         let trimmed = String(text.filter { !$0.isWhitespace })
         guard var raw = Base64.decode(Array(trimmed.utf8), .urlSafeUnpadded), raw.count == 16 else {
             throw VaultError(
-                .invalidInput, "that is not a pairing code", hint: "'vault pair' on the other machine prints one")
+                .invalidInput, "that is not a pairing code", remedy: .pairOnOtherMachine)
         }
         defer { secureZero(&raw) }
         let code = try wrap { () throws(CryptoError) in try SecureBytes(copying: raw) }
@@ -160,7 +160,7 @@ extension SyncEngine {
         let expires = try r.u64()
         guard UInt64(max(0, time.now().epochSeconds)) <= expires else {
             try? store.delete(name)
-            throw VaultError(.invalidInput, "the pairing code has expired", hint: "run 'vault pair' again")
+            throw VaultError(.invalidInput, "the pairing code has expired", remedy: .pairAgain)
         }
         let header = try Header(decoding: try r.read(Int(try r.u32())))
         var keyBytes = try r.read(32)

@@ -93,7 +93,7 @@ public struct Authorizer {
         else {
             throw VaultError(
                 .invalidInput, "provider '\(p.name)' needs an authorization endpoint, a token endpoint and a client id",
-                hint: p.clientID == nil ? "pass --client-id" : nil)
+                remedy: p.clientID == nil ? .giveClient(oauth1: false) : nil)
         }
         let pkce = try PKCE()
         let state = try RandomToken.make()
@@ -107,7 +107,7 @@ public struct Authorizer {
             do {
                 listener = try LoopbackListener(port: fixed?.port ?? 0, path: fixed?.path ?? "/callback")
             } catch {
-                throw VaultError(.io, "cannot start the redirect listener: \(error.reason)", hint: "try --flow paste")
+                throw VaultError(.io, "cannot start the redirect listener: \(error.reason)", remedy: .useFlow([.paste]))
             }
             redirectURI = p.redirectURI ?? listener!.redirectURI
         } else {
@@ -135,7 +135,7 @@ public struct Authorizer {
             do { answer = try listener.waitForRedirect(timeout: request.timeout) } catch {
                 throw VaultError(
                     .timedOut, "no answer from the browser within \(Int(request.timeout)) seconds",
-                    hint: "finish the authorization in the browser sooner, or use --flow device or --flow paste")
+                    remedy: .finishSooner(otherFlows: [.device, .paste]))
             }
         } else {
             answer = try pasted(ui.readPasted(prompt: "Paste the address the browser ended on (or the code): "))

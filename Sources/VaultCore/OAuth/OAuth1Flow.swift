@@ -16,7 +16,7 @@ extension Authorizer {
         guard let key = p.clientID, let secret = p.clientSecret else {
             throw VaultError(
                 .invalidInput, "OAuth 1.0a needs the consumer key and secret",
-                hint: "pass --client-id and --client-secret-file (for RSA-SHA1, the PEM private key)")
+                remedy: .giveClient(oauth1: true))
         }
         var credentials = OAuth1Credentials(
             consumerKey: key,
@@ -30,7 +30,7 @@ extension Authorizer {
             do {
                 listener = try LoopbackListener(port: fixed?.port ?? 0, path: fixed?.path ?? "/callback")
             } catch {
-                throw VaultError(.io, "cannot start the redirect listener: \(error.reason)", hint: "try --flow paste")
+                throw VaultError(.io, "cannot start the redirect listener: \(error.reason)", remedy: .useFlow([.paste]))
             }
             callback = p.redirectURI ?? listener!.redirectURI
         } else {
@@ -54,7 +54,7 @@ extension Authorizer {
             do { answer = try listener.waitForRedirect(timeout: request.timeout) } catch {
                 throw VaultError(
                     .timedOut, "no answer from the browser within \(Int(request.timeout)) seconds",
-                    hint: "finish the authorization in the browser sooner, or use --flow paste")
+                    remedy: .finishSooner(otherFlows: [.paste]))
             }
         } else {
             let text = try ui.readPasted(prompt: "Paste the verifier the provider shows (or the address): ")

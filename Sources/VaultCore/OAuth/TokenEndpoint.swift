@@ -23,7 +23,7 @@ public struct TokenEndpoint {
         guard let clientID = client.id else {
             throw VaultError(
                 .invalidInput, "provider '\(client.providerName)' has no client id",
-                hint: "pass --client-id, or set client_id in a provider file (see 'vault providers')")
+                remedy: .configureClient)
         }
         var pairs = form
         var headers: [(name: String, value: String)] = [

@@ -71,7 +71,7 @@ public struct ProviderCatalog: Sendable {
         guard let p = providers[name] else {
             throw VaultError(
                 .notFound, "unknown provider '\(name)'",
-                hint: "known providers: \(providers.keys.sorted().joined(separator: ", ")); or use --issuer URL")
+                remedy: .chooseProvider(known: providers.keys.sorted()))
         }
         return p
     }

@@ -21,7 +21,7 @@ extension Vault {
     func loadRecord(id: [UInt8], expecting name: String) throws(VaultError) -> (Grant, String) {
         try read { (state: StateManifest) throws(VaultError) in
             guard let row = try findRow(id: id), !row.deleted else {
-                throw VaultError(.notFound, "grant '\(name)' not found", hint: "'vault list' shows the stored grants")
+                throw VaultError(.notFound, "grant '\(name)' not found", remedy: .listGrants)
             }
             try check(row, against: state)
             let payload = try keys.open(row)

@@ -145,7 +145,7 @@ public struct TokenRefresher {
                 throw VaultError(
                     .dead,
                     "grant '\(name)' is no longer accepted by the provider (userinfo answered 401 after a refresh)",
-                    hint: "run 'vault add \(fresh.grant.provider) \(name)' to authorize again")
+                    remedy: .authorizeAgain(provider: fresh.grant.provider, grant: name))
             case 500...599, 429:
                 throw VaultError(.transient, "the userinfo endpoint answered HTTP \(status)")
             default:
@@ -168,8 +168,7 @@ public struct TokenRefresher {
         let what = "revoking '\(name)'"
         func kept(_ e: VaultError) -> VaultError {
             VaultError(
-                e.code, e.reason, hint: "the grant was kept; try again, or remove it without --revoke",
-                oauthError: e.oauthError)
+                e.code, e.reason, oauthError: e.oauthError, remedy: .removeWithoutRevoking)
         }
         let status: Int
         let body: SecureBytes
@@ -199,12 +198,12 @@ public struct TokenRefresher {
         guard let refreshToken = g.refreshToken else {
             throw VaultError(
                 .dead, "grant '\(name)' has expired and has no refresh token",
-                hint: "run 'vault add \(g.provider) \(name)' to authorize again")
+                remedy: .authorizeAgain(provider: g.provider, grant: name))
         }
         guard let config = g.providerConfiguration, let endpoint = config.tokenEndpoint else {
             throw VaultError(
                 .invalidInput, "grant '\(name)' does not say where to refresh it (no token endpoint)",
-                hint: "import it with a provider_config, or run 'vault add' again")
+                remedy: .addProviderConfiguration)
         }
         let client = TokenEndpoint(transport: transport, client: OAuthClient(config, providerName: g.provider))
         let response = try client.tokenResponse(
@@ -244,6 +243,6 @@ public struct TokenRefresher {
         let why = cause.map { ": \($0.reason)" } ?? (g.deadReason.map { " (\($0))" } ?? "")
         return VaultError(
             .dead, "grant '\(name)' needs a new authorization\(why)",
-            hint: "run 'vault add \(g.provider) \(name)' to authorize again", oauthError: cause?.oauthError)
+            oauthError: cause?.oauthError, remedy: .authorizeAgain(provider: g.provider, grant: name))
     }
 }

@@ -1,0 +1,36 @@
+internal import VaultCore
+
+/// The command line's words for a library error's remedy: the library names
+/// what would help, and only this layer knows it as commands and flags.
+enum Remedies {
+    static func hint(_ remedy: VaultError.Remedy) -> String {
+        switch remedy {
+        case .authorizeAgain(let provider, let grant): return "run 'vault add \(provider) \(grant)' to authorize again"
+        case .replaceExisting: return "use --replace to overwrite it"
+        case .listGrants: return "'vault list' shows the stored grants"
+        case .createVault: return "run 'vault init' to create one"
+        case .unlockDirectly: return "unlock with the passphrase or key file itself (VAULT_AGENT=off)"
+        case .chooseProvider(let known): return "known providers: \(known.joined(separator: ", ")); or use --issuer URL"
+        case .changePassphrase: return "'vault passwd' changes it"
+        case .listKeyslots: return "'vault keyslot list' shows them"
+        case .giveClient(let oauth1):
+            return oauth1
+                ? "pass --client-id and --client-secret-file (for RSA-SHA1, the PEM private key)" : "pass --client-id"
+        case .configureClient: return "pass --client-id, or set client_id in a provider file (see 'vault providers')"
+        case .useFlow(let flows): return "try " + flows.map { "--flow \($0.rawValue)" }.joined(separator: " or ")
+        case .finishSooner(let flows):
+            return "finish the authorization in the browser sooner, or use "
+                + flows.map { "--flow \($0.rawValue)" }.joined(separator: " or ")
+        case .removeWithoutRevoking: return "the grant was kept; try again, or remove it without --revoke"
+        case .addProviderConfiguration: return "import it with a provider_config, or run 'vault add' again"
+        case .setRemote: return "set one with 'vault remote set URL'"
+        case .syncAgain: return "run 'vault sync' again"
+        case .setStoreCredentials: return "set the store's credentials with 'vault remote set'"
+        case .listConflicts: return "'vault conflicts' lists them"
+        case .publishFromAnotherMachine: return "run 'vault remote set' and 'vault sync' on a machine that has it"
+        case .syncFirst: return "run 'vault sync' first"
+        case .pairOnOtherMachine: return "'vault pair' on the other machine prints one"
+        case .pairAgain: return "run 'vault pair' again"
+        }
+    }
+}
