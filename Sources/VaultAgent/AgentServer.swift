@@ -456,6 +456,13 @@ public final class AgentServer: @unchecked Sendable {
         let vault = Vault(
             location: location, database: try Vault.connect(location.databasePath), header: current.header,
             keys: current.keys, time: time)
+        // A new vault at the same path may even reuse the old file's inode:
+        // its header names another vault, and these keys are not for it.
+        guard let blob = try vault.getMeta("header"), try Header(decoding: blob).vaultID == current.header.vaultID
+        else {
+            lockKeys("the vault file was replaced")
+            throw VaultError(.locked, "the agent is locked")
+        }
         handle = Handle(keys: current, vault: vault)
         return vault
     }
