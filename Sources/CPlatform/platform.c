@@ -34,13 +34,47 @@ int vault_get_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }
 static volatile sig_atomic_t tty_saved = 0;
 static int tty_fd = -1;
 static struct termios tty_old;
-static const int tty_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP};
+static struct termios tty_quiet;
+/* Terminating signals restore the terminal and die; stop signals restore
+   it, stop, and turn echo off again when continued; SIGCONT alone (after
+   an uncatchable SIGSTOP) turns echo off again. */
+static const int tty_signals[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGALRM, SIGUSR1,
+                                  SIGUSR2, SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT};
 static struct sigaction tty_old_actions[sizeof tty_signals / sizeof tty_signals[0]];
 
+static void tty_quiet_again(void) {
+    /* Only from the foreground: a background write to the terminal's
+       settings would stop the process again (SIGTTOU). */
+    if (tty_saved && tcgetpgrp(tty_fd) == getpgrp()) tcsetattr(tty_fd, TCSANOW, &tty_quiet);
+}
+
 static void tty_on_signal(int sig) {
+    int saved_errno = errno;
+    if (sig == SIGCONT) {
+        tty_quiet_again();
+        errno = saved_errno;
+        return;
+    }
     if (tty_saved) {
         tcsetattr(tty_fd, TCSAFLUSH, &tty_old);
         (void)!write(tty_fd, "\n", 1);
+    }
+    if (sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) {
+        struct sigaction dfl, mine;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigemptyset(&dfl.sa_mask);
+        sigaction(sig, &dfl, &mine);
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, sig);
+        sigprocmask(SIG_UNBLOCK, &set, NULL);
+        raise(sig); /* stops here until SIGCONT */
+        sigprocmask(SIG_BLOCK, &set, NULL);
+        sigaction(sig, &mine, NULL);
+        tty_quiet_again();
+        errno = saved_errno;
+        return;
     }
     signal(sig, SIG_DFL);
     raise(sig);
@@ -51,15 +85,19 @@ int vault_tty_echo_off(int fd) {
     if (tcgetattr(fd, &t) != 0) return -1;
     tty_old = t;
     tty_fd = fd;
+    t.c_lflag &= ~(tcflag_t)(ECHO | ECHOE | ECHOK | ECHONL);
+    t.c_lflag |= ICANON;
+    tty_quiet = t;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = tty_on_signal;
     sigemptyset(&sa.sa_mask);
+    /* A background process may change the terminal only with SIGTTOU
+       blocked; the handler must not stop itself restoring it. */
+    sigaddset(&sa.sa_mask, SIGTTOU);
     for (size_t i = 0; i < sizeof tty_signals / sizeof tty_signals[0]; i++)
         sigaction(tty_signals[i], &sa, &tty_old_actions[i]);
     tty_saved = 1;
-    t.c_lflag &= ~(tcflag_t)(ECHO | ECHOE | ECHOK | ECHONL);
-    t.c_lflag |= ICANON;
     if (tcsetattr(fd, TCSAFLUSH, &t) != 0) {
         vault_tty_restore();
         return -1;

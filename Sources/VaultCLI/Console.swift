@@ -42,6 +42,7 @@ struct Console {
         switch scalar.value {
         case 0x00...0x1f, 0x7f...0x9f: return true  // C0, DEL, C1
         case 0x202a...0x202e, 0x2066...0x2069: return true  // embeddings, overrides, isolates
+        case 0x200e, 0x200f, 0x061c: return true  // directional marks
         default: return false
         }
     }

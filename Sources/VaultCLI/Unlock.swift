@@ -61,7 +61,15 @@ struct UnlockSources {
     /// variable itself, or nil when none is set.
     func nonInteractivePassphrase(prefix: String) throws(CLIError) -> (KeySource, String)? {
         if let command = env("\(prefix)_PASSPHRASE_COMMAND") {
-            let raw = try PassphraseCommand.run(command, variable: "\(prefix)_PASSPHRASE_COMMAND")
+            let variable = "\(prefix)_PASSPHRASE_COMMAND"
+            var timeout = PassphraseCommand.defaultTimeout
+            if let text = env(variable + "_TIMEOUT") {
+                guard let t = Double(text), t.isFinite, t > 0, t <= 86400 else {
+                    throw CLIError("\(variable)_TIMEOUT must be a number of seconds", exitCode: .usage)
+                }
+                timeout = t
+            }
+            let raw = try PassphraseCommand.run(command, variable: variable, timeout: timeout)
             return (try passphrase(raw, origin: "\(prefix)_PASSPHRASE_COMMAND"), "\(prefix)_PASSPHRASE_COMMAND")
         }
         if let path = env("\(prefix)_PASSPHRASE_FILE") {
@@ -118,11 +126,15 @@ struct UnlockSources {
 
 /// Runs `VAULT_PASSPHRASE_COMMAND` with `/bin/sh -c`, like restic and borg:
 /// its stdout is the passphrase; stdin and stderr stay the terminal's so a
-/// pinentry or `pass` can interact.
+/// pinentry or `pass` can interact. It has `defaultTimeout` seconds (or
+/// `VAULT_PASSPHRASE_COMMAND_TIMEOUT`) to exit, and its output is what it
+/// printed until it exited: a child it leaves behind is not waited for.
 enum PassphraseCommand {
     static let limit = 4096
 
-    static func run(_ command: String, variable: String) throws(CLIError) -> SecureBytes {
+    static func run(_ command: String, variable: String, timeout: Double = defaultTimeout) throws(CLIError)
+        -> SecureBytes
+    {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw CLIError("cannot create a pipe: \(errnoText())") }
         var actions = posix_spawn_file_actions_t()
@@ -141,17 +153,42 @@ enum PassphraseCommand {
             throw CLIError("cannot run \(variable): \(String(cString: strerror(rc)))", exitCode: .locked)
         }
         let output: SecureBytes
-        do { output = try SecureBytes(count: limit + 1) } catch { throw CLIError(error.reason) }
-        var total = 0
-        while total <= limit {
-            let n = output.withUnsafeMutableBytes { read(fds[0], $0.baseAddress! + total, limit + 1 - total) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            total += n
+        do { output = try SecureBytes(count: limit + 1) } catch {
+            close(fds[0])
+            kill(pid, SIGKILL)
+            while waitpid(pid, nil, 0) < 0 && errno == EINTR {}
+            throw CLIError(error.reason)
         }
-        close(fds[0])
+        // Reading stops when the command exits, even if a child it left in
+        // the background still holds the pipe open, and after `timeout`.
+        _ = fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK)
+        let deadline = MonotonicClock.now() + timeout
+        var total = 0
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        var finished = false
+        var endOfFile = false
+        while !finished {
+            if !endOfFile {
+                var p = pollfd(fd: fds[0], events: Int16(POLLIN), revents: 0)
+                _ = poll(&p, 1, 50)
+                endOfFile = drain(fds[0], into: output, total: &total)
+            } else {
+                usleep(20_000)
+            }
+            let r = waitpid(pid, &status, WNOHANG)
+            if r == pid || (r < 0 && errno != EINTR) { finished = true }
+            if !finished && MonotonicClock.now() > deadline {
+                close(fds[0])
+                kill(pid, SIGKILL)
+                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+                throw CLIError(
+                    "\(variable) did not finish within \(Int(timeout)) seconds",
+                    hint: "set \(variable)_TIMEOUT to allow it longer", exitCode: .locked)
+            }
+        }
+        // What it wrote before exiting is still in the pipe.
+        _ = drain(fds[0], into: output, total: &total)
+        close(fds[0])
         let exited = (status & 0x7f) == 0
         let code = (status >> 8) & 0xff
         guard exited && code == 0 else {
@@ -164,6 +201,32 @@ enum PassphraseCommand {
     }
 
     static func errnoText() -> String { String(cString: strerror(errno)) }
+
+    /// Reads what the pipe holds now into `output` (at most `limit` + 1
+    /// bytes in all); true at end of file.
+    private static func drain(_ fd: Int32, into output: SecureBytes, total: inout Int) -> Bool {
+        while total <= limit {
+            let start = total
+            let n = output.withUnsafeMutableBytes { read(fd, $0.baseAddress! + start, limit + 1 - start) }
+            if n < 0 && errno == EINTR { continue }
+            if n == 0 { return true }
+            if n < 0 { return false }
+            total += n
+        }
+        return true
+    }
+
+    /// Seconds allowed by default: long enough for a person at a pinentry.
+    static let defaultTimeout = 120.0
+}
+
+/// A monotonic clock in seconds.
+enum MonotonicClock {
+    static func now() -> Double {
+        var t = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &t)
+        return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
+    }
 }
 
 /// Runs VaultKit calls, mapping their errors.

@@ -4,8 +4,16 @@ internal import Glibc
 /// section 7.3). It answers requests for other paths with 404 and keeps
 /// waiting; the first GET on the exact path gets a page saying the browser
 /// can be closed, and its query parameters are returned.
+///
+/// Only connections from processes of this user are answered: any local
+/// user can connect to a loopback port, and the redirect's `state` is the
+/// only other thing that tells the flow's browser from another user's
+/// process. The owner of the connecting socket is read from the kernel's
+/// table of TCP sockets.
 public final class LoopbackListener {
     private let fd: Int32
+    private var launchPath: String? = nil
+    private var launchTarget: String? = nil
     /// The port it listens on (chosen by the system when 0 was asked).
     public let port: UInt16
     /// The path the redirect must use.
@@ -46,6 +54,16 @@ public final class LoopbackListener {
 
     deinit { close(fd) }
 
+    /// Serves `target` as a redirect (302) at `path`, to this user's
+    /// processes only, and returns the loopback address to open instead of
+    /// `target`. A browser started with that address on its command line,
+    /// which every local user can read, shows no secret of `target`.
+    public func offer(_ target: String, at path: String) -> String {
+        launchPath = path.hasPrefix("/") ? path : "/" + path
+        launchTarget = target
+        return "http://127.0.0.1:\(port)\(launchPath!)"
+    }
+
     /// Waits up to `timeout` seconds for the redirect and returns its query
     /// parameters. Throws `.network` ("timed out") when nobody came.
     public func waitForRedirect(timeout: Double) throws(HTTPError) -> [(String, String)] {
@@ -60,11 +78,20 @@ public final class LoopbackListener {
             let client = accept(fd, nil, nil)
             guard client >= 0 else { continue }
             defer { close(client) }
+            guard LoopbackPeer.uid(of: client, listenerPort: port) == getuid() else {
+                // Another user's process: refused before a byte is read.
+                Self.respond(client, status: "403 Forbidden", body: "Forbidden.")
+                continue
+            }
             guard let target = Self.readRequestTarget(client) else {
                 Self.respond(client, status: "400 Bad Request", body: "Bad request.")
                 continue
             }
             let (requestPath, query) = Self.split(target)
+            if let launchPath, let launchTarget, requestPath == launchPath {
+                Self.respond(client, status: "302 Found", body: "Redirecting.", location: launchTarget)
+                continue
+            }
             guard requestPath == path else {
                 Self.respond(client, status: "404 Not Found", body: "Not found.")
                 continue
@@ -108,10 +135,11 @@ public final class LoopbackListener {
         return (target[..<q], target[target.index(after: q)...])
     }
 
-    static func respond(_ client: Int32, status: String, body: String) {
+    static func respond(_ client: Int32, status: String, body: String, location: String? = nil) {
         let html = "<!doctype html><meta charset=utf-8><title>vault</title><p>\(body)</p>\n"
         let text =
-            "HTTP/1.1 \(status)\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: \(html.utf8.count)\r\n"
+            "HTTP/1.1 \(status)\r\n" + (location.map { "Location: \($0)\r\n" } ?? "")
+            + "Content-Type: text/html; charset=utf-8\r\nContent-Length: \(html.utf8.count)\r\n"
             + "Cache-Control: no-store\r\nConnection: close\r\n\r\n" + html
         var bytes = Array(text.utf8)
         var offset = 0

@@ -14,6 +14,9 @@ Modes:
   oauth1-allow approve an OAuth 1.0a request at oauth1_server.py and deliver
                its redirect (GLEWLWYD_DIR is unused: pass -)
   oauth1-deny  deny it there, and deliver the redirect
+
+URL may be vault's loopback launch address, which redirects to the
+authorization URL.
 """
 import os
 import subprocess
@@ -50,8 +53,22 @@ def oauth1(decision, url):
         deliver(location)
 
 
+def resolve(url):
+    """Follows vault's loopback launch address to the authorization URL."""
+    if not (url.startswith("http://127.0.0.1:") and "/start/" in url):
+        return url
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), NoRedirect)
+    try:
+        opener.open(url, timeout=10)
+    except urllib.error.HTTPError as e:
+        if e.code in (301, 302, 303, 307) and e.headers.get("Location"):
+            return e.headers["Location"]
+        raise
+    raise SystemExit("the launch address did not redirect")
+
+
 def main():
-    mode, gdir, url = sys.argv[1], sys.argv[2], sys.argv[3]
+    mode, gdir, url = sys.argv[1], sys.argv[2], resolve(sys.argv[3])
     if mode.startswith("oauth1-"):
         return oauth1("allow" if mode == "oauth1-allow" else "deny", url)
     query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query))

@@ -8,7 +8,8 @@ int vault_refuse_core_dumps(void);
 /// The process's PR_GET_DUMPABLE value, or -1.
 int vault_get_dumpable(void);
 /// Turns terminal echo off on fd, remembering the old settings so that a
-/// SIGINT, SIGTERM, SIGHUP or SIGQUIT restores them before the process dies.
+/// terminating signal restores them before the process dies, a stop (Ctrl-Z)
+/// restores them while stopped, and SIGCONT turns echo off again.
 int vault_tty_echo_off(int fd);
 /// Restores what vault_tty_echo_off changed and removes its signal handlers.
 void vault_tty_restore(void);

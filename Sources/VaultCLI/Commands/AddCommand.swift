@@ -10,7 +10,14 @@ struct TerminalAuthorizationUI: AuthorizationUI {
     let environment: [String: String]
     let console = Console()
 
-    func openBrowser(_ url: String) {
+    func openBrowser(_ url: String) { openBrowser(url, launching: url) }
+
+    func openBrowser(_ url: String, launching launchURL: String?) {
+        guard let launchURL else {
+            console.info("open this address to authorize:")
+            Console.write(url + "\n", to: 2)
+            return
+        }
         console.info("open this address to authorize (vault is also opening it in your browser):")
         Console.write(url + "\n", to: 2)
         // $BROWSER gets the URL as its one argument; the shell only splits
@@ -19,20 +26,7 @@ struct TerminalAuthorizationUI: AuthorizationUI {
             console.info("no browser found ($BROWSER is unset and xdg-open is not installed): open the address above")
             return
         }
-        var pid: pid_t = 0
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        // The browser must not read the stdin vault may need for a paste, nor
-        // write into vault's output, which may be piped data, nor fill the
-        // terminal with its complaints: the URL is printed.
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        let words: [String] = ["sh", "-c", "exec \(command) \"$1\"", "vault-browser", url]
-        let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
-        if posix_spawn(&pid, "/bin/sh", &actions, nil, argv, environ) != 0 {
+        if !BrowserLauncher.launch(command, url: launchURL, environment: environment) {
             console.warn("could not start a browser; open the address above yourself")
         }
     }
@@ -44,7 +38,9 @@ struct TerminalAuthorizationUI: AuthorizationUI {
         return nil
     }
 
-    func show(_ message: String) { Console.write(message + "\n", to: 2) }
+    /// Shows one line of the flow's text, which carries the provider's
+    /// strings: escaped, so they cannot forge vault's own lines.
+    func show(_ message: String) { Console.write(Console.escaped(message) + "\n", to: 2) }
 
     func readPasted(prompt: String) throws(VaultError) -> String {
         Console.write(prompt, to: 2)

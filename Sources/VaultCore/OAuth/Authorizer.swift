@@ -13,6 +13,16 @@ public protocol AuthorizationUI {
     func show(_ message: String)
     /// Reads the redirect URL or the code the person pastes.
     func readPasted(prompt: String) throws(VaultError) -> String
+    /// Shows `url` to the person and, when `launchURL` is given, opens
+    /// that instead in the browser: a loopback address that redirects this
+    /// user's browser to `url`, so no command line carries `url`'s state
+    /// or PKCE challenge. Without `launchURL` nothing is started.
+    func openBrowser(_ url: String, launching launchURL: String?)
+}
+
+extension AuthorizationUI {
+    /// Opens `url` itself, for interfaces that start no process.
+    public func openBrowser(_ url: String, launching launchURL: String?) { openBrowser(url) }
 }
 
 /// What to authorize.
@@ -128,7 +138,11 @@ public struct Authorizer {
             query.append((k, v))
         }
         let url = FormEncoding.appendQuery(authorizationEndpoint, query)
-        ui.openBrowser(url)
+        // The address the browser is started with is a loopback one that
+        // only this user's processes can follow (see LoopbackListener): the
+        // real one carries state and the PKCE challenge, and a command line
+        // is readable by every local user. The paste flow starts nothing.
+        ui.openBrowser(url, launching: listener?.offer(url, at: "/start/" + (try RandomToken.make())))
 
         let answer: [(String, String)]
         if let listener {
@@ -210,13 +224,27 @@ public struct Authorizer {
         else {
             throw VaultError(.badResponse, "the device authorization answer is malformed")
         }
-        ui.show(
-            "To authorize, open \(verification) and enter the code \(device.user_code)"
-                + (device.verification_uri_complete.map { "\n(or open \($0))" } ?? ""))
-        var interval = max(device.interval ?? 5, 1)
-        let deadline = time.now().addingTimeInterval(min(device.expires_in ?? 900, request.timeout))
+        // Everything in the answer is the provider's text: the UI shows it
+        // escaped, and only an https address (or http to loopback) is
+        // offered as the place to go, never javascript: or file:.
+        guard (try? URLPolicy.check(verification)) != nil else {
+            throw VaultError(
+                .badResponse, "the device authorization answer gives a verification address that is not https")
+        }
+        let complete = device.verification_uri_complete.flatMap { (try? URLPolicy.check($0)) != nil ? $0 : nil }
+        guard let schedule = DevicePolling(interval: device.interval, expiresIn: device.expires_in) else {
+            throw VaultError(
+                .badResponse, "the device authorization answer has an unusable interval or expires_in (refused)")
+        }
+        ui.show("To authorize, open \(verification) and enter the code \(device.user_code)")
+        if let complete { ui.show("(or open \(complete))") }
+        var interval = schedule.interval
+        let deadline = time.now().addingTimeInterval(min(schedule.expiresIn, request.timeout))
         while true {
-            sleep(interval)
+            // The wait never outlasts the deadline, whatever the provider asked.
+            let left = deadline.timeIntervalSince(time.now())
+            guard left > 0 else { throw VaultError(.timedOut, "the device code expired before it was approved") }
+            sleep(min(interval, left))
             guard time.now() < deadline else {
                 throw VaultError(.timedOut, "the device code expired before it was approved")
             }
@@ -232,7 +260,7 @@ public struct Authorizer {
             } catch {
                 switch error.oauthError {
                 case "authorization_pending": continue
-                case "slow_down": interval += 5
+                case "slow_down": interval = min(interval + 5, DevicePolling.maximumInterval)
                 case "expired_token": throw VaultError(.timedOut, "the device code expired before it was approved")
                 case "access_denied":
                     throw VaultError(.refused, "the authorization was denied", oauthError: "access_denied")
@@ -298,5 +326,24 @@ public enum UserInfo {
             if let v = claims.values[key], !v.isEmpty { return v }
         }
         return nil
+    }
+}
+
+/// The provider's polling numbers for the device flow (RFC 8628 section
+/// 3.2), bounded: an interval from 1 s to `maximumInterval` (5 s when
+/// absent), and a lifetime that is positive and finite. Absurd numbers
+/// (negative, not finite, an interval over an hour) are refused rather
+/// than slept on or converted.
+struct DevicePolling {
+    static let maximumInterval = 60.0
+    let interval: Double
+    let expiresIn: Double
+
+    init?(interval: Double?, expiresIn: Double?) {
+        let i = interval ?? 5
+        let e = expiresIn ?? 900
+        guard i.isFinite, i >= 0, i <= 3600, e.isFinite, e > 0 else { return nil }
+        self.interval = min(max(i, 1), DevicePolling.maximumInterval)
+        self.expiresIn = e
     }
 }

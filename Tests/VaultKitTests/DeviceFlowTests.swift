@@ -1,0 +1,98 @@
+import Foundation
+import Testing
+import VaultHTTP
+import VaultTestSupport
+
+@testable import VaultCore
+
+/// The device flow's handling of what the provider says: its polling
+/// numbers and its addresses are untrusted.
+@Suite("device flow: the provider's numbers and addresses")
+struct DeviceFlowTests {
+    /// A clock that moves only when the flow sleeps, recording each sleep.
+    final class SleepClock: TimeSource, @unchecked Sendable {
+        private let lock = NSLock()
+        private var current = Date(timeIntervalSince1970: 1_700_000_000)
+        private(set) var sleeps: [Double] = []
+        func now() -> Date { lock.withLock { current } }
+        func sleep(_ seconds: Double) {
+            lock.withLock {
+                sleeps.append(seconds)
+                current = current.addingTimeInterval(seconds)
+            }
+        }
+    }
+
+    final class RecordingUI: AuthorizationUI {
+        var shown: [String] = []
+        var opened: [String] = []
+        func openBrowser(_ url: String) { opened.append(url) }
+        func show(_ message: String) { shown.append(message) }
+        func readPasted(prompt: String) throws(VaultError) -> String { "" }
+    }
+
+    func provider() throws -> Provider {
+        let json = """
+            {"name": "dev", "token_endpoint": "https://id.example/token",
+             "device_authorization_endpoint": "https://id.example/device", "client_id": "c",
+             "scopes": ["read"], "flows": ["device"]}
+            """
+        return try Provider(file: ProviderFile.parse(Array(json.utf8), source: "test"), source: "test")
+    }
+
+    func run(_ deviceAnswer: String, timeout: Double, pending: Int = 50) throws -> (
+        Result<Grant, VaultError>, SleepClock, RecordingUI
+    ) {
+        let clock = SleepClock()
+        let ui = RecordingUI()
+        let answers: [(Int, String, [(String, String)])] =
+            [(200, deviceAnswer, [])]
+            + Array(repeating: (400, #"{"error":"authorization_pending"}"#, []), count: pending)
+        let authorizer = Authorizer(
+            transport: FakeTransport(answers), ui: ui, time: clock, sleep: { clock.sleep($0) })
+        let request = AuthorizationRequest(provider: try provider(), flow: .device, timeout: timeout)
+        let result = Result { () throws(VaultError) in try authorizer.authorize(request) }
+        return (result, clock, ui)
+    }
+
+    @Test("an interval longer than --timeout never outlasts it", arguments: [30.0, 600.0])
+    func intervalBoundedByTimeout(interval: Double) throws {
+        let (result, clock, _) = try run(
+            #"{"device_code":"d","user_code":"U","verification_uri":"https://id.example/go","interval":\#(interval)}"#,
+            timeout: 2)
+        guard case .failure(let error) = result else { Issue.record("the flow succeeded"); return }
+        #expect(error.code == .timedOut)
+        #expect(clock.sleeps.reduce(0, +) <= 2)
+    }
+
+    @Test(
+        "absurd polling numbers are refused, never slept on or trapped on",
+        arguments: ["86400", "1e19", "-5", "1e308"])
+    func absurdIntervals(interval: String) throws {
+        let (result, clock, ui) = try run(
+            #"{"device_code":"d","user_code":"U","verification_uri":"https://id.example/go","interval":\#(interval)}"#,
+            timeout: 2)
+        guard case .failure(let error) = result else { Issue.record("the flow succeeded"); return }
+        #expect(error.code == .badResponse, "\(error.reason)")
+        #expect(clock.sleeps.isEmpty && ui.shown.isEmpty)
+    }
+
+    @Test(
+        "a verification address that is not https is refused",
+        arguments: ["javascript:alert(1)", "file:///etc/passwd", "http://evil.example/go"])
+    func verificationScheme(address: String) throws {
+        let (result, _, ui) = try run(
+            #"{"device_code":"d","user_code":"U","verification_uri":"\#(address)","interval":1}"#, timeout: 2)
+        guard case .failure(let error) = result else { Issue.record("the flow succeeded"); return }
+        #expect(error.code == .badResponse)
+        #expect(!ui.shown.joined().contains(address))
+    }
+
+    @Test("a complete address that is not https is left out; each line is shown on its own")
+    func completeAddressDropped() throws {
+        let (_, _, ui) = try run(
+            #"{"device_code":"d","user_code":"U","verification_uri":"https://id.example/go","#
+                + #""verification_uri_complete":"javascript:alert(1)","interval":1}"#, timeout: 2)
+        #expect(ui.shown == ["To authorize, open https://id.example/go and enter the code U"])
+    }
+}
