@@ -45,7 +45,7 @@ struct VaultStoreTests {
         try store.save(g2, as: "work")
         #expect(try store.load("work").accessToken == "ya29.second")
         #expect(
-            throws: VaultError(.alreadyExists, "grant 'work' already exists", hint: "use --replace to overwrite it")
+            throws: VaultError(.alreadyExists, "grant 'work' already exists", remedy: .replaceExisting)
         ) {
             try store.save(g, as: "work", mode: .insertOnly)
         }

@@ -210,6 +210,10 @@ def approve(d, url, deliver=True):
     print(location)
 
 
+class Retry(Exception):
+    """A flow that glewlwyd ended without its result, worth another try."""
+
+
 def tokens_once(d, client, secret=None):
     import base64
     import hashlib
@@ -226,7 +230,10 @@ def tokens_once(d, client, secret=None):
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         approve(d, s["issuer"] + "/auth?" + query, deliver=False)
-    code = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(out.getvalue().strip()).query))["code"]
+    answer = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(out.getvalue().strip()).query))
+    if "code" not in answer:
+        raise Retry("glewlwyd: no code in the redirect (error %r)" % answer.get("error"))
+    code = answer["code"]
     form = {"grant_type": "authorization_code", "code": code, "redirect_uri": s["redirect_uri"],
             "code_verifier": verifier, "client_id": client}
     if secret:
@@ -237,13 +244,19 @@ def tokens_once(d, client, secret=None):
 
 
 def tokens(d, client, secret=None):
-    """A whole code flow; glewlwyd's SQLite backend answers 500 now and then
-    when several tests use it at once, so a 5xx is retried a few times."""
+    """A whole code flow; glewlwyd's SQLite backend answers 500, or ends the
+    consent without a code, now and then when several tests use it at once,
+    so those are retried a few times."""
     for attempt in range(4):
         try:
             return tokens_once(d, client, secret)
         except urllib.error.HTTPError as e:
             if e.code < 500 or attempt == 3:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+        except Retry:
+            # A busy glewlwyd sometimes ends the consent without a code.
+            if attempt == 3:
                 raise
             time.sleep(0.2 * (attempt + 1))
 
