@@ -385,14 +385,17 @@ class Bench:
                        "median_ratio": statistics.median(got) / base, "worst_ratio": max(got) / base,
                        "idle_worst_ratio": max(idle[name]) / base,
                        "median_pair_ratio": statistics.median(a / b for a, b in zip(got, idle[name])),
+                       # Runs that waited rather than met a busy scheduler.
+                       "stalled_over_10x": sum(x > 10 * base for x in got),
+                       "idle_over_10x": sum(x > 10 * base for x in idle[name]),
                        "idle_ms": idle[name], "stalled_ms": got}
                 out[label] = row
                 goal = "   (goal worst <= 1.5x: %s)" % met(row["worst_ratio"] <= 1.5) if name == "token" else ""
                 self.say("%-22s idle %6.2f ms; stalled: median %8.2f ms = %6.2fx (pairs %6.2fx), worst %8.2f ms ="
-                         " %7.2fx; idle worst %.2fx; %d pairs, %d failed%s"
+                         " %7.2fx; idle worst %.2fx; over 10x: %d stalled, %d idle; %d pairs, %d failed%s"
                          % (label, base, row["stalled_median_ms"], row["median_ratio"], row["median_pair_ratio"],
-                            row["stalled_worst_ms"], row["worst_ratio"], row["idle_worst_ratio"], row["runs"],
-                            row["failed"], goal))
+                            row["stalled_worst_ms"], row["worst_ratio"], row["idle_worst_ratio"],
+                            row["stalled_over_10x"], row["idle_over_10x"], row["runs"], row["failed"], goal))
         self.results["stall"] = out
 
     def keep_stalled(self, server, client, stallers):
