@@ -287,13 +287,13 @@ class Bench:
         self.say("== big (%s)" % load())
         self.say("vault import: %.1f ms of wall time per grant, four importers at once"
                  % self.results["import_ms_per_grant_big"])
-        self.say("%-44s %10.2f   (goal < 150 ms: %s)" % ("vault list (%d grants)" % args.big,
-                                                           statistics.median(listing),
-                                                           met(statistics.median(listing) < 150)))
+        self.say("%-44s %10.2f   (goal < 150 ms: %s; fastest run %.2f ms)"
+                 % ("vault list (%d grants)" % args.big, statistics.median(listing),
+                    met(statistics.median(listing) < 150), min(listing)))
         self.say("%-44s %10.2f" % ("vault token %s (%d grants, key file)" % (middle, args.big), token))
         self.say("%-44s %10.1f" % ("peak RSS of vault token, %d grants (MiB)" % args.big, rss))
-        self.results["big"] = {"grants": args.big, "list_ms": statistics.median(listing), "token_ms": token,
-                               "rss_mib": rss}
+        self.results["big"] = {"grants": args.big, "list_ms": statistics.median(listing),
+                               "list_fastest_ms": min(listing), "token_ms": token, "rss_mib": rss}
 
     def sync(self):
         args, vault = self.args, self.vault
@@ -584,7 +584,7 @@ def main():
     ap.add_argument("--stall-cap", type=float, default=90, help="seconds after which one stalled run is killed")
     ap.add_argument("--parallel", type=int, default=20, help="expired grants refreshed at once")
     ap.add_argument("--delay", type=float, default=1.0, help="seconds the token endpoint takes to answer")
-    ap.add_argument("--rounds", type=int, default=5, help="rounds of the parallel refresh")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of the parallel refresh")
     ap.add_argument("--pairs", type=int, default=200, help="iterations of the agent section")
     ap.add_argument("--json", metavar="FILE", help="also write the figures to FILE as JSON")
     args = ap.parse_args()
