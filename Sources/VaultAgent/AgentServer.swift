@@ -32,13 +32,25 @@ public final class AgentServer: @unchecked Sendable {
         public init() {}
     }
 
-    /// The unlocked keys, shared read-only by the connection threads.
+    /// The unlocked keys, shared read-only by the connection threads, and
+    /// the SQLite connections over them that no thread is using. Keeping a
+    /// few open spares every request opening one (and SQLite recreating the
+    /// write-ahead log, as the last connection to close deletes it).
     private final class Unlocked: @unchecked Sendable {
         let header: Header
         let keys: LocalKeys
+        private let mutex = ThreadMutex()
+        private var idle: [Vault] = []
+
         init(header: Header, keys: LocalKeys) {
             self.header = header
             self.keys = keys
+        }
+
+        func take() -> Vault? { mutex.locked { idle.popLast() } }
+
+        func give(_ vault: Vault) {
+            mutex.locked { if idle.count < 8 { idle.append(vault) } }
         }
     }
 
@@ -255,6 +267,7 @@ public final class AgentServer: @unchecked Sendable {
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         var handle: Handle?
+        defer { handle.map { $0.keys.give($0.vault) } }
         while waitForRequest(fd) {
             guard var body = receiveMessage(fd) else { return }
             mutex.locked { requestsInFlight += 1 }
@@ -453,6 +466,10 @@ public final class AgentServer: @unchecked Sendable {
     /// again after the keys changed (a lock and a new unlock).
     private func connection(_ current: Unlocked, _ handle: inout Handle?) throws(VaultError) -> Vault {
         if let handle, handle.keys === current { return handle.vault }
+        if let idle = current.take() {
+            handle = Handle(keys: current, vault: idle)
+            return idle
+        }
         let vault = Vault(
             location: location, database: try Vault.connect(location.databasePath), header: current.header,
             keys: current.keys, time: time)
@@ -523,12 +540,14 @@ public final class AgentServer: @unchecked Sendable {
         guard let (keys, names) = work else { return }
         startThread { [self] in
             var handle: Handle?
+            defer { handle.map { $0.keys.give($0.vault) } }
             for name in names {
                 guard let margin = dueMargin(name, keys: keys, handle: &handle, now: now) else { continue }
                 let claimed = mutex.locked { backgroundRefreshing.insert(name).inserted }
                 guard claimed else { continue }
                 startThread { [self] in
                     var own: Handle?
+                    defer { own.map { $0.keys.give($0.vault) } }
                     refreshInBackground(name, margin: margin, keys: keys, handle: &own, now: now)
                     mutex.locked { _ = backgroundRefreshing.remove(name) }
                 }
