@@ -152,4 +152,23 @@ struct LibraryTests {
         try await other.remove("work")
         await #expect(throws: VaultError.self) { try await session.freshGrant("work") }
     }
+
+    @Test("a code the app obtained itself is exchanged from async code, off the cooperative pool")
+    func asyncExchange() async throws {
+        let provider = try Provider(
+            name: "app", authorizationEndpoint: "https://id.example/authorize",
+            tokenEndpoint: "https://id.example/token",
+            clientID: "c", flows: [.browser])
+        struct NoUI: AuthorizationUI {
+            func openBrowser(_ url: String) {}
+            func show(_ message: String) {}
+            func readPasted(prompt: String) throws(VaultError) -> String { "" }
+        }
+        let fake = FakeTransport([LibraryTests.rotated])
+        let grant = try await Authorizer(transport: fake, ui: NoUI()).exchange(
+            code: "the-code", codeVerifier: "v", redirectURI: "http://127.0.0.1:8080/cb", provider: provider)
+        #expect(grant.accessToken == "new-access" && grant.refreshToken == "new-refresh")
+        #expect(fake.requests.first?.body.contains("grant_type=authorization_code") == true)
+        #expect(fake.requests.first?.body.contains("code_verifier=v") == true)
+    }
 }
