@@ -100,6 +100,10 @@ package struct Keyslot {
         }
     }
 
+    /// True for a passphrase or key-file slot, which opens the vault on any
+    /// machine; a Secret Service slot's key lives in one machine's keyring.
+    package var isPortable: Bool { kind != .secretService }
+
     /// True when this slot can be tried with `source` at all.
     package func accepts(_ source: KeySource) -> Bool {
         switch (kind, source) {
