@@ -25,7 +25,7 @@ typedef struct {
 } GErrorLayout;
 
 static const Schema schema = {
-    "vault.Keyslot", 0, {{"vault-id", 0}, {NULL, 0}}, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    "vault.Keyslot", 0, {{"vault-id", 0}, {"slot", 0}, {NULL, 0}}, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 static struct {
     int (*store)(const Schema *, const char *, const char *, const char *, void *, GErrorLayout **, ...);
@@ -74,18 +74,20 @@ static int failed(GErrorLayout *error, char *err, size_t errlen, const char *wha
     return -1;
 }
 
-int vault_secret_store(const char *vault_id, const char *label, const char *secret, char *err, size_t errlen) {
+int vault_secret_store(
+    const char *vault_id, const char *slot, const char *label, const char *secret, char *err, size_t errlen) {
     if (vault_secret_load(err, errlen) != 0) return -1;
     GErrorLayout *error = NULL;
-    int ok = api.store(&schema, "default", label, secret, NULL, &error, "vault-id", vault_id, NULL);
+    int ok = api.store(&schema, "default", label, secret, NULL, &error, "vault-id", vault_id, "slot", slot, NULL);
     if (!ok || error) return failed(error, err, errlen, "the Secret Service did not store the key");
     return 0;
 }
 
-int vault_secret_lookup(const char *vault_id, char *out, size_t outlen, char *err, size_t errlen) {
+int vault_secret_lookup(const char *vault_id, const char *slot, char *out, size_t outlen, char *err, size_t errlen) {
     if (vault_secret_load(err, errlen) != 0) return -1;
     GErrorLayout *error = NULL;
-    char *secret = api.lookup(&schema, NULL, &error, "vault-id", vault_id, NULL);
+    /* A NULL slot ends the attribute list early: any item of the vault. */
+    char *secret = api.lookup(&schema, NULL, &error, "vault-id", vault_id, slot ? "slot" : NULL, slot, NULL);
     if (error) {
         if (secret) api.password_free(secret);
         return failed(error, err, errlen, "the Secret Service failed");
@@ -104,10 +106,10 @@ int vault_secret_lookup(const char *vault_id, char *out, size_t outlen, char *er
     return rc;
 }
 
-int vault_secret_clear(const char *vault_id, char *err, size_t errlen) {
+int vault_secret_clear(const char *vault_id, const char *slot, char *err, size_t errlen) {
     if (vault_secret_load(err, errlen) != 0) return -1;
     GErrorLayout *error = NULL;
-    int removed = api.clear(&schema, NULL, &error, "vault-id", vault_id, NULL);
+    int removed = api.clear(&schema, NULL, &error, "vault-id", vault_id, slot ? "slot" : NULL, slot, NULL);
     if (error) return failed(error, err, errlen, "the Secret Service did not remove the key");
     return removed ? 1 : 0;
 }

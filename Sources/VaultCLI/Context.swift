@@ -86,11 +86,11 @@ struct Context {
     private func unlockHere(_ location: VaultLocation) throws(CLIError) -> (Vault, Bool) {
         var attempts = 0
         // A vault with a Secret Service slot opens from the keyring first.
-        var keyring: [UInt8]? = nil
+        var keyring: (vaultID: [UInt8], slotIDs: [[UInt8]])? = nil
         if SecretService.usable(environment: environment),
-            let info = try? Vault.inspect(at: location), info.slots.contains(.secretService)
+            let info = try? Vault.secretServiceSlots(at: location), !info.slotIDs.isEmpty
         {
-            keyring = info.vaultID
+            keyring = info
         }
         while true {
             attempts += 1

@@ -25,9 +25,13 @@ struct UnlockSources {
     }
 
     /// The key for unlocking, and a label of its origin for messages.
-    /// `secretServiceVault` is the id of a vault with a Secret Service slot,
-    /// whose key is then looked up after a key file and before passphrases.
-    func key(secretServiceVault: [UInt8]? = nil) throws(CLIError) -> (KeySource, origin: String, interactive: Bool) {
+    /// `secretServiceVault` names a vault and its Secret Service slots,
+    /// whose keys are then looked up after a key file and before passphrases:
+    /// each slot's own item first, then an item stored before slots had
+    /// their own.
+    func key(secretServiceVault: (vaultID: [UInt8], slotIDs: [[UInt8]])? = nil) throws(CLIError) -> (
+        KeySource, origin: String, interactive: Bool
+    ) {
         if let path = keyfilePath {
             let origin = keyfileFlag != nil ? "--keyfile" : "VAULT_KEYFILE"
             do {
@@ -36,10 +40,12 @@ struct UnlockSources {
                 throw CLIError("\(error.reason) (from \(origin))", hint: error.hint, exitCode: .locked)
             }
         }
-        if let id = secretServiceVault, SecretService.usable(environment: environment) {
+        if let target = secretServiceVault, SecretService.usable(environment: environment) {
             do {
-                if let secret = try SecretService.lookup(vaultID: id) {
-                    return (.secretService(secret), "the Secret Service", false)
+                for slotID in target.slotIDs.map({ $0 as [UInt8]? }) + [nil] {
+                    if let secret = try SecretService.lookup(vaultID: target.vaultID, slotID: slotID) {
+                        return (.secretService(secret), "the Secret Service", false)
+                    }
                 }
             } catch {
                 Console().warn("\(error.reason); trying the passphrase")

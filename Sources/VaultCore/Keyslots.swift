@@ -4,6 +4,12 @@ package import VaultStorage
 /// The keyslots of an open vault: each wraps the master key for one way of
 /// unlocking (passphrase, key file, Secret Service). Changing one rewrites
 /// that slot only, never the grants.
+///
+/// Every change is one write transaction that first checks the slots are
+/// still the ones this vault handle saw when it was unlocked (or, for a
+/// vault it created, before the change's own key derivation): of two
+/// concurrent changes the later is refused with `busy` and changes nothing,
+/// so no change is reported that another one silently undid.
 public struct Keyslots {
     /// The vault whose keyslots these are.
     public let vault: Vault
@@ -15,9 +21,10 @@ public struct Keyslots {
         guard case .passphrase = newPassphrase else {
             throw VaultError(.invalidInput, "a passphrase slot needs a passphrase")
         }
+        let seen = try seenSlots()
         let slot = try Keyslot(
             wrapping: try vault.requireMasterKey(), for: newPassphrase, kdf: kdf, vaultID: vault.header.vaultID)
-        try vault.update { (_: inout StateManifest) throws(VaultError) in
+        try change(from: seen) { () throws(VaultError) in
             try removeSlots(of: .passphrase)
             try vault.putSlot(nil, slot)
         }
@@ -29,13 +36,140 @@ public struct Keyslots {
     }
 
     /// Adds a slot that `source` opens; returns its number. A vault has at
-    /// most one passphrase slot (`changePassphrase` replaces it).
+    /// most one passphrase slot (`changePassphrase` replaces it). For a
+    /// Secret Service slot, `addSecretService` also stores its key.
     @discardableResult
     public func add(_ source: KeySource, kdf: KDFParameters = .default) throws(VaultError) -> Int64 {
+        let seen = try seenSlots()
         let slot = try Keyslot(
             wrapping: try vault.requireMasterKey(), for: source, kdf: kdf, vaultID: vault.header.vaultID)
-        var number: Int64 = 0
+        return try insert(slot, seen: seen)
+    }
+
+    /// Adds a Secret Service slot: a new random key kept in the keyring as
+    /// an item of this slot's own, and a slot it opens. Returns its number.
+    @discardableResult
+    public func addSecretService() throws(VaultError) -> Int64 {
+        let seen = try seenSlots()
+        let secret = try Keyfile.generate()
+        let slot = try Keyslot(
+            wrapping: try vault.requireMasterKey(), for: .secretService(secret), kdf: .default,
+            vaultID: vault.header.vaultID)
+        let id = slot.secretServiceID ?? []
+        try SecretService.store(secret, vaultID: vault.vaultID, slotID: id)
+        do {
+            return try insert(slot, seen: seen)
+        } catch {
+            _ = try? SecretService.clear(vaultID: vault.vaultID, slotID: id)
+            throw error
+        }
+    }
+
+    /// Removes slot `number`, and a Secret Service slot's key from the
+    /// keyring when `keyring` is true. The last slot that opens the vault is
+    /// never removed: passphrase and key-file slots count when intact; a
+    /// Secret Service slot counts only when `keyring` is true and its key is
+    /// in the keyring and opens it. Returns the error, if any, from deleting
+    /// the key from the keyring after the slot itself is gone.
+    @discardableResult
+    public func remove(_ number: Int64, keyring: Bool = false) throws(VaultError) -> VaultError? {
+        let seen = try seenSlots()
+        // Counted against stale slots, the answer below would be wrong.
+        guard try vault.read({ (_: StateManifest) throws(VaultError) in try Keyslots.raw(in: vault.database) }) == seen
+        else { throw Keyslots.changedMeanwhile }
+        guard let doomed = seen[number] else {
+            throw VaultError(.notFound, "no keyslot \(number)", remedy: .listKeyslots)
+        }
+        let masterKey = try vault.requireMasterKey()
+        var opening = 0
+        var unverified = 0
+        for (n, blob) in seen where n != number {
+            guard let slot = try? Keyslot(decoding: blob, what: "keyslot") else { continue }
+            if let id = slot.secretServiceID {
+                guard keyring, opensFromKeyring(slot, id: id, masterKey: masterKey) else {
+                    unverified += 1
+                    continue
+                }
+            }
+            opening += 1
+        }
+        guard opening > 0 else {
+            throw VaultError(
+                .invalidInput,
+                unverified > 0
+                    ? "keyslot \(number) is the last one; nothing else would open the vault (a Secret Service slot counts only while its key is in the keyring)"
+                    : "keyslot \(number) is the last one; nothing else would open the vault")
+        }
+        try change(from: seen) { () throws(VaultError) in
+            try storage { () throws(StorageError) in
+                try vault.database.prepare("DELETE FROM keyslots WHERE slot = ?").run(.integer(number))
+            }
+        }
+        guard keyring, let id = (try? Keyslot(decoding: doomed, what: "keyslot"))?.secretServiceID else { return nil }
+        do throws(VaultError) {
+            if try !SecretService.clear(vaultID: vault.vaultID, slotID: id) {
+                // An item stored before slots had their own: removed only
+                // when no other Secret Service slot might still need it.
+                let others = seen.filter { $0.key != number }.values.contains {
+                    (try? Keyslot(decoding: $0, what: "keyslot"))?.secretServiceID != nil
+                }
+                if !others { try SecretService.clear(vaultID: vault.vaultID, slotID: nil) }
+            }
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// The vault's keyslots.
+    public func list() throws(VaultError) -> [KeyslotInfo] {
+        try vault.read { (_: StateManifest) throws(VaultError) in try Keyslots.slots(in: vault.database) }
+    }
+
+    package static func slots(in database: Database) throws(VaultError) -> [KeyslotInfo] {
+        try raw(in: database).sorted { $0.key < $1.key }.map { number, blob in
+            KeyslotInfo(number: number, slot: try? Keyslot(decoding: blob, what: "keyslot"))
+        }
+    }
+
+    static func raw(in database: Database) throws(VaultError) -> [Int64: [UInt8]] {
+        try storage { () throws(StorageError) in
+            let s = try database.prepare("SELECT slot, value FROM keyslots")
+            var out: [Int64: [UInt8]] = [:]
+            while try s.step() { out[s.int64(at: 0)] = s.blob(at: 1) }
+            return out
+        }
+    }
+
+    /// The slots this handle saw; read now (before any key derivation)
+    /// when it has not looked yet.
+    private func seenSlots() throws(VaultError) -> [Int64: [UInt8]] {
+        if let seen = vault.seenSlots { return seen }
+        let seen = try vault.read { (_: StateManifest) throws(VaultError) in try Keyslots.raw(in: vault.database) }
+        vault.seenSlots = seen
+        return seen
+    }
+
+    /// Runs `body` in one write transaction, only if the slots are still
+    /// `seen`; remembers the slots it leaves.
+    private func change(from seen: [Int64: [UInt8]], _ body: () throws(VaultError) -> Void) throws(VaultError) {
+        var after: [Int64: [UInt8]] = [:]
         try vault.update { (_: inout StateManifest) throws(VaultError) in
+            guard try Keyslots.raw(in: vault.database) == seen else { throw Keyslots.changedMeanwhile }
+            try body()
+            after = try Keyslots.raw(in: vault.database)
+        }
+        vault.seenSlots = after
+    }
+
+    private static let changedMeanwhile = VaultError(
+        .busy,
+        "the keyslots changed since this vault was unlocked (another passphrase or keyslot change); nothing was changed"
+    )
+
+    private func insert(_ slot: Keyslot, seen: [Int64: [UInt8]]) throws(VaultError) -> Int64 {
+        var number: Int64 = 0
+        try change(from: seen) { () throws(VaultError) in
             if slot.kind == .passphrase,
                 try Keyslots.slots(in: vault.database).contains(where: { $0.kind == .passphrase })
             {
@@ -48,51 +182,27 @@ public struct Keyslots {
         return number
     }
 
-    /// Removes slot `number`. The last slot that opens the vault is never
-    /// removed: nothing could open it afterwards.
-    public func remove(_ number: Int64) throws(VaultError) {
-        try vault.update { (_: inout StateManifest) throws(VaultError) in
-            let slots = try Keyslots.slots(in: vault.database)
-            guard slots.contains(where: { $0.number == number }) else {
-                throw VaultError(.notFound, "no keyslot \(number)", remedy: .listKeyslots)
-            }
-            guard slots.contains(where: { $0.number != number && $0.kind != nil }) else {
-                throw VaultError(.invalidInput, "keyslot \(number) is the last one; nothing else would open the vault")
-            }
-            try storage { () throws(StorageError) in
-                try vault.database.prepare("DELETE FROM keyslots WHERE slot = ?").run(.integer(number))
+    /// True when the keyring holds this slot's key (its own item, or an
+    /// item stored before slots had their own) and it opens the vault.
+    private func opensFromKeyring(_ slot: Keyslot, id: [UInt8], masterKey: SecureBytes) -> Bool {
+        for slotID in [id, nil] as [[UInt8]?] {
+            guard let secret = try? SecretService.lookup(vaultID: vault.vaultID, slotID: slotID) else { continue }
+            if let mk = try? slot.unwrap(with: .secretService(secret), vaultID: vault.header.vaultID),
+                mk.constantTimeEquals(masterKey)
+            {
+                return true
             }
         }
-    }
-
-    /// The vault's keyslots.
-    public func list() throws(VaultError) -> [KeyslotInfo] {
-        try vault.read { (_: StateManifest) throws(VaultError) in try Keyslots.slots(in: vault.database) }
-    }
-
-    package static func slots(in database: Database) throws(VaultError) -> [KeyslotInfo] {
-        try storage { () throws(StorageError) in
-            let s = try database.prepare("SELECT slot, value FROM keyslots ORDER BY slot")
-            var out: [KeyslotInfo] = []
-            while try s.step() {
-                let slot = try? Keyslot(decoding: s.blob(at: 1), what: "keyslot")
-                out.append(KeyslotInfo(number: s.int64(at: 0), slot: slot))
-            }
-            return out
-        }
+        return false
     }
 
     private func removeSlots(of kind: Keyslot.Kind) throws(VaultError) {
+        let doomed = try Keyslots.raw(in: vault.database).filter {
+            (try? Keyslot(decoding: $0.value, what: "keyslot"))?.kind == kind
+        }
         try storage { () throws(StorageError) in
-            let s = try vault.database.prepare("SELECT slot, value FROM keyslots")
-            var doomed: [Int64] = []
-            while try s.step() {
-                if let slot = try? Keyslot(decoding: s.blob(at: 1), what: "keyslot"), slot.kind == kind {
-                    doomed.append(s.int64(at: 0))
-                }
-            }
             let d = try vault.database.prepare("DELETE FROM keyslots WHERE slot = ?")
-            for n in doomed { try d.run(.integer(n)) }
+            for n in doomed.keys { try d.run(.integer(n)) }
         }
     }
 }

@@ -30,6 +30,7 @@ extension StorageError {
             VaultError(.busy, "the vault is busy (another vault process is writing)", hint: "try again in a moment")
         case .corrupt: VaultError(.damaged, "the vault file is damaged: \(reason)")
         case .io: VaultError(.io, "cannot access the vault file: \(reason)")
+        case .full: VaultError(.io, "the disk is full: cannot write \(path ?? "the vault file")")
         case .constraint, .sqlite: VaultError(.internalError, "storage error: \(reason)")
         }
     }

@@ -14,27 +14,32 @@ public enum SecretService {
         return vault_secret_load(&err, err.count) == 0
     }
 
-    /// Stores `secret` for the vault with `vaultID`.
-    public static func store(_ secret: SecureBytes, vaultID: [UInt8]) throws(VaultError) {
+    /// Stores `secret` as the item of one Secret Service slot (`slotID`) of
+    /// the vault with `vaultID`. Each slot has an item of its own, so two
+    /// slots never share, replace or delete each other's key.
+    public static func store(_ secret: SecureBytes, vaultID: [UInt8], slotID: [UInt8]) throws(VaultError) {
         var text = Base64.encode(secret.unsafeCopyToArray(), .urlSafeUnpadded) + [0]
         defer { secureZero(&text) }
         var err = [CChar](repeating: 0, count: 300)
         let label = "vault key \(Array(vaultID.prefix(4)).hex)"
         let rc = text.withUnsafeBufferPointer { buf in
             buf.withMemoryRebound(to: CChar.self) {
-                vault_secret_store(vaultID.hex, label, $0.baseAddress, &err, err.count)
+                vault_secret_store(vaultID.hex, slotID.hex, label, $0.baseAddress, &err, err.count)
             }
         }
         guard rc == 0 else { throw VaultError(.io, message(err)) }
     }
 
-    /// The secret stored for the vault, or nil when there is none.
-    public static func lookup(vaultID: [UInt8]) throws(VaultError) -> SecureBytes? {
+    /// The secret stored for slot `slotID` of the vault, or nil when there
+    /// is none. A nil `slotID` takes any item of the vault, which is how
+    /// items stored before slots had their own are found.
+    public static func lookup(vaultID: [UInt8], slotID: [UInt8]?) throws(VaultError) -> SecureBytes? {
         let buffer = try wrap { () throws(CryptoError) in try SecureBytes(count: 128) }
         var err = [CChar](repeating: 0, count: 300)
         let n = buffer.withUnsafeMutableBytes { out in
             vault_secret_lookup(
-                vaultID.hex, out.baseAddress!.assumingMemoryBound(to: CChar.self), out.count, &err, err.count)
+                vaultID.hex, slotID?.hex, out.baseAddress!.assumingMemoryBound(to: CChar.self), out.count, &err,
+                err.count)
         }
         guard n >= 0 else { throw VaultError(.io, message(err)) }
         guard n > 0 else { return nil }
@@ -47,11 +52,12 @@ public enum SecretService {
         return try wrap { () throws(CryptoError) in try SecureBytes(copying: raw) }
     }
 
-    /// Removes the vault's item; false when there was none.
+    /// Removes the item of slot `slotID` (with nil: every item of the
+    /// vault); false when there was none.
     @discardableResult
-    public static func clear(vaultID: [UInt8]) throws(VaultError) -> Bool {
+    public static func clear(vaultID: [UInt8], slotID: [UInt8]?) throws(VaultError) -> Bool {
         var err = [CChar](repeating: 0, count: 300)
-        let rc = vault_secret_clear(vaultID.hex, &err, err.count)
+        let rc = vault_secret_clear(vaultID.hex, slotID?.hex, &err, err.count)
         guard rc >= 0 else { throw VaultError(.io, message(err)) }
         return rc == 1
     }
@@ -64,6 +70,16 @@ public enum SecretService {
 extension Vault {
     /// The vault's id, which names its Secret Service item.
     public var vaultID: [UInt8] { header.vaultID }
+
+    /// The vault's id and the ids of its Secret Service slots (their keyring
+    /// items), read before unlocking.
+    package static func secretServiceSlots(at location: VaultLocation) throws(VaultError) -> (
+        vaultID: [UInt8], slotIDs: [[UInt8]]
+    ) {
+        let locked = try LockedVault(location: location)
+        let ids = locked.slots.compactMap { (try? $0.result.get())?.secretServiceID }
+        return (locked.header.vaultID, ids)
+    }
 
     /// What can be learned about a vault before unlocking it: its id and
     /// the kinds of its keyslots.

@@ -18,6 +18,11 @@ public final class Vault {
     /// machine's per-grant lock; `TokenRefresher` uses it unless given one.
     public var refreshCoordinator: any RefreshCoordinator = LocalRefreshCoordinator()
     package let time: any TimeSource
+    /// The keyslots (number to stored bytes) this handle last saw: those it
+    /// was unlocked through, then those its own keyslot changes left. A
+    /// keyslot change commits only while the file still holds exactly
+    /// these, so of two concurrent changes the later one is refused.
+    var seenSlots: [Int64: [UInt8]]?
 
     package init(location: VaultLocation, database: Database, header: Header, keys: any VaultKeys, time: any TimeSource)
     {
@@ -137,8 +142,10 @@ public final class Vault {
     {
         let locked = try LockedVault(location: location)
         let masterKey = try locked.unlock(with: key)
-        return try Vault(
+        let vault = try Vault(
             location: location, database: locked.database, header: locked.header, masterKey: masterKey, time: time)
+        vault.seenSlots = locked.rawSlots
+        return vault
     }
 
     /// Checks the file before SQLite sees it, so an empty or foreign file is
@@ -238,6 +245,8 @@ package struct LockedVault {
     package let database: Database
     package let header: Header
     let slots: [(number: Int64, result: Result<Keyslot, VaultError>)]
+    /// The keyslots' stored bytes by number, as read with `slots`.
+    let rawSlots: [Int64: [UInt8]]
 
     package init(location: VaultLocation) throws(VaultError) {
         database = try Vault.connect(location.databasePath)
@@ -258,6 +267,7 @@ package struct LockedVault {
         guard let raw else { throw VaultError(.damaged, "the vault file is not a vault (no vault schema)") }
         guard let headerBlob = raw.header else { throw VaultError(.damaged, "the vault header is missing") }
         header = try Header(decoding: headerBlob)
+        rawSlots = Dictionary(raw.slots, uniquingKeysWith: { first, _ in first })
         slots = raw.slots.map { number, blob in
             (number, Result { () throws(VaultError) in try Keyslot(decoding: blob, what: "keyslot \(number)") })
         }

@@ -43,6 +43,13 @@ public struct VaultLocation: Sendable, Equatable {
 package enum FileSystem {
     package static func errnoText() -> String { String(cString: strerror(errno)).lowercased() }
 
+    /// The error for a failed write to `path`: a full disk (or quota) is
+    /// named as such, with the path, whatever the call that met it.
+    package static func writeFailure(_ what: String, _ path: String, errno e: Int32) -> VaultError {
+        if e == ENOSPC || e == EDQUOT { return VaultError(.io, "the disk is full: cannot write \(path)") }
+        return VaultError(.io, "\(what) \(path): \(String(cString: strerror(e)).lowercased())")
+    }
+
     /// Creates `path` and missing parents with mode 0700, then makes sure
     /// the final directory is ours and private.
     static func makePrivateDirectory(_ path: String) throws(VaultError) {
@@ -50,7 +57,7 @@ package enum FileSystem {
         for component in path.split(separator: "/") {
             prefix += "/" + component
             if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
-                throw VaultError(.io, "cannot create \(prefix): \(errnoText())")
+                throw writeFailure("cannot create", prefix, errno: errno)
             }
         }
         // mkdir honours the umask; set the mode explicitly.
@@ -191,7 +198,7 @@ package enum FileSystem {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             if errno == EEXIST { throw VaultError(.alreadyExists, "\(path) already exists") }
-            throw VaultError(.io, "cannot create \(path): \(errnoText())")
+            throw writeFailure("cannot create", path, errno: errno)
         }
         fchmod(fd, 0o600)
         close(fd)
@@ -202,7 +209,7 @@ package enum FileSystem {
         let fd = open(path, (directory ? O_RDONLY | O_DIRECTORY : O_RDWR) | O_NOFOLLOW | O_CLOEXEC)
         guard fd >= 0 else { throw VaultError(.io, "cannot open \(path): \(errnoText())") }
         defer { close(fd) }
-        guard fsync(fd) == 0 else { throw VaultError(.io, "cannot sync \(path): \(errnoText())") }
+        guard fsync(fd) == 0 else { throw writeFailure("cannot sync", path, errno: errno) }
     }
 
     /// Publishes `temporary` as `final` without replacing an existing file:
@@ -212,7 +219,7 @@ package enum FileSystem {
         guard link(temporary, final) == 0 else {
             let e = errno
             if e == EEXIST { throw VaultError(.alreadyExists, "\(final) already exists") }
-            throw VaultError(.io, "cannot create \(final): \(String(cString: strerror(e)).lowercased())")
+            throw writeFailure("cannot create", final, errno: e)
         }
         unlink(temporary)
         try sync(directory, directory: true)
@@ -226,19 +233,33 @@ package enum FileSystem {
         let dir = directory.isEmpty ? "." : directory
         let temporary = dir + "/.vault-tmp-\(UInt64.random(in: 0...UInt64.max))"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw VaultError(.io, "cannot create a file in \(dir): \(errnoText())") }
+        guard fd >= 0 else { throw writeFailure("cannot create a file in", dir, errno: errno) }
         var ok = fchmod(fd, 0o600) == 0
-        ok = ok && contents.withBytes { buf in write(fd, buf.baseAddress, buf.count) == buf.count }
+        ok =
+            ok
+            && contents.withBytes { buf in
+                // A short write is followed by one that says why (ENOSPC).
+                var done = 0
+                while done < buf.count {
+                    let n = write(fd, buf.baseAddress! + done, buf.count - done)
+                    if n < 0 && errno == EINTR { continue }
+                    guard n > 0 else { return false }
+                    done += n
+                }
+                return true
+            }
         ok = ok && fsync(fd) == 0
+        let e = errno
         close(fd)
         guard ok else {
             unlink(temporary)
-            throw VaultError(.io, "cannot write \(path): \(errnoText())")
+            throw writeFailure("cannot write", path, errno: e)
         }
         if replace {
             guard rename(temporary, path) == 0 else {
+                let e = errno
                 unlink(temporary)
-                throw VaultError(.io, "cannot replace \(path): \(errnoText())")
+                throw writeFailure("cannot replace", path, errno: e)
             }
             try sync(dir, directory: true)
         } else {

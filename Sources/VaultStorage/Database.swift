@@ -1,4 +1,5 @@
 internal import CSQLite
+internal import Glibc
 
 /// One SQLite connection, owned by this object and closed on `deinit`.
 ///
@@ -6,6 +7,8 @@ internal import CSQLite
 /// mode requires.
 public final class Database {
     let handle: OpaquePointer
+    /// The file, named in errors such as a full disk.
+    public let path: String
     /// Prepared statements not in use, by their SQL: preparing costs more
     /// than the lookups and reads of a fresh token.
     private var idle: [String: OpaquePointer] = [:]
@@ -29,10 +32,12 @@ public final class Database {
         let rc = sqlite3_open_v2(path, &db, flags, nil)
         guard rc == SQLITE_OK, let db else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            let system = db.map { sqlite3_system_errno($0) } ?? 0
             sqlite3_close_v2(db)
-            throw Database.error(rc, message)
+            throw Database.error(rc, message, systemErrno: system, path: path)
         }
         handle = db
+        self.path = path
         sqlite3_busy_timeout(db, busyTimeoutMilliseconds)
         sqlite3_extended_result_codes(db, 1)
     }
@@ -49,7 +54,7 @@ public final class Database {
         if rc != SQLITE_OK {
             let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
             sqlite3_free(message)
-            throw Database.error(rc, text)
+            throw Database.error(rc, text, systemErrno: sqlite3_system_errno(handle), path: path)
         }
     }
 
@@ -118,25 +123,30 @@ public final class Database {
         return Int(statement.int64(at: 0))
     }
 
-    /// Maps an SQLite result code to a typed error.
-    static func error(_ rc: Int32, _ message: String) -> StorageError {
+    /// Maps an SQLite result code to a typed error. A full disk shows as
+    /// SQLITE_FULL, or as an I/O error whose system errno is ENOSPC (a
+    /// write to the WAL or a sync that found no space).
+    static func error(_ rc: Int32, _ message: String, systemErrno: Int32, path: String) -> StorageError {
         let primary = rc & 0xff
         let code: StorageError.Code
         switch primary {
+        case SQLITE_FULL: code = .full
+        case SQLITE_IOERR where systemErrno == ENOSPC || systemErrno == EDQUOT: code = .full
         case SQLITE_BUSY, SQLITE_LOCKED: code = .busy
         case SQLITE_CORRUPT, SQLITE_NOTADB: code = .corrupt
-        case SQLITE_IOERR, SQLITE_CANTOPEN, SQLITE_PERM, SQLITE_READONLY, SQLITE_FULL, SQLITE_AUTH: code = .io
+        case SQLITE_IOERR, SQLITE_CANTOPEN, SQLITE_PERM, SQLITE_READONLY, SQLITE_AUTH: code = .io
         case SQLITE_CONSTRAINT: code = .constraint
         default: code = .sqlite
         }
-        return StorageError(code, resultCode: primary, message.lowercased())
+        return StorageError(code, resultCode: primary, message.lowercased(), path: path)
     }
 
     /// Turns a result code into a thrown error unless it is one of `accepted`.
     @discardableResult
     func check(_ rc: Int32, accepting accepted: Set<Int32> = [SQLITE_OK]) throws(StorageError) -> Int32 {
         guard accepted.contains(rc) else {
-            throw Database.error(rc, String(cString: sqlite3_errmsg(handle)))
+            throw Database.error(
+                rc, String(cString: sqlite3_errmsg(handle)), systemErrno: sqlite3_system_errno(handle), path: path)
         }
         return rc
     }

@@ -6,8 +6,10 @@ public struct StorageError: Error, Equatable, CustomStringConvertible, Sendable 
         case busy = "storage.busy"
         /// The file is not a database, or its structure is damaged.
         case corrupt = "storage.corrupt"
-        /// The file could not be opened or written (permissions, disk full, missing).
+        /// The file could not be opened or written (permissions, missing).
         case io = "storage.io"
+        /// The disk (or the user's quota) has no room for the write.
+        case full = "storage.full"
         /// A constraint was violated (for example a unique key).
         case constraint = "storage.constraint"
         /// Anything else SQLite reported.
@@ -20,12 +22,15 @@ public struct StorageError: Error, Equatable, CustomStringConvertible, Sendable 
     public let resultCode: Int32
     /// A lower-case explanation; never contains bound values.
     public let reason: String
+    /// The database file, when the error came from a connection.
+    public let path: String?
 
     /// Creates an error.
-    public init(_ code: Code, resultCode: Int32 = 0, _ reason: String) {
+    public init(_ code: Code, resultCode: Int32 = 0, _ reason: String, path: String? = nil) {
         self.code = code
         self.resultCode = resultCode
         self.reason = reason
+        self.path = path
     }
 
     /// The reason.

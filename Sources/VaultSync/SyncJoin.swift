@@ -54,6 +54,29 @@ extension SyncEngine {
         }
     }
 
+    /// Refuses keyslots that could leave a joined vault nothing opens: none
+    /// at all, a damaged one, or none that a passphrase or key file opens
+    /// (a Secret Service slot's key stays in the other machine's keyring).
+    /// A slot cannot be opened without its passphrase or key file, which a
+    /// pairing join does not have: what it can check is done here.
+    package static func checkJoinSlots(_ slots: [[UInt8]]) throws(VaultError) {
+        guard !slots.isEmpty else {
+            throw VaultError(.damaged, "the vault's keys carry no keyslot: the joined vault would not open")
+        }
+        var usable = 0
+        for blob in slots {
+            let slot: Keyslot
+            do { slot = try Keyslot(decoding: blob, what: "a keyslot of the store") } catch {
+                throw VaultError(.damaged, "the vault's keys carry a damaged keyslot: \(error.reason)")
+            }
+            if slot.isPortable { usable += 1 }
+        }
+        guard usable > 0 else {
+            throw VaultError(
+                .damaged, "the vault's keys carry no passphrase or key file slot: the joined vault would not open")
+        }
+    }
+
     package static func parseKeysObject(_ bytes: [UInt8]) throws(VaultError) -> (Header, [[UInt8]]) {
         var r = ByteReader(bytes, what: "the store's keys")
         do { try r.expect("vault-sk") } catch {
@@ -106,6 +129,11 @@ extension SyncEngine {
         w.append(state.markEpoch)
         w.append(state.markHash)
         w.append(state.markParent)
+        // This machine's own keyslots, which open the vault it runs: the
+        // joiner takes them rather than trusting the store's `vault-keys`.
+        let slots = try keysObject()
+        w.append(UInt32(slots.count))
+        w.append(slots)
         var plain = w.bytes
         defer { secureZero(&plain) }
         let sealed = try wrap { () throws(CryptoError) in
@@ -167,13 +195,24 @@ extension SyncEngine {
         defer { secureZero(&keyBytes) }
         let masterKey = try wrap { () throws(CryptoError) in try SecureBytes(copying: keyBytes) }
         let mark = (epoch: try r.u64(), hash: try r.read(32), parent: try r.read(32))
+        // Offers made before they carried the keyslots end here.
+        let offeredKeys = r.remaining > 0 ? try r.read(Int(try r.u32())) : nil
         try r.finish()
         guard let keysObject = try storeCall({ () throws(ObjectStore.Failure) in try store.get(SyncEngine.keysName) })
         else { throw VaultError(.notFound, "the store has no vault keys object") }
-        let (storedHeader, slots) = try parseKeysObject(keysObject.bytes)
+        let (storedHeader, storedSlots) = try parseKeysObject(keysObject.bytes)
         guard storedHeader.vaultID == header.vaultID else {
             throw VaultError(.tampered, "the store's keys belong to another vault than the pairing offer")
         }
+        var slots = storedSlots
+        if let offeredKeys {
+            let (offeredHeader, offered) = try parseKeysObject(offeredKeys)
+            guard offeredHeader.vaultID == header.vaultID else {
+                throw VaultError(.tampered, "the pairing offer's keyslots belong to another vault")
+            }
+            slots = offered
+        }
+        try checkJoinSlots(slots)
         let vault = try Vault.create(at: location, header: header, masterKey: masterKey, slots: slots, time: time)
         do {
             let engine = SyncEngine(vault: vault, transport: transport)

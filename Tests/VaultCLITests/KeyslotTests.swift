@@ -76,6 +76,67 @@ struct KeyslotTests {
         #expect(try home.run("token", "g").stdout == "from-keyring\n")
     }
 
+    @Test("each Secret Service slot has its own keyring item; a slot whose item is gone does not count")
+    func secretServiceSlotsApart() throws {
+        let home = Home()
+        try home.initKeyfileVault()
+        try home.run("import", "g", stdin: Home.tokenJSON("from-keyring"))
+        let other = Home()
+        try other.initKeyfileVault()
+        home.write(home.path + "/session.sh", Self.twoSlots)
+        var env = home.environment
+        env["VAULT"] = VaultProcess.binary
+        env["KEYFILE"] = home.path + "/key"
+        env["OTHER_HOME"] = other.path + "/vault"
+        env["OTHER_KEYFILE"] = other.path + "/key"
+        env["VAULT_KEYFILE"] = nil
+        env["VAULT_AGENT"] = "off"
+        let r = try VaultProcess.start(
+            ["--", "/bin/bash", home.path + "/session.sh"], environment: env, executable: "/usr/bin/dbus-run-session"
+        ).wait(timeout: 60)
+        let out = r.stdout.split(separator: "\n").map(String.init)
+        #expect(r.status == 0, "\(r.stdout)\n\(r.stderr)")
+        for line in [
+            "first: 0", "second: 0", "items: 2", "remove key file: 0", "remove 2: 0", "token: from-keyring",
+            "last refused", "token again: from-keyring", "other added: 0", "other cleared",
+            "other remove key file: 1", "other opens with its key file",
+        ] {
+            #expect(out.contains(line), "\(line): \(r.stdout)")
+        }
+    }
+
+    /// Two Secret Service slots on one vault, removed in turn; then a vault
+    /// whose keyring item vanished keeps its key file slot.
+    static let twoSlots = #"""
+        set -u
+        printf 'keyring password' | gnome-keyring-daemon --unlock --components=secrets >/dev/null
+        "$VAULT" keyslot add --secret-service --keyfile "$KEYFILE" 2>/dev/null
+        echo "first: $?"
+        "$VAULT" keyslot add --secret-service --keyfile "$KEYFILE" 2>/dev/null
+        echo "second: $?"
+        echo "items: $(secret-tool search --all xdg:schema vault.Keyslot 2>/dev/null | grep -c '^secret')"
+        "$VAULT" keyslot remove 1 --keyfile "$KEYFILE" 2>/dev/null
+        echo "remove key file: $?"
+        # From here the keyring alone opens the vault.
+        "$VAULT" keyslot remove 2 2>/dev/null
+        echo "remove 2: $?"
+        echo "token: $("$VAULT" token g 2>&1)"
+        "$VAULT" keyslot remove 3 2>&1 | grep -q "is the last one" && echo "last refused"
+        echo "token again: $("$VAULT" token g 2>&1)"
+
+        export VAULT_HOME="$OTHER_HOME"
+        ids() { secret-tool search --all xdg:schema vault.Keyslot 2>&1 | awk '$1 == "attribute.vault-id" { print $3 }' | sort -u; }
+        before=$(ids)
+        "$VAULT" keyslot add --secret-service --keyfile "$OTHER_KEYFILE" 2>/dev/null
+        echo "other added: $?"
+        id=$(comm -13 <(echo "$before") <(ids))
+        secret-tool clear vault-id "$id" && echo "other cleared"
+        "$VAULT" keyslot remove 1 --keyfile "$OTHER_KEYFILE" 2>/dev/null
+        echo "other remove key file: $?"
+        "$VAULT" list --keyfile "$OTHER_KEYFILE" >/dev/null 2>&1 && echo "other opens with its key file"
+        exit 0
+        """#
+
     @Test("without libsecret installed, vault works the same with its other slots")
     func withoutLibsecret() throws {
         let library = "/usr/lib/x86_64-linux-gnu/libsecret-1.so.0"

@@ -185,6 +185,35 @@ final class SyncTests {
         }
     }
 
+    @Test("a pairing join opens with the vault's passphrase even when the store's keys carry no keyslot")
+    func pairingJoinIgnoresEmptyStoreKeys() throws {
+        let p = Home()
+        p.extra["VAULT_AGENT"] = "off"
+        try p.initPassphraseVault("a strong vault passphrase")
+        p.write(p.path + "/store-password", "store password\n")
+        try p.run("import", "work", stdin: Home.tokenJSON("w"))
+        try connect(p)
+        try sync(p)
+        let code = try p.run("pair")
+        #expect(code.status == 0, "\(code.stderr)")
+        // The store serves the right header with zero keyslots.
+        let keysPath = storeDir + "/vault-keys"
+        let keys = [UInt8](try Data(contentsOf: URL(fileURLWithPath: keysPath)))
+        let headerLength = keys[10..<14].reduce(0) { $0 << 8 | Int($1) }
+        try Data(keys[..<(14 + headerLength)] + [0, 0]).write(to: URL(fileURLWithPath: keysPath))
+        let r = Home()
+        r.extra = ["VAULT_AGENT": "off"]
+        r.write(r.path + "/store-password", "store password\n")
+        r.write(r.path + "/code", code.stdout)
+        let paired = try r.run(
+            "join", proxied, "--user", "vault", "--password-file", r.path + "/store-password", "--pairing-code-file",
+            r.path + "/code")
+        #expect(paired.status == 0, "\(paired.stderr)")
+        r.extra["VAULT_PASSPHRASE_FILE"] = p.path + "/passphrase"
+        let opened = try r.run("token", "work")
+        #expect(opened.status == 0 && opened.stdout == "w\n", "\(opened.stderr)")
+    }
+
     @Test("concurrent changes to one grant keep both sides, and the machines agree on the value")
     func concurrentEdits() throws {
         try a.run("import", "work", stdin: Home.tokenJSON("base"))

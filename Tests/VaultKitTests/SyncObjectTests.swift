@@ -169,4 +169,21 @@ struct SyncObjectTests {
             vaultID: vaultID, keyEpoch: 1, epoch: 1, writer: device, parent: [UInt8](repeating: 0, count: 32))
         #expect(throws: VaultError.self) { try strict.parseBody(w.bytes, version: 2) }
     }
+
+    @Test("a pairing join refuses keyslots that would leave a vault nothing opens")
+    func joinSlots() throws {
+        let mk = try SecureBytes(randomCount: 32)
+        let keyfile = try Keyslot(
+            wrapping: mk, for: .keyfile(try SecureBytes(randomCount: 32)), kdf: .default, vaultID: vaultID
+        ).encoded()
+        let keyring = try Keyslot(
+            wrapping: mk, for: .secretService(try SecureBytes(randomCount: 32)), kdf: .default, vaultID: vaultID
+        ).encoded()
+        var damaged = keyfile
+        damaged[20] ^= 1
+        for refused in [[], [keyring], [keyfile, damaged]] {
+            #expect(throws: VaultError.self) { try SyncEngine.checkJoinSlots(refused) }
+        }
+        try SyncEngine.checkJoinSlots([keyring, keyfile])
+    }
 }

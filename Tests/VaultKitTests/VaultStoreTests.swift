@@ -26,12 +26,43 @@ struct VaultStoreTests {
             ($0 as? VaultError)?.code == .wrongKey
         }
         #expect(try Vault.open(at: dir.location, key: .secretService(secret)).keyslots.list().count == 2)
+        // A Secret Service slot whose key is not in a keyring opens nothing.
+        #expect { try store.keyslots.remove(1) } throws: {
+            ($0 as? VaultError)?.reason.contains("counts only while its key is in the keyring") == true
+        }
+        let other = try TestKeys.keyfileSecret(3)
+        try store.keyslots.addKeyfile(other)
         try store.keyslots.remove(1)
-        #expect { try store.keyslots.remove(number) } throws: { ($0 as? VaultError)?.code == .invalidInput }
+        try store.keyslots.remove(number)
+        #expect { try store.keyslots.remove(3) } throws: { ($0 as? VaultError)?.code == .invalidInput }
         #expect { try store.keyslots.remove(7) } throws: { ($0 as? VaultError)?.code == .notFound }
         #expect { try Vault.open(at: dir.location, key: .keyfile(TestKeys.keyfileSecret())) } throws: {
             ($0 as? VaultError)?.code == .wrongKey
         }
+        _ = try Vault.open(at: dir.location, key: .keyfile(other))
+    }
+
+    @Test("of two concurrent keyslot changes the later is refused and changes nothing")
+    func concurrentKeyslotChanges() throws {
+        let first = try makeVault(TestKeys.passphrase("old passphrase"))
+        _ = first
+        let a = try Vault.open(at: dir.location, key: TestKeys.passphrase("old passphrase"))
+        let b = try Vault.open(at: dir.location, key: TestKeys.passphrase("old passphrase"))
+        try a.keyslots.changePassphrase(to: TestKeys.passphrase("from a"), kdf: .minimum)
+        #expect { try b.keyslots.changePassphrase(to: TestKeys.passphrase("from b"), kdf: .minimum) } throws: {
+            ($0 as? VaultError)?.code == .busy
+        }
+        #expect { try b.keyslots.add(.keyfile(TestKeys.keyfileSecret(5))) } throws: {
+            ($0 as? VaultError)?.code == .busy
+        }
+        #expect { try b.keyslots.remove(1) } throws: { ($0 as? VaultError)?.code == .busy }
+        _ = try Vault.open(at: dir.location, key: TestKeys.passphrase("from a"))
+        #expect { try Vault.open(at: dir.location, key: TestKeys.passphrase("from b")) } throws: {
+            ($0 as? VaultError)?.code == .wrongKey
+        }
+        // The winner goes on from what it left.
+        try a.keyslots.addKeyfile(TestKeys.keyfileSecret(6))
+        #expect(try a.keyslots.list().count == 2)
     }
 
     @Test("save, load, replace and remove by name")

@@ -38,8 +38,9 @@ extension Commands {
             existing file) for servers and CI. 'add --secret-service' stores a new random key in the
             desktop keyring: while it is unlocked, commands open the vault without a prompt.
             'add --passphrase' takes the new passphrase from VAULT_NEW_PASSPHRASE_COMMAND,
-            _FILE, VAULT_NEW_PASSPHRASE or the terminal. 'remove' refuses the last slot, and
-            also deletes a Secret Service slot's key from the keyring.
+            _FILE, VAULT_NEW_PASSPHRASE or the terminal. 'remove' refuses to remove the last slot
+            that opens the vault (a Secret Service slot counts only while its key is in the
+            keyring), and also deletes a Secret Service slot's key from the keyring.
             """,
         examples: [
             "vault keyslot list", "vault keyslot add --new-keyfile /etc/vault/ci.key",
@@ -101,17 +102,7 @@ extension Commands {
                         "no Secret Service to use: DBUS_SESSION_BUS_ADDRESS is not set or libsecret is not installed",
                         hint: "run this in your desktop session, with libsecret-1-0 installed")
                 }
-                let id = store.vaultID
-                let number = try vault { () throws(VaultError) in
-                    let secret = try Keyfile.generate()
-                    try SecretService.store(secret, vaultID: id)
-                    do throws(VaultError) {
-                        return try store.keyslots.add(.secretService(secret))
-                    } catch {
-                        _ = try? SecretService.clear(vaultID: id)
-                        throw error
-                    }
-                }
+                let number = try vault { () throws(VaultError) in try store.keyslots.addSecretService() }
                 ctx.console.info(
                     "added keyslot \(number): the Secret Service opens the vault while your keyring is unlocked")
             default:
@@ -126,14 +117,10 @@ extension Commands {
                 throw CLIError.usage("SLOT must be a slot number from 'vault keyslot list'", command: "keyslot")
             }
             let store = try ctx.openVaultDirectly()
-            let kind = try vault { () throws(VaultError) in try store.keyslots.list() }.first { $0.number == number }?
-                .kind
-            try vault { () throws(VaultError) in try store.keyslots.remove(number) }
-            if kind == .secretService && SecretService.usable(environment: ctx.environment) {
-                let id = store.vaultID
-                do throws(VaultError) { try SecretService.clear(vaultID: id) } catch {
-                    ctx.console.warn("the slot is gone, but its key stays in the keyring: \(error.reason)")
-                }
+            let keyring = SecretService.usable(environment: ctx.environment)
+            let problem = try vault { () throws(VaultError) in try store.keyslots.remove(number, keyring: keyring) }
+            if let problem {
+                ctx.console.warn("the slot is gone, but its key stays in the keyring: \(problem.reason)")
             }
             ctx.console.info("removed keyslot \(number)")
             return .ok

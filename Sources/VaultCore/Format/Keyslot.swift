@@ -100,6 +100,14 @@ package struct Keyslot {
         }
     }
 
+    /// True for a passphrase or key-file slot, which opens the vault on any
+    /// machine; a Secret Service slot's key lives in one machine's keyring.
+    package var isPortable: Bool { kind != .secretService }
+
+    /// A Secret Service slot's id, which names its own keyring item: its
+    /// random nonce, public like the rest of the slot and unique to it.
+    package var secretServiceID: [UInt8]? { kind == .secretService ? nonce : nil }
+
     /// True when this slot can be tried with `source` at all.
     package func accepts(_ source: KeySource) -> Bool {
         switch (kind, source) {
