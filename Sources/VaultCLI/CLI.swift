@@ -67,7 +67,7 @@ public enum CLI {
             throw CLIError.usage("unknown command '\(name)'", command: nil)
         }
         let parsed = try ArgumentParser.parse(
-            leading + Array(rest.dropFirst()), options: command.options, command: name)
+            leading + Array(rest.dropFirst()), options: command.acceptedOptions, command: name)
         if parsed.flag("help") {
             Console().out(Help.text(for: command))
             return .ok

@@ -4,7 +4,7 @@ enum Completion {
     static var commandNames: [String] { Commands.all.map(\.name) }
 
     static func options(_ c: Command) -> [String] {
-        (c.documentedOptions + GlobalOptions.all).map { "--" + $0.name }
+        (c.documentedOptions + c.sharedOptions).map { "--" + $0.name }
     }
 
     static func bash() -> String {
@@ -73,7 +73,7 @@ enum Completion {
         for c in Commands.all {
             let abstract = c.abstract.replacing("'", with: "\\'")
             out += "complete -c vault -n '__fish_use_subcommand' -a '\(c.name)' -d '\(abstract)'\n"
-            for o in c.documentedOptions + GlobalOptions.all {
+            for o in c.documentedOptions + c.sharedOptions {
                 let help = o.help.replacing("'", with: "\\'")
                 out += "complete -c vault -n '__fish_seen_subcommand_from \(c.name)' -l '\(o.name)' -d '\(help)'"
                 out += o.takesValue ? " -r\n" : "\n"
@@ -156,7 +156,8 @@ extension Commands {
         examples: [
             #"eval "$(vault completion bash)""#, #"vault completion zsh > "${fpath[1]}/_vault""#,
             "vault completion fish > ~/.config/fish/completions/vault.fish",
-        ]
+        ],
+        printsJSON: false
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         let shell = try ctx.positionals("SHELL")[0]
         let text: String

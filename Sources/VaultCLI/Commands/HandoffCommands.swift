@@ -168,7 +168,8 @@ extension Commands {
         examples: [
             #"vault exec work -- sh -c 'curl -H "Authorization: Bearer $WORK_ACCESS_TOKEN" https://api.example.com/'"#,
             "vault exec github --prefix GH -- ./deploy.sh",
-        ]
+        ],
+        printsJSON: false
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         guard let command = ctx.arguments.trailing, let program = command.first else {
             throw CLIError.usage("missing '-- COMMAND'", command: "exec")
@@ -208,7 +209,8 @@ extension Commands {
         examples: [
             "vault header work | curl -H @- https://api.example.com/",
             "vault header flickr --url 'https://api.flickr.com/services/rest?method=flickr.test.login'",
-        ]
+        ],
+        printsJSON: false
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let grant = try freshGrants([name], ctx: ctx)[0].1
@@ -237,7 +239,8 @@ extension Commands {
         arguments: [("NAME", "an OAuth 1.0a grant")],
         options: signingOptions,
         discussion: "Adds the protocol parameters and the signature to the URL's query (RFC 5849 section 3.5.3).",
-        examples: ["curl \"$(vault sign trello --url 'https://api.trello.com/1/members/me')\""]
+        examples: ["curl \"$(vault sign trello --url 'https://api.trello.com/1/members/me')\""],
+        printsJSON: false
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let grant = try freshGrants([name], ctx: ctx)[0].1
@@ -285,7 +288,8 @@ extension Commands {
             """,
         examples: [
             "vault xoauth2 gmail --base64", "vault xoauth2 work --oauthbearer --host imap.example.com --port 993",
-        ]
+        ],
+        printsJSON: false
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         // OAUTHBEARER's host and port fields, checked before any token is fetched.
