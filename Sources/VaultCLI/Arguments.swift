@@ -7,8 +7,13 @@ struct OptionSpec: Sendable {
     /// Internal options (the agent's start-up handshake) stay out of help
     /// and completions.
     var hidden = false
+    /// The values the option takes, when they are a fixed set (for completion).
+    var choices: [String] = []
 
     var takesValue: Bool { valueName != nil }
+
+    /// Whether its value is a file name (for completion).
+    var takesFile: Bool { ["PATH", "F", "FILE"].contains(valueName ?? "") }
 }
 
 /// Options shared by commands: `--keyfile` and `--help` by all, `--json`

@@ -72,7 +72,8 @@ public enum CLI {
             Console().out(Help.text(for: command))
             return .ok
         }
-        if parsed.trailing != nil && name != "exec" {
+        // exec runs what follows '--'; completion completes it.
+        if parsed.trailing != nil && name != "exec" && name != "completion" {
             throw CLIError.usage("'--' is not used by 'vault \(name)'", command: name)
         }
         let context = Context(command: command, arguments: parsed, environment: environment)

@@ -150,7 +150,9 @@ extension Commands {
         usage: "env NAME... [--format sh|fish|dotenv|json] [--prefix PREFIX]",
         arguments: [("NAME", "one or more grants")],
         options: [
-            OptionSpec(name: "format", valueName: "FORMAT", help: "sh (default), fish, dotenv or json"),
+            OptionSpec(
+                name: "format", valueName: "FORMAT", help: "sh (default), fish, dotenv or json",
+                choices: ["sh", "fish", "dotenv", "json"]),
             prefixOption,
         ],
         discussion: """

@@ -260,7 +260,9 @@ extension Commands {
         usage: "conflicts [resolve NAME --keep current|other] [--json]",
         arguments: [("resolve NAME", "end the conflict on NAME")],
         options: [
-            OptionSpec(name: "keep", valueName: "SIDE", help: "current (the value now) or other (the side kept aside)")
+            OptionSpec(
+                name: "keep", valueName: "SIDE", help: "current (the value now) or other (the side kept aside)",
+                choices: ["current", "other"])
         ],
         discussion: """
             When two machines change one grant between syncs, every machine takes the same side as
