@@ -126,6 +126,12 @@ extension Commands {
         }
         guard args.count == 2 else { throw CLIError.usage("map needs HOST[/PATH] and NAME", command: "git-credential") }
         let name = try ctx.grantName(args[1])
+        // A mapping to a grant that does not exist would only fail later, inside git.
+        let store = try ctx.openVault()
+        let names = try vault { () throws(VaultError) in try store.list(secrets: false) }.grants.map(\.name)
+        guard names.contains(name) else {
+            throw CLIError("grant '\(name)' not found", hint: "see 'vault list' for the grants there are")
+        }
         try vault { () throws(VaultError) in
             try map.set(args[0], GitCredentialMap.Entry(grant: name, username: ctx.arguments.value("username")))
         }
