@@ -7,14 +7,21 @@ struct OptionSpec: Sendable {
     /// Internal options (the agent's start-up handshake) stay out of help
     /// and completions.
     var hidden = false
+    /// The values the option takes, when they are a fixed set (for completion).
+    var choices: [String] = []
 
     var takesValue: Bool { valueName != nil }
+
+    /// Whether its value is a file name (for completion).
+    var takesFile: Bool { ["PATH", "F", "FILE"].contains(valueName ?? "") }
 }
 
-/// Options every command accepts.
+/// Options shared by commands: `--keyfile` and `--help` by all, `--json`
+/// by those that print data (`Command.printsJSON`).
 enum GlobalOptions {
+    static let json = OptionSpec(name: "json", valueName: nil, help: "print data as JSON")
     static let all: [OptionSpec] = [
-        OptionSpec(name: "json", valueName: nil, help: "print data as JSON"),
+        json,
         OptionSpec(name: "keyfile", valueName: "PATH", help: "unlock with this key file (also VAULT_KEYFILE)"),
         OptionSpec(name: "help", valueName: nil, help: "show help for the command"),
     ]
@@ -36,11 +43,12 @@ struct ParsedArguments {
 /// command's option list. Unknown options are usage errors: a typo must
 /// never be taken for an argument.
 enum ArgumentParser {
-    static func parse(_ args: [String], options specs: [OptionSpec], command: String?) throws(CLIError)
+    /// `all` is every option the command accepts, shared ones included
+    /// (`Command.acceptedOptions`).
+    static func parse(_ args: [String], options all: [OptionSpec], command: String?) throws(CLIError)
         -> ParsedArguments
     {
         var parsed = ParsedArguments()
-        let all = specs + GlobalOptions.all
         var i = 0
         while i < args.count {
             let arg = args[i]

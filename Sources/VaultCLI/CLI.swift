@@ -66,13 +66,23 @@ public enum CLI {
         guard let command = Commands.named(name) else {
             throw CLIError.usage("unknown command '\(name)'", command: nil)
         }
-        let parsed = try ArgumentParser.parse(
-            leading + Array(rest.dropFirst()), options: command.options, command: name)
+        let parsed: ParsedArguments
+        do {
+            parsed = try ArgumentParser.parse(
+                leading + Array(rest.dropFirst()), options: command.acceptedOptions, command: name)
+        } catch {
+            // 'vault exec work python3 -c ...': the program's options reached vault's parser.
+            guard name == "exec", !rest.contains("--") else { throw error }
+            throw CLIError(
+                error.message, hint: "put '--' before the program: vault exec NAME... -- COMMAND [ARGUMENT...]",
+                exitCode: .usage)
+        }
         if parsed.flag("help") {
             Console().out(Help.text(for: command))
             return .ok
         }
-        if parsed.trailing != nil && name != "exec" {
+        // exec runs what follows '--'; completion completes it.
+        if parsed.trailing != nil && name != "exec" && name != "completion" {
             throw CLIError.usage("'--' is not used by 'vault \(name)'", command: name)
         }
         let context = Context(command: command, arguments: parsed, environment: environment)

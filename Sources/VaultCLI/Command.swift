@@ -9,10 +9,19 @@ struct Command: Sendable {
     var options: [OptionSpec] = []
     var discussion: String? = nil
     var examples: [String] = []
+    /// Whether `--json` is accepted; a command that takes it prints exactly
+    /// one JSON document and a newline on stdout, whatever it did.
+    var printsJSON = true
     let run: @Sendable (Context) throws(CLIError) -> ExitCode
 
     /// Options shown in help, completions and the manual.
     var documentedOptions: [OptionSpec] { options.filter { !$0.hidden } }
+
+    /// The shared options this command takes: `--json` only where it prints JSON.
+    var sharedOptions: [OptionSpec] { GlobalOptions.all.filter { printsJSON || $0.name != "json" } }
+
+    /// Everything the parser accepts for this command.
+    var acceptedOptions: [OptionSpec] { options + sharedOptions }
 }
 
 /// All commands, in the order `vault help` lists them.

@@ -156,7 +156,14 @@ struct Context {
         do { return try buffer.prefix(total) } catch { throw CLIError(error.reason) }
     }
 
-    /// Prints a value as JSON on stdout.
+    /// Says what a command did: `message` on stderr, or with `--json` the
+    /// document `value` on stdout, so that stdout holds one JSON document.
+    func report(_ message: String, json value: some Encodable) throws(CLIError) {
+        if json { try printJSON(value) } else { console.info(message) }
+    }
+
+    /// Prints a value as JSON on stdout, then a newline: the one printer
+    /// every `--json` output goes through.
     func printJSON(_ value: some Encodable) throws(CLIError) {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]

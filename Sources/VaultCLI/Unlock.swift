@@ -100,8 +100,9 @@ struct UnlockSources {
     }
 
     /// A new passphrase: from the non-interactive sources named by
-    /// `prefix`, else asked twice on the terminal.
-    func newPassphrase(prefix: String, fileFlag: String?) throws(CLIError) -> KeySource {
+    /// `prefix`, else asked twice on the terminal. `otherwise` ends the
+    /// hint given without a terminal (another way to do without one).
+    func newPassphrase(prefix: String, fileFlag: String?, otherwise: String? = nil) throws(CLIError) -> KeySource {
         if let path = fileFlag {
             let raw: SecureBytes
             do { raw = try SecretFile.read(path: path) } catch {
@@ -113,7 +114,9 @@ struct UnlockSources {
         guard let terminal = Terminal() else {
             throw CLIError(
                 "no terminal to ask for the new passphrase",
-                hint: "set \(prefix)_PASSPHRASE_FILE or \(prefix)_PASSPHRASE_COMMAND", exitCode: .locked)
+                hint: "set \(prefix)_PASSPHRASE_FILE or \(prefix)_PASSPHRASE_COMMAND"
+                    + (otherwise.map { ", \($0)" } ?? ""),
+                exitCode: .locked)
         }
         let first = try terminal.readSecret(prompt: "New passphrase: ")
         let second = try terminal.readSecret(prompt: "Repeat the new passphrase: ")

@@ -44,15 +44,85 @@ struct CompletionTests {
         #expect(try complete(["vault", "add", "git"]).sorted() == ["github", "gitlab"])
     }
 
-    @Test("fish completes commands and options")
+    /// Word lists bash offers: the command line so far, the word being completed last.
+    static let bashCases: [([String], [String])] = [
+        (["env", "work-mail", "--format", ""], ["dotenv", "fish", "json", "sh"]),
+        (["env", "--prefix", "X", "wo"], ["work-mail"]),
+        (["conflicts", "resolve", "work-mail", "--keep", ""], ["current", "other"]),
+        (["add", "google", "--flow", "d"], ["device"]),
+        (["git-credential", ""], ["erase", "get", "map", "store"]),
+        (["git-credential", "map", "github.com", "w"], ["work-mail"]),
+        (["completion", ""], ["bash", "fish", "zsh"]),
+        (["conflicts", ""], ["resolve"]),
+        (["conflicts", "resolve", ""], ["work-mail"]),
+        (["keyslot", ""], ["add", "list", "remove"]),
+        (["remote", ""], ["set"]),
+        (["sign", "w"], ["work-mail"]),
+        (["help", "ke"], ["keyslot"]),
+        (["add", "work"], ["work-mail"]),
+        (["token", "work-mail", ""], []),
+    ]
+
+    @Test("bash completes option values, subcommands and grant names where each belongs", arguments: bashCases)
+    func bashTable(_ words: [String], _ expected: [String]) throws {
+        home.write(home.path + "/c.bash", try script("bash"))
+        let list = (["vault"] + words).map { "'\($0)'" }.joined(separator: " ")
+        let r = try shell(
+            "/bin/bash",
+            [
+                "-c",
+                "source \(home.path)/c.bash; COMP_WORDS=(\(list)); COMP_CWORD=\(words.count); _vault; printf '%s\\n' \"${COMPREPLY[@]}\"",
+            ])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.split(separator: "\n").map(String.init).sorted() == expected)
+    }
+
+    @Test("a file name where an option takes a file")
+    func files() throws {
+        let r = try home.run("completion", "candidates", "--", "init", "--keyfile", "")
+        #expect(r.stdout == "files\n")
+    }
+
+    @Test("completion asks a running agent; on a locked vault it neither prompts nor waits")
+    func locked() throws {
+        let agentHome = AgentHome()
+        let locked = agentHome.home
+        _ = try agentHome.startWithGrant()
+        let names = try locked.run("completion", "candidates", "--", "token", "")
+        #expect(names.stdout == "words\ng\n", "\(names.stderr)")
+        #expect(try locked.run("lock").status == 0)
+
+        locked.write(locked.path + "/c.bash", try script("bash"))
+        var env = locked.environment
+        env["PATH"] = URL(fileURLWithPath: VaultProcess.binary).deletingLastPathComponent().path + ":/usr/bin:/bin"
+        // On a terminal where an empty line is typed: a prompt would show,
+        // read it and fail.
+        func onTerminal(_ command: String) throws -> ProcessResult {
+            try VaultProcess.start(
+                ["-qec", command, "/dev/null"], environment: env, stdin: "\n", executable: "/usr/bin/script"
+            ).wait()
+        }
+        let control = try onTerminal("vault list")
+        #expect(control.stdout.contains("Passphrase"), "the positive control prompts: \(control.stdout)")
+        let complete =
+            "bash -c 'source \(locked.path)/c.bash; COMP_WORDS=(vault token \"\"); COMP_CWORD=2; _vault; echo \"offered ${#COMPREPLY[@]}\"'"
+        let r = try onTerminal(complete)
+        #expect(r.status == 0 && r.stdout.contains("offered 0") && !r.stdout.contains("Passphrase"), "\(r.stdout)")
+    }
+
+    @Test("fish completes commands, options, option values, subcommands and grant names")
     func fish() throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/fish") else { return }
         home.write(home.path + "/c.fish", try script("fish"))
         let r = try shell(
             "/usr/bin/fish",
-            ["-c", "source \(home.path)/c.fish; complete -C 'vault xoa'; complete -C 'vault env --for'"])
+            [
+                "-c",
+                "source \(home.path)/c.fish; complete -C 'vault xoa'; complete -C 'vault env --for'; complete -C 'vault env work-mail --format '; complete -C 'vault keyslot '; complete -C 'vault sign w'",
+            ])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.contains("xoauth2\t") && r.stdout.contains("--format\t"))
+        #expect(r.stdout.contains("\ndotenv\n") && r.stdout.contains("\nlist\n") && r.stdout.contains("work-mail"))
     }
 
     @Test("the zsh script is valid zsh")

@@ -75,7 +75,8 @@ extension Commands {
             OptionSpec(name: "client-id", valueName: "ID", help: "the OAuth client id (else the provider file's)"),
             OptionSpec(name: "client-secret-file", valueName: "F", help: "read the client secret from file F"),
             OptionSpec(
-                name: "flow", valueName: "FLOW", help: "browser, device or paste (default: browser; device over SSH)"),
+                name: "flow", valueName: "FLOW", help: "browser, device or paste (default: browser; device over SSH)",
+                choices: ["browser", "device", "paste"]),
             OptionSpec(name: "login-hint", valueName: "EMAIL", help: "suggest this account to the provider"),
             OptionSpec(name: "issuer", valueName: "URL", help: "discover an OpenID Connect provider from its issuer"),
             OptionSpec(name: "tenant", valueName: "T", help: "the tenant, for providers that have one (Microsoft)"),

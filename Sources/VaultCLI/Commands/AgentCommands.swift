@@ -228,6 +228,44 @@ enum AgentLauncher {
     static func errnoText() -> String { String(cString: strerror(errno)) }
 }
 
+/// What `vault agent --json` and `vault lock --json` print.
+struct AgentOutput: Encodable {
+    let running: Bool
+    let unlocked: Bool
+    let pid: Int?
+    /// Seconds until the idle and the hard timeout lock it (nil: none).
+    let idleSecondsLeft: Int?
+    let hardSecondsLeft: Int?
+
+    init(_ status: AgentStatus?) {
+        running = status != nil
+        unlocked = status?.unlocked ?? false
+        pid = status?.pid
+        idleSecondsLeft = status.flatMap { $0.idleSecondsLeft > 0 ? $0.idleSecondsLeft : nil }
+        hardSecondsLeft = status.flatMap { $0.hardSecondsLeft > 0 ? $0.hardSecondsLeft : nil }
+    }
+
+    /// An agent that was just told to lock (it may exit right after).
+    init(lockedAgent: Void) {
+        (running, unlocked, pid, idleSecondsLeft, hardSecondsLeft) = (true, false, nil, nil, nil)
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(running, forKey: .running)
+        try c.encode(unlocked, forKey: .unlocked)
+        try c.encode(pid, forKey: .pid)
+        try c.encode(idleSecondsLeft, forKey: .idleSecondsLeft)
+        try c.encode(hardSecondsLeft, forKey: .hardSecondsLeft)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case running, unlocked, pid
+        case idleSecondsLeft = "idle_seconds_left"
+        case hardSecondsLeft = "hard_seconds_left"
+    }
+}
+
 extension Commands {
     static let agentCommand = Command(
         name: "agent",
@@ -268,6 +306,9 @@ extension Commands {
                 "XDG_RUNTIME_DIR is not set: the agent needs a private runtime directory",
                 hint: "log in through a session manager, or set XDG_RUNTIME_DIR to a private 0700 directory")
         }
+        if ctx.json && ctx.arguments.flag("foreground") {
+            throw CLIError.usage("--json is not used with --foreground", command: "agent")
+        }
         if ctx.arguments.flag("key-on-stdin") {
             return try ctx.serveHandedKey(location: location, paths: paths, settings: settings)
         }
@@ -284,12 +325,17 @@ extension Commands {
                 // --status answers 0 or 77 only: an agent that cannot be used
                 // (its directory refused, say) holds nothing unlocked for us.
                 ctx.console.error(error.reason, hint: error.hint)
+                if ctx.json { try ctx.printJSON(AgentOutput(nil)) }
                 return .locked
             } else {
                 throw CLIError(error)
             }
         }
         if ctx.arguments.flag("status") {
+            if ctx.json {
+                try ctx.printJSON(AgentOutput(running))
+                return running?.unlocked == true ? .ok : .locked
+            }
             guard let running else {
                 ctx.console.info("no agent is running for this vault")
                 return .locked
@@ -311,21 +357,23 @@ extension Commands {
             return try ctx.serveInForeground(location: location, paths: paths, settings: settings)
         }
         if let running, running.unlocked {
-            ctx.console.info("the agent (pid \(running.pid)) already holds this vault unlocked")
+            try ctx.report(
+                "the agent (pid \(running.pid)) already holds this vault unlocked", json: AgentOutput(running))
             return .ok
         }
         let store = try ctx.openVaultDirectly()
         if running != nil {
             let client = try vault { () throws(VaultError) in try AgentClient.connect(paths) }
             try vault { () throws(VaultError) in try client.load(store) }
-            ctx.console.info("unlocked the running agent")
+            let now = try? AgentClient.connect(paths, timeout: 5).status(location: location)
+            try ctx.report("unlocked the running agent", json: AgentOutput(now))
             return .ok
         }
         let pid = try AgentLauncher.start(store, paths: paths, settings: settings, environment: ctx.environment)
         // Wait until it answers, so the next command finds it.
         for _ in 0..<100 {
             if let s = try? AgentClient.connect(paths, timeout: 5).status(location: location), s.unlocked {
-                ctx.console.info("agent started (pid \(pid)); it \(settings.summary)")
+                try ctx.report("agent started (pid \(pid)); it \(settings.summary)", json: AgentOutput(s))
                 return .ok
             }
             usleep(50_000)
@@ -346,7 +394,7 @@ extension Commands {
         _ = try ctx.positionals()
         let location = try ctx.location()
         guard let paths = AgentPaths.resolve(environment: ctx.environment, location: location) else {
-            ctx.console.info("no agent is running (XDG_RUNTIME_DIR is not set)")
+            try ctx.report("no agent is running (XDG_RUNTIME_DIR is not set)", json: AgentOutput(nil))
             return .ok
         }
         let client: AgentClient
@@ -354,11 +402,11 @@ extension Commands {
             client = try AgentClient.connect(paths)
         } catch {
             guard error.code == .notFound else { throw CLIError(error) }
-            ctx.console.info("no agent is running for this vault")
+            try ctx.report("no agent is running for this vault", json: AgentOutput(nil))
             return .ok
         }
         try vault { () throws(VaultError) in try client.lock() }
-        ctx.console.info("locked")
+        try ctx.report("locked", json: AgentOutput(lockedAgent: ()))
         return .ok
     }
 }

@@ -4,82 +4,62 @@ enum Completion {
     static var commandNames: [String] { Commands.all.map(\.name) }
 
     static func options(_ c: Command) -> [String] {
-        (c.documentedOptions + GlobalOptions.all).map { "--" + $0.name }
+        (c.documentedOptions + c.sharedOptions).map { "--" + $0.name }
     }
 
+    /// Every script asks `vault completion candidates` (CompletionCandidates),
+    /// with stdin closed and stderr dropped: completion never prompts.
     static func bash() -> String {
-        var cases = ""
-        for c in Commands.all {
-            cases += "        \(c.name)) opts=\"\(options(c).joined(separator: " "))\" ;;\n"
+        """
+        # bash completion for vault: eval "$(vault completion bash)"
+        _vault() {
+            local cur="${COMP_WORDS[COMP_CWORD]}" IFS=$'\\n'
+            local -a out
+            out=($(vault completion candidates -- "${COMP_WORDS[@]:1:COMP_CWORD}" 2>/dev/null </dev/null | cut -f1))
+            if [ "${out[0]}" = files ]; then
+                COMPREPLY=($(compgen -f -- "$cur"))
+            else
+                COMPREPLY=($(compgen -W "${out[*]:1}" -- "$cur"))
+            fi
         }
-        return """
-            # bash completion for vault: eval "$(vault completion bash)"
-            _vault() {
-                local cur cmd opts
-                cur="${COMP_WORDS[COMP_CWORD]}"
-                cmd="${COMP_WORDS[1]}"
-                if [ "$COMP_CWORD" -eq 1 ]; then
-                    COMPREPLY=($(compgen -W "\(commandNames.joined(separator: " ")) --help --version" -- "$cur"))
-                    return
-                fi
-                case "$cmd" in
-            \(cases)        *) opts="" ;;
-                esac
-                if [[ "$cur" == -* ]]; then
-                    COMPREPLY=($(compgen -W "$opts" -- "$cur"))
-                elif [[ "$cmd" =~ ^(show|token|refresh|check|remove|rename|env|exec|header|xoauth2)$ ]]; then
-                    COMPREPLY=($(compgen -W "$(vault list --json 2>/dev/null | sed -n 's/^ *"name" : "\\(.*\\)",$/\\1/p')" -- "$cur"))
-                elif [ "$cmd" = add ] && [ "$COMP_CWORD" -eq 2 ]; then
-                    COMPREPLY=($(compgen -W "$(vault providers --json 2>/dev/null | sed -n 's/^ *"name" : "\\(.*\\)",$/\\1/p')" -- "$cur"))
-                fi
-            }
-            complete -F _vault vault
+        complete -F _vault vault
 
-            """
+        """
     }
 
     static func zsh() -> String {
-        var lines = ""
-        for c in Commands.all {
-            lines += "    '\(c.name):\(c.abstract.replacing("'", with: "'\\''").replacing(":", with: "\\:"))'\n"
+        """
+        #compdef vault
+        # zsh completion for vault: vault completion zsh > "${fpath[1]}/_vault"
+        _vault() {
+          local -a out
+          out=("${(@f)$(vault completion candidates -- "${(@)words[2,CURRENT]}" 2>/dev/null </dev/null)}")
+          if [[ "$out[1]" == files ]]; then
+            _files
+          else
+            compadd -- "${(@)${(@)out[2,-1]}%%$'\\t'*}"
+          fi
         }
-        var optionCases = ""
-        for c in Commands.all {
-            optionCases +=
-                "    \(c.name)) _arguments '*: :->args' \(options(c).map { "'\($0)[]'" }.joined(separator: " ")) ;;\n"
-        }
-        return """
-            #compdef vault
-            # zsh completion for vault: vault completion zsh > "${fpath[1]}/_vault"
-            _vault() {
-              local -a commands
-              commands=(
-            \(lines)  )
-              if (( CURRENT == 2 )); then
-                _describe 'command' commands
-                return
-              fi
-              case "$words[2]" in
-            \(optionCases)  esac
-            }
-            _vault "$@"
+        _vault "$@"
 
-            """
+        """
     }
 
     static func fish() -> String {
-        var out = "# fish completion for vault: vault completion fish > ~/.config/fish/completions/vault.fish\n"
-        out += "complete -c vault -f\n"
-        for c in Commands.all {
-            let abstract = c.abstract.replacing("'", with: "\\'")
-            out += "complete -c vault -n '__fish_use_subcommand' -a '\(c.name)' -d '\(abstract)'\n"
-            for o in c.documentedOptions + GlobalOptions.all {
-                let help = o.help.replacing("'", with: "\\'")
-                out += "complete -c vault -n '__fish_seen_subcommand_from \(c.name)' -l '\(o.name)' -d '\(help)'"
-                out += o.takesValue ? " -r\n" : "\n"
-            }
-        }
-        return out
+        """
+        # fish completion for vault: vault completion fish > ~/.config/fish/completions/vault.fish
+        function __vault_complete
+            set -l words (commandline -opc)[2..-1] (commandline -ct)
+            set -l out (vault completion candidates -- $words 2>/dev/null </dev/null)
+            if test "$out[1]" = files
+                __fish_complete_path (commandline -ct)
+            else
+                printf '%s\\n' $out[2..-1]
+            end
+        end
+        complete -c vault -f -a '(__vault_complete)'
+
+        """
     }
 
     /// The man page, in roff.
@@ -153,11 +133,23 @@ extension Commands {
         abstract: "Print a shell completion script (bash, zsh or fish).",
         usage: "completion bash|zsh|fish",
         arguments: [("SHELL", "bash, zsh or fish")],
+        discussion: """
+            Option values, subcommands and grant names complete where they belong. Grant names
+            come from a running agent or a key file only: on a locked vault completion offers no
+            names, and never prompts or waits. The scripts call 'vault completion candidates --
+            WORDS...'.
+            """,
         examples: [
             #"eval "$(vault completion bash)""#, #"vault completion zsh > "${fpath[1]}/_vault""#,
             "vault completion fish > ~/.config/fish/completions/vault.fish",
-        ]
+        ],
+        printsJSON: false
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
+        if ctx.arguments.positionals == ["candidates"], let words = ctx.arguments.trailing {
+            let lines = CompletionCandidates(context: ctx).lines(words)
+            Console.write(lines.joined(separator: "\n") + "\n", to: 1)
+            return .ok
+        }
         let shell = try ctx.positionals("SHELL")[0]
         let text: String
         switch shell {

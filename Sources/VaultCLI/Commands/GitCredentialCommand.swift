@@ -45,6 +45,8 @@ extension Commands {
         case "map":
             return try gitMap(Array(args.dropFirst()), ctx: ctx, configDirectory: configDirectory)
         case "get", "store", "erase":
+            // git reads its own key=value protocol here, never JSON.
+            if ctx.json { throw CLIError.usage("--json is only for 'git-credential map'", command: "git-credential") }
             guard args.count == 1 else {
                 throw CLIError.usage("unexpected argument '\(args[1])'", command: "git-credential")
             }
@@ -119,15 +121,21 @@ extension Commands {
                 throw CLIError.usage("--remove takes HOST[/PATH] only", command: "git-credential")
             }
             try vault { () throws(VaultError) in try map.set(args[0], nil) }
-            ctx.console.info("forgot the mapping of \(args[0])")
+            try ctx.report("forgot the mapping of \(args[0])", json: map.entries)
             return .ok
         }
         guard args.count == 2 else { throw CLIError.usage("map needs HOST[/PATH] and NAME", command: "git-credential") }
         let name = try ctx.grantName(args[1])
+        // A mapping to a grant that does not exist would only fail later, inside git.
+        let store = try ctx.openVault()
+        let names = try vault { () throws(VaultError) in try store.list(secrets: false) }.grants.map(\.name)
+        guard names.contains(name) else {
+            throw CLIError("grant '\(name)' not found", hint: "see 'vault list' for the grants there are")
+        }
         try vault { () throws(VaultError) in
             try map.set(args[0], GitCredentialMap.Entry(grant: name, username: ctx.arguments.value("username")))
         }
-        ctx.console.info("\(args[0]) is served by '\(name)'")
+        try ctx.report("\(args[0]) is served by '\(name)'", json: map.entries)
         return .ok
     }
 }

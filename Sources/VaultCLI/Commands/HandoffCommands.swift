@@ -56,22 +56,51 @@ enum EnvFormat: String {
             // In fish single quotes only \\ and \' are special.
             return "set -gx \(name) '" + value.replacing("\\", with: "\\\\").replacing("'", with: "\\'") + "'"
         case .dotenv:
-            var escaped = ""
-            for c in value.unicodeScalars {
-                switch c {
-                case "\\": escaped += "\\\\"
-                case "\"": escaped += "\\\""
-                case "$": escaped += "\\$"
-                case "`": escaped += "\\`"
-                case "\n": escaped += "\\n"
-                case "\r": escaped += "\\r"
-                default: escaped.unicodeScalars.append(c)
-                }
-            }
-            return "\(name)=\"\(escaped)\""
+            return "\(name)=" + (EnvFormat.dotenvQuoted(value) ?? "")
         case .json:
             return ""  // printed as one object
         }
+    }
+
+    /// `value` quoted so that python-dotenv and Docker Compose's env_file
+    /// both read it back unchanged, or nil when no quoting serves both.
+    ///
+    /// Single quotes are literal to Compose, whose only escape there is
+    /// `\'`; python-dotenv also reads `\\` as one backslash, so a backslash
+    /// before a backslash, a quote or the closing quote rules them out.
+    /// Double quotes then, with `\\`, `\"`, `\n` and `\r`, which both
+    /// decode; but both interpolate `$` there (Compose `$NAME` and `${NAME}`,
+    /// python-dotenv `${NAME}`), and Compose documents no escape for it.
+    /// python-dotenv expands `${NAME}` inside single quotes too: see
+    /// `pythonDotenvExpands`.
+    static func dotenvQuoted(_ value: String) -> String? {
+        let scalars = Array(value.unicodeScalars)
+        let backslashTrouble = scalars.indices.contains {
+            scalars[$0] == "\\" && ($0 + 1 == scalars.count || scalars[$0 + 1] == "\\" || scalars[$0 + 1] == "'")
+        }
+        let lineBreak = value.unicodeScalars.contains { $0 == "\n" || $0 == "\r" }
+        if !backslashTrouble && !lineBreak {
+            return "'" + value.replacing("'", with: "\\'") + "'"
+        }
+        guard !value.contains("$") else { return nil }
+        var escaped = ""
+        for c in value.unicodeScalars {
+            switch c {
+            case "\\": escaped += "\\\\"
+            case "\"": escaped += "\\\""
+            case "\n": escaped += "\\n"
+            case "\r": escaped += "\\r"
+            default: escaped.unicodeScalars.append(c)
+            }
+        }
+        return "\"" + escaped + "\""
+    }
+
+    /// python-dotenv expands `${NAME}` in every value, quoted or not, and
+    /// has no escape for it; only `interpolate=False` reads such a value back.
+    static func pythonDotenvExpands(_ value: String) -> Bool {
+        guard let start = value.firstRange(of: "${") else { return false }
+        return value[start.upperBound...].contains("}")
     }
 }
 
@@ -121,14 +150,19 @@ extension Commands {
         usage: "env NAME... [--format sh|fish|dotenv|json] [--prefix PREFIX]",
         arguments: [("NAME", "one or more grants")],
         options: [
-            OptionSpec(name: "format", valueName: "FORMAT", help: "sh (default), fish, dotenv or json"),
+            OptionSpec(
+                name: "format", valueName: "FORMAT", help: "sh (default), fish, dotenv or json",
+                choices: ["sh", "fish", "dotenv", "json"]),
             prefixOption,
         ],
         discussion: """
             For a grant named work: WORK_ACCESS_TOKEN, WORK_TOKEN_TYPE, WORK_TOKEN_EXPIRES_AT
             (seconds since the epoch), WORK_TOKEN_EXPIRES (ISO 8601), WORK_ACCOUNT, WORK_SCOPES
             and WORK_PROVIDER. Tokens are refreshed first when needed. Values are quoted for the
-            format, so any character is safe.
+            format, so any character is safe. dotenv quotes so that python-dotenv and Docker
+            Compose's env_file read the same bytes back; python-dotenv alone expands ${NAME} even
+            in single quotes, so vault warns about such a value (read it with interpolate=False,
+            or use --format json). A value no quoting serves for both is refused.
             """,
         examples: [
             "eval \"$(vault env work)\"", "vault env work --format fish | source",
@@ -140,6 +174,18 @@ extension Commands {
             throw CLIError.usage("--format must be sh, fish, dotenv or json", command: "env")
         }
         let pairs = try variables(ctx.arguments.positionals, ctx: ctx)
+        if format == .dotenv {
+            for (name, value) in pairs where EnvFormat.dotenvQuoted(value) == nil {
+                throw CLIError(
+                    "\(name) holds '$' with a line break or a backslash before a backslash or quote: no dotenv quoting reads back the same in both python-dotenv and Docker Compose",
+                    hint: "use --format json, sh or fish, or 'vault exec'")
+            }
+            for (name, value) in pairs where EnvFormat.pythonDotenvExpands(value) {
+                ctx.console.warn(
+                    "\(name) holds '${...}', which python-dotenv expands unless read with interpolate=False (Docker Compose reads it as is)"
+                )
+            }
+        }
         if format == .json {
             var object: [String: String] = [:]
             for (k, v) in pairs { object[k] = v }
@@ -168,7 +214,8 @@ extension Commands {
         examples: [
             #"vault exec work -- sh -c 'curl -H "Authorization: Bearer $WORK_ACCESS_TOKEN" https://api.example.com/'"#,
             "vault exec github --prefix GH -- ./deploy.sh",
-        ]
+        ],
+        printsJSON: false
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         guard let command = ctx.arguments.trailing, let program = command.first else {
             throw CLIError.usage("missing '-- COMMAND'", command: "exec")
@@ -208,7 +255,8 @@ extension Commands {
         examples: [
             "vault header work | curl -H @- https://api.example.com/",
             "vault header flickr --url 'https://api.flickr.com/services/rest?method=flickr.test.login'",
-        ]
+        ],
+        printsJSON: false
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let grant = try freshGrants([name], ctx: ctx)[0].1
@@ -237,7 +285,8 @@ extension Commands {
         arguments: [("NAME", "an OAuth 1.0a grant")],
         options: signingOptions,
         discussion: "Adds the protocol parameters and the signature to the URL's query (RFC 5849 section 3.5.3).",
-        examples: ["curl \"$(vault sign trello --url 'https://api.trello.com/1/members/me')\""]
+        examples: ["curl \"$(vault sign trello --url 'https://api.trello.com/1/members/me')\""],
+        printsJSON: false
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let grant = try freshGrants([name], ctx: ctx)[0].1
@@ -285,7 +334,8 @@ extension Commands {
             """,
         examples: [
             "vault xoauth2 gmail --base64", "vault xoauth2 work --oauthbearer --host imap.example.com --port 993",
-        ]
+        ],
+        printsJSON: false
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         // OAUTHBEARER's host and port fields, checked before any token is fetched.

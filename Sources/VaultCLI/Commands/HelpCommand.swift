@@ -4,7 +4,8 @@ extension Commands {
         abstract: "Show help for vault or one of its commands.",
         usage: "help [COMMAND]",
         arguments: [("COMMAND", "the command to explain")],
-        examples: ["vault help", "vault help import"]
+        examples: ["vault help", "vault help import"],
+        printsJSON: false
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         let args = ctx.arguments.positionals
         guard args.count <= 1 else { throw CLIError.usage("unexpected argument '\(args[1])'", command: "help") }
@@ -61,7 +62,7 @@ enum Help {
                 lines.append("  \(name)\(String(repeating: " ", count: width - name.count + 2))\(help)")
             }
         }
-        lines += ["", "OPTIONS:"] + optionLines(c.documentedOptions + GlobalOptions.all)
+        lines += ["", "OPTIONS:"] + optionLines(c.documentedOptions + c.sharedOptions)
         if let discussion = c.discussion { lines += ["", discussion] }
         if !c.examples.isEmpty { lines += ["", "EXAMPLES:"] + c.examples.map { "  " + $0 } }
         return lines.joined(separator: "\n")

@@ -50,7 +50,8 @@ extension Commands {
             unlock = "key file"
             ctx.console.info("wrote a new key file to \(path); keep it safe, it alone opens the vault")
         } else {
-            let key = try ctx.unlockSources.newPassphrase(prefix: "VAULT", fileFlag: nil)
+            let key = try ctx.unlockSources.newPassphrase(
+                prefix: "VAULT", fileFlag: nil, otherwise: "or make a key-file vault with 'vault init --keyfile PATH'")
             created = try vault { () throws(VaultError) in
                 try Vault.create(at: location, key: key, kdf: kdf, time: ctx.time)
             }

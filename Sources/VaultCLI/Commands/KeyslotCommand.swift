@@ -10,6 +10,15 @@ struct KeyslotOutput: Encodable {
     let kdfMemoryMiB: UInt64?
     let kdfPasses: UInt32?
 
+    /// A slot just added: its kind, no KDF details.
+    init(added slot: Int64, kind: KeyslotInfo.Kind) {
+        self.init(slot: slot, kind: kind.rawValue, kdfMemoryMiB: nil, kdfPasses: nil)
+    }
+
+    init(slot: Int64, kind: String, kdfMemoryMiB: UInt64?, kdfPasses: UInt32?) {
+        (self.slot, self.kind, self.kdfMemoryMiB, self.kdfPasses) = (slot, kind, kdfMemoryMiB, kdfPasses)
+    }
+
     enum CodingKeys: String, CodingKey {
         case slot, kind
         case kdfMemoryMiB = "kdf_memory_mib"
@@ -95,7 +104,9 @@ extension Commands {
                     Keyfile.discard(path: path)
                     throw CLIError(error)
                 }
-                ctx.console.info("added keyslot \(number): the key file \(path) opens the vault")
+                try ctx.report(
+                    "added keyslot \(number): the key file \(path) opens the vault",
+                    json: KeyslotOutput(added: number, kind: .keyfile))
             case "secret-service":
                 guard SecretService.usable(environment: ctx.environment) else {
                     throw CLIError(
@@ -103,12 +114,15 @@ extension Commands {
                         hint: "run this in your desktop session, with libsecret-1-0 installed")
                 }
                 let number = try vault { () throws(VaultError) in try store.keyslots.addSecretService() }
-                ctx.console.info(
-                    "added keyslot \(number): the Secret Service opens the vault while your keyring is unlocked")
+                try ctx.report(
+                    "added keyslot \(number): the Secret Service opens the vault while your keyring is unlocked",
+                    json: KeyslotOutput(added: number, kind: .secretService))
             default:
                 let key = try ctx.unlockSources.newPassphrase(prefix: "VAULT_NEW", fileFlag: nil)
                 let number = try vault { () throws(VaultError) in try store.keyslots.add(key, kdf: kdf) }
-                ctx.console.info("added keyslot \(number): the new passphrase opens the vault")
+                try ctx.report(
+                    "added keyslot \(number): the new passphrase opens the vault",
+                    json: KeyslotOutput(added: number, kind: .passphrase))
             }
             return .ok
         case "remove":
@@ -122,7 +136,7 @@ extension Commands {
             if let problem {
                 ctx.console.warn("the slot is gone, but its key stays in the keyring: \(problem.reason)")
             }
-            ctx.console.info("removed keyslot \(number)")
+            try ctx.report("removed keyslot \(number)", json: ["removed_slot": number])
             return .ok
         case nil:
             throw CLIError.usage("missing list, add or remove", command: "keyslot")

@@ -14,7 +14,7 @@ extension Commands {
         let (from, to) = (try ctx.grantName(names[0]), try ctx.grantName(names[1]))
         let store = try ctx.openVault()
         try vault { () throws(VaultError) in try store.rename(from, to: to) }
-        ctx.console.info("renamed '\(from)' to '\(to)'")
+        try ctx.report("renamed '\(from)' to '\(to)'", json: ["name": to, "renamed_from": from])
         return .ok
     }
 
@@ -35,20 +35,27 @@ extension Commands {
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let store = try ctx.openVault()
+        /// What `remove --json` prints.
+        struct Removed: Encodable {
+            let name: String
+            let revoked: String?
+        }
         guard ctx.arguments.flag("revoke") else {
             try vault { () throws(VaultError) in try store.remove(name) }
-            ctx.console.info("removed '\(name)'")
+            try ctx.report("removed '\(name)'", json: Removed(name: name, revoked: nil))
             return .ok
         }
         let result = try vault { () throws(VaultError) in try ctx.refresher(store).revokeAndRemove(name) }
         switch result {
         case .revoked(let type):
-            ctx.console.info("revoked the \(type.replacing("_", with: " ")) at the provider and removed '\(name)'")
+            try ctx.report(
+                "revoked the \(type.replacing("_", with: " ")) at the provider and removed '\(name)'",
+                json: Removed(name: name, revoked: type))
         case .unsupported:
             ctx.console.warn(
                 "the provider has no revocation endpoint; the grant stays valid there until it expires or you revoke it in your account settings"
             )
-            ctx.console.info("removed '\(name)'")
+            try ctx.report("removed '\(name)'", json: Removed(name: name, revoked: nil))
         }
         return .ok
     }
@@ -68,7 +75,8 @@ extension Commands {
             interruption leaves either the old or the new passphrase working. On a key-file
             vault this adds a passphrase.
             """,
-        examples: ["vault passwd", "VAULT_NEW_PASSPHRASE_FILE=new.txt vault passwd"]
+        examples: ["vault passwd", "VAULT_NEW_PASSPHRASE_FILE=new.txt vault passwd"],
+        printsJSON: false
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         _ = try ctx.positionals()
         let kdf = try kdfParameters(ctx)

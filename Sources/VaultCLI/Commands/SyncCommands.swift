@@ -20,6 +20,23 @@ struct SyncOutput: Encodable {
     }
 }
 
+/// What `vault remote --json` prints: the store, or nulls when none is set.
+struct RemoteOutput: Encodable {
+    let url: String?
+    let user: String?
+    /// Whether the store honours If-Match; nil when none is set.
+    let preconditions: Bool?
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(url, forKey: .url)
+        try c.encode(user, forKey: .user)
+        try c.encode(preconditions, forKey: .preconditions)
+    }
+
+    enum CodingKeys: String, CodingKey { case url, user, preconditions }
+}
+
 extension Context {
     /// The store's password: from --password-file, else asked on the
     /// terminal when a user is given; nil without a user.
@@ -86,10 +103,16 @@ extension Commands {
             let store = try ctx.openVaultDirectly()
             let engine = try ctx.syncEngine(store)
             guard try ctx.syncEngine(store).isConfigured else {
-                ctx.console.info("no store is set; set one with 'vault remote set URL'")
+                try ctx.report(
+                    "no store is set; set one with 'vault remote set URL'",
+                    json: RemoteOutput(url: nil, user: nil, preconditions: nil))
                 return .ok
             }
             let d = try vault { () throws(VaultError) in try engine.remoteDescription() }
+            if ctx.json {
+                try ctx.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))
+                return .ok
+            }
             ctx.console.out(Console.escaped(d.url + (d.user.map { " (user \($0))" } ?? "")))
             if !d.preconditions { ctx.console.info("this store ignores If-Match; lost updates are repaired") }
             return .ok
@@ -102,6 +125,11 @@ extension Commands {
         let engine = try ctx.syncEngine(store)
         try vault { () throws(VaultError) in
             try engine.setRemote(url: url, user: user, password: password)
+        }
+        if ctx.json {
+            let d = try vault { () throws(VaultError) in try engine.remoteDescription() }
+            try ctx.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))
+            return .ok
         }
         ctx.console.info("this vault syncs with \(url); run 'vault sync'")
         return .ok
@@ -209,7 +237,8 @@ extension Commands {
             --pairing-code-file FILE' within ten minutes; the offer is then deleted. Treat the code
             like the passphrase until it is used: with the store's credentials, it opens the vault.
             """,
-        examples: ["vault pair > code.txt"]
+        examples: ["vault pair > code.txt"],
+        printsJSON: false
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         _ = try ctx.positionals()
         let store = try ctx.openVaultDirectly()
@@ -231,7 +260,9 @@ extension Commands {
         usage: "conflicts [resolve NAME --keep current|other] [--json]",
         arguments: [("resolve NAME", "end the conflict on NAME")],
         options: [
-            OptionSpec(name: "keep", valueName: "SIDE", help: "current (the value now) or other (the side kept aside)")
+            OptionSpec(
+                name: "keep", valueName: "SIDE", help: "current (the value now) or other (the side kept aside)",
+                choices: ["current", "other"])
         ],
         discussion: """
             When two machines change one grant between syncs, every machine takes the same side as
@@ -250,7 +281,8 @@ extension Commands {
                 throw CLIError.usage("--keep must be current or other", command: "conflicts")
             }
             try vault { () throws(VaultError) in try engine.resolveConflict(name, keepOther: keep == "other") }
-            ctx.console.info("kept the \(keep) side of '\(name)'; 'vault sync' sends the choice")
+            try ctx.report(
+                "kept the \(keep) side of '\(name)'; 'vault sync' sends the choice", json: ["name": name, "kept": keep])
             return .ok
         }
         if let word = words.first { throw CLIError.usage("unknown action '\(word)'", command: "conflicts") }

@@ -1,0 +1,101 @@
+internal import VaultAgent
+internal import VaultCore
+
+/// What the shell scripts ask `vault completion candidates -- WORDS...`:
+/// the words that may come next, from the command table. The first line
+/// is `words` or `files` (complete file names instead); then one
+/// candidate a line, with a tab and a description where there is one.
+/// Shells filter by what was typed.
+///
+/// Grant names come from the agent, or from a key file, never from a
+/// passphrase: completion must not prompt, and must not wait for a KDF or
+/// a passphrase command.
+struct CompletionCandidates {
+    let context: Context
+
+    /// What a positional argument of a command is.
+    enum Argument {
+        case grant, provider, command
+        case words([String])
+        case nothing
+    }
+
+    /// The positional arguments each command takes, by position (the
+    /// last one repeats where the command takes several).
+    static func argument(for command: String, positionals p: [String]) -> Argument {
+        switch (command, p.count) {
+        case ("show", 0), ("token", 0), ("refresh", 0), ("check", 0), ("remove", 0), ("rename", 0), ("header", 0),
+            ("sign", 0), ("xoauth2", 0):
+            return .grant
+        case ("env", _), ("exec", _): return .grant
+        case ("add", 0): return .provider
+        case ("help", 0): return .command
+        case ("completion", 0): return .words(["bash", "zsh", "fish"])
+        case ("git-credential", 0): return .words(["get", "store", "erase", "map"])
+        case ("git-credential", 2) where p[0] == "map": return .grant
+        case ("conflicts", 0): return .words(["resolve"])
+        case ("conflicts", 1) where p[0] == "resolve": return .grant
+        case ("keyslot", 0): return .words(["list", "add", "remove"])
+        case ("remote", 0): return .words(["set"])
+        default: return .nothing
+        }
+    }
+
+    /// `words`: what follows `vault` on the command line, the word being
+    /// completed last (possibly empty).
+    func lines(_ words: [String]) -> [String] {
+        let current = words.last ?? ""
+        guard words.count > 1, let command = Commands.named(words[0]) else {
+            guard words.count <= 1 else { return ["words"] }
+            return ["words"] + Commands.all.map { "\($0.name)\t\($0.abstract)" } + ["--help", "--version"]
+        }
+        let options = command.documentedOptions + command.sharedOptions
+        let before = Array(words.dropFirst().dropLast())
+        if command.name == "exec", before.contains("--") { return ["files"] }
+        if let last = before.last, last.hasPrefix("--"),
+            let option = options.first(where: { "--" + $0.name == last }), option.takesValue
+        {
+            if option.takesFile { return ["files"] }
+            return ["words"] + option.choices
+        }
+        if current.hasPrefix("-") {
+            return ["words"] + options.map { "--\($0.name)\t\($0.help)" }
+        }
+        var positionals: [String] = []
+        var skip = false
+        for word in before {
+            if skip {
+                skip = false
+            } else if word.hasPrefix("-") {
+                skip = options.first { "--" + $0.name == word }?.takesValue ?? false
+            } else {
+                positionals.append(word)
+            }
+        }
+        switch Self.argument(for: command.name, positionals: positionals) {
+        case .grant: return ["words"] + grantNames()
+        case .provider:
+            let configDirectory = (try? context.location())?.configDirectory
+            let providers = configDirectory.map { ProviderCatalog.load(configDirectory: $0).sorted.map(\.name) } ?? []
+            return ["words"] + providers + grantNames()
+        case .command: return ["words"] + Commands.all.map(\.name)
+        case .words(let list): return ["words"] + list
+        case .nothing: return ["words"]
+        }
+    }
+
+    /// The grant names, if the vault opens without asking anyone: through
+    /// its agent, or with a key file. Otherwise none.
+    func grantNames() -> [String] {
+        guard let location = try? context.location(), Vault.exists(at: location) else { return [] }
+        var store: Vault? = nil
+        if let paths = context.agentPaths(location), let agent = try? AgentClient.connect(paths, timeout: 2) {
+            store = try? Vault.open(at: location, agent: agent, time: context.time)
+        }
+        if store == nil, let path = context.unlockSources.keyfilePath, let key = try? Keyfile.read(path: path) {
+            store = try? Vault.open(at: location, key: .keyfile(key), time: context.time)
+        }
+        guard let store, let listing = try? store.list(secrets: false) else { return [] }
+        return listing.grants.map(\.name)
+    }
+}
