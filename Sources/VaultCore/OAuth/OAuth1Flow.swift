@@ -47,7 +47,11 @@ extension Authorizer {
 
         var query = [("oauth_token", requestToken)]
         query += p.authorizationParams.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-        ui.openBrowser(FormEncoding.appendQuery(authorizeURL, query))
+        // As in the OAuth 2.0 flow, the browser is started with a loopback
+        // address only this user's processes can follow: the real one carries
+        // the request token, and command lines are readable by every user.
+        let url = FormEncoding.appendQuery(authorizeURL, query)
+        ui.openBrowser(url, launching: listener?.offer(url, at: "/start/" + (try RandomToken.make())))
 
         let answer: [(String, String)]
         if let listener {
