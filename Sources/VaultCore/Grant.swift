@@ -154,13 +154,29 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
     public var tokenEndpointAuthMethod: String?
     /// OAuth 1.0a: HMAC-SHA1 (when absent), RSA-SHA1 or PLAINTEXT.
     public var signatureMethod: String?
+    /// The provider's own error codes and the standard code each stands for.
+    public var errorAliases: [String: String]?
+    /// The provider answers errors with HTTP 200 (GitHub).
+    public var errorsWithHTTP200: Bool?
+    /// The provider answers a spent refresh token with an empty 400 (glewlwyd).
+    public var empty400IsInvalidGrant: Bool?
+
+    /// How the provider's error answers deviate from RFC 6749.
+    public var errorQuirks: ErrorQuirks {
+        var q = ErrorQuirks()
+        q.aliases = errorAliases ?? [:]
+        q.errorsWithHTTP200 = errorsWithHTTP200 ?? false
+        q.empty400IsInvalidGrant = empty400IsInvalidGrant ?? false
+        return q
+    }
 
     /// Creates a configuration.
     public init(
         name: String? = nil, issuer: String? = nil, authorizationEndpoint: String? = nil,
         tokenEndpoint: String? = nil, deviceAuthorizationEndpoint: String? = nil,
         revocationEndpoint: String? = nil, userinfoEndpoint: String? = nil, clientID: String? = nil,
-        clientSecret: String? = nil, tokenEndpointAuthMethod: String? = nil, signatureMethod: String? = nil
+        clientSecret: String? = nil, tokenEndpointAuthMethod: String? = nil, signatureMethod: String? = nil,
+        errorQuirks: ErrorQuirks = ErrorQuirks()
     ) {
         self.name = name
         self.issuer = issuer
@@ -173,6 +189,10 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
         self.clientSecret = clientSecret
         self.tokenEndpointAuthMethod = tokenEndpointAuthMethod
         self.signatureMethod = signatureMethod
+        // Only what differs from the RFC is stored.
+        errorAliases = errorQuirks.aliases.isEmpty ? nil : errorQuirks.aliases
+        errorsWithHTTP200 = errorQuirks.errorsWithHTTP200 ? true : nil
+        empty400IsInvalidGrant = errorQuirks.empty400IsInvalidGrant ? true : nil
     }
 
     enum CodingKeys: String, CodingKey {
@@ -186,6 +206,9 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
         case clientSecret = "client_secret"
         case tokenEndpointAuthMethod = "token_endpoint_auth_method"
         case signatureMethod = "signature_method"
+        case errorAliases = "error_aliases"
+        case errorsWithHTTP200 = "errors_with_http_200"
+        case empty400IsInvalidGrant = "empty_400_is_invalid_grant"
     }
 }
 

@@ -459,11 +459,27 @@ extension ProviderConfiguration {
         ("token_endpoint_auth_method", \.tokenEndpointAuthMethod), ("signature_method", \.signatureMethod),
     ]
 
+    /// Keys that are not strings, read after the string fields above.
+    private static let otherFields: [StaticString] = [
+        "error_aliases", "errors_with_http_200", "empty_400_is_invalid_grant",
+    ]
+
     static func read(_ r: inout JSONReader, secrets: Bool) throws(JSONReader.Failure) -> ProviderConfiguration {
         var c = ProviderConfiguration()
         var seen: UInt32 = 0
         try r.beginObject(depth: 2)
         while let key = try r.nextKey() {
+            if let m = otherFields.firstIndex(where: { key.is($0) }) {
+                let bit: UInt32 = 1 << (fields.count + m)
+                guard seen & bit == 0 else { throw .malformed }
+                seen |= bit
+                switch m {
+                case 0: c.errorAliases = try r.null() ? nil : try stringMap(&r)
+                case 1: c.errorsWithHTTP200 = try r.null() ? nil : try r.bool()
+                default: c.empty400IsInvalidGrant = try r.null() ? nil : try r.bool()
+                }
+                continue
+            }
             guard let n = fields.firstIndex(where: { key.is($0.0) }) else {
                 try r.skip(depth: 3)
                 continue
@@ -477,5 +493,17 @@ extension ProviderConfiguration {
             }
         }
         return c
+    }
+
+    /// An object of strings (`error_aliases`).
+    private static func stringMap(_ r: inout JSONReader) throws(JSONReader.Failure) -> [String: String] {
+        var map: [String: String] = [:]
+        try r.beginObject(depth: 3)
+        while let key = try r.nextKey() {
+            let name = String(decoding: key.bytes, as: UTF8.self)
+            guard map[name] == nil else { throw .malformed }
+            map[name] = try r.string()
+        }
+        return map
     }
 }
