@@ -193,11 +193,18 @@ extension Grant {
     /// This grant after a successful refresh answered `response` at `now`:
     /// the new access token and expiry, the rotated refresh token if any
     /// (else the old one) and whether it rotated, the refresh token's
-    /// expiry when the provider gives it, the answer's fields, and its new
-    /// ID token if it sends one. `what` starts error messages.
+    /// expiry when the provider gives it, the answer's fields, and a new
+    /// ID token only if it passes OpenID Connect Core 12.2 against the one
+    /// the grant holds. `what` starts error messages.
     public func applying(refresh response: TokenResponse, now: Date, what: String) throws(VaultError) -> Grant {
         var next = self
-        if let idToken = response.idToken { next.idToken = idToken }
+        if let idToken = response.idToken {
+            let config = providerConfiguration
+            _ = try IDTokenClaims.verifyRefreshed(
+                idToken, original: self.idToken, issuer: config?.issuer, clientID: config?.clientID, now: now,
+                what: what)
+            next.idToken = idToken
+        }
         next.accessToken = response.accessToken
         next.tokenType = response.tokenType ?? tokenType
         next.expiresAt = response.accessTokenExpiry(now: now)

@@ -6,11 +6,55 @@ import VaultTestSupport
 
 @testable import VaultCore
 
-/// The client authentication discovery lists, and the quirk data the
-/// presets carry into stored grants.
-@Suite("provider answers: client authentication, quirks as data")
+/// OpenID Connect Core 12.2 for ID tokens in refresh answers, the client
+/// authentication discovery lists, and the quirk data the presets carry
+/// into stored grants.
+@Suite("provider answers: ID tokens in refreshes, client authentication, quirks as data")
 struct ProviderAnswerTests {
     let now = Date(epochSeconds: 1_800_000_000)
+
+    /// A change to the refreshed ID token's claims, and the claim a refusal names (nil: accepted).
+    static let idTokenChanges: [(String, String?)] = [
+        ("{}", nil),
+        (#"{"iat": 1800000100}"#, nil),
+        (#"{"sub": "user-2"}"#, "sub"),
+        (#"{"aud": ["c", "other"]}"#, "aud"),
+        (#"{"azp": "c"}"#, "azp"),
+        (#"{"auth_time": 1700000001}"#, "auth_time"),
+        (#"{"iat": 1699999999}"#, "iat"),
+        (#"{"iss": "https://evil.example"}"#, "issuer"),
+        (#"{"exp": 1700000000}"#, "expired"),
+        (#"{"aud": "other"}"#, "another client"),
+    ]
+
+    @Test("OpenID Connect Core 12.2: a refreshed ID token must match the original", arguments: idTokenChanges)
+    func refreshedIDToken(_ change: String, _ refusal: String?) throws {
+        let claims: [String: Any] = [
+            "iss": "https://id.example", "sub": "user-1", "aud": "c", "exp": 1_800_003_600, "iat": 1_800_000_000,
+            "auth_time": 1_700_000_000, "email": "a@example.com",
+        ]
+        func jwt(_ c: [String: Any]) throws -> String {
+            "e30." + Base64.encodeString([UInt8](try JSONSerialization.data(withJSONObject: c)), .urlSafeUnpadded)
+                + ".sig"
+        }
+        var g = TestKeys.grant(token: "old", now: now)
+        g.idToken = try jwt(claims)
+        g.providerConfiguration = ProviderConfiguration(issuer: "https://id.example", clientID: "c")
+        let changed = claims.merging(
+            try JSONSerialization.jsonObject(with: Data(change.utf8)) as! [String: Any]
+        ) { $1 }
+        let response = try TokenResponse(
+            json: bytes(#"{"access_token":"n","id_token":""# + (try jwt(changed)) + #""}"#))
+        do throws(VaultError) {
+            let next = try g.applying(refresh: response, now: now, what: "refreshing 'work'")
+            #expect(refusal == nil, "accepted")
+            #expect(next.idToken == response.idToken)
+        } catch {
+            #expect(error.code == .badResponse)
+            #expect(refusal.map { error.reason.contains($0) } == true, "\(error.reason)")
+            #expect(error.reason.hasPrefix("refreshing 'work': "))
+        }
+    }
 
     @Test(
         "client authentication from discovery's token_endpoint_auth_methods_supported",
