@@ -43,6 +43,7 @@ struct Console {
         case 0x00...0x1f, 0x7f...0x9f: return true  // C0, DEL, C1
         case 0x202a...0x202e, 0x2066...0x2069: return true  // embeddings, overrides, isolates
         case 0x200e, 0x200f, 0x061c: return true  // directional marks
+        case 0x2028, 0x2029: return true  // line and paragraph separators
         default: return false
         }
     }

@@ -33,10 +33,11 @@ struct CLIError: Error {
         let code: ExitCode
         switch error.code {
         case .wrongKey, .locked: code = .locked
-        case .busy, .transient, .cancelled: code = .transient
+        // Time ran out before anyone approved: nothing failed, try again.
+        case .busy, .transient, .cancelled, .timedOut: code = .transient
         case .dead: code = .dead
         case .notFound, .alreadyExists, .invalidInput, .noVault, .damaged, .tampered, .unsupported, .io,
-            .insecurePath, .internalError, .refused, .badResponse, .timedOut:
+            .insecurePath, .internalError, .refused, .invalidClient, .providerError, .badResponse:
             code = .failure
         }
         self.init(error.reason, hint: error.remedy.map(Remedies.hint) ?? error.hint, exitCode: code)

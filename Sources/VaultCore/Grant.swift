@@ -48,6 +48,12 @@ public struct Grant: Equatable, Sendable {
     /// refresh token does not rotate can be refreshed by two machines
     /// without harm, so it needs no cross-machine lease.
     public var refreshTokenRotates: Bool?
+    /// When the refresh token expires, when the provider said so
+    /// (`refresh_token_expires_in`: GitHub Apps, Microsoft).
+    public var refreshTokenExpiresAt: Date?
+    /// The provider's last token response, as sent, without the tokens
+    /// that have fields of their own (access, refresh and ID token).
+    public var tokenResponse: [String: JSONValue]?
 
     /// Creates a grant.
     public init(
@@ -55,7 +61,7 @@ public struct Grant: Equatable, Sendable {
         refreshToken: String? = nil, tokenType: String? = nil, expiresAt: Date? = nil, scopes: [String] = [],
         idToken: String? = nil, tokenSecret: String? = nil, providerConfiguration: ProviderConfiguration? = nil,
         createdAt: Date, refreshedAt: Date? = nil, dead: Bool = false, deadReason: String? = nil,
-        refreshTokenRotates: Bool? = nil
+        refreshTokenRotates: Bool? = nil, refreshTokenExpiresAt: Date? = nil, tokenResponse: [String: JSONValue]? = nil
     ) {
         self.provider = provider
         self.kind = kind
@@ -73,6 +79,8 @@ public struct Grant: Equatable, Sendable {
         self.dead = dead
         self.deadReason = deadReason
         self.refreshTokenRotates = refreshTokenRotates
+        self.refreshTokenExpiresAt = refreshTokenExpiresAt
+        self.tokenResponse = tokenResponse
     }
 
     /// Seconds of validity an access token must still have to count as
@@ -86,6 +94,8 @@ public struct Grant: Equatable, Sendable {
             guard let expiresAt else { return .fresh }
             if expiresAt.timeIntervalSince(now) > margin { return .fresh }
         }
+        // A refresh token the provider said has expired renews nothing.
+        if let end = refreshTokenExpiresAt, end <= now { return .expired }
         return refreshToken != nil ? .refreshable : .expired
     }
 
@@ -98,10 +108,10 @@ public struct Grant: Equatable, Sendable {
     }
 
     /// GTMAppAuth's `canAuthorize`: a usable access token or a refresh
-    /// token, and not marked dead.
+    /// token not known to have expired, and not marked dead.
     public func canAuthorize(at now: Date) -> Bool {
         if dead { return false }
-        if refreshToken != nil { return true }
+        if refreshToken != nil, refreshTokenExpiresAt.map({ $0 > now }) ?? true { return true }
         guard accessToken != nil || tokenSecret != nil else { return false }
         return expiresAt.map { $0 > now } ?? true
     }
@@ -144,13 +154,29 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
     public var tokenEndpointAuthMethod: String?
     /// OAuth 1.0a: HMAC-SHA1 (when absent), RSA-SHA1 or PLAINTEXT.
     public var signatureMethod: String?
+    /// The provider's own error codes and the standard code each stands for.
+    public var errorAliases: [String: String]?
+    /// The provider answers errors with HTTP 200 (GitHub).
+    public var errorsWithHTTP200: Bool?
+    /// The provider answers a spent refresh token with an empty 400 (glewlwyd).
+    public var empty400IsInvalidGrant: Bool?
+
+    /// How the provider's error answers deviate from RFC 6749.
+    public var errorQuirks: ErrorQuirks {
+        var q = ErrorQuirks()
+        q.aliases = errorAliases ?? [:]
+        q.errorsWithHTTP200 = errorsWithHTTP200 ?? false
+        q.empty400IsInvalidGrant = empty400IsInvalidGrant ?? false
+        return q
+    }
 
     /// Creates a configuration.
     public init(
         name: String? = nil, issuer: String? = nil, authorizationEndpoint: String? = nil,
         tokenEndpoint: String? = nil, deviceAuthorizationEndpoint: String? = nil,
         revocationEndpoint: String? = nil, userinfoEndpoint: String? = nil, clientID: String? = nil,
-        clientSecret: String? = nil, tokenEndpointAuthMethod: String? = nil, signatureMethod: String? = nil
+        clientSecret: String? = nil, tokenEndpointAuthMethod: String? = nil, signatureMethod: String? = nil,
+        errorQuirks: ErrorQuirks = ErrorQuirks()
     ) {
         self.name = name
         self.issuer = issuer
@@ -163,6 +189,10 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
         self.clientSecret = clientSecret
         self.tokenEndpointAuthMethod = tokenEndpointAuthMethod
         self.signatureMethod = signatureMethod
+        // Only what differs from the RFC is stored.
+        errorAliases = errorQuirks.aliases.isEmpty ? nil : errorQuirks.aliases
+        errorsWithHTTP200 = errorQuirks.errorsWithHTTP200 ? true : nil
+        empty400IsInvalidGrant = errorQuirks.empty400IsInvalidGrant ? true : nil
     }
 
     enum CodingKeys: String, CodingKey {
@@ -176,6 +206,9 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
         case clientSecret = "client_secret"
         case tokenEndpointAuthMethod = "token_endpoint_auth_method"
         case signatureMethod = "signature_method"
+        case errorAliases = "error_aliases"
+        case errorsWithHTTP200 = "errors_with_http_200"
+        case empty400IsInvalidGrant = "empty_400_is_invalid_grant"
     }
 }
 
@@ -195,6 +228,8 @@ extension Grant: Codable {
         case refreshedAt = "refreshed_at"
         case deadReason = "dead_reason"
         case refreshTokenRotates = "refresh_token_rotates"
+        case refreshTokenExpiresAt = "refresh_token_expires_at"
+        case tokenResponse = "token_response"
     }
 
     /// Decodes a grant from its stored fields (`CodingKeys`).
@@ -216,6 +251,9 @@ extension Grant: Codable {
         dead = try c.decodeIfPresent(Bool.self, forKey: .dead) ?? false
         deadReason = try c.decodeIfPresent(String.self, forKey: .deadReason)
         refreshTokenRotates = try c.decodeIfPresent(Bool.self, forKey: .refreshTokenRotates)
+        refreshTokenExpiresAt = try c.decodeIfPresent(Int64.self, forKey: .refreshTokenExpiresAt).map(
+            Date.init(epochSeconds:))
+        tokenResponse = try c.decodeIfPresent([String: JSONValue].self, forKey: .tokenResponse)
     }
 
     /// Encodes the grant's stored fields (`CodingKeys`).
@@ -237,6 +275,8 @@ extension Grant: Codable {
         try c.encode(dead, forKey: .dead)
         try c.encodeIfPresent(deadReason, forKey: .deadReason)
         try c.encodeIfPresent(refreshTokenRotates, forKey: .refreshTokenRotates)
+        try c.encodeIfPresent(refreshTokenExpiresAt?.epochSeconds, forKey: .refreshTokenExpiresAt)
+        try c.encodeIfPresent(tokenResponse, forKey: .tokenResponse)
     }
 }
 

@@ -2,8 +2,12 @@ public import FoundationEssentials
 public import VaultCrypto
 
 /// The fields of an OAuth 2.0 token response (RFC 6749 section 5.1), read
-/// leniently where providers differ: `expires_in` as a number or a string,
-/// `scope` as a space-separated string or an array.
+/// leniently where providers differ (`expires_in` as a number or a string,
+/// `scope` as a space- or comma-separated string or an array) and strictly
+/// where a wrong byte would do harm: tokens, token type and scopes must be
+/// of RFC 6749 Appendix A's characters, and expiry times pass
+/// `TokenExpiry`. The same rules serve `vault import`, the code exchange
+/// and every refresh.
 public struct TokenResponse: Sendable {
     /// The access token.
     public var accessToken: String?
@@ -15,6 +19,8 @@ public struct TokenResponse: Sendable {
     public var expiresIn: Double?
     /// When the access token expires, in seconds since the epoch.
     public var expiresAt: Int64?
+    /// Seconds the refresh token stays valid (GitHub Apps, Microsoft).
+    public var refreshTokenExpiresIn: Double?
     /// The scopes granted.
     public var scope: [String]?
     /// The OpenID Connect ID token.
@@ -27,11 +33,17 @@ public struct TokenResponse: Sendable {
     public var account: String?
     /// The endpoints and client needed to refresh or revoke the grant.
     public var providerConfiguration: ProviderConfiguration?
+    /// Every field of the response but the tokens and the import extras,
+    /// as sent (kept with the grant).
+    public var fields: [String: JSONValue] = [:]
 
     /// Largest JSON document accepted.
     public static let maximumSize = 1 << 20
+    /// Largest set of kept fields, serialized; past it only scalars are kept.
+    static let maximumKept = 16384
 
-    /// Parses a JSON object. Unknown fields are ignored; wrong types are errors.
+    /// Parses a JSON object. Unknown fields are kept; wrong types, bad
+    /// characters and impossible expiry times are errors.
     public init(json: SecureBytes) throws(VaultError) {
         guard json.count <= TokenResponse.maximumSize else {
             throw VaultError(.invalidInput, "the token JSON is larger than 1 MiB")
@@ -59,20 +71,8 @@ public struct TokenResponse: Sendable {
         guard accessToken != nil || refreshToken != nil else {
             throw VaultError(.invalidInput, "the token JSON has neither 'access_token' nor 'refresh_token'")
         }
-        let expiry: Date?
-        if let expiresAt {
-            expiry = Date(epochSeconds: expiresAt)
-        } else if let expiresIn {
-            guard expiresIn.isFinite, expiresIn >= 0, expiresIn < 1e10 else {
-                throw VaultError(.invalidInput, "'expires_in' is out of range")
-            }
-            expiry = Date(epochSeconds: now.epochSeconds + Int64(expiresIn))
-        } else {
-            expiry = nil
-        }
         var g = grant(
             provider: provider, account: account ?? idToken.flatMap(IDTokenClaims.unverifiedAccount), now: now)
-        g.expiresAt = expiry
         g.providerConfiguration = providerConfiguration
         return g
     }
@@ -82,25 +82,45 @@ public struct TokenResponse: Sendable {
         Grant(
             provider: provider, kind: tokenSecret != nil ? .oauth1 : .oauth2, account: account,
             accessToken: accessToken, refreshToken: refreshToken, tokenType: tokenType,
-            // An absurd expires_in is treated as none rather than trusted.
-            expiresAt: expiresIn.flatMap { $0.isFinite && $0 >= 0 && $0 < 1e10 ? $0 : nil }
-                .map { Date(epochSeconds: now.epochSeconds + Int64($0)) } ?? expiresAt.map(Date.init(epochSeconds:)),
-            scopes: scope ?? [], idToken: idToken, tokenSecret: tokenSecret, createdAt: now)
+            expiresAt: accessTokenExpiry(now: now), scopes: scope ?? [], idToken: idToken, tokenSecret: tokenSecret,
+            createdAt: now, refreshTokenExpiresAt: refreshTokenExpiresIn.map { TokenExpiry.date(in: $0, from: now) },
+            tokenResponse: fields.isEmpty ? nil : fields)
+    }
+
+    /// When the access token expires: `expires_in` from now, else `expires_at`.
+    func accessTokenExpiry(now: Date) -> Date? {
+        expiresIn.map { TokenExpiry.date(in: $0, from: now) } ?? expiresAt.map(Date.init(epochSeconds:))
     }
 
     private struct Wire: Decodable {
         var response: TokenResponse
 
-        enum Keys: String, CodingKey {
-            case access_token, refresh_token, token_type, expires_in, expires_at, scope, id_token
-            case token_secret, oauth_token_secret, provider, account, provider_config
+        enum Keys: String, CodingKey, CaseIterable {
+            case access_token, refresh_token, token_type, expires_in, expires_at, refresh_token_expires_in, scope
+            case id_token, token_secret, oauth_token_secret, provider, account, provider_config
         }
+
+        /// Kept elsewhere (tokens) or not part of a provider's answer.
+        static let notKept: Set<String> = [
+            "access_token", "refresh_token", "id_token", "token_secret", "oauth_token_secret", "provider", "account",
+            "provider_config",
+        ]
 
         init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: Keys.self)
             func string(_ k: Keys) throws -> String? {
                 let s = try c.decodeIfPresent(String.self, forKey: k)
                 return s?.isEmpty == true ? nil : s
+            }
+            func token(_ k: Keys) throws -> String? {
+                guard let s = try string(k) else { return nil }
+                guard ProviderText.isToken(s) else {
+                    throw VaultError(
+                        .invalidInput,
+                        "\(k.rawValue) contains characters that a token cannot have (RFC 6749 appendix A)"
+                    )
+                }
+                return s
             }
             func number(_ k: Keys) throws -> Double? {
                 guard c.contains(k), try !c.decodeNil(forKey: k) else { return nil }
@@ -111,15 +131,20 @@ public struct TokenResponse: Sendable {
                 return d
             }
             var r = TokenResponse()
-            r.accessToken = try string(.access_token)
-            r.refreshToken = try string(.refresh_token)
+            r.accessToken = try token(.access_token)
+            r.refreshToken = try token(.refresh_token)
             r.tokenType = try string(.token_type)
-            r.expiresIn = try number(.expires_in)
-            if let at = try number(.expires_at) {
-                guard at.isFinite, at >= 0, at < 1e11 else {
-                    throw VaultError(.invalidInput, "'expires_at' is out of range")
-                }
-                r.expiresAt = Int64(at)
+            if let type = r.tokenType, !ProviderText.isTokenType(type) {
+                throw VaultError(.invalidInput, "token_type contains characters that a token type cannot have")
+            }
+            r.expiresIn = try number(.expires_in).map { (v: Double) throws(VaultError) in
+                try TokenExpiry.seconds(v, field: "expires_in")
+            }
+            r.expiresAt = try number(.expires_at).map { (v: Double) throws(VaultError) in
+                try TokenExpiry.epoch(v, field: "expires_at")
+            }
+            r.refreshTokenExpiresIn = try number(.refresh_token_expires_in).map { (v: Double) throws(VaultError) in
+                try TokenExpiry.seconds(v, field: "refresh_token_expires_in")
             }
             if let list = try? c.decodeIfPresent([String].self, forKey: .scope) {
                 r.scope = list
@@ -127,14 +152,105 @@ public struct TokenResponse: Sendable {
                 // RFC 6749 uses spaces; GitHub answers with commas.
                 r.scope = text.split(whereSeparator: { $0 == " " || $0 == "," }).map(String.init)
             }
-            r.idToken = try string(.id_token)
-            r.tokenSecret = try string(.token_secret) ?? string(.oauth_token_secret)
+            if let scopes = r.scope, !scopes.allSatisfy(ProviderText.isScope) {
+                throw VaultError(.invalidInput, "scope contains characters that a scope cannot have")
+            }
+            r.idToken = try token(.id_token)
+            r.tokenSecret = try token(.token_secret) ?? token(.oauth_token_secret)
             r.provider = try string(.provider)
             r.account = try string(.account)
             r.providerConfiguration = try c.decodeIfPresent(ProviderConfiguration.self, forKey: .provider_config)
+            r.fields = try Wire.kept(decoder)
             response = r
+        }
+
+        /// The fields to keep with the grant: each that decodes as a
+        /// finite JSON value nested at most `JSONValue.maximumDepth` deep.
+        static func kept(_ decoder: any Decoder) throws -> [String: JSONValue] {
+            let all = try decoder.container(keyedBy: AnyCodingKey.self)
+            var kept: [String: JSONValue] = [:]
+            for key in all.allKeys where !notKept.contains(key.stringValue) {
+                guard let v = try? all.decode(JSONValue.self, forKey: key), v.depth <= JSONValue.maximumDepth else {
+                    continue
+                }
+                kept[key.stringValue] = v
+            }
+            let size = (try? JSONEncoder().encode(kept).count) ?? Int.max
+            guard size > TokenResponse.maximumKept else { return kept }
+            return kept.filter {
+                if case .string(let s) = $0.value { return s.utf8.count <= 1024 }
+                if case .array = $0.value { return false }
+                if case .object = $0.value { return false }
+                return true
+            }
         }
     }
 
     private init() {}
+}
+
+extension Grant {
+    /// This grant after a successful refresh answered `response` at `now`:
+    /// the new access token and expiry, the rotated refresh token if any
+    /// (else the old one) and whether it rotated, the refresh token's
+    /// expiry when the provider gives it, the answer's fields, and a new
+    /// ID token only if it passes OpenID Connect Core 12.2 against the one
+    /// the grant holds. `what` starts error messages.
+    public func applying(refresh response: TokenResponse, now: Date, what: String) throws(VaultError) -> Grant {
+        var next = self
+        if let idToken = response.idToken {
+            let config = providerConfiguration
+            _ = try IDTokenClaims.verifyRefreshed(
+                idToken, original: self.idToken, issuer: config?.issuer, clientID: config?.clientID, now: now,
+                what: what)
+            next.idToken = idToken
+        }
+        next.accessToken = response.accessToken
+        next.tokenType = response.tokenType ?? tokenType
+        next.expiresAt = response.accessTokenExpiry(now: now)
+        if let rotated = response.refreshToken {
+            next.refreshToken = rotated
+            // A new refresh token's life is the one the answer gives, or unknown.
+            if rotated != refreshToken { next.refreshTokenExpiresAt = nil }
+        }
+        next.refreshTokenRotates = response.refreshToken.map { $0 != refreshToken } ?? false
+        if let seconds = response.refreshTokenExpiresIn {
+            next.refreshTokenExpiresAt = TokenExpiry.date(in: seconds, from: now)
+        }
+        if let scopes = response.scope, !scopes.isEmpty { next.scopes = scopes }
+        next.tokenResponse = response.fields.isEmpty ? nil : response.fields
+        next.refreshedAt = now
+        return next
+    }
+}
+
+/// The one reader of expiry times from providers and files, for imports,
+/// code exchanges and refreshes alike: a negative, non-finite or absurd
+/// value is refused, never read as "never expires".
+public enum TokenExpiry {
+    /// Longest lifetime accepted, in seconds (about 317 years).
+    public static let maximumSeconds: Double = 1e10
+    /// Latest absolute time accepted, in seconds since the epoch.
+    public static let maximumEpoch: Double = 1e11
+
+    /// A lifetime in seconds from now (`expires_in`, `refresh_token_expires_in`).
+    public static func seconds(_ value: Double, field: String) throws(VaultError) -> Double {
+        guard value.isFinite, value >= 0, value < maximumSeconds else {
+            throw VaultError(.invalidInput, "'\(field)' is out of range")
+        }
+        return value
+    }
+
+    /// A time in seconds since the epoch (`expires_at`).
+    public static func epoch(_ value: Double, field: String) throws(VaultError) -> Int64 {
+        guard value.isFinite, value >= 0, value < maximumEpoch else {
+            throw VaultError(.invalidInput, "'\(field)' is out of range")
+        }
+        return Int64(value)
+    }
+
+    /// The time `seconds` (checked by `seconds(_:field:)`) after `now`, to the second.
+    public static func date(in seconds: Double, from now: Date) -> Date {
+        Date(epochSeconds: now.epochSeconds + Int64(seconds))
+    }
 }

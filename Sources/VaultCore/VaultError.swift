@@ -16,13 +16,23 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
         case tampered = "vault.tampered"
         case unsupported = "vault.unsupported"
         // Talking to a provider.
-        /// The provider refused (an OAuth error such as access_denied or invalid_grant).
+        /// The provider refused the grant (`invalid_grant` in a 400 or 401, or a
+        /// provider's documented equivalent), or the person denied an authorization.
+        /// In a refresh, the one error that marks a grant dead.
         case refused = "vault.refused"
-        /// A network failure, a 5xx, or temporarily_unavailable: try again later.
+        /// The provider does not accept the client (`invalid_client`,
+        /// `unauthorized_client`): its id, secret or authentication method must
+        /// change. Says nothing about the grant, which is kept as it is.
+        case invalidClient = "vault.invalid_client"
+        /// The provider answered with another OAuth error (`invalid_request`,
+        /// `invalid_scope`, ...): a failure that changes nothing.
+        case providerError = "vault.provider_error"
+        /// A network failure, a 429 or 5xx whatever its body, or temporarily_unavailable: try again later.
         case transient = "vault.transient"
         /// The provider's answer failed a check (malformed, wrong state, nonce or audience).
         case badResponse = "vault.bad_response"
-        /// Nobody completed the authorization in time.
+        /// Nobody completed the authorization in time (the browser never came
+        /// back, the device code expired): running it again can succeed.
         case timedOut = "vault.timed_out"
         /// The grant needs a new authorization (refused by the provider, or expired without a refresh token).
         case dead = "vault.dead"

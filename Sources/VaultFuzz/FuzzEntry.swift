@@ -59,6 +59,11 @@ enum FuzzEntry {
                 _ = try? TokenResponse(json: json).importedGrant(now: Date(epochSeconds: 1_800_000_000))
                 _ = OAuthErrorBody(json)
                 _ = try? TokenEndpoint.normalized(json)
+                for status in [200, 400] {
+                    let answer = TokenEndpoint.Answer(status: status, body: json, retryAfter: nil, contentType: nil)
+                    _ = TokenEndpoint.classify(answer, what: "fuzz", quirks: ErrorQuirks())
+                }
+                _ = try? DeviceAuthorization(json)
             }
         case "keyfile":
             if let text = try? SecureBytes(copying: bytes) { _ = try? Keyfile.decode(text) }

@@ -31,6 +31,8 @@ enum ProviderGrants {
                 "token_endpoint": s.issuer + "/token", "userinfo_endpoint": s.issuer + "/userinfo",
                 "revocation_endpoint": s.issuer + "/revoke", "client_id": s.confidential_client,
                 "client_secret": s.client_secret,
+                // glewlwyd answers a revoked refresh token with a bare 400.
+                "empty_400_is_invalid_grant": true,
             ],
         ]
         let json = String(decoding: try JSONSerialization.data(withJSONObject: grant), as: UTF8.self)

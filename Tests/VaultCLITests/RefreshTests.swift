@@ -36,6 +36,8 @@ struct RefreshTests {
         var config: [String: Any] = [
             "token_endpoint": proxied + "/token", "userinfo_endpoint": proxied + "/userinfo",
             "revocation_endpoint": proxied + "/revoke", "client_id": client,
+            // glewlwyd answers a revoked refresh token with a bare 400.
+            "empty_400_is_invalid_grant": true,
         ]
         if confidential { config["client_secret"] = s.client_secret }
         let grant: [String: Any] = [

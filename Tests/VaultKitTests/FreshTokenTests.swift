@@ -56,20 +56,30 @@ struct FreshTokenTests {
     }
 
     @Test(
-        "invalid_grant marks the grant dead and keeps it; transient errors change nothing",
+        "only invalid_grant in a 400 or 401 marks the grant dead (kept); every other failure changes nothing",
         arguments: [
-            (400, #"{"error":"invalid_grant"}"#, true), (401, #"{"error":"invalid_client"}"#, true),
-            (400, "", true), (503, "", false), (400, #"{"error":"temporarily_unavailable"}"#, false),
+            (400, #"{"error":"invalid_grant"}"#, VaultError.Code.dead),
+            (401, #"{"error":"invalid_grant"}"#, .dead),
+            (401, #"{"error":"invalid_client"}"#, .invalidClient),
+            (400, #"{"error":"unauthorized_client"}"#, .invalidClient),
+            (400, "", .badResponse),
+            (400, "<html>proxy</html>", .badResponse),
+            (403, #"{"error":"invalid_grant"}"#, .providerError),
+            (200, #"{"error":"invalid_grant"}"#, .providerError),
+            (503, "", .transient),
+            (429, #"{"error":"invalid_grant"}"#, .transient),
+            (400, #"{"error":"temporarily_unavailable"}"#, .transient),
         ])
-    func failures(status: Int, body: String, dies: Bool) throws {
+    func failures(status: Int, body: String, code: VaultError.Code) throws {
         let store = try vault(expiresIn: 0)
         let before = try store.allRows()
         do {
             _ = try TokenRefresher(vault: store, transport: FakeTransport([(status, body, [])])).freshGrant("work")
             Issue.record("no error")
         } catch {
-            #expect(error.code == (dies ? .dead : .transient))
+            #expect(error.code == code, "\(error.reason)")
         }
+        let dies = code == .dead
         #expect(try store.load("work").dead == dies)
         if !dies { #expect(try store.allRows().map(\.ciphertext) == before.map(\.ciphertext)) }
     }

@@ -93,14 +93,28 @@ struct LibraryTests {
         #expect(kept.dead && !canAuthorize)
     }
 
-    @Test("a refusal without an OAuth error code (a bare 400, as glewlwyd sends) is still a refused event")
+    @Test(
+        "a bare 400 (glewlwyd's answer to a revoked refresh token) is a refused event when the provider declares it, and kills nothing otherwise"
+    )
     func bareRefusal() async throws {
-        let store = InMemoryGrantStore(["work": try expiredGrant()])
-        let session = TokenSession(store: store, transport: FakeTransport([(400, "", [])]))
+        var declared = try expiredGrant()
+        var quirks = ErrorQuirks()
+        quirks.empty400IsInvalidGrant = true
+        declared.providerConfiguration = ProviderConfiguration(
+            tokenEndpoint: "https://id.example/token", clientID: "c", errorQuirks: quirks)
+        let store = InMemoryGrantStore(["work": declared, "other": try expiredGrant()])
+        let session = TokenSession(store: store, transport: FakeTransport([(400, "", []), (400, "", [])]))
         var iterator = session.events.makeAsyncIterator()
         await #expect(throws: VaultError.self) { try await session.freshGrant("work") }
-        #expect(await iterator.next() == .refused(name: "work", oauthError: nil))
+        #expect(await iterator.next() == .refused(name: "work", oauthError: "invalid_grant"))
         #expect(try await store.retrieve("work").dead)
+        do {
+            _ = try await session.freshGrant("other")
+            Issue.record("accepted a bare 400")
+        } catch {
+            #expect(error.code == .badResponse)
+        }
+        #expect(try await !store.retrieve("other").dead)
     }
 
     @Test("authorizeRequest adds a fresh bearer token, and refuses plain http to anything but loopback")

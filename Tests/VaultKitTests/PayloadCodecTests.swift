@@ -49,6 +49,24 @@ struct PayloadCodecTests {
         #expect(read(#"{"name":"n","grant":{"provider":"p","created_at":1,"scopes":["a",1]}}"#) == nil)
     }
 
+    @Test("grants written before the token response was kept still read; a kept response is read strictly")
+    func keptResponse() throws {
+        let old = read(#"{"name":"n","grant":{"provider":"p","created_at":1,"access_token":"a","dead":false}}"#)
+        #expect(old?.grant?.tokenResponse == nil && old?.grant?.refreshTokenExpiresAt == nil)
+        let new = read(
+            #"{"name":"n","grant":{"provider":"p","created_at":1,"refresh_token_expires_at":5,"token_response":{"a":[1,2.5,"x",null,true,{"b":{}}]}}}"#
+        )
+        #expect(new?.grant?.refreshTokenExpiresAt == Date(epochSeconds: 5))
+        #expect(
+            new?.grant?.tokenResponse == [
+                "a": .array([.number(1), .number(2.5), .string("x"), .null, .bool(true), .object(["b": .object([:])])])
+            ])
+        // A key given twice, a response that is no object, a number out of range.
+        for bad in [#"{"a":1,"a":2}"#, "[1]", #"{"a":1e400}"#] {
+            #expect(read(#"{"name":"n","grant":{"provider":"p","created_at":1,"token_response":"# + bad + "}}") == nil)
+        }
+    }
+
     @Test("agrees with Foundation's decoder on what vault writes")
     func agreesWithFoundation() throws {
         let grant = Grant(

@@ -49,6 +49,38 @@ struct ProviderTests {
         #expect(try catalog.provider("linkedin").flows == [.browser, .paste])
     }
 
+    @Test(
+        "each preset's quirks, as data (the fixture-backed rows are in PresetQuirkTests)",
+        arguments: [
+            ("flickr", "authorization_params", "perms=read"),
+            ("flickr", "account_claim", "username"),
+            ("trello", "authorization_params", "expiration=never name=vault scope=read"),
+            ("twitter", "account_claim", "screen_name"),
+            ("twitter", "flows", "browser paste"),
+            ("gitlab", "git", "gitlab.com oauth2"),
+            ("linkedin", "token_endpoint_auth_method", "client_secret_post"),
+            ("github", "git", "github.com x-access-token"),
+            ("github", "errors_with_http_200", "true"),
+            ("google", "token_endpoint_auth_method", "client_secret_post"),
+            ("microsoft", "public_client", "true"),
+        ])
+    func presetQuirk(_ name: String, _ field: String, _ value: String) throws {
+        let p = try ProviderCatalog.load(configDirectory: "/nonexistent").provider(name)
+        let actual: String
+        switch field {
+        case "authorization_params":
+            actual = p.authorizationParams.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(
+                separator: " ")
+        case "account_claim": actual = p.accountClaim ?? "-"
+        case "flows": actual = p.flows.map(\.rawValue).joined(separator: " ")
+        case "git": actual = (p.gitHosts + [p.gitUsername ?? "oauth2"]).joined(separator: " ")
+        case "token_endpoint_auth_method": actual = p.tokenEndpointAuthMethod
+        case "errors_with_http_200": actual = "\(p.errorQuirks.errorsWithHTTP200)"
+        default: actual = "\(p.publicClient)"
+        }
+        #expect(actual == value)
+    }
+
     @Test("Microsoft's tenant is a variable with a default and an override")
     func variables() throws {
         let ms = try ProviderCatalog.load(configDirectory: "/nonexistent").provider("microsoft")

@@ -53,33 +53,89 @@ struct TokenEndpointTests {
         #expect(r.accessToken == "gho_x" && r.scope == ["repo", "gist"])
     }
 
+    /// One answer, the quirks of the provider, and what vault makes of it.
+    struct Answer: Sendable, CustomTestStringConvertible {
+        let status: Int
+        let body: String
+        var headers: [String: String] = [:]
+        var github = false
+        let code: VaultError.Code
+        let oauthError: String?
+        var testDescription: String { "\(github ? "GitHub " : "")HTTP \(status) \(body.prefix(60))" }
+    }
+
+    static let answers: [Answer] = [
+        // 400 and 401: invalid_grant refuses the grant; the client errors are the client's.
+        Answer(
+            status: 400, body: #"{"error":"invalid_grant","error_description":"Token revoked"}"#, code: .refused,
+            oauthError: "invalid_grant"),
+        Answer(status: 401, body: #"{"error":"invalid_grant"}"#, code: .refused, oauthError: "invalid_grant"),
+        Answer(
+            status: 400, body: "error=invalid_grant&error_description=gone", code: .refused, oauthError: "invalid_grant"
+        ),
+        Answer(status: 401, body: #"{"error":"invalid_client"}"#, code: .invalidClient, oauthError: "invalid_client"),
+        Answer(
+            status: 400, body: #"{"error":"unauthorized_client"}"#, code: .invalidClient,
+            oauthError: "unauthorized_client"),
+        Answer(status: 400, body: #"{"error":"invalid_scope"}"#, code: .providerError, oauthError: "invalid_scope"),
+        Answer(status: 403, body: #"{"error":"invalid_code"}"#, code: .providerError, oauthError: "invalid_code"),
+        Answer(status: 403, body: #"{"error":"invalid_grant"}"#, code: .providerError, oauthError: "invalid_grant"),
+        // No OAuth error: never a refusal.
+        Answer(status: 400, body: "", code: .badResponse, oauthError: nil),
+        Answer(status: 401, body: "", code: .badResponse, oauthError: nil),
+        Answer(status: 400, body: "<html>login</html>", code: .badResponse, oauthError: nil),
+        Answer(status: 400, body: #"{"message":"no"}"#, code: .badResponse, oauthError: nil),
+        Answer(status: 400, body: "{\"error\":\"invalid_grant\\u001b[2J\"}", code: .badResponse, oauthError: nil),
+        Answer(status: 400, body: #"{"error":{"code":400}}"#, code: .badResponse, oauthError: nil),
+        Answer(status: 400, body: "error=invalid%0Agrant", code: .badResponse, oauthError: nil),
+        // 429 and 5xx: transient whatever the body.
+        Answer(
+            status: 503, body: #"{"error":"temporarily_unavailable"}"#, code: .transient,
+            oauthError: "temporarily_unavailable"),
+        Answer(status: 503, body: #"{"error":"invalid_grant"}"#, code: .transient, oauthError: "invalid_grant"),
+        Answer(status: 500, body: "<html>oops</html>", code: .transient, oauthError: nil),
+        Answer(
+            status: 429, body: #"{"error":"too_many_requests"}"#, headers: ["Retry-After": "30"], code: .transient,
+            oauthError: "too_many_requests"),
+        Answer(status: 400, body: #"{"error":"server_error"}"#, code: .transient, oauthError: "server_error"),
+        // Other statuses, and 200s that are no token response.
+        Answer(status: 302, body: "", code: .badResponse, oauthError: nil),
+        Answer(status: 200, body: #"{"token_type":"Bearer"}"#, code: .badResponse, oauthError: nil),
+        Answer(status: 200, body: #"{"access_token":"a","token_type":"mac"}"#, code: .badResponse, oauthError: nil),
+        Answer(status: 200, body: "<html>login</html>", code: .badResponse, oauthError: nil),
+        Answer(status: 200, body: #"{"error":"invalid_grant"}"#, code: .providerError, oauthError: "invalid_grant"),
+        // GitHub: errors in 200 answers, in its own codes.
+        Answer(
+            status: 200, body: #"{"error":"bad_refresh_token"}"#, github: true, code: .refused,
+            oauthError: "invalid_grant"),
+        Answer(
+            status: 200, body: "error=bad_verification_code", github: true, code: .refused, oauthError: "invalid_grant"),
+        Answer(
+            status: 200, body: #"{"error":"incorrect_client_credentials"}"#, github: true, code: .invalidClient,
+            oauthError: "invalid_client"),
+        Answer(
+            status: 200, body: #"{"error":"authorization_pending"}"#, github: true, code: .providerError,
+            oauthError: "authorization_pending"),
+    ]
+
     @Test(
-        "errors are classified by OAuth code first, then by bare status",
-        arguments: [
-            (
-                400, #"{"error":"invalid_grant","error_description":"Token revoked"}"#, VaultError.Code.refused,
-                "invalid_grant"
-            ),
-            (401, #"{"error":"invalid_client"}"#, .refused, "invalid_client"),
-            (403, #"{"error":"invalid_code"}"#, .refused, "invalid_code"),
-            (400, "", .refused, nil),
-            (401, "", .refused, nil),
-            (503, #"{"error":"temporarily_unavailable"}"#, .transient, "temporarily_unavailable"),
-            (500, "<html>oops</html>", .transient, nil),
-            (429, "", .transient, nil),
-            (302, "", .badResponse, nil),
-            (200, #"{"token_type":"Bearer"}"#, .badResponse, nil),
-            (200, #"{"access_token":"a","token_type":"mac"}"#, .badResponse, nil),
-            (200, "<html>login</html>", .badResponse, nil),
-        ] as [(Int, String, VaultError.Code, String?)])
-    func classification(status: Int, body: String, code: VaultError.Code, oauthError: String?) throws {
-        let p = try provider(#""scopes": []"#)
+        "answers are classified status first, then by OAuth error code (with the provider's aliases)",
+        arguments: answers)
+    func classification(_ a: Answer) throws {
+        var fields = #""scopes": []"#
+        if a.github {
+            fields +=
+                #", "errors_with_http_200": true, "error_aliases": {"bad_refresh_token": "invalid_grant", "bad_verification_code": "invalid_grant", "incorrect_client_credentials": "invalid_client"}"#
+        }
+        let p = try provider(fields)
         do throws(VaultError) {
-            _ = try exchange(p, FakeTransport([(status, body, [])]))
-            Issue.record("accepted HTTP \(status) \(body)")
+            _ = try exchange(p, FakeTransport([(a.status, a.body, a.headers.map { ($0.key, $0.value) })]))
+            Issue.record("accepted HTTP \(a.status) \(a.body)")
         } catch {
-            #expect(error.code == code, "\(error.reason)")
-            #expect(error.oauthError == oauthError)
+            #expect(error.code == a.code, "\(error.reason)")
+            #expect(error.oauthError == a.oauthError)
+            #expect(error.reason.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7f })
+            if a.status == 429 { #expect(error.reason.contains("wait 30 seconds (Retry-After)")) }
         }
     }
 
@@ -89,9 +145,11 @@ struct TokenEndpointTests {
         do throws(VaultError) {
             _ = try exchange(
                 p,
-                FakeTransport([(400, "{\"error\":\"access_denied\",\"error_description\":\"no\\u001b[31m way\"}", [])]))
+                FakeTransport([
+                    (400, "{\"error\":\"access_denied\",\"error_description\":\"no\\u001b[31m \\u009bway\\u202e\"}", [])
+                ]))
         } catch {
-            #expect(error.reason == "exchange: the provider refused: access_denied: no[31m way")
+            #expect(error.reason == "exchange: the provider refused the request: access_denied: no[31m way")
         }
     }
 

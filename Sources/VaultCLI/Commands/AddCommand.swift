@@ -88,7 +88,9 @@ extension Commands {
             PKCE (S256) and state are always used, and a nonce for OpenID Connect. The device flow
             shows a code to enter on another device; the paste flow asks for the address the
             browser ended on. An existing grant of the same name is replaced only when the new
-            authorization succeeds. Nothing is stored on any failure.
+            authorization succeeds. Nothing is stored on any failure. Exit status 75 when the
+            device code expires or the browser never comes back (run it again), 1 when the
+            person or the provider refuses.
             """,
         examples: [
             "vault add google work --client-id 123.apps.googleusercontent.com --client-secret-file ~/google-secret",

@@ -108,7 +108,8 @@ enum Completion {
             and no terminal, vault exits with status 77.
             .SH EXIT STATUS
             0 success; 1 failure; 2 the grant needs a new authorization; 64 usage error; 75 transient
-            failure (network, provider, busy vault); 77 locked or wrong passphrase.
+            failure (network, provider, busy vault) or time ran out (a device code expired): try
+            again; 77 locked or wrong passphrase.
             .SH FILES
             .TP
             .I $VAULT_HOME/vault.db

@@ -20,6 +20,11 @@ struct GrantSummary: Encodable {
     let createdAt: Int64
     let refreshedAt: Int64?
     let deadReason: String?
+    let refreshTokenExpiresAt: Int64?
+    let refreshTokenExpires: String?
+    /// The provider's last token response (`show` only): token-like values
+    /// redacted unless revealed.
+    var tokenResponse: JSONValue? = nil
     var accessToken: String? = nil
     var refreshToken: String? = nil
     var idToken: String? = nil
@@ -41,6 +46,8 @@ struct GrantSummary: Encodable {
         createdAt = grant.createdAt.epochSeconds
         refreshedAt = grant.refreshedAt?.epochSeconds
         deadReason = grant.deadReason
+        refreshTokenExpiresAt = grant.refreshTokenExpiresAt?.epochSeconds
+        refreshTokenExpires = grant.refreshTokenExpiresAt.map(Format.timestamp)
     }
 
     enum CodingKeys: String, CodingKey {
@@ -53,6 +60,9 @@ struct GrantSummary: Encodable {
         case createdAt = "created_at"
         case refreshedAt = "refreshed_at"
         case deadReason = "dead_reason"
+        case refreshTokenExpiresAt = "refresh_token_expires_at"
+        case refreshTokenExpires = "refresh_token_expires"
+        case tokenResponse = "token_response"
         case accessToken = "access_token"
         case refreshToken = "refresh_token"
         case idToken = "id_token"
@@ -66,9 +76,10 @@ extension Commands {
         abstract: "List the stored grants with their state.",
         usage: "list [--json]",
         discussion: """
-            One grant a line: name, provider, account, state and expiry. The state is fresh
-            (access token valid for more than a minute), refreshable (a refresh token can renew
-            it), expired, or dead (the provider refused it; add it again). A record that fails
+            One grant a line: name, provider, account, state and expiry, and the refresh token's
+            expiry when a provider gave one. The state is fresh (access token valid for more
+            than a minute), refreshable (a refresh token can renew it), expired, or dead (the
+            provider refused it; add it again). A record that fails
             its integrity checks is reported on stderr and the exit status is 1; the others are
             still listed.
             """,
@@ -82,13 +93,21 @@ extension Commands {
         if ctx.json {
             try ctx.printJSON(listing.grants.map { GrantSummary(name: $0.name, grant: $0.grant, now: now) })
         } else if !listing.grants.isEmpty {
-            var rows = [["NAME", "PROVIDER", "ACCOUNT", "STATE", "EXPIRES"]]
+            // The refresh token's expiry, when any provider gave one.
+            let refreshColumn = listing.grants.contains { $0.grant.refreshTokenExpiresAt != nil }
+            var rows = [
+                ["NAME", "PROVIDER", "ACCOUNT", "STATE", "EXPIRES"] + (refreshColumn ? ["REFRESH EXPIRES"] : [])
+            ]
             rows.reserveCapacity(listing.grants.count + 1)
+            func when(_ date: Date?) -> String {
+                date.map { "\(Format.timestamp($0)) (\(Format.relative($0, now: now)))" } ?? "-"
+            }
             for g in listing.grants {
-                let expiry = g.grant.expiresAt.map { "\(Format.timestamp($0)) (\(Format.relative($0, now: now)))" }
-                rows.append([
-                    g.name, g.grant.provider, g.grant.account ?? "-", g.grant.state(at: now).rawValue, expiry ?? "-",
-                ])
+                rows.append(
+                    [
+                        g.name, g.grant.provider, g.grant.account ?? "-", g.grant.state(at: now).rawValue,
+                        when(g.grant.expiresAt),
+                    ] + (refreshColumn ? [when(g.grant.refreshTokenExpiresAt)] : []))
             }
             // One write for the whole table.
             Console.write(Format.table(rows).joined(separator: "\n") + "\n", to: 1)
@@ -105,6 +124,12 @@ extension Commands {
         usage: "show NAME [--reveal] [--json]",
         arguments: [("NAME", "the grant to show")],
         options: [OptionSpec(name: "reveal", valueName: nil, help: "include the tokens themselves")],
+        discussion: """
+            Shows the grant's provider, account, state, expiry (and the refresh token's, when
+            the provider gave one), scopes and dates. --json adds the provider's last token
+            response as it was sent (token_response), its token-like values redacted unless
+            --reveal is given.
+            """,
         examples: ["vault show work", "vault show work --json --reveal"]
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
@@ -113,6 +138,8 @@ extension Commands {
         let now = ctx.time.now()
         var s = GrantSummary(name: name, grant: grant, now: now)
         let reveal = ctx.arguments.flag("reveal")
+        let response = grant.tokenResponse.map { JSONValue.object($0) }
+        s.tokenResponse = reveal ? response : response?.redacted()
         if reveal {
             s.accessToken = grant.accessToken
             s.refreshToken = grant.refreshToken
@@ -132,6 +159,9 @@ extension Commands {
         ]
         rows.append(["access token:", s.accessToken ?? present(s.hasAccessToken)])
         rows.append(["refresh token:", s.refreshToken ?? present(s.hasRefreshToken)])
+        if let end = grant.refreshTokenExpiresAt {
+            rows.append(["refresh token expires:", "\(Format.timestamp(end)) (\(Format.relative(end, now: now)))"])
+        }
         rows.append(["id token:", s.idToken ?? present(s.hasIDToken)])
         if grant.kind == .oauth1 { rows.append(["token secret:", s.tokenSecret ?? present(true)]) }
         if let endpoint = grant.providerConfiguration?.tokenEndpoint { rows.append(["token endpoint:", endpoint]) }

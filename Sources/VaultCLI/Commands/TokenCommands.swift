@@ -47,9 +47,12 @@ extension Commands {
         discussion: """
             Prints the access token and a newline, nothing else. Concurrent calls share one
             refresh: the first takes that grant's refresh lock and refreshes, the others wait
-            and print the new token; other grants are never held up. A rotated refresh token is stored before the new access token
-            is printed. Exit status 2 when the grant needs a new authorization ('vault add'),
-            75 when the provider cannot be reached (nothing changes).
+            and print the new token; other grants are never held up. A rotated refresh token is
+            stored before the new access token is printed. Exit status 2 when the provider
+            refused the grant (invalid_grant: it is marked dead; 'vault add' authorizes again);
+            75 when the provider cannot be reached or answers 429 or 5xx; 1 for any other
+            failure, such as a client the provider does not accept or an answer that is not
+            OAuth. Only exit status 2 changes the grant.
             """,
         examples: [
             #"curl -H "Authorization: Bearer $(vault token work)" https://api.example.com/"#,

@@ -188,6 +188,48 @@ struct JSONReader {
         return index - start
     }
 
+    /// A finite number, as Foundation's decoder reads it into a Double.
+    mutating func double() throws(Failure) -> Double {
+        skipSpace()
+        let start = index
+        _ = try number()
+        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        guard let v = Double(text), v.isFinite else { throw .malformed }
+        return v
+    }
+
+    /// Any value, kept (objects with a key given twice are refused).
+    mutating func value(depth: Int) throws(Failure) -> JSONValue {
+        guard depth < JSONReader.maxDepth else { throw .malformed }
+        skipSpace()
+        switch current {
+        case UInt8(ascii: "{"):
+            var object: [String: JSONValue] = [:]
+            try beginObject(depth: depth)
+            while let key = try nextKey() {
+                let name = String(decoding: key.bytes, as: UTF8.self)
+                guard object[name] == nil else { throw .malformed }
+                object[name] = try value(depth: depth + 1)
+            }
+            return .object(object)
+        case UInt8(ascii: "["):
+            var array: [JSONValue] = []
+            try self.array(depth: depth) { (r: inout JSONReader) throws(Failure) in
+                array.append(try r.value(depth: depth + 1))
+            }
+            return .array(array)
+        case UInt8(ascii: "\""):
+            return .string(try string())
+        case UInt8(ascii: "t"), UInt8(ascii: "f"):
+            return .bool(try bool())
+        case UInt8(ascii: "n"):
+            try literal("null")
+            return .null
+        default:
+            return .number(try double())
+        }
+    }
+
     /// Skips a number; true when it is integral.
     private mutating func number() throws(Failure) -> Bool {
         if current == UInt8(ascii: "-") { index += 1 }
@@ -388,6 +430,17 @@ extension Grant {
                 g.providerConfiguration = try r.null() ? nil : try ProviderConfiguration.read(&r, secrets: secrets)
             case .refreshTokenRotates:
                 g.refreshTokenRotates = try r.null() ? nil : try r.bool()
+            case .refreshTokenExpiresAt:
+                g.refreshTokenExpiresAt = try r.optionalInteger().map(Date.init(epochSeconds:))
+            case .tokenResponse:
+                // Not needed to list grants: checked, not kept, without secrets.
+                guard secrets else {
+                    try r.skip(depth: 2)
+                    continue
+                }
+                guard try !r.null() else { continue }
+                guard case .object(let o) = try r.value(depth: 2) else { throw .malformed }
+                g.tokenResponse = o
             }
         }
         guard let provider, let created else { throw .malformed }
@@ -406,11 +459,27 @@ extension ProviderConfiguration {
         ("token_endpoint_auth_method", \.tokenEndpointAuthMethod), ("signature_method", \.signatureMethod),
     ]
 
+    /// Keys that are not strings, read after the string fields above.
+    private static let otherFields: [StaticString] = [
+        "error_aliases", "errors_with_http_200", "empty_400_is_invalid_grant",
+    ]
+
     static func read(_ r: inout JSONReader, secrets: Bool) throws(JSONReader.Failure) -> ProviderConfiguration {
         var c = ProviderConfiguration()
         var seen: UInt32 = 0
         try r.beginObject(depth: 2)
         while let key = try r.nextKey() {
+            if let m = otherFields.firstIndex(where: { key.is($0) }) {
+                let bit: UInt32 = 1 << (fields.count + m)
+                guard seen & bit == 0 else { throw .malformed }
+                seen |= bit
+                switch m {
+                case 0: c.errorAliases = try r.null() ? nil : try stringMap(&r)
+                case 1: c.errorsWithHTTP200 = try r.null() ? nil : try r.bool()
+                default: c.empty400IsInvalidGrant = try r.null() ? nil : try r.bool()
+                }
+                continue
+            }
             guard let n = fields.firstIndex(where: { key.is($0.0) }) else {
                 try r.skip(depth: 3)
                 continue
@@ -424,5 +493,17 @@ extension ProviderConfiguration {
             }
         }
         return c
+    }
+
+    /// An object of strings (`error_aliases`).
+    private static func stringMap(_ r: inout JSONReader) throws(JSONReader.Failure) -> [String: String] {
+        var map: [String: String] = [:]
+        try r.beginObject(depth: 3)
+        while let key = try r.nextKey() {
+            let name = String(decoding: key.bytes, as: UTF8.self)
+            guard map[name] == nil else { throw .malformed }
+            map[name] = try r.string()
+        }
+        return map
     }
 }

@@ -1,5 +1,6 @@
 public import FoundationEssentials
 internal import Glibc
+package import VaultCrypto
 public import VaultHTTP
 
 /// What an authorization needs from the person's side: a browser, a place
@@ -166,8 +167,14 @@ public struct Authorizer {
             throw VaultError(.badResponse, "the answer carries no state (refused)")
         }
         if let error = value("error") {
-            let description = value("error_description").map { ": " + OAuthErrorBody.clean($0) } ?? ""
-            throw VaultError(.refused, "the authorization was refused: \(error)\(description)", oauthError: error)
+            guard ProviderText.isErrorCode(error) else {
+                throw VaultError(
+                    .badResponse, "the authorization was refused with an error code that is not an OAuth error code")
+            }
+            let description = value("error_description").map { ": " + ProviderText.sanitized($0) } ?? ""
+            throw VaultError(
+                .refused, "the authorization was refused: \(error)\(description)",
+                oauthError: p.errorQuirks.canonical(error))
         }
         guard let code = value("code"), !code.isEmpty else {
             throw VaultError(.badResponse, "the answer carries no authorization code")
@@ -202,68 +209,57 @@ public struct Authorizer {
             throw VaultError(.invalidInput, "provider '\(p.name)' has no device authorization endpoint")
         }
         let endpoint = TokenEndpoint(transport: transport, client: OAuthClient(p))
-        let (status, body) = try endpoint.post(
-            deviceEndpoint, form: [("scope", request.effectiveScopes.joined(separator: " "))],
-            what: "starting the device authorization")
-        guard status == 200 else {
-            throw TokenEndpoint.classify(status: status, body: body, what: "starting the device authorization")
-        }
-        struct DeviceAnswer: Decodable {
-            var device_code: String
-            var user_code: String
-            var verification_uri: String?
-            var verification_url: String?  // Google's older name
-            var verification_uri_complete: String?
-            var expires_in: Double?
-            var interval: Double?
-        }
-        guard
-            let device = try? JSONDecoder().decode(
-                DeviceAnswer.self, from: TokenEndpoint.normalized(body).withUnsafeBytes { Data($0) }),
-            let verification = device.verification_uri ?? device.verification_url
-        else {
-            throw VaultError(.badResponse, "the device authorization answer is malformed")
-        }
+        let what = "starting the device authorization"
+        let answer = try endpoint.send(
+            deviceEndpoint, form: [("scope", request.effectiveScopes.joined(separator: " "))], what: what)
+        if let error = TokenEndpoint.classify(answer, what: what, quirks: p.errorQuirks) { throw error }
+        let device = try DeviceAuthorization(answer.body)
         // Everything in the answer is the provider's text: the UI shows it
         // escaped, and only an https address (or http to loopback) is
         // offered as the place to go, never javascript: or file:.
-        guard (try? URLPolicy.check(verification)) != nil else {
+        guard (try? URLPolicy.check(device.verificationURI)) != nil else {
             throw VaultError(
                 .badResponse, "the device authorization answer gives a verification address that is not https")
         }
-        let complete = device.verification_uri_complete.flatMap { (try? URLPolicy.check($0)) != nil ? $0 : nil }
-        guard let schedule = DevicePolling(interval: device.interval, expiresIn: device.expires_in) else {
+        let complete = device.verificationURIComplete.flatMap { (try? URLPolicy.check($0)) != nil ? $0 : nil }
+        guard let schedule = DevicePolling(interval: device.interval, expiresIn: device.expiresIn) else {
             throw VaultError(
                 .badResponse, "the device authorization answer has an unusable interval or expires_in (refused)")
         }
-        ui.show("To authorize, open \(verification) and enter the code \(device.user_code)")
+        ui.show("To authorize, open \(device.verificationURI) and enter the code \(device.userCode)")
         if let complete { ui.show("(or open \(complete))") }
         var interval = schedule.interval
         let deadline = time.now().addingTimeInterval(min(schedule.expiresIn, request.timeout))
+        let expired = VaultError(
+            .timedOut, "the device code expired before it was approved",
+            hint: "start the authorization again and enter the new code in time")
         while true {
             // The wait never outlasts the deadline, whatever the provider asked.
             let left = deadline.timeIntervalSince(time.now())
-            guard left > 0 else { throw VaultError(.timedOut, "the device code expired before it was approved") }
+            guard left > 0 else { throw expired }
             sleep(min(interval, left))
-            guard time.now() < deadline else {
-                throw VaultError(.timedOut, "the device code expired before it was approved")
-            }
+            guard time.now() < deadline else { throw expired }
             do {
                 let response = try endpoint.tokenResponse(
                     tokenEndpoint,
                     form: [
                         ("grant_type", "urn:ietf:params:oauth:grant-type:device_code"),
-                        ("device_code", device.device_code),
+                        ("device_code", device.deviceCode),
                     ],
                     what: "waiting for the device approval")
                 return try grant(from: response, request: request, nonce: nil)
             } catch {
+                // RFC 8628 section 3.5, with the provider's own codes read
+                // as the standard ones (Microsoft's authorization_declined).
                 switch error.oauthError {
                 case "authorization_pending": continue
                 case "slow_down": interval = min(interval + 5, DevicePolling.maximumInterval)
-                case "expired_token": throw VaultError(.timedOut, "the device code expired before it was approved")
+                case "expired_token": throw expired
                 case "access_denied":
-                    throw VaultError(.refused, "the authorization was denied", oauthError: "access_denied")
+                    throw VaultError(
+                        .refused, "the authorization was denied at the provider (access_denied)",
+                        hint: "approve the request on the provider's page to add the grant",
+                        oauthError: "access_denied")
                 default: throw error
                 }
             }
@@ -291,6 +287,52 @@ public struct Authorizer {
         if g.scopes.isEmpty { g.scopes = request.effectiveScopes }
         g.providerConfiguration = p.storedConfiguration
         return g
+    }
+}
+
+/// A device authorization answer (RFC 8628 section 3.2), in JSON or form
+/// encoding, numbers as numbers or text.
+package struct DeviceAuthorization {
+    let deviceCode: String
+    let userCode: String
+    let verificationURI: String
+    let verificationURIComplete: String?
+    /// Seconds the codes stay valid, as sent (checked by `DevicePolling`).
+    let expiresIn: Double?
+    /// Seconds between polls, as sent (checked by `DevicePolling`).
+    let interval: Double?
+
+    package init(_ body: SecureBytes) throws(VaultError) {
+        let malformed = VaultError(.badResponse, "the device authorization answer is malformed")
+        var data = try TokenEndpoint.normalized(body).withUnsafeBytes { Data($0) }
+        defer { data.withUnsafeMutableBytes { secureZero($0) } }
+        struct Wire: Decodable {
+            var fields: [String: String] = [:]
+            var numbers: [String: Double] = [:]
+            init(from decoder: any Decoder) throws {
+                let c = try decoder.container(keyedBy: AnyCodingKey.self)
+                for k in c.allKeys {
+                    if let s = try? c.decode(String.self, forKey: k) {
+                        fields[k.stringValue] = s
+                        if let d = Double(s) { numbers[k.stringValue] = d }
+                    } else if let d = try? c.decode(Double.self, forKey: k) {
+                        numbers[k.stringValue] = d
+                    }
+                }
+            }
+        }
+        guard let w = try? JSONDecoder().decode(Wire.self, from: data) else { throw malformed }
+        // Codes and addresses are sent back or shown to the person: printable ASCII only.
+        func text(_ key: String) -> String? { w.fields[key].flatMap { ProviderText.isToken($0) ? $0 : nil } }
+        guard let deviceCode = text("device_code"), let userCode = text("user_code"),
+            let uri = text("verification_uri") ?? text("verification_url")  // Google's older name
+        else { throw malformed }
+        self.deviceCode = deviceCode
+        self.userCode = userCode
+        verificationURI = uri
+        verificationURIComplete = text("verification_uri_complete")
+        expiresIn = w.numbers["expires_in"]
+        interval = w.numbers["interval"]
     }
 }
 

@@ -36,6 +36,7 @@ public enum Discovery {
             var device_authorization_endpoint: String?
             var revocation_endpoint: String?
             var userinfo_endpoint: String?
+            var token_endpoint_auth_methods_supported: [String]?
         }
         guard let doc = try? JSONDecoder().decode(Document.self, from: response.body.withUnsafeBytes { Data($0) })
         else {
@@ -58,9 +59,20 @@ public enum Discovery {
         if doc.device_authorization_endpoint != nil { flows.append(.device) }
         file.flows = flows
         file.scopes = ["openid", "email"]
+        file.token_endpoint_auth_method = authMethod(supported: doc.token_endpoint_auth_methods_supported)
         // A provider file of the same name keeps its client and quirks.
         // What the file says wins over what was discovered.
         let merged = base.map { file.merging($0) } ?? file
         return try Provider(file: merged, source: "discovered from \(doc.issuer)")
+    }
+
+    /// The client authentication vault uses, from the methods the provider
+    /// lists: Basic when listed, or when nothing is listed (OpenID Connect
+    /// Discovery's default); else the secret in the body when that is
+    /// listed. Other methods (private_key_jwt, ...) leave Basic, which the
+    /// provider then refuses with a clear invalid_client.
+    static func authMethod(supported: [String]?) -> String {
+        guard let supported, !supported.contains("client_secret_basic") else { return "client_secret_basic" }
+        return supported.contains("client_secret_post") ? "client_secret_post" : "client_secret_basic"
     }
 }

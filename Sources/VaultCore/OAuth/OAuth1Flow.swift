@@ -71,7 +71,9 @@ extension Authorizer {
             throw VaultError(.badResponse, "the answer is for another authorization (oauth_token differs; refused)")
         }
         guard let verifier = value("oauth_verifier"), !verifier.isEmpty else {
-            let why = value("oauth_problem") ?? (value("denied") != nil ? "denied" : "no verifier")
+            let why =
+                value("oauth_problem").map { ProviderText.sanitized($0, limit: 80) }
+                ?? (value("denied") != nil ? "denied" : "no verifier")
             throw VaultError(.refused, "the authorization was refused: \(why)", oauthError: why)
         }
 
@@ -113,12 +115,19 @@ extension Authorizer {
         var fields: [String: String] = [:]
         for (k, v) in FormEncoding.decode(Substring(text)) where fields[k] == nil { fields[k] = v }
         guard response.status == 200 else {
-            if let problem = fields["oauth_problem"] ?? fields["error"] {
+            let status = response.status
+            if let problem = fields["oauth_problem"] ?? fields["error"], status != 429, status < 500 {
                 throw VaultError(
-                    response.status >= 500 ? .transient : .refused,
-                    "\(what): the provider refused: \(OAuthErrorBody.clean(problem))", oauthError: problem)
+                    .refused,
+                    "\(what): the provider refused: \(ProviderText.sanitized(problem))",
+                    oauthError: ProviderText.sanitized(problem, limit: 80))
             }
-            throw TokenEndpoint.classify(status: response.status, body: response.body, what: what)
+            // RFC 5849 section 3.2: a bad signature, consumer key or token is
+            // a 401 (or a 400), with or without a body.
+            if status == 400 || status == 401 {
+                throw VaultError(.refused, "\(what): the provider refused the request (HTTP \(status))")
+            }
+            throw TokenEndpoint.classify(status: status, body: response.body, what: what)
         }
         return fields
     }

@@ -1,5 +1,5 @@
 package import FoundationEssentials
-public import VaultCrypto
+package import VaultCrypto
 public import VaultHTTP
 
 /// Calls a provider's token-style endpoints (token, device authorization,
@@ -16,9 +16,27 @@ public struct TokenEndpoint {
         self.client = client
     }
 
-    /// POSTs `form` to `url` with the client's authentication and returns the parsed JSON body.
-    func post(_ url: String, form: [(String, String)], what: String, timeout: Double = 30) throws(VaultError)
-        -> (Int, SecureBytes)
+    /// An answer of a token-style endpoint, as received.
+    package struct Answer {
+        package let status: Int
+        package let body: SecureBytes
+        /// The Retry-After header, for 429 and 503.
+        package let retryAfter: String?
+        /// The Content-Type header, to say what a non-OAuth answer was.
+        package let contentType: String?
+
+        /// An answer as received.
+        package init(status: Int, body: SecureBytes, retryAfter: String?, contentType: String?) {
+            self.status = status
+            self.body = body
+            self.retryAfter = retryAfter
+            self.contentType = contentType
+        }
+    }
+
+    /// POSTs `form` to `url` with the client's authentication.
+    func send(_ url: String, form: [(String, String)], what: String, timeout: Double = 30) throws(VaultError)
+        -> Answer
     {
         guard let clientID = client.id else {
             throw VaultError(
@@ -50,17 +68,31 @@ public struct TokenEndpoint {
         } catch {
             throw error.vaultError(what)
         }
-        return (response.status, response.body)
+        return Answer(
+            status: response.status, body: response.body, retryAfter: response.header("retry-after"),
+            contentType: response.header("content-type"))
     }
 
-    /// A token response: 200 with an access token, else a classified error.
+    /// POSTs `form` to `url` with the client's authentication; status and body.
+    func post(_ url: String, form: [(String, String)], what: String, timeout: Double = 30) throws(VaultError)
+        -> (Int, SecureBytes)
+    {
+        let answer = try send(url, form: form, what: what, timeout: timeout)
+        return (answer.status, answer.body)
+    }
+
+    /// A token response: a success answer with a well-formed access token,
+    /// else the error `classify` makes of the answer.
     func tokenResponse(_ url: String, form: [(String, String)], what: String, timeout: Double = 30)
         throws(VaultError) -> TokenResponse
     {
-        let (status, body) = try post(url, form: form, what: what, timeout: timeout)
-        guard status == 200 else { throw TokenEndpoint.classify(status: status, body: body, what: what) }
+        let answer = try send(url, form: form, what: what, timeout: timeout)
+        if let error = TokenEndpoint.classify(answer, what: what, quirks: client.quirks) { throw error }
+        guard TokenEndpoint.isJSONObject(answer.body) || FormAnswer.pairs(answer.body) != nil else {
+            throw TokenEndpoint.notOAuth(answer, what: what)
+        }
         let response: TokenResponse
-        do { response = try TokenResponse(json: TokenEndpoint.normalized(body)) } catch {
+        do { response = try TokenResponse(json: TokenEndpoint.normalized(answer.body)) } catch {
             throw VaultError(.badResponse, "\(what): the provider's answer is not a token response (\(error.reason))")
         }
         guard response.accessToken != nil else {
@@ -72,43 +104,157 @@ public struct TokenEndpoint {
         return response
     }
 
-    /// Turns an error answer into a typed error. OAuth error codes decide
-    /// first; a bare status (some providers send no body) decides otherwise.
-    static func classify(status: Int, body: SecureBytes, what: String) -> VaultError {
-        let parsed = OAuthErrorBody(body)
-        if let code = parsed?.error {
-            let description = parsed?.description.map { ": \($0)" } ?? ""
-            if code == "temporarily_unavailable" || code == "server_error" || code == "slow_down" {
-                return VaultError(
-                    .transient, "\(what): the provider is unavailable (\(code)\(description))", oauthError: code)
-            }
-            return VaultError(.refused, "\(what): the provider refused: \(code)\(description)", oauthError: code)
+    /// What an answer means, the status first (RFC 6749 section 5.2):
+    /// nil for a success to parse; for 429 and 5xx a transient error
+    /// whatever the body says; else the OAuth error code decides, read
+    /// through the provider's aliases. Only `invalid_grant` in a 400 or
+    /// 401 (or, for a provider that answers errors with HTTP 200, in a
+    /// 200) is a refusal, the one error that kills a grant.
+    /// `invalid_client` and `unauthorized_client` are about the client,
+    /// not the grant. An answer that is not an OAuth error (an HTML page
+    /// from a proxy, an error code outside RFC 6749's characters) is a
+    /// failure that changes nothing.
+    package static func classify(_ answer: Answer, what: String, quirks: ErrorQuirks) -> VaultError? {
+        let status = answer.status
+        let parsed = OAuthErrorBody(answer.body)
+        if status == 429 || (500...599).contains(status) {
+            let code = parsed.code.map { ", \($0)" } ?? ""
+            let wait = answer.retryAfter.flatMap(TokenEndpoint.retryAfterText).map { "; \($0)" } ?? ""
+            return VaultError(
+                .transient, "\(what): the provider is unavailable (HTTP \(status)\(code))\(wait)",
+                hint: "try again later", oauthError: parsed.code.map { quirks.canonical($0) })
         }
-        switch status {
-        case 500...599, 429:
-            return VaultError(.transient, "\(what): the provider answered HTTP \(status)")
-        case 400, 401, 403:
-            return VaultError(.refused, "\(what): the provider refused the request (HTTP \(status), no error code)")
-        default:
-            return VaultError(.badResponse, "\(what): unexpected HTTP \(status) from the provider")
+        switch parsed {
+        case .malformed:
+            return VaultError(
+                .badResponse,
+                "\(what): the provider's answer (HTTP \(status)) carries an error code that is not an OAuth error code")
+        case .error(let raw, let description):
+            let code = quirks.canonical(raw)
+            let said = raw + (description.map { ": \($0)" } ?? "")
+            let refusal = status == 400 || status == 401 || (status == 200 && quirks.errorsWithHTTP200)
+            switch code {
+            case "invalid_grant" where refusal:
+                return VaultError(.refused, "\(what): the provider refused the grant: \(said)", oauthError: code)
+            case "invalid_client", "unauthorized_client":
+                return VaultError(
+                    .invalidClient, "\(what): the provider does not accept the client: \(said)",
+                    hint:
+                        "check the client id and secret, and the client authentication the provider accepts (token_endpoint_auth_method); no grant was marked dead",
+                    oauthError: code)
+            case "temporarily_unavailable", "server_error":
+                return VaultError(.transient, "\(what): the provider is unavailable (\(said))", oauthError: code)
+            default:
+                return VaultError(
+                    .providerError, "\(what): the provider refused the request: \(said)", oauthError: code)
+            }
+        case .none:
+            if status == 200 { return nil }
+            if status == 400 && answer.body.count == 0 && quirks.empty400IsInvalidGrant {
+                return VaultError(
+                    .refused, "\(what): the provider refused the grant (HTTP 400 without a body)",
+                    oauthError: "invalid_grant")
+            }
+            return notOAuth(answer, what: what)
         }
     }
 
+    /// The error for an answer that is neither an OAuth error nor a token
+    /// response: an HTML page, plain text, an empty body.
+    static func notOAuth(_ answer: Answer, what: String) -> VaultError {
+        let kind = answer.contentType.map { ProviderText.sanitized(String($0.prefix { $0 != ";" }), limit: 60) }
+        let empty = answer.body.count == 0
+        let bare = answer.status == 400 && empty
+        return VaultError(
+            .badResponse,
+            "\(what): the provider answered HTTP \(answer.status) with something that is not an OAuth answer"
+                + (empty ? " (an empty body)" : kind.map { " (\($0))" } ?? ""),
+            hint: bare
+                ? "a provider that answers a revoked refresh token with an empty 400 (glewlwyd does) needs \"empty_400_is_invalid_grant\": true in its provider file"
+                : nil)
+    }
+
+    /// True when the body, after white space, starts a JSON object.
+    static func isJSONObject(_ body: SecureBytes) -> Bool {
+        body.withUnsafeBytes { $0.first { $0 != 0x20 && $0 != 0x0a && $0 != 0x0d && $0 != 0x09 } } == UInt8(ascii: "{")
+    }
+
+    /// The error for an answer other than a success, from its status and
+    /// body alone (callers without the provider's quirks: revocation,
+    /// OAuth 1.0a).
+    package static func classify(status: Int, body: SecureBytes, what: String) -> VaultError {
+        let answer = Answer(status: status, body: body, retryAfter: nil, contentType: nil)
+        return classify(answer, what: what, quirks: ErrorQuirks())
+            ?? VaultError(.badResponse, "\(what): unexpected HTTP \(status) from the provider")
+    }
+
+    /// Retry-After as a person reads it: delay seconds, or an HTTP date as sent.
+    static func retryAfterText(_ value: String) -> String? {
+        let v = ProviderText.sanitized(value, limit: 40).split(separator: " ").joined(separator: " ")
+        guard !v.isEmpty else { return nil }
+        if let seconds = Int(v), seconds >= 0 { return "it asks to wait \(seconds) seconds (Retry-After)" }
+        return "it asks to wait until \(v) (Retry-After)"
+    }
+
     /// Some providers answer in form encoding; make it JSON for the parser.
+    /// A body that is neither a JSON object nor form encoding is returned
+    /// as it is (and fails to parse as a token response).
     package static func normalized(_ body: SecureBytes) throws(VaultError) -> SecureBytes {
-        let first = body.withUnsafeBytes { $0.first { $0 != 0x20 && $0 != 0x0a && $0 != 0x0d && $0 != 0x09 } }
-        guard let first, first != UInt8(ascii: "{") else { return body }
-        let text = body.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        guard let pairs = FormAnswer.pairs(body) else { return body }
         var object: [String: String] = [:]
-        for (k, v) in FormEncoding.decode(Substring(text)) where object[k] == nil { object[k] = v }
+        for (k, v) in pairs where object[k] == nil { object[k] = v }
         var data: Data
         do { data = try JSONEncoder().encode(object) } catch {
             throw VaultError(.badResponse, "cannot read the answer")
         }
         defer { data.withUnsafeMutableBytes { secureZero($0) } }
-        // A form answer carries expires_in as text; TokenResponse accepts that.
+        // A form answer carries numbers as text; TokenResponse accepts that.
         return try wrap { () throws(CryptoError) in try SecureBytes(copying: data) }
     }
+}
+
+/// `application/x-www-form-urlencoded` answers (GitHub's without an Accept
+/// header): told from JSON and from HTML or plain text by their bytes.
+enum FormAnswer {
+    /// The pairs of a form-encoded body, or nil when the body is not one:
+    /// printable ASCII without spaces, quotes or angle brackets, with `=`.
+    static func pairs(_ body: SecureBytes) -> [(String, String)]? {
+        let looksForm = body.withUnsafeBytes { (b: UnsafeRawBufferPointer) -> Bool in
+            var sawEquals = false
+            var end = b.count
+            while end > 0, b[end - 1] == 0x0a || b[end - 1] == 0x0d { end -= 1 }
+            guard end > 0 else { return false }
+            for i in 0..<end {
+                let c = b[i]
+                guard c > 0x20, c < 0x7f, c != 0x22, c != 0x3c, c != 0x3e, c != 0x7b else { return false }
+                if c == 0x3d { sawEquals = true }
+            }
+            return sawEquals
+        }
+        guard looksForm else { return nil }
+        let text = body.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        return FormEncoding.decode(Substring(text).prefix { $0 != "\n" && $0 != "\r" && $0 != "\r\n" })
+    }
+}
+
+/// A provider's deviations from RFC 6749 section 5.2 in its error answers,
+/// as its provider file declares them (docs/providers.md).
+public struct ErrorQuirks: Sendable, Equatable {
+    /// The provider's own error codes and the RFC 6749 / RFC 8628 code
+    /// each stands for (GitHub's `bad_refresh_token` is `invalid_grant`).
+    public var aliases: [String: String] = [:]
+    /// The provider answers errors with HTTP 200 (GitHub), so a refusal
+    /// there counts as one in a 400.
+    public var errorsWithHTTP200 = false
+    /// The provider answers a spent or revoked refresh token with a bare
+    /// 400 and no body (glewlwyd).
+    public var empty400IsInvalidGrant = false
+
+    /// No deviation.
+    public init() {}
+
+    /// The standard code a provider's code stands for.
+    func canonical(_ code: String) -> String { aliases[code] ?? code }
 }
 
 /// Who vault is at a provider: client id, secret and how to present them.
@@ -121,6 +267,8 @@ public struct OAuthClient: Sendable {
     public var secret: String?
     /// `client_secret_basic` or `client_secret_post`.
     public var authMethod: String
+    /// How the provider's error answers deviate from the RFC.
+    public var quirks: ErrorQuirks
 
     /// The client of a provider definition.
     public init(_ p: Provider) {
@@ -128,6 +276,7 @@ public struct OAuthClient: Sendable {
         id = p.clientID
         secret = p.publicClient ? nil : p.clientSecret
         authMethod = p.tokenEndpointAuthMethod
+        quirks = p.errorQuirks
     }
 
     /// The client a stored grant remembers.
@@ -136,35 +285,64 @@ public struct OAuthClient: Sendable {
         id = c.clientID
         secret = c.clientSecret
         authMethod = c.tokenEndpointAuthMethod ?? "client_secret_basic"
+        quirks = c.errorQuirks
     }
 }
 
-/// `{"error": ..., "error_description": ...}` of RFC 6749 section 5.2.
-package struct OAuthErrorBody {
-    let error: String?
-    let description: String?
+/// `{"error": ..., "error_description": ...}` of RFC 6749 section 5.2, in
+/// JSON or form encoding.
+package enum OAuthErrorBody {
+    /// No `error` field: a success, or not an OAuth answer at all.
+    case none
+    /// An error code of RFC 6749's characters, with its description cleaned for people.
+    case error(String, description: String?)
+    /// An `error` field that is not an OAuth error code (wrong type or
+    /// characters): not to be shown, not to be trusted.
+    case malformed
 
-    package init?(_ body: SecureBytes) {
+    package init(_ body: SecureBytes) {
         struct Wire: Decodable {
             var error: String?
             var error_description: String?
         }
+        struct AnyError: Decodable {
+            var error: Bool
+            enum Keys: String, CodingKey { case error }
+            init(from decoder: any Decoder) throws {
+                error = try decoder.container(keyedBy: Keys.self).contains(.error)
+            }
+        }
         let data = body.withUnsafeBytes { Data($0) }
-        if let w = try? JSONDecoder().decode(Wire.self, from: data), w.error != nil {
-            error = w.error
-            description = w.error_description.map { OAuthErrorBody.clean($0) }
+        let code: String?
+        let description: String?
+        if let w = try? JSONDecoder().decode(Wire.self, from: data) {
+            (code, description) = (w.error, w.error_description)
+        } else if (try? JSONDecoder().decode(AnyError.self, from: data))?.error == true {
+            self = .malformed  // an object whose "error" is no string
+            return
+        } else if let pairs = FormAnswer.pairs(body) {
+            code = pairs.first { $0.0 == "error" }?.1
+            description = pairs.first { $0.0 == "error_description" }?.1
+        } else {
+            self = .none
             return
         }
-        let text = String(decoding: data, as: UTF8.self)
-        let pairs = FormEncoding.decode(Substring(text))
-        guard let e = pairs.first(where: { $0.0 == "error" })?.1, !e.isEmpty, !text.hasPrefix("<") else { return nil }
-        error = e
-        description = pairs.first { $0.0 == "error_description" }.map { OAuthErrorBody.clean($0.1) }
+        guard let code else {
+            self = .none
+            return
+        }
+        guard ProviderText.isErrorCode(code) else {
+            self = .malformed
+            return
+        }
+        let shown = description.map { ProviderText.sanitized($0) }.flatMap { $0.isEmpty ? nil : $0 }
+        self = .error(code, description: shown)
     }
 
-    /// Keeps a provider's message printable and short.
-    static func clean(_ s: String) -> String {
-        String(s.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7f }.prefix(300).map(Character.init))
+    /// The error code, if the body carries a well-formed one.
+    var code: String? {
+        if case .error(let c, _) = self { return c }
+        return nil
     }
 }
 

@@ -37,7 +37,15 @@ enum Presets {
               "git_hosts": ["github.com"],
               "git_username": "x-access-token",
               "account_claim": "login",
-              "notes": "Classic OAuth apps issue tokens without expiry or refresh token; GitHub Apps with expiring tokens issue both. Add --scope repo for git over HTTPS. GitHub answers scopes separated by commas."
+              "errors_with_http_200": true,
+              "error_aliases": {
+                "bad_refresh_token": "invalid_grant",
+                "bad_verification_code": "invalid_grant",
+                "incorrect_device_code": "invalid_grant",
+                "incorrect_client_credentials": "invalid_client",
+                "device_flow_disabled": "unauthorized_client"
+              },
+              "notes": "Classic OAuth apps issue tokens without expiry or refresh token; GitHub Apps with expiring tokens issue both, with refresh tokens that rotate and expire (refresh_token_expires_in). Add --scope repo for git over HTTPS. GitHub answers scopes separated by commas and errors with HTTP 200, in its own codes."
             }
             """#
         ),
@@ -114,6 +122,7 @@ enum Presets {
               "variables": {"tenant": "common"},
               "flows": ["browser", "device", "paste"],
               "public_client": true,
+              "error_aliases": {"authorization_declined": "access_denied", "bad_verification_code": "invalid_grant"},
               "notes": "offline_access is needed for a refresh token; refresh tokens rotate. A public client must not send a client secret. Set the tenant with --tenant (a tenant id or domain, or organizations or consumers); the ID token's issuer names the user's own tenant."
             }
             """#

@@ -53,6 +53,9 @@ public struct Provider: Sendable, Equatable {
     public var tokenEndpointAuthMethod: String
     /// True when the client must never send a secret (Microsoft public clients).
     public var publicClient: Bool
+    /// How the provider's error answers deviate from RFC 6749 section 5.2:
+    /// its own error codes, errors in HTTP 200 answers (GitHub).
+    public var errorQuirks: ErrorQuirks
     /// Hosts whose git credentials this provider's grants can serve.
     public var gitHosts: [String]
     /// The user name git should send with the token (default `oauth2`).
@@ -76,7 +79,7 @@ public struct Provider: Sendable, Equatable {
             deviceAuthorizationEndpoint: deviceAuthorizationEndpoint, revocationEndpoint: revocationEndpoint,
             userinfoEndpoint: userinfoEndpoint, clientID: clientID, clientSecret: publicClient ? nil : clientSecret,
             tokenEndpointAuthMethod: tokenEndpointAuthMethod,
-            signatureMethod: protocolVersion == .oauth1 ? signatureMethod.rawValue : nil)
+            signatureMethod: protocolVersion == .oauth1 ? signatureMethod.rawValue : nil, errorQuirks: errorQuirks)
     }
 
     /// A copy with `{name}` placeholders filled from `overrides`, then the defaults.
@@ -129,6 +132,10 @@ public struct Provider: Sendable, Equatable {
         redirectURI = f.redirect_uri
         tokenEndpointAuthMethod = f.token_endpoint_auth_method ?? "client_secret_basic"
         publicClient = f.public_client ?? false
+        errorQuirks = ErrorQuirks()
+        errorQuirks.aliases = f.error_aliases ?? [:]
+        errorQuirks.errorsWithHTTP200 = f.errors_with_http_200 ?? false
+        errorQuirks.empty400IsInvalidGrant = f.empty_400_is_invalid_grant ?? false
         gitHosts = f.git_hosts ?? []
         gitUsername = f.git_username
         variables = f.variables ?? [:]
@@ -182,6 +189,9 @@ public struct Provider: Sendable, Equatable {
                 .invalidInput, "\(where_): token_endpoint_auth_method must be client_secret_basic or client_secret_post"
             )
         }
+        for (k, v) in errorQuirks.aliases where !ProviderText.isErrorCode(k) || !ProviderText.isErrorCode(v) {
+            throw VaultError(.invalidInput, "\(where_): error_aliases must map error codes to error codes")
+        }
         if let redirectURI {
             guard let (scheme, host) = URLPolicy.schemeAndHost(redirectURI), scheme == "http",
                 URLPolicy.isLoopback(host), LoopbackRedirect(redirectURI) != nil
@@ -224,6 +234,8 @@ package struct ProviderFile: Decodable {
     var authorization_params, variables: [String: String]?
     var flows: [Provider.Flow]?
     var public_client: Bool?
+    var error_aliases: [String: String]?
+    var errors_with_http_200, empty_400_is_invalid_grant: Bool?
 
     enum CodingKeys: String, CodingKey, CaseIterable {
         case name, display_name, issuer, authorization_endpoint, token_endpoint, device_authorization_endpoint
@@ -231,6 +243,7 @@ package struct ProviderFile: Decodable {
         case token_endpoint_auth_method, account_claim, notes, scopes, git_hosts, git_username, authorization_params
         case variables
         case flows, public_client, `protocol`, request_token_endpoint, signature_method
+        case error_aliases, errors_with_http_200, empty_400_is_invalid_grant
     }
 
     /// An empty file, filled in by code (discovery).
@@ -267,6 +280,9 @@ package struct ProviderFile: Decodable {
         `protocol` = try c.decodeIfPresent(String.self, forKey: .protocol)
         request_token_endpoint = try c.decodeIfPresent(String.self, forKey: .request_token_endpoint)
         signature_method = try c.decodeIfPresent(String.self, forKey: .signature_method)
+        error_aliases = try c.decodeIfPresent([String: String].self, forKey: .error_aliases)
+        errors_with_http_200 = try c.decodeIfPresent(Bool.self, forKey: .errors_with_http_200)
+        empty_400_is_invalid_grant = try c.decodeIfPresent(Bool.self, forKey: .empty_400_is_invalid_grant)
     }
 
     /// Fields set in `override` replace this file's.
@@ -296,6 +312,9 @@ package struct ProviderFile: Decodable {
         m.protocol = o.protocol ?? `protocol`
         m.request_token_endpoint = o.request_token_endpoint ?? request_token_endpoint
         m.signature_method = o.signature_method ?? signature_method
+        m.error_aliases = o.error_aliases ?? error_aliases
+        m.errors_with_http_200 = o.errors_with_http_200 ?? errors_with_http_200
+        m.empty_400_is_invalid_grant = o.empty_400_is_invalid_grant ?? empty_400_is_invalid_grant
         return m
     }
 

@@ -206,21 +206,11 @@ public struct TokenRefresher {
                 remedy: .addProviderConfiguration)
         }
         let client = TokenEndpoint(transport: transport, client: OAuthClient(config, providerName: g.provider))
+        let what = "refreshing '\(name)'"
         let response = try client.tokenResponse(
-            endpoint, form: [("grant_type", "refresh_token"), ("refresh_token", refreshToken)],
-            what: "refreshing '\(name)'", timeout: Self.requestTimeout)
-        let now = now()
-        let fresh = response.grant(provider: g.provider, account: g.account, now: now)
-        var next = g
-        next.accessToken = fresh.accessToken
-        next.refreshToken = fresh.refreshToken ?? g.refreshToken
-        next.refreshTokenRotates = fresh.refreshToken.map { $0 != refreshToken } ?? false
-        next.tokenType = fresh.tokenType ?? g.tokenType
-        next.expiresAt = fresh.expiresAt
-        if !fresh.scopes.isEmpty { next.scopes = fresh.scopes }
-        if let idToken = fresh.idToken { next.idToken = idToken }
-        next.refreshedAt = now
-        return next
+            endpoint, form: [("grant_type", "refresh_token"), ("refresh_token", refreshToken)], what: what,
+            timeout: Self.requestTimeout)
+        return try g.applying(refresh: response, now: now(), what: what)
     }
 
     func userinfoStatus(_ endpoint: String, token: String) throws(VaultError) -> Int {
