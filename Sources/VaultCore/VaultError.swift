@@ -56,6 +56,8 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
     /// What would get past the error, for a front end to say in its own
     /// words (the command line names its commands; an app its screens).
     public let remedy: Remedy?
+    /// The HTTP status of the provider's answer the error comes from, if any.
+    public private(set) var httpStatus: Int?
 
     /// Creates an error.
     public init(
@@ -66,6 +68,13 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
         self.hint = hint
         self.oauthError = oauthError
         self.remedy = remedy
+    }
+
+    /// The same error, with the HTTP status of the answer it comes from.
+    package func with(httpStatus status: Int) -> VaultError {
+        var copy = self
+        copy.httpStatus = status
+        return copy
     }
 
     /// A way past an error, named without any front end's words.

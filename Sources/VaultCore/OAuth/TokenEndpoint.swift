@@ -115,6 +115,10 @@ public struct TokenEndpoint {
     /// from a proxy, an error code outside RFC 6749's characters) is a
     /// failure that changes nothing.
     package static func classify(_ answer: Answer, what: String, quirks: ErrorQuirks) -> VaultError? {
+        classifyAnswer(answer, what: what, quirks: quirks).map { $0.with(httpStatus: answer.status) }
+    }
+
+    private static func classifyAnswer(_ answer: Answer, what: String, quirks: ErrorQuirks) -> VaultError? {
         let status = answer.status
         let parsed = OAuthErrorBody(answer.body)
         if status == 429 || (500...599).contains(status) {
@@ -185,7 +189,7 @@ public struct TokenEndpoint {
     package static func classify(status: Int, body: SecureBytes, what: String) -> VaultError {
         let answer = Answer(status: status, body: body, retryAfter: nil, contentType: nil)
         return classify(answer, what: what, quirks: ErrorQuirks())
-            ?? VaultError(.badResponse, "\(what): unexpected HTTP \(status) from the provider")
+            ?? VaultError(.badResponse, "\(what): unexpected HTTP \(status) from the provider").with(httpStatus: status)
     }
 
     /// Retry-After as a person reads it: delay seconds, or an HTTP date as sent.

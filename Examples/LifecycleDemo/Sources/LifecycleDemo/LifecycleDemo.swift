@@ -36,7 +36,8 @@ struct LifecycleDemo {
             provider.clientSecret = settings.client_secret
             provider.redirectURI = settings.redirect_uri
             let request = AuthorizationRequest(provider: provider, flow: .paste, scopes: ["openid", "email"])
-            let grant = try Authorizer(transport: CurlTransport(), ui: ScriptedPerson(settings)).authorize(request)
+            let grant = try await Authorizer(transport: CurlTransport(), ui: ScriptedPerson(settings)).authorize(
+                request)
             try await store.save(grant, as: name)
             print("signed in as \(grant.account ?? "an unknown account")")
         }
