@@ -85,7 +85,7 @@ struct LibraryTests {
             _ = try await session.freshGrant("gone")
             Issue.record("no refusal")
         } catch {
-            #expect(error.code == .dead && error.oauthError == "invalid_grant")
+            #expect(error.code == .dead && error.oauthError == "invalid_grant" && error.httpStatus == 400)
         }
         #expect(await iterator.next() == .refused(name: "gone", oauthError: "invalid_grant"))
         let kept = try await store.retrieve("gone")

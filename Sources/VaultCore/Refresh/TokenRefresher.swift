@@ -231,8 +231,9 @@ public struct TokenRefresher {
     /// The error for a grant that needs a new authorization.
     package static func deadError(_ name: String, _ g: Grant, cause: VaultError? = nil) -> VaultError {
         let why = cause.map { ": \($0.reason)" } ?? (g.deadReason.map { " (\($0))" } ?? "")
-        return VaultError(
+        let error = VaultError(
             .dead, "grant '\(name)' needs a new authorization\(why)",
             oauthError: cause?.oauthError, remedy: .authorizeAgain(provider: g.provider, grant: name))
+        return cause?.httpStatus.map { error.with(httpStatus: $0) } ?? error
     }
 }

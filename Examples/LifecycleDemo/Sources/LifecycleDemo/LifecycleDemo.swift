@@ -35,6 +35,8 @@ struct LifecycleDemo {
             provider.clientID = settings.confidential_client
             provider.clientSecret = settings.client_secret
             provider.redirectURI = settings.redirect_uri
+            // glewlwyd refuses a revoked refresh token with a bare 400.
+            provider.errorQuirks.empty400IsInvalidGrant = true
             let request = AuthorizationRequest(provider: provider, flow: .paste, scopes: ["openid", "email"])
             let grant = try await Authorizer(transport: CurlTransport(), ui: ScriptedPerson(settings)).authorize(
                 request)
