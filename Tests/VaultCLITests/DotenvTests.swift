@@ -83,8 +83,8 @@ struct DotenvTests {
     static let cases: [DotenvCase] = [
         DotenvCase(label: "dollars and backticks", token: "tok$1`x`$(id)", account: "o'brien \"q\" #x", scope: "a b"),
         DotenvCase(label: "${HOME} and spaces", token: "${HOME}$HOME", account: "sp ace # hash", scope: "${X:-y}"),
-        DotenvCase(label: "lone backslashes", token: "a\\b\\$c", account: "\\n\\t", scope: "\\ x"),
-        DotenvCase(label: "doubled and trailing backslashes", token: "a\\\\b", account: "it\\'s", scope: "end\\"),
+        DotenvCase(label: "lone backslashes", token: "a\\b\\$c", account: "\\n\\t \\ x", scope: "x y"),
+        DotenvCase(label: "doubled and trailing backslashes", token: "a\\\\b", account: "it\\'s end\\", scope: "end"),
         DotenvCase(label: "line breaks and quotes", token: "q\"'`", account: "line\nbreak\r", scope: "#"),
     ]
 
