@@ -9,13 +9,15 @@ let package = Package(
         .executable(name: "vault", targets: ["vault"]),
     ],
     targets: [
-        // C libraries from Debian's -dev packages, each behind one shim.
-        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
-        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // C libraries from Debian's -dev packages. Each is loaded with dlopen on
+        // first use, through trampolines with the library's own names, so a
+        // command that needs none of them (a token from the agent) maps none.
+        .target(name: "CSodium", linkerSettings: [.linkedLibrary("dl")]),
+        .target(name: "CSQLite", linkerSettings: [.linkedLibrary("dl")]),
         // Process-level calls Swift cannot make directly (variadic prctl, signal-safe tty restore,
         // Unix sockets with SO_PEERCRED, signalfd).
         .target(name: "CPlatform"),
-        // libcurl's header only: the library is loaded with dlopen on first use.
+        // libcurl's header only; loaded on first use too.
         .target(name: "CCurl", linkerSettings: [.linkedLibrary("dl")]),
         // libcrypto, for OAuth 1.0a's SHA-1 signatures; also loaded on first use.
         .target(name: "COpenSSL", linkerSettings: [.linkedLibrary("dl")]),
@@ -58,7 +60,7 @@ let package = Package(
 
 // Strict settings for every Swift target, in one place.
 for target in package.targets
-where target.type != .system && !["CPlatform", "CCurl", "COpenSSL", "CSecret"].contains(target.name) {
+where !["CSodium", "CSQLite", "CPlatform", "CCurl", "COpenSSL", "CSecret"].contains(target.name) {
     var settings = target.swiftSettings ?? []
     settings.append(.swiftLanguageMode(.v6))
     settings.append(.enableUpcomingFeature("ExistentialAny"))

@@ -24,10 +24,23 @@ public struct AgentPaths: Sendable, Equatable {
             realpath(location.directory, &resolved) != nil
             ? String(decoding: resolved.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
             : location.directory
-        let id = (try? GenericHash.hash(Array(real.utf8), length: 16)).map { Array($0.prefix(8)).hex } ?? "default"
+        let id = directoryID(real)
         let directory = runtime + "/vault"
         return AgentPaths(
             directory: directory, socket: directory + "/agent-\(id).sock", lock: directory + "/agent-\(id).lock")
+    }
+
+    /// A name for the vault directory's real path: 64-bit FNV-1a, in hex.
+    /// It only tells one user's vaults apart inside their own private
+    /// directory, so it needs no cryptographic hash, and asking the agent
+    /// for a token does not load libsodium to compute it.
+    static func directoryID(_ path: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in path.utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+        }
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
     }
 
     /// Creates the directory if needed and refuses one that is a symbolic

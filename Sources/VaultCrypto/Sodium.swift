@@ -1,20 +1,22 @@
 internal import CSodium
+internal import Glibc
 
-/// libsodium's one-time initialization, done lazily and thread-safely by the
-/// Swift runtime's static initializer.
+/// libsodium, loaded and initialized on first use (CSodium).
 enum Sodium {
-    private static let initialized: Bool = sodium_init() >= 0
-
-    /// Throws when libsodium could not initialize (no entropy source).
+    /// Throws when libsodium cannot be loaded or could not initialize.
     static func ready() throws(CryptoError) {
-        guard initialized else { throw CryptoError(.unavailable, "libsodium could not initialize") }
+        var error: UnsafePointer<CChar>?
+        guard vault_sodium_load(&error) == 0 else {
+            throw CryptoError(.unavailable, error.map { String(cString: $0) } ?? "libsodium could not initialize")
+        }
     }
 }
 
-/// Zeroes memory in a way the compiler cannot optimize away.
+/// Zeroes memory in a way the compiler cannot optimize away. glibc's
+/// `explicit_bzero`, so wiping a token does not load libsodium.
 public func secureZero(_ buffer: UnsafeMutableRawBufferPointer) {
     guard let base = buffer.baseAddress, buffer.count > 0 else { return }
-    sodium_memzero(base, buffer.count)
+    explicit_bzero(base, buffer.count)
 }
 
 /// Zeroes an array's storage in place and empties it.

@@ -24,6 +24,10 @@ public final class Database {
     /// Opens the database at `path`. `busyTimeoutMilliseconds` bounds how
     /// long a statement waits for another process's lock.
     public init(path: String, mode: Mode, busyTimeoutMilliseconds: Int32 = 10_000) throws(StorageError) {
+        var loadError: UnsafePointer<CChar>?
+        guard vault_sqlite_load(&loadError) == 0 else {
+            throw StorageError(.sqlite, loadError.map { String(cString: $0) } ?? "cannot load libsqlite3", path: path)
+        }
         var flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
         if mode == .readWriteCreate { flags |= SQLITE_OPEN_CREATE }
         // Refuse to follow a symbolic link at the vault's own path.

@@ -114,6 +114,29 @@ struct AgentTests {
         #expect(try home.run("agent", "--status").status == 77)
     }
 
+    @Test("a token from the agent loads neither libsodium nor SQLite; opening the vault loads both")
+    func tokenLoadsNoCrypto() throws {
+        let a = AgentHome()
+        _ = try a.startWithGrant()
+        let home = a.home
+        // glibc's loader names every library it maps, dlopen included.
+        func loaded(_ home: Home, _ args: String...) throws -> String {
+            let r = try VaultProcess.run(args, environment: home.environment.merging(["LD_DEBUG": "files"]) { $1 })
+            #expect(r.status == 0)
+            return r.stderr
+        }
+        let token = try loaded(a.home, "token", "g")
+        #expect(token.contains("libc.so"), "\(token)")
+        #expect(!token.contains("libsodium") && !token.contains("libsqlite3"), "\(token)")
+        // Positive control: without an agent the same command opens the
+        // vault file and decrypts the record.
+        let alone = Home()
+        try alone.initKeyfileVault()
+        #expect(try alone.run("import", "g", stdin: Home.tokenJSON("token-one")).status == 0)
+        let direct = try loaded(alone, "token", "g")
+        #expect(direct.contains("libsodium.so") && direct.contains("libsqlite3.so"), "\(direct)")
+    }
+
     @Test("a vault replaced at the same path is not served by the old vault's agent")
     func replacedVault() throws {
         let a = AgentHome()

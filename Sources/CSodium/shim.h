@@ -1,4 +1,0 @@
-#ifndef VAULT_CSODIUM_SHIM_H
-#define VAULT_CSODIUM_SHIM_H
-#include <sodium.h>
-#endif
