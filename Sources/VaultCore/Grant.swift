@@ -212,71 +212,123 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
     }
 }
 
+/// One stored field of a grant: its key in the record's JSON and the
+/// property it fills.
+struct GrantField {
+    /// The kinds of value a grant stores, each with the property it is in.
+    enum Value {
+        /// A string that must be present.
+        case text(WritableKeyPath<Grant, String>)
+        /// A string or nothing; a secret one is not kept when a listing
+        /// reads records without secrets.
+        case optionalText(WritableKeyPath<Grant, String?>, secret: Bool)
+        /// A list of strings, stored even when empty.
+        case texts(WritableKeyPath<Grant, [String]>)
+        /// Whole seconds since the epoch, required.
+        case date(WritableKeyPath<Grant, Date>)
+        /// Whole seconds since the epoch, or nothing.
+        case optionalDate(WritableKeyPath<Grant, Date?>)
+        /// A boolean stored even when false; absent reads as false.
+        case flag(WritableKeyPath<Grant, Bool>)
+        /// A boolean or nothing.
+        case optionalFlag(WritableKeyPath<Grant, Bool?>)
+        /// The protocol; absent reads as OAuth 2.0.
+        case kind
+        /// The endpoints and client.
+        case providerConfiguration
+        /// A JSON object kept as sent; not read by a listing.
+        case object(WritableKeyPath<Grant, [String: JSONValue]?>)
+    }
+
+    let key: String
+    let value: Value
+    /// The key's UTF-8 bytes, for the payload reader.
+    let bytes: [UInt8]
+
+    init(_ key: String, _ value: Value) {
+        self.key = key
+        self.value = value
+        bytes = Array(key.utf8)
+    }
+}
+
+extension Grant {
+    /// Every field a grant stores, in the one place they are listed: the
+    /// Codable form and the payload reader (PayloadCodec.swift) both go by
+    /// it, matching fields by key, never by position.
+    nonisolated(unsafe) static let storedFields: [GrantField] = [
+        GrantField("provider", .text(\.provider)),
+        GrantField("kind", .kind),
+        GrantField("account", .optionalText(\.account, secret: false)),
+        GrantField("access_token", .optionalText(\.accessToken, secret: true)),
+        GrantField("refresh_token", .optionalText(\.refreshToken, secret: true)),
+        GrantField("token_type", .optionalText(\.tokenType, secret: false)),
+        GrantField("expires_at", .optionalDate(\.expiresAt)),
+        GrantField("scopes", .texts(\.scopes)),
+        GrantField("id_token", .optionalText(\.idToken, secret: true)),
+        GrantField("token_secret", .optionalText(\.tokenSecret, secret: true)),
+        GrantField("provider_config", .providerConfiguration),
+        GrantField("created_at", .date(\.createdAt)),
+        GrantField("refreshed_at", .optionalDate(\.refreshedAt)),
+        GrantField("dead", .flag(\.dead)),
+        GrantField("dead_reason", .optionalText(\.deadReason, secret: false)),
+        GrantField("refresh_token_rotates", .optionalFlag(\.refreshTokenRotates)),
+        GrantField("refresh_token_expires_at", .optionalDate(\.refreshTokenExpiresAt)),
+        GrantField("token_response", .object(\.tokenResponse)),
+    ]
+}
+
 extension Grant: Codable {
-    /// The grant's stored field names: the one list that both the Codable
-    /// form and the fast payload reader (PayloadCodec.swift) go by.
-    enum CodingKeys: String, CodingKey, CaseIterable {
-        case provider, kind, account, scopes, dead
-        case accessToken = "access_token"
-        case refreshToken = "refresh_token"
-        case tokenType = "token_type"
-        case expiresAt = "expires_at"
-        case idToken = "id_token"
-        case tokenSecret = "token_secret"
-        case providerConfiguration = "provider_config"
-        case createdAt = "created_at"
-        case refreshedAt = "refreshed_at"
-        case deadReason = "dead_reason"
-        case refreshTokenRotates = "refresh_token_rotates"
-        case refreshTokenExpiresAt = "refresh_token_expires_at"
-        case tokenResponse = "token_response"
+    /// A stored field's key.
+    private struct FieldKey: CodingKey {
+        let stringValue: String
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+        var intValue: Int? { nil }
     }
 
-    /// Decodes a grant from its stored fields (`CodingKeys`).
+    /// Decodes a grant from its stored fields (`storedFields`).
     public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        provider = try c.decode(String.self, forKey: .provider)
-        kind = try c.decodeIfPresent(Kind.self, forKey: .kind) ?? .oauth2
-        account = try c.decodeIfPresent(String.self, forKey: .account)
-        accessToken = try c.decodeIfPresent(String.self, forKey: .accessToken)
-        refreshToken = try c.decodeIfPresent(String.self, forKey: .refreshToken)
-        tokenType = try c.decodeIfPresent(String.self, forKey: .tokenType)
-        expiresAt = try c.decodeIfPresent(Int64.self, forKey: .expiresAt).map(Date.init(epochSeconds:))
-        scopes = try c.decodeIfPresent([String].self, forKey: .scopes) ?? []
-        idToken = try c.decodeIfPresent(String.self, forKey: .idToken)
-        tokenSecret = try c.decodeIfPresent(String.self, forKey: .tokenSecret)
-        providerConfiguration = try c.decodeIfPresent(ProviderConfiguration.self, forKey: .providerConfiguration)
-        createdAt = Date(epochSeconds: try c.decode(Int64.self, forKey: .createdAt))
-        refreshedAt = try c.decodeIfPresent(Int64.self, forKey: .refreshedAt).map(Date.init(epochSeconds:))
-        dead = try c.decodeIfPresent(Bool.self, forKey: .dead) ?? false
-        deadReason = try c.decodeIfPresent(String.self, forKey: .deadReason)
-        refreshTokenRotates = try c.decodeIfPresent(Bool.self, forKey: .refreshTokenRotates)
-        refreshTokenExpiresAt = try c.decodeIfPresent(Int64.self, forKey: .refreshTokenExpiresAt).map(
-            Date.init(epochSeconds:))
-        tokenResponse = try c.decodeIfPresent([String: JSONValue].self, forKey: .tokenResponse)
+        let c = try decoder.container(keyedBy: FieldKey.self)
+        self.init(provider: "", createdAt: Date(epochSeconds: 0))
+        for field in Grant.storedFields {
+            let key = FieldKey(stringValue: field.key)
+            switch field.value {
+            case .text(let path): self[keyPath: path] = try c.decode(String.self, forKey: key)
+            case .optionalText(let path, _): self[keyPath: path] = try c.decodeIfPresent(String.self, forKey: key)
+            case .texts(let path): self[keyPath: path] = try c.decodeIfPresent([String].self, forKey: key) ?? []
+            case .date(let path): self[keyPath: path] = Date(epochSeconds: try c.decode(Int64.self, forKey: key))
+            case .optionalDate(let path):
+                self[keyPath: path] = try c.decodeIfPresent(Int64.self, forKey: key).map(Date.init(epochSeconds:))
+            case .flag(let path): self[keyPath: path] = try c.decodeIfPresent(Bool.self, forKey: key) ?? false
+            case .optionalFlag(let path): self[keyPath: path] = try c.decodeIfPresent(Bool.self, forKey: key)
+            case .kind: kind = try c.decodeIfPresent(Kind.self, forKey: key) ?? .oauth2
+            case .providerConfiguration:
+                providerConfiguration = try c.decodeIfPresent(ProviderConfiguration.self, forKey: key)
+            case .object(let path):
+                self[keyPath: path] = try c.decodeIfPresent([String: JSONValue].self, forKey: key)
+            }
+        }
     }
 
-    /// Encodes the grant's stored fields (`CodingKeys`).
+    /// Encodes the grant's stored fields (`storedFields`).
     public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(provider, forKey: .provider)
-        try c.encode(kind, forKey: .kind)
-        try c.encodeIfPresent(account, forKey: .account)
-        try c.encodeIfPresent(accessToken, forKey: .accessToken)
-        try c.encodeIfPresent(refreshToken, forKey: .refreshToken)
-        try c.encodeIfPresent(tokenType, forKey: .tokenType)
-        try c.encodeIfPresent(expiresAt?.epochSeconds, forKey: .expiresAt)
-        try c.encode(scopes, forKey: .scopes)
-        try c.encodeIfPresent(idToken, forKey: .idToken)
-        try c.encodeIfPresent(tokenSecret, forKey: .tokenSecret)
-        try c.encodeIfPresent(providerConfiguration, forKey: .providerConfiguration)
-        try c.encode(createdAt.epochSeconds, forKey: .createdAt)
-        try c.encodeIfPresent(refreshedAt?.epochSeconds, forKey: .refreshedAt)
-        try c.encode(dead, forKey: .dead)
-        try c.encodeIfPresent(deadReason, forKey: .deadReason)
-        try c.encodeIfPresent(refreshTokenRotates, forKey: .refreshTokenRotates)
-        try c.encodeIfPresent(refreshTokenExpiresAt?.epochSeconds, forKey: .refreshTokenExpiresAt)
-        try c.encodeIfPresent(tokenResponse, forKey: .tokenResponse)
+        var c = encoder.container(keyedBy: FieldKey.self)
+        for field in Grant.storedFields {
+            let key = FieldKey(stringValue: field.key)
+            switch field.value {
+            case .text(let path): try c.encode(self[keyPath: path], forKey: key)
+            case .optionalText(let path, _): try c.encodeIfPresent(self[keyPath: path], forKey: key)
+            case .texts(let path): try c.encode(self[keyPath: path], forKey: key)
+            case .date(let path): try c.encode(self[keyPath: path].epochSeconds, forKey: key)
+            case .optionalDate(let path): try c.encodeIfPresent(self[keyPath: path]?.epochSeconds, forKey: key)
+            case .flag(let path): try c.encode(self[keyPath: path], forKey: key)
+            case .optionalFlag(let path): try c.encodeIfPresent(self[keyPath: path], forKey: key)
+            case .kind: try c.encode(kind, forKey: key)
+            case .providerConfiguration: try c.encodeIfPresent(providerConfiguration, forKey: key)
+            case .object(let path): try c.encodeIfPresent(self[keyPath: path], forKey: key)
+            }
+        }
     }
 }
 

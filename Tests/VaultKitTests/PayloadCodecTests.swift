@@ -82,4 +82,45 @@ struct PayloadCodecTests {
             #expect(Payload.decodedWithFoundation(bytes) == ours)
         }
     }
+
+    @Test("every property of a grant is in its one list of stored fields, once, and reads back by key")
+    func fieldsListedOnce() throws {
+        let grant = Grant(
+            provider: "p", kind: .oauth1, account: "a", accessToken: "at", refreshToken: "rt", tokenType: "MAC",
+            expiresAt: Date(epochSeconds: 2), scopes: ["s"], idToken: "it", tokenSecret: "ts",
+            providerConfiguration: ProviderConfiguration(clientID: "c", clientSecret: "cs"),
+            createdAt: Date(epochSeconds: 1), refreshedAt: Date(epochSeconds: 3), dead: true, deadReason: "r",
+            refreshTokenRotates: true, refreshTokenExpiresAt: Date(epochSeconds: 4), tokenResponse: ["x": .bool(true)])
+        let properties = Mirror(reflecting: grant).children.compactMap(\.label)
+        let fields = Grant.storedFields
+        #expect(fields.count == properties.count, "\(properties)")
+        #expect(Set(fields.map(\.key)).count == fields.count)
+        let paths: [AnyKeyPath] = fields.compactMap {
+            switch $0.value {
+            case .text(let p): p
+            case .optionalText(let p, _): p
+            case .texts(let p): p
+            case .date(let p): p
+            case .optionalDate(let p): p
+            case .flag(let p): p
+            case .optionalFlag(let p): p
+            case .object(let p): p
+            case .kind: \Grant.kind
+            case .providerConfiguration: \Grant.providerConfiguration
+            }
+        }
+        #expect(Set(paths).count == fields.count)
+
+        // Every field set to something other than its default comes back,
+        // through both readers; without secrets, the secret ones are blanked.
+        let bytes = try Payload(name: "n", grant: grant).sealedBytes().unsafeCopyToArray()
+        let text = String(decoding: bytes, as: UTF8.self)
+        for field in fields { #expect(text.contains("\"\(field.key)\":"), "\(field.key)") }
+        #expect(try bytes.withUnsafeBytes { try Payload(json: $0, label: "r") }.grant == grant)
+        #expect(Payload.decodedWithFoundation(bytes)?.grant == grant)
+        let listed = try #require(try bytes.withUnsafeBytes { try Payload(json: $0, label: "r", secrets: false) }.grant)
+        #expect([listed.accessToken, listed.refreshToken, listed.idToken, listed.tokenSecret] == ["", "", "", ""])
+        #expect(listed.providerConfiguration?.clientSecret == "" && listed.tokenResponse == nil)
+        #expect(listed.account == "a" && listed.expiresAt == grant.expiresAt && listed.dead)
+    }
 }

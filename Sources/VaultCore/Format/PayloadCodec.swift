@@ -377,62 +377,54 @@ extension Payload {
 }
 
 extension Grant {
-    /// The stored field names as bytes, with their key; a key's place here
-    /// is only its bit in the mask of keys seen.
-    private static let keys: [(CodingKeys, [UInt8])] = CodingKeys.allCases.map { ($0, Array($0.rawValue.utf8)) }
-
     /// Reads a grant object with the rules of its `Codable` form. Fields
-    /// are matched by name: the switch covers every key, so a new field
-    /// cannot be forgotten here.
+    /// are matched by key through `Grant.storedFields`, the one list of
+    /// them; a key given twice is refused, unknown keys are skipped.
     static func read(_ r: inout JSONReader, secrets: Bool) throws(JSONReader.Failure) -> Grant {
-        func secret(_ r: inout JSONReader) throws(JSONReader.Failure) -> String? {
-            secrets ? try r.optionalString() : (try r.skipString() ? "" : nil)
-        }
-        var provider: String?
-        var created: Int64?
+        let fields = Grant.storedFields
         var g = Grant(provider: "", createdAt: Date(epochSeconds: 0))
         var seen: UInt32 = 0
+        var required: UInt32 = 0
         try r.beginObject(depth: 1)
         while let key = try r.nextKey() {
-            guard let n = keys.firstIndex(where: { key.is($0.1) }) else {
+            guard let n = fields.firstIndex(where: { key.is($0.bytes) }) else {
                 try r.skip(depth: 2)
                 continue
             }
             guard seen & (1 << n) == 0 else { throw .malformed }
             seen |= 1 << n
-            switch keys[n].0 {
-            case .provider: provider = try r.string()
-            case .createdAt: created = try r.integer()
+            switch fields[n].value {
+            case .text(let path):
+                g[keyPath: path] = try r.string()
+                required |= 1 << n
+            case .optionalText(let path, let secret):
+                if secret && !secrets {
+                    g[keyPath: path] = try r.skipString() ? "" : nil
+                } else {
+                    g[keyPath: path] = try r.optionalString()
+                }
+            case .texts(let path):
+                if try !r.null() {
+                    var texts: [String] = []
+                    try r.array(depth: 2) { (r: inout JSONReader) throws(JSONReader.Failure) in
+                        texts.append(try r.string())
+                    }
+                    g[keyPath: path] = texts
+                }
+            case .date(let path):
+                g[keyPath: path] = Date(epochSeconds: try r.integer())
+                required |= 1 << n
+            case .optionalDate(let path): g[keyPath: path] = try r.optionalInteger().map(Date.init(epochSeconds:))
+            case .flag(let path): g[keyPath: path] = try r.null() ? false : try r.bool()
+            case .optionalFlag(let path): g[keyPath: path] = try r.null() ? nil : try r.bool()
             case .kind:
                 if let raw = try r.optionalString() {
                     guard let kind = Kind(rawValue: raw) else { throw .malformed }
                     g.kind = kind
                 }
-            case .account: g.account = try r.optionalString()
-            case .accessToken: g.accessToken = try secret(&r)
-            case .refreshToken: g.refreshToken = try secret(&r)
-            case .tokenType: g.tokenType = try r.optionalString()
-            case .expiresAt: g.expiresAt = try r.optionalInteger().map(Date.init(epochSeconds:))
-            case .refreshedAt: g.refreshedAt = try r.optionalInteger().map(Date.init(epochSeconds:))
-            case .idToken: g.idToken = try secret(&r)
-            case .tokenSecret: g.tokenSecret = try secret(&r)
-            case .deadReason: g.deadReason = try r.optionalString()
-            case .dead: g.dead = try r.null() ? false : try r.bool()
-            case .scopes:
-                if try !r.null() {
-                    var scopes: [String] = []
-                    try r.array(depth: 2) { (r: inout JSONReader) throws(JSONReader.Failure) in
-                        scopes.append(try r.string())
-                    }
-                    g.scopes = scopes
-                }
             case .providerConfiguration:
                 g.providerConfiguration = try r.null() ? nil : try ProviderConfiguration.read(&r, secrets: secrets)
-            case .refreshTokenRotates:
-                g.refreshTokenRotates = try r.null() ? nil : try r.bool()
-            case .refreshTokenExpiresAt:
-                g.refreshTokenExpiresAt = try r.optionalInteger().map(Date.init(epochSeconds:))
-            case .tokenResponse:
+            case .object(let path):
                 // Not needed to list grants: checked, not kept, without secrets.
                 guard secrets else {
                     try r.skip(depth: 2)
@@ -440,13 +432,19 @@ extension Grant {
                 }
                 guard try !r.null() else { continue }
                 guard case .object(let o) = try r.value(depth: 2) else { throw .malformed }
-                g.tokenResponse = o
+                g[keyPath: path] = o
             }
         }
-        guard let provider, let created else { throw .malformed }
-        g.provider = provider
-        g.createdAt = Date(epochSeconds: created)
+        guard required == Grant.requiredFields else { throw .malformed }
         return g
+    }
+
+    /// The mask of fields that must be present (`text` and `date`).
+    private static let requiredFields: UInt32 = storedFields.indices.reduce(0) { mask, n in
+        switch storedFields[n].value {
+        case .text, .date: mask | 1 << n
+        default: mask
+        }
     }
 }
 
