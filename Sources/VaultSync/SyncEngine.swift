@@ -100,8 +100,11 @@ extension SyncEngine {
     }
 
     /// Sets the store this vault syncs with and checks that it answers and
-    /// whether it honours preconditions. Nothing is uploaded until `sync`.
-    public func setRemote(url: String, user: String?, password: SecureBytes?) throws(VaultError) {
+    /// whether it honours preconditions. A folder missing at `url` is
+    /// created (WebDAV MKCOL, parents too); returns the URLs of the folders
+    /// created. Nothing of the vault is uploaded until `sync`.
+    @discardableResult
+    public func setRemote(url: String, user: String?, password: SecureBytes?) throws(VaultError) -> [String] {
         let keys = try syncKeys()
         let device: [UInt8]
         if let known = try? loadSyncState(keys).device {
@@ -111,6 +114,7 @@ extension SyncEngine {
         }
         var state = SyncState(url: url, user: user, password: password?.unsafeCopyToArray() ?? [], device: device)
         let store = try store(for: state)
+        let created = try storeCall { () throws(ObjectStore.Failure) in try store.createFolder() }
         let probe = "probe-" + (try wrap { () throws(CryptoError) in try Random.bytes(8) }).hex
         state.preconditions =
             try storeCall { () throws(ObjectStore.Failure) in
@@ -118,6 +122,7 @@ extension SyncEngine {
             } ? 1 : 2
         // Another store: nothing known about it yet.
         try vault.update { (_: inout StateManifest) throws(VaultError) in try saveSyncState(state, keys) }
+        return created
     }
 
     /// Whether the configured store honours preconditions, and its URL.
@@ -518,6 +523,10 @@ func storeCall<R>(_ body: () throws(ObjectStore.Failure) -> R) throws(VaultError
             throw VaultError(.refused, error.reason, remedy: .setStoreCredentials)
         case .badResponse: throw VaultError(.badResponse, error.reason)
         case .invalid: throw VaultError(.invalidInput, error.reason)
+        case .missingFolder:
+            throw VaultError(
+                .notFound, error.reason,
+                hint: "the store did not create it with MKCOL: create the folder on the server, or check the URL")
         }
     }
 }

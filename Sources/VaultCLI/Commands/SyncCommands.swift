@@ -123,13 +123,18 @@ extension Commands {
         let password = try ctx.storePassword(user: user)
         let store = try ctx.openVaultDirectly()
         let engine = try ctx.syncEngine(store)
-        try vault { () throws(VaultError) in
+        let created = try vault { () throws(VaultError) in
             try engine.setRemote(url: url, user: user, password: password)
         }
         if ctx.json {
             let d = try vault { () throws(VaultError) in try engine.remoteDescription() }
             try ctx.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))
             return .ok
+        }
+        for folder in created { ctx.console.info("created the folder \(folder)") }
+        if let d = try? engine.remoteDescription(), !d.preconditions {
+            ctx.console.info(
+                "this store ignores If-Match; lost updates are repaired, and old objects are collected later")
         }
         ctx.console.info("this vault syncs with \(url); run 'vault sync'")
         return .ok
@@ -215,7 +220,7 @@ extension Commands {
                     transport: ctx.transport, time: ctx.time)
             }
         } else {
-            let (key, _, _) = try ctx.unlockSources.key()
+            let (key, _, _) = try ctx.unlockSources.key(joining: true)
             (_, report) = try vault { () throws(VaultError) in
                 try SyncEngine.join(
                     at: location, url: url, user: user, password: password, key: key, transport: ctx.transport,
