@@ -177,39 +177,48 @@ public final class ObjectStore {
         }
     }
 
-    /// Makes sure the base URL names a folder: creates it, and missing
-    /// parents, with WebDAV's MKCOL. Returns the URLs created, none when it
-    /// was there or the server does not do MKCOL (a plain HTTP store): a
-    /// later write then tells whether the folder is missing. Asked before
-    /// any write, since some servers answer a PUT into a missing folder
-    /// with 500 (nginx) rather than 404 or 409.
+    /// Makes sure the base URL names a folder: when PROPFIND does not find
+    /// it, creates it, and missing parents, with WebDAV's MKCOL. Returns the
+    /// URLs created; none when it was there or the server does not do
+    /// WebDAV (a plain HTTP store), where a later write tells whether the
+    /// folder is missing. Asked before any write, since some servers answer
+    /// a PUT into a missing folder with 500 (nginx) rather than 404 or 409.
+    /// Neither method is retried: a 5xx here means "not supported".
     public func createFolder() throws(Failure) -> [String] {
         guard let slash = baseURL.firstIndex(of: "/").flatMap({ baseURL[$0...].dropFirst(2).firstIndex(of: "/") })
         else { return [] }
         let origin = String(baseURL[..<slash])
         let segments = baseURL[slash...].split(separator: "/").map(String.init)
+        func status(_ method: String, _ url: String, _ headers: [(name: String, value: String)]) throws(Failure)
+            -> Int?
+        {
+            do {
+                return try exchange(method, url: url, label: "the folder", body: nil, headers: headers, attempts: 1)
+                    .status
+            } catch {
+                if error.code == .unauthorized { throw error }
+                return nil
+            }
+        }
+        if let found = try status("PROPFIND", baseURL, [("Depth", "0")]), found == 207 || found == 200 { return [] }
         var created: [String] = []
         // Deepest first; on 409 (a parent is missing) one level up, then
         // back down. At most 16 levels.
         func make(_ depth: Int) throws(Failure) -> Bool {
             guard depth > 0, segments.count - depth < 16 else { return false }
             let url = origin + "/" + segments.prefix(depth).joined(separator: "/") + "/"
-            let status: Int
-            do { status = try exchange("MKCOL", url: url, label: "the folder", body: nil, headers: []).status } catch {
-                if error.code == .transient { throw error }
-                return false  // refused or not WebDAV: the probe's PUT tells
-            }
-            switch status {
+            switch try status("MKCOL", url, []) {
             case 201:
                 created.append(url)
                 return true
             case 409:
-                guard try make(depth - 1) else { return false }
-                let again = try exchange("MKCOL", url: url, label: "the folder", body: nil, headers: []).status
-                if again == 201 { created.append(url) }
-                return again == 201
+                guard try make(depth - 1), try status("MKCOL", url, []) == 201 else { return false }
+                created.append(url)
+                return true
+            case 405:
+                return true  // there already
             default:
-                return false  // 405: there already (or not WebDAV)
+                return false  // refused or not WebDAV: the probe's PUT tells
             }
         }
         _ = try make(segments.count)
@@ -235,8 +244,10 @@ public final class ObjectStore {
     }
 
     private func exchange(
-        _ method: String, url: String, label name: String, body: SecureBytes?, headers: [(name: String, value: String)]
+        _ method: String, url: String, label name: String, body: SecureBytes?, headers: [(name: String, value: String)],
+        attempts: Int? = nil
     ) throws(Failure) -> HTTPResponse {
+        let maximumAttempts = attempts ?? self.maximumAttempts
         var all = headers
         if let authorization { all.append(("Authorization", authorization)) }
         var attempt = 0

@@ -134,7 +134,18 @@ final class SyncTests {
         q.write(q.path + "/wrong", "not it\n")
         q.extra["VAULT_PASSPHRASE_FILE"] = q.path + "/wrong"
         let wrong = try join(q)
-        #expect(wrong.status == 77 && wrong.stderr.contains("does not open"), "\(wrong.stderr)")
+        #expect(
+            wrong.status == 77 && wrong.stderr.contains("wrong passphrase for the store's vault")
+                && wrong.stderr.contains("'vault pair'") && !wrong.stderr.contains("vault passwd"),
+            "\(wrong.stderr)")
+        // Without a terminal or a passphrase source, the hint fits a machine
+        // that has no vault yet.
+        q.extra["VAULT_PASSPHRASE_FILE"] = nil
+        let none = try join(q)
+        #expect(
+            none.status == 77 && none.stderr.contains("joining needs the passphrase of the store's vault")
+                && none.stderr.contains("--pairing-code-file") && !none.stderr.contains("the vault is locked"),
+            "\(none.stderr)")
         #expect(!FileManager.default.fileExists(atPath: q.vaultFile), "nothing is left behind")
         q.write(q.path + "/right", "a strong vault passphrase\n")
         q.extra["VAULT_PASSPHRASE_FILE"] = q.path + "/right"
