@@ -133,9 +133,10 @@ extension Commands {
         discussion: """
             The store only ever sees ciphertext (docs/sync.md). Its user name and password are kept
             inside the vault, encrypted; the password comes from --password-file or is asked on the
-            terminal. 'set' checks that the store answers, and whether it honours If-Match (a store
-            that does not still works: lost updates are detected and sent again). Plain http is
-            refused except to a loopback address.
+            terminal. 'set' creates the folder when it does not exist yet (WebDAV MKCOL, parents
+            too), checks that the store answers, and whether it honours If-Match: a store that does
+            not still works (lost updates are detected and sent again, old objects deleted later),
+            and 'set' says so once. Plain http is refused except to a loopback address.
             """,
         examples: ["vault remote set https://dav.example.com/vault/ --user ada", "vault remote"]
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
@@ -233,6 +234,7 @@ extension Commands {
             and syncs. With --pairing-code-file, no passphrase is needed: the code from 'vault
             pair' (valid once, for ten minutes) opens an offer the other machine left in the
             store. Either way the new vault opens later with the vault's passphrase or key files.
+            A wrong passphrase exits 77 and leaves nothing behind.
             The store could try to guess the passphrase offline, as a thief of the vault file
             could: use a strong one.
             """,
