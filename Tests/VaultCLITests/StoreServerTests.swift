@@ -99,6 +99,15 @@ final class DavScenario {
         #expect(set.stderr.contains("this store ignores If-Match") == ignoresIfMatch, "\(set.stderr)")
         let first = try sync(a)
         #expect(!first.stderr.contains("If-Match"), "\(first.stderr)")
+        // A wrong store password: the hint is for joining, not for a vault
+        // this machine does not have.
+        b.write(b.path + "/wrong-password", "not the password\n")
+        let refused = try b.run(
+            "join", url + "new/vault/", "--user", "vault", "--password-file", b.path + "/wrong-password")
+        #expect(
+            refused.status == 1 && refused.stderr.contains("check the store's user (--user)")
+                && !refused.stderr.contains("remote set"), "\(refused.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: b.vaultFile))
         let joined = try join(b, "new/vault/")
         #expect(joined.status == 0, "\(joined.stderr)")
         #expect(try b.listedNames().names == ["work", "home"])

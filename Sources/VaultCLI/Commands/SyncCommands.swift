@@ -257,14 +257,14 @@ extension Commands {
                 throw CLIError("\(error.reason) (from --pairing-code-file)")
             }
             let text = code.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
-            (_, report) = try vault { () throws(VaultError) in
+            (_, report) = try joining { () throws(VaultError) in
                 try SyncEngine.join(
                     at: location, url: url, user: user, password: password, pairingCode: text,
                     transport: ctx.transport, time: ctx.time)
             }
         } else {
             let (key, _, _) = try ctx.unlockSources.key(joining: true)
-            (_, report) = try vault { () throws(VaultError) in
+            (_, report) = try joining { () throws(VaultError) in
                 try SyncEngine.join(
                     at: location, url: url, user: user, password: password, key: key, transport: ctx.transport,
                     time: ctx.time)
@@ -273,6 +273,26 @@ extension Commands {
         ctx.console.info("joined: created a vault at \(location.databasePath) from \(url)")
         try ctx.printSyncReport(report)
         return .ok
+    }
+
+    /// Runs a join: a failed join leaves no vault behind, so the hints
+    /// that name commands of an existing vault become ones for joining.
+    static func joining<R>(_ body: () throws(VaultError) -> R) throws(CLIError) -> R {
+        do { return try body() } catch {
+            let base = CLIError(error)
+            switch error.remedy {
+            case .setStoreCredentials?:
+                return try fail(base, "check the store's user (--user) and password (--password-file)")
+            case .syncAgain?, .syncFirst?:
+                return try fail(base, "run 'vault join' again; nothing was kept")
+            default:
+                throw base
+            }
+        }
+    }
+
+    private static func fail<R>(_ base: CLIError, _ hint: String) throws(CLIError) -> R {
+        throw CLIError(base.message, hint: hint, exitCode: base.exitCode)
     }
 
     static let pairCommand = Command(
