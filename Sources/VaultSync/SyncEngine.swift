@@ -139,6 +139,12 @@ extension SyncEngine {
         return (state.url, state.user, state.honoursPreconditions)
     }
 
+    /// This machine's sync device id as `vault conflicts` shows it: the
+    /// first 8 hex digits.
+    public func deviceLabel() throws(VaultError) -> String {
+        Array(try loadSyncState(try syncKeys()).device.prefix(4)).hex
+    }
+
     // MARK: Sync
 
     /// Two-way sync with the store (docs/sync.md, "A sync").

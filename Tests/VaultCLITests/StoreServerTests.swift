@@ -147,6 +147,9 @@ final class DavScenario {
             #expect(prints.count == 2 && prints.allSatisfy { $0.count == 8 }, "two different fingerprints: \(sides)")
             #expect(Set(sides.compactMap { $0["machine"] as? String }).count == 2, "two machines: \(sides)")
             #expect(sides.filter { $0["this_machine"] as? Bool == true }.count == 1, "\(sides)")
+            // `vault remote` names this machine as the table does.
+            let mine = sides.first { $0["this_machine"] as? Bool == true }?["machine"] as? String ?? "?"
+            #expect(try home.run("remote").stderr.contains("this machine is \(mine) in 'vault conflicts'"))
             let list = try home.run("list")
             #expect(list.stdout.contains("(conflict)"), "\(list.stdout)")
             let json = try home.run("list", "--json")

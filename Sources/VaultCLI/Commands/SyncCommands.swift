@@ -157,6 +157,9 @@ extension Commands {
             }
             ctx.console.out(Console.escaped(d.url + (d.user.map { " (user \($0))" } ?? "")))
             if !d.preconditions { ctx.console.info("this store ignores If-Match; lost updates are repaired") }
+            if let device = try? engine.deviceLabel() {
+                ctx.console.info("this machine is \(device) in 'vault conflicts'")
+            }
             return .ok
         }
         guard words[0] == "set" else { throw CLIError.usage("unknown action '\(words[0])'", command: "remote") }
