@@ -32,6 +32,17 @@ enum DavServer: String, CaseIterable, Sendable {
         })
 }
 
+/// Changes 'work' on machines `a` (to "from-a") and `b` (to "from-b")
+/// between syncs, then syncs a, b and a: a reports the conflict.
+func changeOnBoth(_ a: Home, _ b: Home, sync: (Home) throws -> ProcessResult) throws {
+    try a.run("import", "work", "--replace", stdin: Home.tokenJSON("from-a"))
+    try b.run("import", "work", "--replace", stdin: Home.tokenJSON("from-b"))
+    _ = try sync(a)
+    _ = try sync(b)
+    let seen = try sync(a)
+    #expect(seen.stderr.contains("'work' was changed on two machines at once"), "\(seen.stderr)")
+}
+
 /// Two machines syncing through one running DavServer: the scenarios of
 /// SyncTests that every store must pass.
 final class DavScenario {
@@ -130,12 +141,7 @@ final class DavScenario {
         #expect(try connect(a, "").status == 0)
         try sync(a)
         #expect(try join(b, "").status == 0)
-        try a.run("import", "work", "--replace", stdin: Home.tokenJSON("from-a"))
-        try b.run("import", "work", "--replace", stdin: Home.tokenJSON("from-b"))
-        try sync(a)
-        try sync(b)
-        let seen = try sync(a)
-        #expect(seen.stderr.contains("'work' was changed on two machines at once"), "\(seen.stderr)")
+        try changeOnBoth(a, b, sync: sync)
         let value = try token(a, "work")
         #expect(try token(b, "work") == value)
         for home in [a, b] {

@@ -94,8 +94,11 @@ extension Commands {
         let listing = try vault { () throws(VaultError) in try store.list(secrets: false) }
         let now = ctx.time.now()
         // Grants in a sync conflict are marked (none when this vault does
-        // not sync, or its sync settings cannot be read here).
-        let conflicted = Set((try? ctx.syncEngine(store).syncConflicts())?.map(\.name) ?? [])
+        // not sync, or an older agent cannot tell).
+        let conflicted = Set(
+            store.isThroughAgent
+                ? ((try? ctx.agentClient(try ctx.location())?.conflictNames()) ?? [])
+                : ((try? ctx.syncEngine(store).syncConflicts())?.map(\.name) ?? []))
         if ctx.json {
             try ctx.printJSON(
                 listing.grants.map {
