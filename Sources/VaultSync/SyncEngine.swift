@@ -24,7 +24,9 @@ public struct SyncReport: Sendable, Equatable {
     public var requests = 0
     /// Body bytes uploaded to the store.
     public var bytesSent = 0
-    /// Old bucket objects deleted from the store by this sync.
+    /// Bucket objects let go by earlier syncs and deleted by this one
+    /// (docs/sync.md, "Collecting old objects"); not those a sync replaces
+    /// and deletes at once on a store that honours preconditions.
     public var collected = 0
 }
 
@@ -311,11 +313,7 @@ extension SyncEngine {
         // If-Match, a root that overwrote ours may still name them: they
         // are deleted later (docs/sync.md, "Collecting old objects").
         if state.honoursPreconditions {
-            for name in replaced {
-                if (try? store.delete(SyncRoot.BucketRef(name: name, hash: []).objectName)) != nil {
-                    report.collected += 1
-                }
-            }
+            for name in replaced { try? store.delete(SyncRoot.BucketRef(name: name, hash: []).objectName) }
         } else {
             try retire(replaced, keys: keys)
         }

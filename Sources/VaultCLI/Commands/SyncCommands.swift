@@ -105,7 +105,8 @@ extension Context {
                     collected: r.collected))
             return
         }
-        let collected = r.collected > 0 ? ", \(r.collected) old objects deleted" : ""
+        let collected =
+            r.collected == 0 ? "" : ", \(r.collected) old object\(r.collected == 1 ? "" : "s") deleted"
         console.info("synced: \(r.pulled) received, \(r.pushed) sent (\(r.requests) requests\(collected))")
         // The store's quirk was told when it was found ('vault remote set').
         if r.repaired { console.info("the store had lost an update from this machine; sent again") }
