@@ -95,6 +95,15 @@ extension AgentClient {
         try r.finish()
         return report
     }
+
+    /// The names of the grants in a sync conflict (`vault list` marks them).
+    public func conflictNames() throws(VaultError) -> [String] {
+        var r = try connection.call(MessageWriter(request: .conflicts))
+        var names: [String] = []
+        for _ in 0..<Int(try r.u32()) { names.append(try r.string()) }
+        try r.finish()
+        return names
+    }
 }
 
 /// What `AgentClient.status` reports.

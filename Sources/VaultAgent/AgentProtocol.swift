@@ -43,6 +43,9 @@ enum AgentProtocol {
         /// → pulled u32, pushed u32, repaired u8, requests u32, bytes sent u64,
         /// conflicts (u32 count of names), renamed (u32 count of names).
         case sync = 9
+        /// → u32 count and the names of the grants in a sync conflict (none
+        /// when the vault does not sync).
+        case conflicts = 10
     }
 
     static let noExpiry = Int64.min
@@ -194,6 +197,7 @@ package enum AgentRequest {
     case open([StoredRecord])
     case stateMAC([UInt8])
     case sync
+    case conflicts
 
     /// The most records one `open` may carry.
     static let maxRecords = 100_000
@@ -220,6 +224,7 @@ package enum AgentRequest {
             self = .open(rows)
         case .stateMAC: self = .stateMAC(try r.bytes())
         case .sync: self = .sync
+        case .conflicts: self = .conflicts
         }
         try r.finish()
     }

@@ -456,6 +456,11 @@ public final class AgentServer: @unchecked Sendable {
                 w.u32(UInt32(names.count))
                 for n in names { w.string(n) }
             }
+        case .conflicts:
+            let engine = SyncEngine(vault: try connection(current, &handle), transport: transport)
+            let names = engine.isConfigured ? try engine.syncConflicts().map(\.name) : []
+            w.u32(UInt32(names.count))
+            for n in names { w.string(n) }
         case .hello, .load, .lock:
             break
         }

@@ -31,6 +31,10 @@ enum Remedies {
         case .syncFirst: return "run 'vault sync' first"
         case .pairOnOtherMachine: return "'vault pair' on the other machine prints one"
         case .pairAgain: return "run 'vault pair' again"
+        case .joinWithOtherKey(let passphrase):
+            return passphrase
+                ? "give the passphrase of the vault on the machine that syncs to this store, or join with --pairing-code-file and a code from 'vault pair' there"
+                : "give a key file of the vault on the machine that syncs to this store (VAULT_KEYFILE), or join with --pairing-code-file and a code from 'vault pair' there"
         }
     }
 }

@@ -29,9 +29,12 @@ struct UnlockSources {
     /// whose keys are then looked up after a key file and before passphrases:
     /// each slot's own item first, then an item stored before slots had
     /// their own.
-    func key(secretServiceVault: (vaultID: [UInt8], slotIDs: [[UInt8]])? = nil) throws(CLIError) -> (
-        KeySource, origin: String, interactive: Bool
-    ) {
+    /// `joining`: the vault is the store's, not yet on this machine.
+    func key(secretServiceVault: (vaultID: [UInt8], slotIDs: [[UInt8]])? = nil, joining: Bool = false) throws(CLIError)
+        -> (
+            KeySource, origin: String, interactive: Bool
+        )
+    {
         if let path = keyfilePath {
             let origin = keyfileFlag != nil ? "--keyfile" : "VAULT_KEYFILE"
             do {
@@ -55,11 +58,19 @@ struct UnlockSources {
             return (key, origin, false)
         }
         guard let terminal = Terminal() else {
+            if joining {
+                throw CLIError(
+                    "joining needs the passphrase of the store's vault, and there is no terminal to ask for it",
+                    hint:
+                        "set VAULT_PASSPHRASE_FILE, VAULT_PASSPHRASE_COMMAND or VAULT_KEYFILE (the other machine's), or join with --pairing-code-file and a code from 'vault pair' there",
+                    exitCode: .locked)
+            }
             throw CLIError(
                 "the vault is locked and there is no terminal to ask for the passphrase",
                 hint: "set VAULT_KEYFILE, VAULT_PASSPHRASE_COMMAND or VAULT_PASSPHRASE_FILE", exitCode: .locked)
         }
-        let raw = try terminal.readSecret(prompt: "Passphrase for the vault: ")
+        let raw = try terminal.readSecret(
+            prompt: joining ? "Passphrase of the vault in the store: " : "Passphrase for the vault: ")
         return (try vault { () throws(VaultError) in try KeySource.passphrase(utf8: raw) }, "terminal", true)
     }
 

@@ -123,6 +123,9 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
         case pairOnOtherMachine
         /// Make a new pairing code.
         case pairAgain
+        /// Join with the passphrase or key file of the vault on the machine
+        /// it came from, or with a pairing code made there.
+        case joinWithOtherKey(passphrase: Bool)
     }
 
     /// The reason, without secrets.

@@ -38,6 +38,7 @@ enum FuzzEntry {
             _ = try? SyncEngine.parseKeysObject(bytes)
         case "sync-bucket":
             _ = try? SyncBucket.parseBody(bytes, index: bytes.first ?? 0, what: "bucket")
+            _ = try? SyncBucket.parseBody(bytes, index: bytes.first ?? 0, what: "bucket", version: 2)
         case "agent-message":
             _ = try? AgentRequest(parsing: bytes)
             var r = MessageReader(bytes)

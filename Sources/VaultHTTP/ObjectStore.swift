@@ -44,6 +44,9 @@ public final class ObjectStore {
             case badResponse = "store.bad_response"
             /// The URL or an object name is refused.
             case invalid = "store.invalid"
+            /// The base URL names no folder (a PUT answered 404 or 409),
+            /// and MKCOL did not create it.
+            case missingFolder = "store.missing_folder"
         }
 
         /// What went wrong.
@@ -157,6 +160,9 @@ public final class ObjectStore {
         switch response.status {
         case 200, 201, 204: return .stored
         case 412: return .preconditionFailed
+        case 404, 409:
+            throw Failure(
+                .missingFolder, "the store has no folder \(baseURL) (PUT \(name) answered HTTP \(response.status))")
         default: throw unexpected(response.status, "PUT", name)
         }
     }
@@ -169,6 +175,54 @@ public final class ObjectStore {
         case 200, 202, 204, 404, 410: return
         default: throw unexpected(response.status, "DELETE", name)
         }
+    }
+
+    /// Makes sure the base URL names a folder: when PROPFIND does not find
+    /// it, creates it, and missing parents, with WebDAV's MKCOL. Returns the
+    /// URLs created; none when it was there or the server does not do
+    /// WebDAV (a plain HTTP store), where a later write tells whether the
+    /// folder is missing. Asked before any write, since some servers answer
+    /// a PUT into a missing folder with 500 (nginx) rather than 404 or 409.
+    /// Neither method is retried: a 5xx here means "not supported".
+    public func createFolder() throws(Failure) -> [String] {
+        guard let slash = baseURL.firstIndex(of: "/").flatMap({ baseURL[$0...].dropFirst(2).firstIndex(of: "/") })
+        else { return [] }
+        let origin = String(baseURL[..<slash])
+        let segments = baseURL[slash...].split(separator: "/").map(String.init)
+        func status(_ method: String, _ url: String, _ headers: [(name: String, value: String)]) throws(Failure)
+            -> Int?
+        {
+            do {
+                return try exchange(method, url: url, label: "the folder", body: nil, headers: headers, attempts: 1)
+                    .status
+            } catch {
+                if error.code == .unauthorized { throw error }
+                return nil
+            }
+        }
+        if let found = try status("PROPFIND", baseURL, [("Depth", "0")]), found == 207 || found == 200 { return [] }
+        var created: [String] = []
+        // Deepest first; on 409 (a parent is missing) one level up, then
+        // back down. At most 16 levels.
+        func make(_ depth: Int) throws(Failure) -> Bool {
+            guard depth > 0, segments.count - depth < 16 else { return false }
+            let url = origin + "/" + segments.prefix(depth).joined(separator: "/") + "/"
+            switch try status("MKCOL", url, []) {
+            case 201:
+                created.append(url)
+                return true
+            case 409:
+                guard try make(depth - 1), try status("MKCOL", url, []) == 201 else { return false }
+                created.append(url)
+                return true
+            case 405:
+                return true  // there already
+            default:
+                return false  // refused or not WebDAV: the probe's PUT tells
+            }
+        }
+        _ = try make(segments.count)
+        return created
     }
 
     /// Whether the store honours preconditions: a write under a wrong
@@ -186,12 +240,20 @@ public final class ObjectStore {
     private func exchange(
         _ method: String, _ name: String, body: SecureBytes?, headers: [(name: String, value: String)]
     ) throws(Failure) -> HTTPResponse {
+        try exchange(method, url: baseURL + name, label: name, body: body, headers: headers)
+    }
+
+    private func exchange(
+        _ method: String, url: String, label name: String, body: SecureBytes?, headers: [(name: String, value: String)],
+        attempts: Int? = nil
+    ) throws(Failure) -> HTTPResponse {
+        let maximumAttempts = attempts ?? self.maximumAttempts
         var all = headers
         if let authorization { all.append(("Authorization", authorization)) }
         var attempt = 0
         while true {
             attempt += 1
-            var request = HTTPRequest(method: method, url: baseURL + name, headers: all, body: body)
+            var request = HTTPRequest(method: method, url: url, headers: all, body: body)
             request.timeout = timeout
             request.connectTimeout = min(10, timeout)
             request.maximumResponseSize = maximumObjectSize

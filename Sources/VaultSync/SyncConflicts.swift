@@ -9,6 +9,36 @@ public struct SyncConflict: Sendable {
     public let current: Grant?
     /// The other side, kept until someone picks; nil if it was a removal.
     public let other: Grant?
+    /// The machine that made each side: the first 8 hex digits of its
+    /// sync device id (`vault remote` shows this machine's), nil when not
+    /// known (a conflict kept by an older release).
+    public let currentDevice: String?
+    /// The machine that made the other side.
+    public let otherDevice: String?
+    /// This machine's device id, as above.
+    public let thisDevice: String
+    /// A short keyed fingerprint of each side's tokens (docs/sync.md):
+    /// equal tokens give equal fingerprints on every machine of the vault;
+    /// without the vault's key it tells nothing about the tokens.
+    public let currentFingerprint: String?
+    /// The other side's fingerprint.
+    public let otherFingerprint: String?
+}
+
+extension SyncKeys {
+    /// 8 hex digits (the first 4 bytes) of BLAKE2b-16 keyed with the object-name key over the
+    /// grant's access and refresh tokens; nil for a removal.
+    func fingerprint(_ grant: Grant?) -> String? {
+        guard let grant else { return nil }
+        var input =
+            Array("vault.fingerprint.v1".utf8) + [0] + Array((grant.accessToken ?? "").utf8) + [0]
+            + Array((grant.refreshToken ?? "").utf8) + [0] + Array((grant.tokenSecret ?? "").utf8)
+        defer { secureZero(&input) }
+        let key = nameKey
+        guard let hash = try? wrap({ () throws(CryptoError) in try GenericHash.hash(input, key: key, length: 16) })
+        else { return nil }
+        return Array(hash.prefix(4)).hex
+    }
 }
 
 extension SyncEngine {
@@ -24,8 +54,14 @@ extension SyncEngine {
                     try vault.keys.open(row)
                 }
                 let live = rows[c.id].map { !$0.deleted } ?? false
+                let zero = [UInt8](repeating: 0, count: 16)
+                let currentGrant = live ? current?.grant : nil
                 return SyncConflict(
-                    name: current?.name ?? other?.name ?? "?", current: live ? current?.grant : nil, other: other?.grant
+                    name: current?.name ?? other?.name ?? "?", current: currentGrant, other: other?.grant,
+                    currentDevice: c.valueDevice == zero ? nil : Array(c.valueDevice.prefix(4)).hex,
+                    otherDevice: c.device == zero ? nil : Array(c.device.prefix(4)).hex,
+                    thisDevice: Array(state.device.prefix(4)).hex,
+                    currentFingerprint: keys.fingerprint(currentGrant), otherFingerprint: keys.fingerprint(other?.grant)
                 )
             }.sorted { $0.name < $1.name }
         }
@@ -45,6 +81,7 @@ extension SyncEngine {
                 throw VaultError(.notFound, "no conflict on '\(name)'", remedy: .listConflicts)
             }
             let conflict = state.conflicts.remove(at: index)
+            state.conflicts.removeAll { $0.id == row.id }
             let version = row.version + 1
             var payload = try vault.keys.open(row)
             var deleted = row.deleted

@@ -24,6 +24,10 @@ public struct SyncReport: Sendable, Equatable {
     public var requests = 0
     /// Body bytes uploaded to the store.
     public var bytesSent = 0
+    /// Bucket objects let go by earlier syncs and deleted by this one
+    /// (docs/sync.md, "Collecting old objects"); not those a sync replaces
+    /// and deletes at once on a store that honours preconditions.
+    public var collected = 0
 }
 
 /// Two-way sync of one open vault with its store (docs/sync.md): setting
@@ -59,6 +63,12 @@ extension SyncEngine {
     static let rootName = "vault-root"
     static let keysName = "vault-keys"
     static let syncAttempts = 5
+    /// How long a bucket object no root names is kept before it is deleted
+    /// on a store that ignores preconditions (docs/sync.md).
+    static let garbageGrace: Int64 = 900
+    /// Most objects remembered for collection; older ones are forgotten
+    /// (left in the store) rather than deleted early.
+    static let maxGarbage = 4096
 
     /// True when this vault syncs with a store.
     public var isConfigured: Bool { (try? vault.getMeta(SyncEngine.syncMetaKey)) != nil }
@@ -100,8 +110,11 @@ extension SyncEngine {
     }
 
     /// Sets the store this vault syncs with and checks that it answers and
-    /// whether it honours preconditions. Nothing is uploaded until `sync`.
-    public func setRemote(url: String, user: String?, password: SecureBytes?) throws(VaultError) {
+    /// whether it honours preconditions. A folder missing at `url` is
+    /// created (WebDAV MKCOL, parents too); returns the URLs of the folders
+    /// created. Nothing of the vault is uploaded until `sync`.
+    @discardableResult
+    public func setRemote(url: String, user: String?, password: SecureBytes?) throws(VaultError) -> [String] {
         let keys = try syncKeys()
         let device: [UInt8]
         if let known = try? loadSyncState(keys).device {
@@ -111,6 +124,7 @@ extension SyncEngine {
         }
         var state = SyncState(url: url, user: user, password: password?.unsafeCopyToArray() ?? [], device: device)
         let store = try store(for: state)
+        let created = try storeCall { () throws(ObjectStore.Failure) in try store.createFolder() }
         let probe = "probe-" + (try wrap { () throws(CryptoError) in try Random.bytes(8) }).hex
         state.preconditions =
             try storeCall { () throws(ObjectStore.Failure) in
@@ -118,12 +132,19 @@ extension SyncEngine {
             } ? 1 : 2
         // Another store: nothing known about it yet.
         try vault.update { (_: inout StateManifest) throws(VaultError) in try saveSyncState(state, keys) }
+        return created
     }
 
     /// Whether the configured store honours preconditions, and its URL.
     public func remoteDescription() throws(VaultError) -> (url: String, user: String?, preconditions: Bool) {
         let state = try loadSyncState(try syncKeys())
         return (state.url, state.user, state.honoursPreconditions)
+    }
+
+    /// This machine's sync device id as `vault conflicts` shows it: the
+    /// first 8 hex digits.
+    public func deviceLabel() throws(VaultError) -> String {
+        Array(try loadSyncState(try syncKeys()).device.prefix(4)).hex
     }
 
     // MARK: Sync
@@ -219,7 +240,10 @@ extension SyncEngine {
             try pendingBuckets(state: state, manifest: manifest)
         }
         // An empty vault is published too, so that other machines can join.
-        if outgoing.isEmpty && root != nil { return true }
+        if outgoing.isEmpty, let root {
+            try collect(store: store, keys: keys, current: root, report: &report)
+            return true
+        }
         var next =
             root
             ?? SyncRoot(
@@ -236,7 +260,8 @@ extension SyncEngine {
         // stay while they are active by this machine's observation.
         let pushed = Set(outgoing.values.flatMap { $0.map(\.record.id) })
         next.leases = try activeLeases(next).filter { !($0.device == state.device && pushed.contains($0.record)) }
-        var replaced: [String] = []
+        var replaced: [[UInt8]] = []
+        var uploaded: [[UInt8]] = []
         var pushedBases: [[UInt8]: SyncState.Base] = [:]
         for (i, records) in outgoing {
             let bucket = SyncBucket(
@@ -246,7 +271,8 @@ extension SyncEngine {
             _ = try storeCall { () throws(ObjectStore.Failure) in
                 try store.put("b-" + name.hex, bytes, precondition: .absent)
             }
-            if let old = next.buckets[i] { replaced.append(old.objectName) }
+            uploaded.append(name)
+            if let old = next.buckets[i] { replaced.append(old.name) }
             next.buckets[i] = .init(name: name, hash: try SyncRoot.hash(bytes))
             for r in records {
                 pushedBases[r.record.id] = .init(localVersion: r.localVersion, versions: r.record.versions)
@@ -259,12 +285,21 @@ extension SyncEngine {
         let written = try storeCall { () throws(ObjectStore.Failure) in
             try store.put(SyncEngine.rootName, rootBytes, precondition: precondition)
         }
-        guard written == .stored else { return false }
+        guard written == .stored else {
+            // Refused: no root names what was just uploaded.
+            for name in uploaded { try? store.delete(SyncRoot.BucketRef(name: name, hash: []).objectName) }
+            return false
+        }
         // 5. Read it back: a store that ignores preconditions may have let
         // another writer win.
         let check = try storeCall { () throws(ObjectStore.Failure) in try store.get(SyncEngine.rootName) }
         let newHash = try SyncRoot.hash(rootBytes)
-        guard let check, try SyncRoot.hash(check.bytes) == newHash else { return false }
+        guard let check, try SyncRoot.hash(check.bytes) == newHash else {
+            // Another root replaced ours, and may name what we uploaded (a
+            // writer that read ours): collected later, if no root does.
+            try retire(uploaded, keys: keys)
+            return false
+        }
         try vault.update { (_: inout StateManifest) throws(VaultError) in
             var s = try loadSyncState(keys)
             s.markEpoch = next.epoch
@@ -274,10 +309,69 @@ extension SyncEngine {
             for (id, base) in pushedBases { s.bases[id] = base }
             try saveSyncState(s, keys)
         }
-        // 6. The buckets no root names any more. Not on a store that ignores
-        // If-Match: a root that overwrote ours may still name them.
-        if state.honoursPreconditions { for name in replaced { try? store.delete(name) } }
+        // 6. The buckets no root names any more. On a store that ignores
+        // If-Match, a root that overwrote ours may still name them: they
+        // are deleted later (docs/sync.md, "Collecting old objects").
+        if state.honoursPreconditions {
+            for name in replaced { try? store.delete(SyncRoot.BucketRef(name: name, hash: []).objectName) }
+        } else {
+            try retire(replaced, keys: keys)
+        }
+        try collect(store: store, keys: keys, current: next, report: &report)
         return true
+    }
+
+    /// Remembers bucket objects that the root just written no longer names.
+    private func retire(_ names: [[UInt8]], keys: SyncKeys) throws(VaultError) {
+        guard !names.isEmpty else { return }
+        let now = vault.time.now().epochSeconds
+        try vault.update { (_: inout StateManifest) throws(VaultError) in
+            var s = try loadSyncState(keys)
+            for name in names where !s.garbage.contains(where: { $0.name == name }) {
+                s.garbage.append(.init(name: name, since: now))
+            }
+            s.garbage = Array(s.garbage.suffix(SyncEngine.maxGarbage))
+            try saveSyncState(s, keys)
+        }
+    }
+
+    /// Deletes remembered objects that are safe to delete: the current root
+    /// does not name them, and they were let go `garbageGrace` ago by this
+    /// machine's clock, longer than any writer that read a root naming them
+    /// takes to write its own. One the current root names again (a root
+    /// that overwrote ours) is forgotten: whoever replaces it lets it go.
+    private func collect(store: ObjectStore, keys: SyncKeys, current: SyncRoot, report: inout SyncReport)
+        throws(VaultError)
+    {
+        let state = try loadSyncState(keys)
+        guard !state.garbage.isEmpty else { return }
+        let named = Set(current.buckets.compactMap { $0?.name })
+        let now = vault.time.now().epochSeconds
+        var keep: [SyncState.Garbage] = []
+        var changed = false
+        for g in state.garbage {
+            if named.contains(g.name) {
+                changed = true
+                continue
+            }
+            guard now - g.since >= SyncEngine.garbageGrace else {
+                keep.append(g)
+                continue
+            }
+            do {
+                try store.delete(SyncRoot.BucketRef(name: g.name, hash: []).objectName)
+                report.collected += 1
+                changed = true
+            } catch {
+                keep.append(g)  // tried again at the next sync
+            }
+        }
+        guard changed else { return }
+        try vault.update { (_: inout StateManifest) throws(VaultError) in
+            var s = try loadSyncState(keys)
+            s.garbage = s.garbage.filter { g in keep.contains(g) || !state.garbage.contains(g) }
+            try saveSyncState(s, keys)
+        }
     }
 
     /// Uploads `vault-keys` again when the keyslots changed since it was last
@@ -407,13 +501,17 @@ extension SyncEngine {
                     }
                     if winner == remote { try applyRemote(remote, manifest: &manifest, state: &state, report: &report) }
                     state.conflicts.removeAll { $0.id == loser.id }
-                    state.conflicts.append(.init(id: loser.id, versions: loser.versions, payload: loser.payload))
+                    state.conflicts.append(
+                        .init(
+                            id: loser.id, versions: loser.versions, payload: loser.payload,
+                            device: VersionVector.author(loser.versions, over: winner.versions),
+                            valueDevice: VersionVector.author(winner.versions, over: loser.versions)))
                     // Both sides seen: the merged vector, raised here so the
                     // value dominates both when pushed.
                     state.bases[remote.id] = .init(
                         localVersion: 0, versions: VersionVector.merged(mine, remote.versions))
                     let name = winner.payload.withUnsafeBytes { Payload.read($0) }?.name ?? "a grant"
-                    report.conflicts.append(name)
+                    if !report.conflicts.contains(name) { report.conflicts.append(name) }
                 }
             }
         }
@@ -439,6 +537,17 @@ extension SyncEngine {
         try vault.putRow(
             try vault.keys.seal(payload, id: remote.id, version: version, deleted: remote.deleted, nameHash: hash))
         manifest.entries[remote.id] = .init(version: version, deleted: remote.deleted)
+        // The record's conflict comes with it: it dominates what was known
+        // here, so its siblings (none once someone picked) are the truth.
+        let known = state.conflicts.contains { $0.id == remote.id }
+        state.conflicts.removeAll { $0.id == remote.id }
+        for sibling in remote.siblings.prefix(1) {
+            state.conflicts.append(
+                .init(
+                    id: remote.id, versions: sibling.versions, payload: sibling.payload, device: sibling.device,
+                    valueDevice: sibling.valueDevice))
+        }
+        if !known && !remote.siblings.isEmpty { report.conflicts.append(payload.name) }
         // A renamed arrival is a local change: pushed with a raised vector.
         let renamed = payload.name != remote.payload.withUnsafeBytes({ Payload.read($0) })?.name
         state.bases[remote.id] = .init(localVersion: renamed ? 0 : version, versions: remote.versions)
@@ -471,11 +580,17 @@ extension SyncEngine {
                 let versions = changed ? VersionVector.bumped(base?.versions ?? [], by: state.device) : base!.versions
                 var payload = try vault.keys.open(row)
                 if row.deleted { payload.grant = nil }
+                // A conflict travels with its record until someone picks.
+                let siblings = state.conflicts.filter { $0.id == row.id }.map {
+                    SyncSibling(
+                        versions: $0.versions, deleted: $0.payload.withUnsafeBytes { Payload.read($0) }?.grant == nil,
+                        payload: $0.payload, device: $0.device, valueDevice: $0.valueDevice)
+                }
                 records.append(
                     Outgoing(
                         record: SyncRecord(
                             id: row.id, versions: versions, deleted: row.deleted,
-                            payload: try payload.sealedBytes().unsafeCopyToArray()),
+                            payload: try payload.sealedBytes().unsafeCopyToArray(), siblings: siblings),
                         localVersion: row.version, changed: changed))
             }
             out[i] = records
@@ -518,6 +633,10 @@ func storeCall<R>(_ body: () throws(ObjectStore.Failure) -> R) throws(VaultError
             throw VaultError(.refused, error.reason, remedy: .setStoreCredentials)
         case .badResponse: throw VaultError(.badResponse, error.reason)
         case .invalid: throw VaultError(.invalidInput, error.reason)
+        case .missingFolder:
+            throw VaultError(
+                .notFound, error.reason,
+                hint: "the store did not create it with MKCOL: create the folder on the server, or check the URL")
         }
     }
 }

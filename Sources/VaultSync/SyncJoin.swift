@@ -37,10 +37,16 @@ extension SyncEngine {
             }
         }
         guard let masterKey else {
-            throw VaultError(
-                .wrongKey,
-                tried == 0 ? "the store's vault has no keyslot of that kind" : "the key does not open the store's vault"
-            )
+            let passphrase: Bool
+            if case .passphrase = key { passphrase = true } else { passphrase = false }
+            let reason =
+                tried == 0
+                ? (passphrase
+                    ? "the store's vault has no passphrase; it opens with a key file"
+                    : "the store's vault has no keyslot of that kind")
+                : (passphrase
+                    ? "wrong passphrase for the store's vault" : "the key file does not open the store's vault")
+            throw VaultError(.wrongKey, reason, remedy: .joinWithOtherKey(passphrase: passphrase))
         }
         let vault = try Vault.create(at: location, header: header, masterKey: masterKey, slots: slots, time: time)
         do {

@@ -276,9 +276,28 @@ package struct SyncRecord: Equatable {
     var versions: [(device: [UInt8], counter: UInt64)]
     var deleted: Bool
     var payload: [UInt8]
+    /// The losing sides of a conflict on this record, until someone picks
+    /// (bucket version 2).
+    var siblings: [SyncSibling] = []
 
     package static func == (a: SyncRecord, b: SyncRecord) -> Bool {
         a.id == b.id && a.deleted == b.deleted && a.payload == b.payload
+            && a.versions.elementsEqual(b.versions) { $0.device == $1.device && $0.counter == $1.counter }
+            && a.siblings == b.siblings
+    }
+}
+
+/// A side of concurrent edits that lost, carried with its record.
+package struct SyncSibling: Equatable {
+    var versions: [(device: [UInt8], counter: UInt64)]
+    var deleted: Bool
+    var payload: [UInt8]
+    /// The device that made this side, and the one that made the value.
+    var device: [UInt8]
+    var valueDevice: [UInt8]
+
+    package static func == (a: SyncSibling, b: SyncSibling) -> Bool {
+        a.deleted == b.deleted && a.payload == b.payload && a.device == b.device && a.valueDevice == b.valueDevice
             && a.versions.elementsEqual(b.versions) { $0.device == $1.device && $0.counter == $1.counter }
     }
 }
@@ -287,7 +306,10 @@ package struct SyncRecord: Equatable {
 /// its index byte.
 package struct SyncBucket: Equatable {
     static let magic = "vault-sb"
-    static let version: UInt16 = 1
+    /// Version 2 carries the siblings of records in conflict; a bucket
+    /// without any is still written as version 1, which older releases read.
+    static let version: UInt16 = 2
+    static let maxSiblings = 16
     static let label = "vault.bucket.v1"
     static let padBlock = 1024
     static let maxRecords = 1 << 16
@@ -298,27 +320,44 @@ package struct SyncBucket: Equatable {
     var index: UInt8
     var records: [SyncRecord]
 
+    /// 2 when a record has siblings, else 1.
+    var writtenVersion: UInt16 { records.contains { !$0.siblings.isEmpty } ? 2 : 1 }
+
     var headerFields: [UInt8] {
         var w = ByteWriter()
         SyncPrologue.write(
-            &w, magic: SyncBucket.magic, version: SyncBucket.version, vaultID: vaultID, keyEpoch: keyEpoch)
+            &w, magic: SyncBucket.magic, version: writtenVersion, vaultID: vaultID, keyEpoch: keyEpoch)
         w.append(index)
         return w.bytes
     }
 
     var body: [UInt8] {
         var w = ByteWriter()
-        w.append(UInt32(records.count))
-        for record in records {
-            w.append(record.id)
-            w.append(UInt16(record.versions.count))
-            for v in record.versions {
+        let version = writtenVersion
+        func vector(_ versions: [(device: [UInt8], counter: UInt64)]) {
+            w.append(UInt16(versions.count))
+            for v in versions {
                 w.append(v.device)
                 w.append(v.counter)
             }
+        }
+        w.append(UInt32(records.count))
+        for record in records {
+            w.append(record.id)
+            vector(record.versions)
             w.append(UInt8(record.deleted ? 1 : 0))
             w.append(UInt32(record.payload.count))
             w.append(record.payload)
+            guard version >= 2 else { continue }
+            w.append(UInt16(record.siblings.count))
+            for s in record.siblings {
+                vector(s.versions)
+                w.append(UInt8(s.deleted ? 1 : 0))
+                w.append(s.device)
+                w.append(s.valueDevice)
+                w.append(UInt32(s.payload.count))
+                w.append(s.payload)
+            }
         }
         return w.bytes
     }
@@ -353,8 +392,8 @@ package struct SyncBucket: Equatable {
     {
         let what = "bucket \(expected) of the store"
         var r = ByteReader(bytes, what: what)
-        try SyncPrologue.read(
-            &r, magic: SyncBucket.magic, kind: "bucket", version: SyncBucket.version, vaultID: vaultID,
+        let version = try SyncPrologue.read(
+            &r, magic: SyncBucket.magic, kind: "bucket", versions: 1...SyncBucket.version, vaultID: vaultID,
             keyEpoch: keyEpoch, what: what)
         let index = try r.u8()
         guard index == expected else { throw VaultError(.tampered, "\(what) is bucket \(index) moved") }
@@ -365,24 +404,16 @@ package struct SyncBucket: Equatable {
         let plain = try wrap { () throws(CryptoError) in try Padding.unpad(padded, blockSize: SyncBucket.padBlock) }
         var raw = plain.unsafeCopyToArray()
         defer { secureZero(&raw) }
-        records = try SyncBucket.parseBody(raw, index: index, what: what)
+        records = try SyncBucket.parseBody(raw, index: index, what: what, version: version)
     }
 
     /// Parses a decrypted body strictly: ids in order and in this bucket,
     /// vectors sorted by device with positive counters.
-    package static func parseBody(_ body: [UInt8], index: UInt8, what: String) throws(VaultError) -> [SyncRecord] {
+    package static func parseBody(_ body: [UInt8], index: UInt8, what: String, version: UInt16 = 1)
+        throws(VaultError) -> [SyncRecord]
+    {
         var r = ByteReader(body, what: what)
-        let count = Int(try r.u32())
-        guard count <= SyncBucket.maxRecords else { throw VaultError(.damaged, "\(what) has too many records") }
-        var records: [SyncRecord] = []
-        var previous: [UInt8]? = nil
-        for _ in 0..<count {
-            let id = try r.read(16)
-            guard id[0] == index else { throw VaultError(.tampered, "\(what) holds a record of another bucket") }
-            if let previous, !previous.lexicographicallyPrecedes(id) {
-                throw VaultError(.damaged, "\(what) has records out of order")
-            }
-            previous = id
+        func vector() throws(VaultError) -> [(device: [UInt8], counter: UInt64)] {
             let vectorCount = Int(try r.u16())
             guard vectorCount >= 1, vectorCount <= SyncRoot.maxDevices else {
                 throw VaultError(.damaged, "\(what) has a malformed version vector")
@@ -396,11 +427,45 @@ package struct SyncBucket: Equatable {
                 }
                 versions.append((device, counter))
             }
+            return versions
+        }
+        func flag() throws(VaultError) -> Bool {
             let deleted = try r.u8()
             guard deleted <= 1 else { throw VaultError(.damaged, "\(what) has a malformed record") }
+            return deleted == 1
+        }
+        func payload() throws(VaultError) -> [UInt8] {
             let length = Int(try r.u32())
             guard length <= SyncBucket.maxPayload else { throw VaultError(.damaged, "\(what) has an oversized record") }
-            records.append(SyncRecord(id: id, versions: versions, deleted: deleted == 1, payload: try r.read(length)))
+            return try r.read(length)
+        }
+        let count = Int(try r.u32())
+        guard count <= SyncBucket.maxRecords else { throw VaultError(.damaged, "\(what) has too many records") }
+        var records: [SyncRecord] = []
+        var previous: [UInt8]? = nil
+        for _ in 0..<count {
+            let id = try r.read(16)
+            guard id[0] == index else { throw VaultError(.tampered, "\(what) holds a record of another bucket") }
+            if let previous, !previous.lexicographicallyPrecedes(id) {
+                throw VaultError(.damaged, "\(what) has records out of order")
+            }
+            previous = id
+            var record = SyncRecord(id: id, versions: try vector(), deleted: try flag(), payload: try payload())
+            if version >= 2 {
+                let count = Int(try r.u16())
+                guard count <= SyncBucket.maxSiblings else { throw VaultError(.damaged, "\(what) has too many sides") }
+                for _ in 0..<count {
+                    let versions = try vector()
+                    let deleted = try flag()
+                    let device = try r.read(16)
+                    let valueDevice = try r.read(16)
+                    record.siblings.append(
+                        SyncSibling(
+                            versions: versions, deleted: deleted, payload: try payload(), device: device,
+                            valueDevice: valueDevice))
+                }
+            }
+            records.append(record)
         }
         try r.finish()
         return records

@@ -7,7 +7,9 @@ internal import VaultCrypto
 /// high-water mark, what was last merged, and the conflicts kept.
 struct SyncState {
     static let label = "vault.syncstate.v1"
-    static let version: UInt16 = 1
+    /// Version 2 adds who made each side of a conflict and the objects
+    /// waiting to be collected; version 1 is still read.
+    static let version: UInt16 = 2
 
     /// What a record was when last in step with the store.
     struct Base: Equatable {
@@ -24,11 +26,26 @@ struct SyncState {
         }
     }
 
-    /// A losing side of concurrent edits, kept until someone picks.
+    /// A losing side of concurrent edits, kept until someone picks. It
+    /// travels with the record through the store (a sibling, docs/sync.md),
+    /// so every machine that holds the grant knows of it.
     struct Conflict {
         var id: [UInt8]
         var versions: VersionVector.Vector
         var payload: [UInt8]
+        /// The device that made this side, and the one that made the value
+        /// it lost to (zeros: not known, a conflict kept by version 1).
+        var device: [UInt8] = Array(repeating: 0, count: 16)
+        var valueDevice: [UInt8] = Array(repeating: 0, count: 16)
+    }
+
+    /// A bucket object no longer named, waiting to be deleted (on a store
+    /// that ignores preconditions, docs/sync.md "Collecting old objects").
+    struct Garbage: Equatable {
+        /// The object name's 16 bytes.
+        var name: [UInt8]
+        /// When, in seconds since 1970 by this machine's clock.
+        var since: Int64
     }
 
     var url: String
@@ -47,6 +64,7 @@ struct SyncState {
     var bucketHashes: [[UInt8]] = Array(repeating: Array(repeating: 0, count: 32), count: 256)
     var bases: [[UInt8]: Base] = [:]
     var conflicts: [Conflict] = []
+    var garbage: [Garbage] = []
 
     init(url: String, user: String?, password: [UInt8], device: [UInt8]) {
         self.url = url
@@ -94,6 +112,13 @@ struct SyncState {
                 w.append(v.counter)
             }
             bytes(c.payload)
+            w.append(c.device)
+            w.append(c.valueDevice)
+        }
+        w.append(UInt32(garbage.count))
+        for g in garbage {
+            w.append(g.name)
+            w.append(UInt64(bitPattern: g.since))
         }
         var plain = w.bytes
         defer { secureZero(&plain) }
@@ -111,7 +136,8 @@ struct SyncState {
         var raw = plain.unsafeCopyToArray()
         defer { secureZero(&raw) }
         var r = ByteReader(raw, what: what)
-        guard try r.u16() == SyncState.version else {
+        let version = try r.u16()
+        guard version == 1 || version == SyncState.version else {
             throw VaultError(.unsupported, "\(what) have an unknown version")
         }
         func bytes() throws(VaultError) -> [UInt8] { try r.read(Int(try r.u32())) }
@@ -140,7 +166,17 @@ struct SyncState {
         for _ in 0..<Int(try r.u32()) {
             let id = try r.read(16)
             let versions = try vector()
-            conflicts.append(Conflict(id: id, versions: versions, payload: try bytes()))
+            var conflict = Conflict(id: id, versions: versions, payload: try bytes())
+            if version >= 2 {
+                conflict.device = try r.read(16)
+                conflict.valueDevice = try r.read(16)
+            }
+            conflicts.append(conflict)
+        }
+        if version >= 2 {
+            for _ in 0..<Int(try r.u32()) {
+                garbage.append(Garbage(name: try r.read(16), since: Int64(bitPattern: try r.u64())))
+            }
         }
         try r.finish()
     }

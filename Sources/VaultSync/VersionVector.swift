@@ -32,6 +32,14 @@ enum VersionVector {
         }
     }
 
+    /// The device whose change `a` has and `b` lacks (the one that went
+    /// furthest past `b`), or zeros when `a` has none.
+    static func author(_ a: Vector, over b: Vector) -> [UInt8] {
+        a.filter { $0.counter > counter(b, $0.device) }
+            .max { $0.counter - counter(b, $0.device) < $1.counter - counter(b, $1.device) }?.device
+            ?? Array(repeating: 0, count: 16)
+    }
+
     /// The element-wise maximum, sorted by device.
     static func merged(_ a: Vector, _ b: Vector) -> Vector {
         Set(a.map(\.device) + b.map(\.device)).sorted { $0.lexicographicallyPrecedes($1) }

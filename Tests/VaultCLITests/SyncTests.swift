@@ -101,20 +101,43 @@ final class SyncTests {
         }
     }
 
-    @Test("with the agent holding the vault, sync needs no passphrase")
-    func throughAgent() throws {
+    /// A passphrase vault with the grant 'work' (token `token`), its store
+    /// set, and the agent started by the import.
+    func agentMachine(token: String) throws -> AgentHome {
         let agent = AgentHome()
         let home = agent.home
         try home.initPassphraseVault("agent sync passphrase")
         home.write(home.path + "/store-password", "store password\n")
-        try home.run("import", "work", stdin: Home.tokenJSON("w"))
+        try home.run("import", "work", stdin: Home.tokenJSON(token))
         try connect(home)
+        return agent
+    }
+
+    @Test("with the agent holding the vault, sync needs no passphrase")
+    func throughAgent() throws {
+        let agent = try agentMachine(token: "w")
+        let home = agent.home
         home.extra["VAULT_PASSPHRASE_FILE"] = nil
         let r = try sync(home)
         #expect(r.stderr.contains("1 sent"), "\(r.stderr)")
         #expect(try home.run("lock").status == 0)
         let again = try home.run("sync")
         #expect(again.status == 77, "locked again: the passphrase is needed \(again.stderr)")
+    }
+
+    @Test("with the agent holding the vault, list marks a grant in conflict")
+    func conflictThroughAgent() throws {
+        let agent = try agentMachine(token: "base")
+        let home = agent.home
+        try sync(home)
+        let other = Home()
+        other.extra = ["VAULT_AGENT": "off", "VAULT_PASSPHRASE_FILE": home.path + "/passphrase"]
+        other.write(other.path + "/store-password", "store password\n")
+        #expect(try join(other).status == 0)
+        home.extra["VAULT_PASSPHRASE_FILE"] = nil
+        try changeOnBoth(home, other) { try sync($0) }
+        let listed = try home.run("list")
+        #expect(listed.status == 0 && listed.stdout.contains("(conflict)"), "\(listed.stdout)\(listed.stderr)")
     }
 
     @Test("join on a fresh home with the passphrase, and with a one-time pairing code")
@@ -134,7 +157,18 @@ final class SyncTests {
         q.write(q.path + "/wrong", "not it\n")
         q.extra["VAULT_PASSPHRASE_FILE"] = q.path + "/wrong"
         let wrong = try join(q)
-        #expect(wrong.status == 77 && wrong.stderr.contains("does not open"), "\(wrong.stderr)")
+        #expect(
+            wrong.status == 77 && wrong.stderr.contains("wrong passphrase for the store's vault")
+                && wrong.stderr.contains("'vault pair'") && !wrong.stderr.contains("vault passwd"),
+            "\(wrong.stderr)")
+        // Without a terminal or a passphrase source, the hint fits a machine
+        // that has no vault yet.
+        q.extra["VAULT_PASSPHRASE_FILE"] = nil
+        let none = try join(q)
+        #expect(
+            none.status == 77 && none.stderr.contains("joining needs the passphrase of the store's vault")
+                && none.stderr.contains("--pairing-code-file") && !none.stderr.contains("the vault is locked"),
+            "\(none.stderr)")
         #expect(!FileManager.default.fileExists(atPath: q.vaultFile), "nothing is left behind")
         q.write(q.path + "/right", "a strong vault passphrase\n")
         q.extra["VAULT_PASSPHRASE_FILE"] = q.path + "/right"

@@ -53,6 +53,27 @@ struct SyncObjectTests {
         #expect(try small.encoded(with: keys).bytes.count == raw.count)
     }
 
+    @Test("a bucket with a conflict's sibling is version 2 and reads back; one without stays version 1")
+    func siblings() throws {
+        var bucket = sampleBucket()
+        let plain = try bucket.encoded(with: keys).bytes
+        #expect(Array(plain[8..<10]) == [0, 1], "no sibling: version 1, which older releases read")
+        bucket.records[0].siblings = [
+            SyncSibling(
+                versions: [(device, 1), (other, 2)], deleted: false, payload: Array(#"{"name":"work"}"#.utf8),
+                device: other, valueDevice: device)
+        ]
+        let raw = try bucket.encoded(with: keys).bytes
+        #expect(Array(raw[8..<10]) == [0, 2])
+        let read = try SyncBucket(decoding: raw, keys: keys, vaultID: vaultID, keyEpoch: 1, index: 3)
+        #expect(read == bucket && read.records[0].siblings.count == 1)
+        // A version 1 body read as version 2 is cut short: the versions
+        // are not interchangeable.
+        #expect(throws: VaultError.self) {
+            try SyncBucket.parseBody(sampleBucket().body, index: 3, what: "bucket", version: 2)
+        }
+    }
+
     @Test("every changed byte of a root or a bucket is refused")
     func tamper() throws {
         let root = try sampleRoot().encoded(with: keys)

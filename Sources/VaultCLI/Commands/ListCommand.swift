@@ -29,6 +29,8 @@ struct GrantSummary: Encodable {
     var refreshToken: String? = nil
     var idToken: String? = nil
     var tokenSecret: String? = nil
+    /// `list`: true when the grant is in a sync conflict ('vault conflicts').
+    var conflict: Bool? = nil
 
     init(name: String, grant: Grant, now: Date) {
         self.name = name
@@ -67,6 +69,7 @@ struct GrantSummary: Encodable {
         case refreshToken = "refresh_token"
         case idToken = "id_token"
         case tokenSecret = "token_secret"
+        case conflict
     }
 }
 
@@ -90,8 +93,19 @@ extension Commands {
         // Tokens are never needed to list: they are not even read into memory.
         let listing = try vault { () throws(VaultError) in try store.list(secrets: false) }
         let now = ctx.time.now()
+        // Grants in a sync conflict are marked (none when this vault does
+        // not sync, or an older agent cannot tell).
+        let conflicted = Set(
+            store.isThroughAgent
+                ? ((try? ctx.agentClient(try ctx.location())?.conflictNames()) ?? [])
+                : ((try? ctx.syncEngine(store).syncConflicts())?.map(\.name) ?? []))
         if ctx.json {
-            try ctx.printJSON(listing.grants.map { GrantSummary(name: $0.name, grant: $0.grant, now: now) })
+            try ctx.printJSON(
+                listing.grants.map {
+                    var summary = GrantSummary(name: $0.name, grant: $0.grant, now: now)
+                    if conflicted.contains($0.name) { summary.conflict = true }
+                    return summary
+                })
         } else if !listing.grants.isEmpty {
             // The refresh token's expiry, when any provider gave one.
             let refreshColumn = listing.grants.contains { $0.grant.refreshTokenExpiresAt != nil }
@@ -105,7 +119,8 @@ extension Commands {
             for g in listing.grants {
                 rows.append(
                     [
-                        g.name, g.grant.provider, g.grant.account ?? "-", g.grant.state(at: now).rawValue,
+                        g.name, g.grant.provider, g.grant.account ?? "-",
+                        g.grant.state(at: now).rawValue + (conflicted.contains(g.name) ? " (conflict)" : ""),
                         when(g.grant.expiresAt),
                     ] + (refreshColumn ? [when(g.grant.refreshTokenExpiresAt)] : []))
             }
@@ -113,6 +128,11 @@ extension Commands {
             Console.write(Format.table(rows).joined(separator: "\n") + "\n", to: 1)
         } else if listing.problems.isEmpty {
             ctx.console.info("the vault holds no grants; add one with 'vault add PROVIDER' or 'vault import NAME'")
+        }
+        if !ctx.json && !conflicted.isEmpty {
+            ctx.console.warn(
+                "changed on two machines at once: \(conflicted.sorted().joined(separator: ", ")); see 'vault conflicts'"
+            )
         }
         for problem in listing.problems { ctx.console.error(problem.reason) }
         return listing.problems.isEmpty ? .ok : .failure

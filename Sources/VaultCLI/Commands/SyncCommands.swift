@@ -13,11 +13,51 @@ struct SyncOutput: Encodable {
     let repaired: Bool
     let requests: Int
     let bytesSent: Int
+    let collected: Int
 
     enum CodingKeys: String, CodingKey {
-        case pulled, pushed, conflicts, renamed, repaired, requests
+        case pulled, pushed, conflicts, renamed, repaired, requests, collected
         case bytesSent = "bytes_sent"
     }
+}
+
+/// One side of a conflict in `vault conflicts --json`.
+struct ConflictSide: Encodable {
+    let side: String
+    let machine: String?
+    let thisMachine: Bool
+    let removed: Bool
+    let state: String?
+    let changed: String?
+    let account: String?
+    let expires: String?
+    let fingerprint: String?
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(side, forKey: .side)
+        try c.encode(machine, forKey: .machine)
+        try c.encode(thisMachine, forKey: .thisMachine)
+        try c.encode(removed, forKey: .removed)
+        try c.encode(state, forKey: .state)
+        try c.encode(changed, forKey: .changed)
+        try c.encode(account, forKey: .account)
+        try c.encode(expires, forKey: .expires)
+        try c.encode(fingerprint, forKey: .fingerprint)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case side, machine, removed, state, changed, account, expires, fingerprint
+        case thisMachine = "this_machine"
+    }
+}
+
+/// A conflict in `vault conflicts --json`.
+struct ConflictRow: Encodable {
+    let name: String
+    let current: String
+    let other: String
+    let sides: [ConflictSide]
 }
 
 /// What `vault remote --json` prints: the store, or nulls when none is set.
@@ -61,13 +101,15 @@ extension Context {
             try printJSON(
                 SyncOutput(
                     pulled: r.pulled, pushed: r.pushed, conflicts: r.conflicts, renamed: r.renamed,
-                    repaired: r.repaired, requests: r.requests, bytesSent: r.bytesSent))
+                    repaired: r.repaired, requests: r.requests, bytesSent: r.bytesSent,
+                    collected: r.collected))
             return
         }
-        console.info("synced: \(r.pulled) received, \(r.pushed) sent (\(r.requests) requests)")
-        if r.repaired {
-            console.info("the store had lost an update from this machine (it ignores If-Match); sent again")
-        }
+        let collected =
+            r.collected == 0 ? "" : ", \(r.collected) old object\(r.collected == 1 ? "" : "s") deleted"
+        console.info("synced: \(r.pulled) received, \(r.pushed) sent (\(r.requests) requests\(collected))")
+        // The store's quirk was told when it was found ('vault remote set').
+        if r.repaired { console.info("the store had lost an update from this machine; sent again") }
         for name in r.renamed {
             console.info("'\(name)': a grant of the same name came from another machine; kept both")
         }
@@ -92,9 +134,10 @@ extension Commands {
         discussion: """
             The store only ever sees ciphertext (docs/sync.md). Its user name and password are kept
             inside the vault, encrypted; the password comes from --password-file or is asked on the
-            terminal. 'set' checks that the store answers, and whether it honours If-Match (a store
-            that does not still works: lost updates are detected and sent again). Plain http is
-            refused except to a loopback address.
+            terminal. 'set' creates the folder when it does not exist yet (WebDAV MKCOL, parents
+            too), checks that the store answers, and whether it honours If-Match: a store that does
+            not still works (lost updates are detected and sent again, old objects deleted later),
+            and 'set' says so once. Plain http is refused except to a loopback address.
             """,
         examples: ["vault remote set https://dav.example.com/vault/ --user ada", "vault remote"]
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
@@ -115,6 +158,9 @@ extension Commands {
             }
             ctx.console.out(Console.escaped(d.url + (d.user.map { " (user \($0))" } ?? "")))
             if !d.preconditions { ctx.console.info("this store ignores If-Match; lost updates are repaired") }
+            if let device = try? engine.deviceLabel() {
+                ctx.console.info("this machine is \(device) in 'vault conflicts'")
+            }
             return .ok
         }
         guard words[0] == "set" else { throw CLIError.usage("unknown action '\(words[0])'", command: "remote") }
@@ -123,13 +169,18 @@ extension Commands {
         let password = try ctx.storePassword(user: user)
         let store = try ctx.openVaultDirectly()
         let engine = try ctx.syncEngine(store)
-        try vault { () throws(VaultError) in
+        let created = try vault { () throws(VaultError) in
             try engine.setRemote(url: url, user: user, password: password)
         }
         if ctx.json {
             let d = try vault { () throws(VaultError) in try engine.remoteDescription() }
             try ctx.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))
             return .ok
+        }
+        for folder in created { ctx.console.info("created the folder \(folder)") }
+        if let d = try? engine.remoteDescription(), !d.preconditions {
+            ctx.console.info(
+                "this store ignores If-Match; lost updates are repaired, and old objects are collected later")
         }
         ctx.console.info("this vault syncs with \(url); run 'vault sync'")
         return .ok
@@ -187,6 +238,7 @@ extension Commands {
             and syncs. With --pairing-code-file, no passphrase is needed: the code from 'vault
             pair' (valid once, for ten minutes) opens an offer the other machine left in the
             store. Either way the new vault opens later with the vault's passphrase or key files.
+            A wrong passphrase exits 77 and leaves nothing behind.
             The store could try to guess the passphrase offline, as a thief of the vault file
             could: use a strong one.
             """,
@@ -209,14 +261,14 @@ extension Commands {
                 throw CLIError("\(error.reason) (from --pairing-code-file)")
             }
             let text = code.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
-            (_, report) = try vault { () throws(VaultError) in
+            (_, report) = try joining { () throws(VaultError) in
                 try SyncEngine.join(
                     at: location, url: url, user: user, password: password, pairingCode: text,
                     transport: ctx.transport, time: ctx.time)
             }
         } else {
-            let (key, _, _) = try ctx.unlockSources.key()
-            (_, report) = try vault { () throws(VaultError) in
+            let (key, _, _) = try ctx.unlockSources.key(joining: true)
+            (_, report) = try joining { () throws(VaultError) in
                 try SyncEngine.join(
                     at: location, url: url, user: user, password: password, key: key, transport: ctx.transport,
                     time: ctx.time)
@@ -225,6 +277,26 @@ extension Commands {
         ctx.console.info("joined: created a vault at \(location.databasePath) from \(url)")
         try ctx.printSyncReport(report)
         return .ok
+    }
+
+    /// Runs a join: a failed join leaves no vault behind, so the hints
+    /// that name commands of an existing vault become ones for joining.
+    static func joining<R>(_ body: () throws(VaultError) -> R) throws(CLIError) -> R {
+        do { return try body() } catch {
+            let base = CLIError(error)
+            switch error.remedy {
+            case .setStoreCredentials?:
+                return try fail(base, "check the store's user (--user) and password (--password-file)")
+            case .syncAgain?, .syncFirst?:
+                return try fail(base, "run 'vault join' again; nothing was kept")
+            default:
+                throw base
+            }
+        }
+    }
+
+    private static func fail<R>(_ base: CLIError, _ hint: String) throws(CLIError) -> R {
+        throw CLIError(base.message, hint: hint, exitCode: base.exitCode)
     }
 
     static let pairCommand = Command(
@@ -266,9 +338,13 @@ extension Commands {
         ],
         discussion: """
             When two machines change one grant between syncs, every machine takes the same side as
-            the value and keeps the other here; nothing is dropped until you pick. 'resolve'
-            keeps the current value, or makes the other side the value; the next 'vault sync'
-            sends the choice to the other machines. Tokens are not shown.
+            the value and keeps the other; the other side travels through the store, so every
+            machine that holds the grant lists the conflict (and 'vault list' marks the grant)
+            until someone picks, on any machine. Each side shows the machine that made it (the
+            start of its sync device id), when, the account, the expiry and TOKENS, a short keyed
+            fingerprint: equal on two sides when they hold the same tokens. Tokens are not shown.
+            'resolve' keeps the current value, or makes the other side the value; the next 'vault
+            sync' sends the choice to the other machines, which then drop the conflict too.
             """,
         examples: ["vault conflicts", "vault conflicts resolve work --keep other"]
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
@@ -293,22 +369,46 @@ extension Commands {
             let when = (g.refreshedAt ?? g.createdAt)
             return "\(g.state(at: now).rawValue), changed \(Format.timestamp(when))"
         }
+        func side(_ which: String, _ c: SyncConflict) -> ConflictSide {
+            let (g, device, fingerprint) =
+                which == "current"
+                ? (c.current, c.currentDevice, c.currentFingerprint) : (c.other, c.otherDevice, c.otherFingerprint)
+            return ConflictSide(
+                side: which, machine: device, thisMachine: device == c.thisDevice, removed: g == nil,
+                state: g.map { $0.state(at: now).rawValue },
+                changed: g.map { Format.timestamp($0.refreshedAt ?? $0.createdAt) }, account: g?.account,
+                expires: g?.expiresAt.map(Format.timestamp), fingerprint: fingerprint)
+        }
         if ctx.json {
-            struct Row: Encodable {
-                let name: String
-                let current: String
-                let other: String
-            }
             try ctx.printJSON(
-                conflicts.map { Row(name: $0.name, current: describe($0.current), other: describe($0.other)) })
+                conflicts.map {
+                    ConflictRow(
+                        name: $0.name, current: describe($0.current), other: describe($0.other),
+                        sides: [side("current", $0), side("other", $0)])
+                })
             return .ok
         }
         guard !conflicts.isEmpty else {
             ctx.console.info("no conflicts")
             return .ok
         }
-        var rows = [["NAME", "CURRENT", "OTHER"]]
-        for c in conflicts { rows.append([c.name, describe(c.current), describe(c.other)]) }
+        // What tells the sides apart: the machine that made each, when,
+        // the account, the expiry and a keyed fingerprint of the tokens.
+        var rows = [["NAME", "SIDE", "MACHINE", "CHANGED", "ACCOUNT", "EXPIRES", "TOKENS"]]
+        for c in conflicts {
+            for which in ["current", "other"] {
+                let s = side(which, c)
+                let machine = (s.machine ?? "unknown") + (s.thisMachine ? " (this machine)" : "")
+                rows.append(
+                    s.removed
+                        ? [which == "current" ? c.name : "", which, machine, "removed", "-", "-", "-"]
+                        : [
+                            which == "current" ? c.name : "", which, machine,
+                            "\(s.changed ?? "-") (\(s.state ?? "-"))", s.account ?? "-", s.expires ?? "-",
+                            s.fingerprint ?? "-",
+                        ])
+            }
+        }
         Format.table(rows).forEach { ctx.console.out($0) }
         return .ok
     }

@@ -1,0 +1,54 @@
+import Testing
+import VaultTestSupport
+
+@testable import VaultHTTP
+
+/// `remote set` on a folder that does not exist yet: PROPFIND, then MKCOL
+/// down from the first missing parent; a store without MKCOL gets a named
+/// problem rather than a bare status.
+@Suite("the store's folder")
+struct StoreFolderTests {
+    func store(_ url: String, _ answers: [(Int, String, [(String, String)])]) throws -> (ObjectStore, FakeTransport) {
+        let transport = FakeTransport(answers)
+        return (try ObjectStore(baseURL: url, transport: transport), transport)
+    }
+
+    @Test("a missing folder and its missing parents are created, top down after the 409s")
+    func createsParents() throws {
+        let (s, t) = try store(
+            "http://127.0.0.1:9/dav/a/b",
+            [(404, "", []), (409, "", []), (409, "", []), (201, "", []), (201, "", []), (201, "", [])])
+        #expect(
+            try s.createFolder() == [
+                "http://127.0.0.1:9/dav/", "http://127.0.0.1:9/dav/a/", "http://127.0.0.1:9/dav/a/b/",
+            ])
+        #expect(
+            t.requests.map { "\($0.method) \($0.url)" } == [
+                "PROPFIND http://127.0.0.1:9/dav/a/b/", "MKCOL http://127.0.0.1:9/dav/a/b/",
+                "MKCOL http://127.0.0.1:9/dav/a/", "MKCOL http://127.0.0.1:9/dav/",
+                "MKCOL http://127.0.0.1:9/dav/a/", "MKCOL http://127.0.0.1:9/dav/a/b/",
+            ])
+        #expect(t.requests[0].headers["depth"] == "0")
+    }
+
+    @Test("a folder that is there is left alone")
+    func existing() throws {
+        let (s, t) = try store("http://127.0.0.1:9/dav/", [(207, "<multistatus/>", [])])
+        #expect(try s.createFolder().isEmpty)
+        #expect(t.requests.count == 1)
+    }
+
+    @Test("a store without WebDAV: 501 is not retried, and a PUT into the missing folder names it")
+    func plainStore() throws {
+        let (s, t) = try store("http://127.0.0.1:9/x/", [(501, "", []), (501, "", []), (409, "", [])])
+        #expect(try s.createFolder().isEmpty)
+        #expect(t.requests.count == 2, "one PROPFIND, one MKCOL")
+        #expect {
+            try s.put("probe-1", [1])
+        } throws: {
+            let failure = $0 as? ObjectStore.Failure
+            return failure?.code == .missingFolder
+                && failure?.reason == "the store has no folder http://127.0.0.1:9/x/ (PUT probe-1 answered HTTP 409)"
+        }
+    }
+}
