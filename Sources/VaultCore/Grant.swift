@@ -160,6 +160,12 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
     public var errorsWithHTTP200: Bool?
     /// The provider answers a spent refresh token with an empty 400 (glewlwyd).
     public var empty400IsInvalidGrant: Bool?
+    /// The fixed loopback redirect URI the client was registered with, if any.
+    public var redirectURI: String?
+    /// Extra query parameters of the authorization request (Google's `access_type`).
+    public var authorizationParams: [String: String]?
+    /// The userinfo field that names the account.
+    public var accountClaim: String?
 
     /// How the provider's error answers deviate from RFC 6749.
     public var errorQuirks: ErrorQuirks {
@@ -176,9 +182,13 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
         tokenEndpoint: String? = nil, deviceAuthorizationEndpoint: String? = nil,
         revocationEndpoint: String? = nil, userinfoEndpoint: String? = nil, clientID: String? = nil,
         clientSecret: String? = nil, tokenEndpointAuthMethod: String? = nil, signatureMethod: String? = nil,
-        errorQuirks: ErrorQuirks = ErrorQuirks()
+        errorQuirks: ErrorQuirks = ErrorQuirks(), redirectURI: String? = nil,
+        authorizationParams: [String: String]? = nil, accountClaim: String? = nil
     ) {
         self.name = name
+        self.redirectURI = redirectURI
+        self.authorizationParams = authorizationParams
+        self.accountClaim = accountClaim
         self.issuer = issuer
         self.authorizationEndpoint = authorizationEndpoint
         self.tokenEndpoint = tokenEndpoint
@@ -209,6 +219,9 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
         case errorAliases = "error_aliases"
         case errorsWithHTTP200 = "errors_with_http_200"
         case empty400IsInvalidGrant = "empty_400_is_invalid_grant"
+        case redirectURI = "redirect_uri"
+        case authorizationParams = "authorization_params"
+        case accountClaim = "account_claim"
     }
 }
 

@@ -116,7 +116,9 @@ public struct Provider: Sendable, Equatable {
             deviceAuthorizationEndpoint: deviceAuthorizationEndpoint, revocationEndpoint: revocationEndpoint,
             userinfoEndpoint: userinfoEndpoint, clientID: clientID, clientSecret: publicClient ? nil : clientSecret,
             tokenEndpointAuthMethod: tokenEndpointAuthMethod,
-            signatureMethod: protocolVersion == .oauth1 ? signatureMethod.rawValue : nil, errorQuirks: errorQuirks)
+            signatureMethod: protocolVersion == .oauth1 ? signatureMethod.rawValue : nil, errorQuirks: errorQuirks,
+            redirectURI: redirectURI, authorizationParams: authorizationParams.isEmpty ? nil : authorizationParams,
+            accountClaim: accountClaim)
     }
 
     /// A copy with `{name}` placeholders filled from `overrides`, then the defaults.
