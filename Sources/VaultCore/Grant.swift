@@ -96,7 +96,14 @@ public struct Grant: Equatable, Sendable {
         }
         // A refresh token the provider said has expired renews nothing.
         if let end = refreshTokenExpiresAt, end <= now { return .expired }
-        return refreshToken != nil ? .refreshable : .expired
+        return hasRefreshRoute ? .refreshable : .expired
+    }
+
+    /// True when the grant has a refresh token and keeps what spending it
+    /// needs: a token endpoint and a client id. A refresh token without
+    /// them renews nothing, so such a grant is never shown as refreshable.
+    package var hasRefreshRoute: Bool {
+        refreshToken != nil && providerConfiguration?.tokenEndpoint != nil && providerConfiguration?.clientID != nil
     }
 
     /// True when the grant has an access token with more than
@@ -108,10 +115,11 @@ public struct Grant: Equatable, Sendable {
     }
 
     /// GTMAppAuth's `canAuthorize`: a usable access token or a refresh
-    /// token not known to have expired, and not marked dead.
+    /// token not known to have expired (with the token endpoint and client
+    /// to spend it), and not marked dead.
     public func canAuthorize(at now: Date) -> Bool {
         if dead { return false }
-        if refreshToken != nil, refreshTokenExpiresAt.map({ $0 > now }) ?? true { return true }
+        if hasRefreshRoute, refreshTokenExpiresAt.map({ $0 > now }) ?? true { return true }
         guard accessToken != nil || tokenSecret != nil else { return false }
         return expiresAt.map { $0 > now } ?? true
     }
