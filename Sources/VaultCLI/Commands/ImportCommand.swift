@@ -171,8 +171,10 @@ extension Commands {
                 tool == .rclone
                 ? "; its tokens were issued to rclone's built-in client, which vault cannot use: "
                     + "give the remote a client_id and client_secret of your own in rclone"
-                : "; configure provider '\(grant.provider)' with a provider file (token_endpoint, client_id), "
-                    + "or pass --client-id and --client-secret-file"
+                : config.tokenEndpoint == nil
+                    ? "; configure provider '\(grant.provider)' with a provider file (token_endpoint, client_id)"
+                    : "; give provider '\(grant.provider)' your client (client_id in its provider file), "
+                        + "or pass --client-id and --client-secret-file: the client the tokens were issued to"
             notes.append((true, "'\(name)' cannot be refreshed: \(missing)\(why)"))
         }
         return notes
