@@ -58,4 +58,14 @@ struct ClientRegistrationTests {
         #expect(doc.first { $0["name"] as? String == "google" }?["needs_client"] as? Bool == true)
         #expect(doc.first { $0["name"] as? String == "github" }?["needs_client"] as? Bool == false)
     }
+
+    @Test("one name that is neither a grant nor a provider says both were looked for")
+    func neither() throws {
+        let r = try home.run("add", "nosuch")
+        #expect(r.status == 1)
+        #expect(
+            r.stderr.hasPrefix(
+                "vault: error: no grant or provider named 'nosuch'\nvault: hint: 'vault list' shows the grants; providers: flickr, github"
+            ), "\(r.stderr)")
+    }
 }

@@ -154,6 +154,14 @@ extension Commands {
                 try Provider(storedIn: existing, name: name, base: catalog.providers[existing.provider])
             }
         } else {
+            if store != nil && catalog.providers[first] == nil && !catalog.files.keys.contains(first) {
+                // Neither a grant nor a provider: say both were looked for.
+                throw CLIError(
+                    "no grant or provider named '\(first)'",
+                    hint: "'vault list' shows the grants; providers: "
+                        + "\(catalog.providers.keys.sorted().joined(separator: ", ")); or describe one with --issuer URL",
+                    exitCode: .failure)
+            }
             provider = try resolveProvider(first, catalog: catalog, ctx: ctx, transport: transport)
         }
         if let id = ctx.arguments.value("client-id") { provider.clientID = id }

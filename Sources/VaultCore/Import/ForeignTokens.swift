@@ -51,7 +51,7 @@ package enum ForeignTokens {
         guard o["type"] == .string("authorized_user") else {
             throw VaultError(
                 .invalidInput, "the gcloud credentials are not of type 'authorized_user'",
-                hint: "service account keys are used with 'vault add --service-account', not imported")
+                hint: "a service account key is not a grant a person authorized: it has nothing to import")
         }
         guard case .string(let refresh)? = o["refresh_token"], case .string(let id)? = o["client_id"],
             case .string(let secret)? = o["client_secret"]

@@ -10,7 +10,7 @@ public struct ProviderCatalog: Sendable {
     /// Problems with the provider name they concern, when known.
     let issues: [(name: String?, error: VaultError)]
     /// Every parsed file by provider name, complete or not.
-    let files: [String: ProviderFile]
+    package let files: [String: ProviderFile]
 
     /// The providers, sorted by name.
     public var sorted: [Provider] { providers.values.sorted { $0.name < $1.name } }
