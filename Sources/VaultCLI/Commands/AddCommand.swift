@@ -63,7 +63,7 @@ extension Commands {
         name: "add",
         abstract: "Authorize with a provider and store the grant, or authorize a grant again.",
         usage:
-            "add PROVIDER [NAME] | add NAME [--scope S]... [--client-id ID] [--client-secret-file F] [--flow browser|device|paste] [--login-hint EMAIL] [--issuer URL] [--tenant T] [--timeout SECONDS]",
+            "add PROVIDER [NAME] [--scope S]... [--client-id ID] [--client-secret-file F] [--flow browser|device|paste] [--login-hint EMAIL] [--issuer URL] [--tenant T] [--timeout SECONDS]",
         arguments: [
             ("PROVIDER", "a provider from 'vault providers', or a new name with --issuer"),
             (
