@@ -68,4 +68,22 @@ struct ClientRegistrationTests {
                 "vault: error: no grant or provider named 'nosuch'\nvault: hint: 'vault list' shows the grants; providers: flickr, github"
             ), "\(r.stderr)")
     }
+
+    @Test("a provider file's registration words reach the terminal escaped")
+    func escaped() throws {
+        try home.providerFile(
+            "odd",
+            [
+                "authorization_endpoint": "https://id.example/auth", "token_endpoint": "https://id.example/token",
+                "flows": ["browser"],
+                "registration": [
+                    "url": "https://id.example/apps\u{1b}[2J\nvault: error: forged", "client_secret": "no",
+                ],
+            ])
+        let r = try home.run("add", "odd")
+        #expect(r.status == 1)
+        #expect(!r.stderr.unicodeScalars.contains { $0.value == 0x1b }, "\(r.stderr)")
+        #expect(r.stderr.contains("https://id.example/apps\\u{1b}[2J\\u{a}vault: error: forged"), "\(r.stderr)")
+        #expect(r.stderr.split(separator: "\n").filter { $0.hasPrefix("vault: error:") }.count == 1)
+    }
 }
