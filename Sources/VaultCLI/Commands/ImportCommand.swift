@@ -133,7 +133,7 @@ extension Commands {
         } else if clientSecret != nil {
             throw CLIError.usage("--client-secret-file goes with --client-id", command: "import")
         }
-        let catalog = ProviderCatalog.load(configDirectory: try ctx.location().configDirectory)
+        let catalog = ProviderCatalog.load(configDirectory: try ctx.location().configDirectory, only: grant.provider)
         if var provider = catalog.providers[grant.provider] {
             if provider.tokenEndpoint == nil, let issuer = provider.issuer, config.tokenEndpoint == nil {
                 let transport = CurlTransport(caBundle: ctx.environment["SSL_CERT_FILE"])
