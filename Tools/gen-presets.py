@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Embeds config/providers/*.json into Sources/VaultKit/Providers/Presets.generated.swift.
+"""Embeds config/providers/*.json into Sources/VaultCore/Providers/Presets.generated.swift.
 
 The JSON files are the source of truth; the binary carries a copy so it
 works wherever it is installed. A test fails when the two differ, so run
@@ -9,7 +9,7 @@ import os
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 SRC = os.path.join(ROOT, "config", "providers")
-OUT = os.path.join(ROOT, "Sources", "VaultKit", "Providers", "Presets.generated.swift")
+OUT = os.path.join(ROOT, "Sources", "VaultCore", "Providers", "Presets.generated.swift")
 
 entries = []
 for name in sorted(os.listdir(SRC)):

@@ -10,7 +10,7 @@ public enum CLI {
         do {
             return try dispatch(Array(arguments.dropFirst()), environment: environment).rawValue
         } catch {
-            console.error(error.message, hint: error.hint)
+            console.error(error.message, hint: error.hint, more: error.moreHints)
             return error.exitCode.rawValue
         }
     }

@@ -51,9 +51,9 @@ struct Console {
     func out(_ line: String) { Console.write(line + "\n", to: 1) }
     func info(_ line: String) { Console.write("vault: \(Console.escaped(line))\n", to: 2) }
     func warn(_ line: String) { Console.write("vault: warning: \(Console.escaped(line))\n", to: 2) }
-    func error(_ line: String, hint: String? = nil) {
+    func error(_ line: String, hint: String? = nil, more: [String] = []) {
         var text = "vault: error: \(Console.escaped(line))\n"
-        if let hint { text += "vault: hint: \(Console.escaped(hint))\n" }
+        for hint in (hint.map { [$0] } ?? []) + more { text += "vault: hint: \(Console.escaped(hint))\n" }
         Console.write(text, to: 2)
     }
 }

@@ -16,12 +16,20 @@ enum ExitCode: Int32 {
 struct CLIError: Error {
     let message: String
     let hint: String?
+    /// Further hint lines, each shown on its own `vault: hint:` line.
+    var moreHints: [String] = []
     let exitCode: ExitCode
 
     init(_ message: String, hint: String? = nil, exitCode: ExitCode = .failure) {
         self.message = message
         self.hint = hint
         self.exitCode = exitCode
+    }
+
+    /// An error with several hint lines.
+    init(_ message: String, hints: [String], exitCode: ExitCode = .failure) {
+        self.init(message, hint: hints.first, exitCode: exitCode)
+        moreHints = Array(hints.dropFirst())
     }
 
     static func usage(_ message: String, command: String?) -> CLIError {

@@ -5,7 +5,8 @@ internal import VaultCore
 enum Remedies {
     static func hint(_ remedy: VaultError.Remedy) -> String {
         switch remedy {
-        case .authorizeAgain(let provider, let grant): return "run 'vault add \(provider) \(grant)' to authorize again"
+        // The grant keeps its provider and client: its name alone authorizes it again.
+        case .authorizeAgain(_, let grant): return "run 'vault add \(grant)' to authorize it again"
         case .replaceExisting: return "use --replace to overwrite it"
         case .listGrants: return "'vault list' shows the stored grants"
         case .createVault: return "run 'vault init' to create one"
@@ -19,10 +20,15 @@ enum Remedies {
         case .configureClient: return "pass --client-id, or set client_id in a provider file (see 'vault providers')"
         case .useFlow(let flows): return "try " + flows.map { "--flow \($0.rawValue)" }.joined(separator: " or ")
         case .finishSooner(let flows):
+            // Only the flows the provider has: no --flow device where there is no device endpoint.
+            guard !flows.isEmpty else {
+                return "finish the authorization in the browser sooner (--timeout gives more time)"
+            }
             return "finish the authorization in the browser sooner, or use "
                 + flows.map { "--flow \($0.rawValue)" }.joined(separator: " or ")
         case .removeWithoutRevoking: return "the grant was kept; try again, or remove it without --revoke"
-        case .addProviderConfiguration: return "import it with a provider_config, or run 'vault add' again"
+        case .addProviderConfiguration:
+            return "configure its provider (a provider file with token_endpoint and client_id) and import it again"
         case .setRemote: return "set one with 'vault remote set URL'"
         case .syncAgain: return "run 'vault sync' again"
         case .setStoreCredentials: return "set the store's credentials with 'vault remote set'"

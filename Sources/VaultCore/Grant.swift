@@ -96,7 +96,14 @@ public struct Grant: Equatable, Sendable {
         }
         // A refresh token the provider said has expired renews nothing.
         if let end = refreshTokenExpiresAt, end <= now { return .expired }
-        return refreshToken != nil ? .refreshable : .expired
+        return hasRefreshRoute ? .refreshable : .expired
+    }
+
+    /// True when the grant has a refresh token and keeps what spending it
+    /// needs: a token endpoint and a client id. A refresh token without
+    /// them renews nothing, so such a grant is never shown as refreshable.
+    package var hasRefreshRoute: Bool {
+        refreshToken != nil && providerConfiguration?.tokenEndpoint != nil && providerConfiguration?.clientID != nil
     }
 
     /// True when the grant has an access token with more than
@@ -108,10 +115,11 @@ public struct Grant: Equatable, Sendable {
     }
 
     /// GTMAppAuth's `canAuthorize`: a usable access token or a refresh
-    /// token not known to have expired, and not marked dead.
+    /// token not known to have expired (with the token endpoint and client
+    /// to spend it), and not marked dead.
     public func canAuthorize(at now: Date) -> Bool {
         if dead { return false }
-        if refreshToken != nil, refreshTokenExpiresAt.map({ $0 > now }) ?? true { return true }
+        if hasRefreshRoute, refreshTokenExpiresAt.map({ $0 > now }) ?? true { return true }
         guard accessToken != nil || tokenSecret != nil else { return false }
         return expiresAt.map { $0 > now } ?? true
     }
@@ -160,6 +168,12 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
     public var errorsWithHTTP200: Bool?
     /// The provider answers a spent refresh token with an empty 400 (glewlwyd).
     public var empty400IsInvalidGrant: Bool?
+    /// The fixed loopback redirect URI the client was registered with, if any.
+    public var redirectURI: String?
+    /// Extra query parameters of the authorization request (Google's `access_type`).
+    public var authorizationParams: [String: String]?
+    /// The userinfo field that names the account.
+    public var accountClaim: String?
 
     /// How the provider's error answers deviate from RFC 6749.
     public var errorQuirks: ErrorQuirks {
@@ -176,9 +190,13 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
         tokenEndpoint: String? = nil, deviceAuthorizationEndpoint: String? = nil,
         revocationEndpoint: String? = nil, userinfoEndpoint: String? = nil, clientID: String? = nil,
         clientSecret: String? = nil, tokenEndpointAuthMethod: String? = nil, signatureMethod: String? = nil,
-        errorQuirks: ErrorQuirks = ErrorQuirks()
+        errorQuirks: ErrorQuirks = ErrorQuirks(), redirectURI: String? = nil,
+        authorizationParams: [String: String]? = nil, accountClaim: String? = nil
     ) {
         self.name = name
+        self.redirectURI = redirectURI
+        self.authorizationParams = authorizationParams
+        self.accountClaim = accountClaim
         self.issuer = issuer
         self.authorizationEndpoint = authorizationEndpoint
         self.tokenEndpoint = tokenEndpoint
@@ -209,6 +227,9 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
         case errorAliases = "error_aliases"
         case errorsWithHTTP200 = "errors_with_http_200"
         case empty400IsInvalidGrant = "empty_400_is_invalid_grant"
+        case redirectURI = "redirect_uri"
+        case authorizationParams = "authorization_params"
+        case accountClaim = "account_claim"
     }
 }
 

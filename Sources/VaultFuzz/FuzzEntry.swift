@@ -55,6 +55,14 @@ enum FuzzEntry {
             if let ours, let foundation = Payload.decodedWithFoundation(bytes), ours != foundation {
                 return false  // the payload readers disagree
             }
+        case "foreign-tokens":
+            // Other tools' token files (vault import --from), the first byte choosing the tool.
+            let tools = ForeignTokens.Tool.allCases
+            if let first = bytes.first, let json = try? SecureBytes(copying: Array(bytes.dropFirst())) {
+                let tool = tools[Int(first) % tools.count]
+                _ = try? ForeignTokens.convert(
+                    tool, json, section: first & 0x80 == 0 ? nil : "a", now: Date(epochSeconds: 1_800_000_000))
+            }
         case "token-response":
             if let json = try? SecureBytes(copying: bytes) {
                 _ = try? TokenResponse(json: json).importedGrant(now: Date(epochSeconds: 1_800_000_000))

@@ -21,14 +21,7 @@ struct AddFlowTests {
     var s: OIDCProvider.Settings { oidc.settings }
 
     /// Writes $XDG_CONFIG_HOME/vault/providers/NAME.json.
-    func providerFile(_ name: String, _ fields: [String: Any]) throws {
-        let dir = home.path + "/config/vault/providers"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        var object = fields
-        object["name"] = name
-        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
-        FileManager.default.createFile(atPath: dir + "/\(name).json", contents: data)
-    }
+    func providerFile(_ name: String, _ fields: [String: Any]) throws { try home.providerFile(name, fields) }
 
     /// The usual local provider: issuer only (endpoints by discovery), the
     /// registered redirect URI, and a client.

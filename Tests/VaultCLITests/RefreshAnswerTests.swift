@@ -74,7 +74,7 @@ struct RefreshAnswerTests {
         Row(
             label: "GitHub: bad_refresh_token in a 200 kills the grant", persona: "github",
             answer: #"{"error":"bad_refresh_token","description":"The refresh token passed is incorrect or expired."}"#,
-            status: 2, says: ["bad_refresh_token", "vault add github work"], outcome: .dead),
+            status: 2, says: ["bad_refresh_token", "run 'vault add work' to authorize it again"], outcome: .dead),
         Row(
             label: "GitHub: a form-encoded bad_refresh_token in a 200 kills the grant", persona: "github",
             answer: #"{"status":200,"form":{"error":"bad_refresh_token"}}"#, status: 2, says: ["bad_refresh_token"],

@@ -192,7 +192,9 @@ struct RefreshTests {
         try ProviderGrants.revoke(tokens["refresh_token"] as! String, hint: "refresh_token")
         let r = try home.run("token", "work")
         #expect(r.status == 2)
-        #expect(r.stderr.contains("needs a new authorization") && r.stderr.contains("vault add local work"))
+        #expect(
+            r.stderr.contains("needs a new authorization")
+                && r.stderr.contains("run 'vault add work' to authorize it again"))
         #expect(try state("work") == "dead")
         #expect(try home.run("list").stdout.contains("dead"))
         #expect(try home.run("check", "work").status == 2)

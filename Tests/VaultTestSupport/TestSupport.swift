@@ -58,6 +58,8 @@ public enum TestKeys {
         Grant(
             provider: provider, account: "ada@example.com", accessToken: token, refreshToken: "1//refresh-\(token)",
             tokenType: "Bearer", expiresAt: now.addingTimeInterval(3600), scopes: ["openid", "email"],
+            providerConfiguration: ProviderConfiguration(
+                name: provider, tokenEndpoint: "https://oauth2.example/token", clientID: "client"),
             createdAt: now)
     }
 }

@@ -61,16 +61,20 @@ struct TerminalAuthorizationUI: AuthorizationUI {
 extension Commands {
     static let addCommand = Command(
         name: "add",
-        abstract: "Authorize with a provider and store the grant.",
+        abstract: "Authorize with a provider and store the grant, or authorize a grant again.",
         usage:
             "add PROVIDER [NAME] [--scope S]... [--client-id ID] [--client-secret-file F] [--flow browser|device|paste] [--login-hint EMAIL] [--issuer URL] [--tenant T] [--timeout SECONDS]",
         arguments: [
             ("PROVIDER", "a provider from 'vault providers', or a new name with --issuer"),
-            ("NAME", "the name to store the grant under (default: PROVIDER)"),
+            (
+                "NAME",
+                "the name to store the grant under (default: PROVIDER); alone, an existing grant to authorize again"
+            ),
         ],
         options: [
             OptionSpec(
-                name: "scope", valueName: "S", help: "a scope to ask for (repeatable; default: the provider's)",
+                name: "scope", valueName: "S",
+                help: "a scope to ask for (repeatable; default: the provider's; for a grant: added to its own)",
                 repeatable: true),
             OptionSpec(name: "client-id", valueName: "ID", help: "the OAuth client id (else the provider file's)"),
             OptionSpec(name: "client-secret-file", valueName: "F", help: "read the client secret from file F"),
@@ -91,27 +95,38 @@ extension Commands {
             authorization succeeds. Nothing is stored on any failure. Exit status 75 when the
             device code expires or the browser never comes back (run it again), 1 when the
             person or the provider refuses.
+
+            'vault add NAME' alone, for a grant that exists, authorizes it again with the
+            provider and client it was authorized with (its own endpoints, client id and
+            secret, as 'gh auth refresh' does), keeping its name, its git-credential mappings
+            and its identity for sync; --scope adds scopes to its own, and --client-id or
+            --client-secret-file change its client. This is what to run when a grant is dead.
+
+            vault ships no client for its presets: the first 'vault add' of a provider without
+            one says where to register an application, what redirect URI and device setting to
+            enter, which scopes vault asks for and whether a secret is needed. Then put the
+            client in $XDG_CONFIG_HOME/vault/providers/PROVIDER.json ({"client_id": ...,
+            "client_secret": ...}), or pass --client-id and --client-secret-file.
+            'vault providers' shows which providers still need a client.
             """,
         examples: [
             "vault add google work --client-id 123.apps.googleusercontent.com --client-secret-file ~/google-secret",
             "vault add github --flow device --scope repo",
             "vault add corp --issuer https://id.corp.example --client-id vault",
+            "vault add work --scope https://mail.google.com/",
         ]
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         let args = ctx.arguments.positionals
-        guard let providerName = args.first else { throw CLIError.usage("missing PROVIDER", command: "add") }
+        guard let first = args.first else { throw CLIError.usage("missing PROVIDER", command: "add") }
         guard args.count <= 2 else { throw CLIError.usage("unexpected argument '\(args[2])'", command: "add") }
-        let name = try ctx.grantName(args.count == 2 ? args[1] : providerName)
-        _ = try ctx.grantName(providerName)
-        let transport = CurlTransport(caBundle: ctx.environment["SSL_CERT_FILE"])
-        var provider = try resolveProvider(providerName, ctx: ctx, transport: transport)
-
-        if let id = ctx.arguments.value("client-id") { provider.clientID = id }
-        if let path = ctx.arguments.value("client-secret-file") {
-            let raw = try vault { () throws(VaultError) in try SecretFile.trimmingNewline(SecretFile.read(path: path)) }
-            provider.clientSecret = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        let name = try ctx.grantName(args.count == 2 ? args[1] : first)
+        _ = try ctx.grantName(first)
+        let requestedFlow = try ctx.arguments.value("flow").map { (text: String) throws(CLIError) -> Provider.Flow in
+            guard let flow = Provider.Flow(rawValue: text) else {
+                throw CLIError.usage("--flow must be browser, device or paste", command: "add")
+            }
+            return flow
         }
-        let flow = try chooseFlow(ctx, provider: provider)
         var timeout = 300.0
         if let t = ctx.arguments.value("timeout") {
             guard let v = Double(t), v > 0, v <= 86400 else {
@@ -119,38 +134,98 @@ extension Commands {
             }
             timeout = v
         }
-        // Unlock first: a wrong passphrase must not waste an authorization.
-        let store = try ctx.openVault()
+        let transport = CurlTransport(caBundle: ctx.environment["SSL_CERT_FILE"])
+        let configDirectory = try ctx.location().configDirectory
+        let catalog = ProviderCatalog.load(configDirectory: configDirectory)
+
+        // One argument may name a grant to authorize again: finding out needs
+        // the vault, and unlocking first means a wrong passphrase wastes no
+        // authorization anyway.
+        var store: Vault? = nil
+        var existing: Grant? = nil
+        if args.count == 1 && ctx.arguments.value("issuer") == nil {
+            store = try ctx.openVault()
+            existing = try existingGrant(name, in: store!)
+        }
+        var provider: Provider
+        if let existing {
+            for problem in catalog.problems(ignoring: existing.provider) { ctx.console.warn(problem.reason) }
+            provider = try vault { () throws(VaultError) in
+                try Provider(storedIn: existing, name: name, base: catalog.providers[existing.provider])
+            }
+        } else {
+            if store != nil && catalog.providers[first] == nil && !catalog.files.keys.contains(first) {
+                // Neither a grant nor a provider: say both were looked for.
+                throw CLIError(
+                    "no grant or provider named '\(first)'",
+                    hint: "'vault list' shows the grants; providers: "
+                        + "\(catalog.providers.keys.sorted().joined(separator: ", ")); or describe one with --issuer URL",
+                    exitCode: .failure)
+            }
+            provider = try resolveProvider(first, catalog: catalog, ctx: ctx, transport: transport)
+        }
+        if let id = ctx.arguments.value("client-id") { provider.clientID = id }
+        if let path = ctx.arguments.value("client-secret-file") {
+            let raw = try vault { () throws(VaultError) in try SecretFile.trimmingNewline(SecretFile.read(path: path)) }
+            provider.clientSecret = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        }
+        guard provider.clientID != nil else {
+            throw ClientRegistration.error(for: provider, configDirectory: configDirectory)
+        }
+        let flow = requestedFlow ?? defaultFlow(ctx, provider: provider)
+        if store == nil { store = try ctx.openVault() }
+        let vaultStore = store!
+        var scopes = ctx.arguments.values("scope")
+        if existing != nil {
+            // Scopes given now come on top of the grant's own.
+            scopes = provider.scopes + scopes.filter { !provider.scopes.contains($0) }
+        }
         let request = AuthorizationRequest(
-            provider: provider, flow: flow, scopes: ctx.arguments.values("scope"),
-            loginHint: ctx.arguments.value("login-hint"), timeout: timeout)
+            provider: provider, flow: flow, scopes: scopes, loginHint: ctx.arguments.value("login-hint"),
+            timeout: timeout)
         let authorizer = Authorizer(
             transport: transport, ui: TerminalAuthorizationUI(environment: ctx.environment), time: ctx.time)
-        let grant = try vault { () throws(VaultError) in try authorizer.authorize(request) }
-        let existed = (try? store.load(name)) != nil
-        _ = try vault { () throws(VaultError) in try store.save(grant, as: name) }
+        var grant = try vault { () throws(VaultError) in try authorizer.authorize(request) }
+        if let existing { grant.createdAt = existing.createdAt }
+        let existed = existing != nil || (try? vaultStore.load(name)) != nil
+        // Replacing keeps the record's id: its sync identity, as well as its name and mappings.
+        _ = try vault { () throws(VaultError) in try vaultStore.save(grant, as: name) }
         let now = ctx.time.now()
         if ctx.json {
             try ctx.printJSON(GrantSummary(name: name, grant: grant, now: now))
         } else {
             let who = grant.account.map { ", \($0)" } ?? ""
             let scopes = grant.kind == .oauth1 ? "" : "; scopes: \(grant.scopes.joined(separator: " "))"
-            ctx.console.info("\(existed ? "replaced" : "added") '\(name)' (\(provider.name)\(who)\(scopes))")
+            let verb = existing != nil ? "authorized '\(name)' again" : "\(existed ? "replaced" : "added") '\(name)'"
+            ctx.console.info("\(verb) (\(provider.name)\(who)\(scopes))")
+            if let before = existing?.account, let after = grant.account, before != after {
+                ctx.console.warn("'\(name)' was for \(before) and is now for \(after)")
+            }
             let missing = request.effectiveScopesForDisplay.filter { !grant.scopes.contains($0) }
             if !missing.isEmpty { ctx.console.warn("the provider did not grant: \(missing.joined(separator: " "))") }
             // OAuth 1.0a token credentials do not expire and have no refresh token.
             if grant.refreshToken == nil && grant.kind == .oauth2 {
                 ctx.console.warn(
-                    "the provider issued no refresh token; 'vault add' will be needed again when the access token expires"
+                    "the provider issued no refresh token; 'vault add \(name)' will be needed again when the access token expires"
                 )
             }
         }
         return .ok
     }
 
+    /// The grant stored under `name`, or nil when there is none; any other
+    /// trouble reading it (a damaged record) is an error, not a new grant.
+    static func existingGrant(_ name: String, in store: Vault) throws(CLIError) -> Grant? {
+        do { return try store.load(name) } catch {
+            if error.code == .notFound { return nil }
+            throw CLIError(error)
+        }
+    }
+
     /// The provider: a preset or user file, discovered when it has only an issuer or `--issuer` is given.
-    static func resolveProvider(_ name: String, ctx: Context, transport: CurlTransport) throws(CLIError) -> Provider {
-        let catalog = ProviderCatalog.load(configDirectory: try ctx.location().configDirectory)
+    static func resolveProvider(
+        _ name: String, catalog: ProviderCatalog, ctx: Context, transport: CurlTransport
+    ) throws(CLIError) -> Provider {
         let issuerFlag = ctx.arguments.value("issuer")
         for problem in issuerFlag == nil ? catalog.problems : catalog.problems(ignoring: name) {
             ctx.console.warn(problem.reason)
@@ -169,13 +244,8 @@ extension Commands {
         return known.resolved(overrides)
     }
 
-    static func chooseFlow(_ ctx: Context, provider: Provider) throws(CLIError) -> Provider.Flow {
-        if let text = ctx.arguments.value("flow") {
-            guard let flow = Provider.Flow(rawValue: text) else {
-                throw CLIError.usage("--flow must be browser, device or paste", command: "add")
-            }
-            return flow
-        }
+    /// The flow when none is asked for: device (else paste) over SSH without a display, else browser.
+    static func defaultFlow(_ ctx: Context, provider: Provider) -> Provider.Flow {
         let env = ctx.environment
         let remote =
             env["SSH_CONNECTION"] != nil && env["DISPLAY"] == nil && env["WAYLAND_DISPLAY"] == nil

@@ -1,14 +1,27 @@
+internal import FoundationEssentials
 internal import VaultAgent
 internal import VaultCore
+internal import VaultCrypto
+internal import VaultHTTP
 internal import VaultSync
 
 extension Commands {
     static let importCommand = Command(
         name: "import",
-        abstract: "Store a grant given as JSON on stdin.",
-        usage: "import NAME [--replace]",
+        abstract: "Store a grant given as JSON on stdin, or from another tool's token file.",
+        usage:
+            "import NAME [--replace] [--from gcloud|rclone|gh|mutt_oauth2] [--remote R] [--host H] [--client-id ID] [--client-secret-file F]",
         arguments: [("NAME", "the name to store the grant under")],
-        options: [OptionSpec(name: "replace", valueName: nil, help: "overwrite a grant of the same name")],
+        options: [
+            OptionSpec(name: "replace", valueName: nil, help: "overwrite a grant of the same name"),
+            OptionSpec(
+                name: "from", valueName: "TOOL", help: "read that tool's own token file from stdin",
+                choices: ForeignTokens.Tool.allCases.map(\.rawValue)),
+            OptionSpec(name: "remote", valueName: "R", help: "--from rclone: the remote whose token to import"),
+            OptionSpec(name: "host", valueName: "H", help: "--from gh: the host (default github.com)"),
+            OptionSpec(name: "client-id", valueName: "ID", help: "the client the tokens were issued to"),
+            OptionSpec(name: "client-secret-file", valueName: "F", help: "read that client's secret from file F"),
+        ],
         discussion: """
             Standard input holds one JSON object: the fields of an OAuth token response
             (access_token, refresh_token, token_type, expires_in or expires_at in seconds since
@@ -16,28 +29,154 @@ extension Commands {
             "account", "token_secret" (OAuth 1.0a) and "provider_config" (endpoints and client,
             for refresh). Other fields are kept as the token response ('vault show --json').
             Tokens must be printable ASCII and expiry times sensible, as in a refresh.
+
+            A refresh token needs a token endpoint and the client it was issued to. What
+            provider_config lacks comes from the configured provider of that name (a preset,
+            or a provider file in $XDG_CONFIG_HOME/vault/providers/), its client included;
+            --client-id and --client-secret-file name the client instead. vault warns when
+            it does not know the provider, and when the grant cannot be refreshed ('vault list'
+            then never shows it as refreshable).
+
+            --from reads another tool's file from stdin (secrets never go on a command line):
+              gcloud       application_default_credentials.json (type authorized_user): refreshable,
+                           with gcloud's client from the file and Google's token endpoint.
+              rclone       rclone.conf; --remote picks the remote (needed when several have a
+                           token). drive is Google, onedrive Microsoft. Refreshable when the
+                           remote has its own client_id and client_secret; tokens of rclone's
+                           built-in client work until they expire.
+              gh           hosts.yml; --host picks the host. GitHub OAuth app tokens do not expire
+                           and have no refresh token: nothing to refresh. gh 2.40 and later keep the
+                           token in the system keyring instead (see 'gh auth login --insecure-storage').
+              mutt_oauth2  the token file, decrypted: gpg -d TOKENFILE | vault import NAME --from
+                           mutt_oauth2. Refreshable with the client the file names, else the
+                           configured provider's (google, microsoft), which must be the client
+                           registered in mutt_oauth2.py, or --client-id and --client-secret-file.
             """,
         examples: [
             #"vault import work < token.json"#,
             #"printf '%s' "$RESPONSE" | vault import github --replace"#,
+            #"vault import gcloud --from gcloud < ~/.config/gcloud/application_default_credentials.json"#,
+            #"vault import drive --from rclone --remote gdrive < ~/.config/rclone/rclone.conf"#,
+            #"gpg -d ~/.mutt/token.gpg | vault import mail --from mutt_oauth2"#,
         ]
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
+        let tool = try ctx.arguments.value("from").map { (text: String) throws(CLIError) -> ForeignTokens.Tool in
+            guard let tool = ForeignTokens.Tool(rawValue: text) else {
+                throw CLIError.usage("--from must be gcloud, rclone, gh or mutt_oauth2", command: "import")
+            }
+            return tool
+        }
+        if ctx.arguments.value("remote") != nil && tool != .rclone {
+            throw CLIError.usage("--remote goes with --from rclone", command: "import")
+        }
+        if ctx.arguments.value("host") != nil && tool != .gh {
+            throw CLIError.usage("--host goes with --from gh", command: "import")
+        }
+        var clientSecret: String? = nil
+        if let path = ctx.arguments.value("client-secret-file") {
+            let raw = try vault { () throws(VaultError) in try SecretFile.trimmingNewline(SecretFile.read(path: path)) }
+            clientSecret = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        }
         let input = try ctx.readStandardInput(limit: TokenResponse.maximumSize)
         guard input.count > 0 else {
             throw CLIError("standard input is empty", hint: "pipe the token JSON into 'vault import \(name)'")
         }
         let now = ctx.time.now()
-        let grant = try vault { () throws(VaultError) in try TokenResponse(json: input).importedGrant(now: now) }
+        var grant = try vault { () throws(VaultError) in
+            guard let tool else { return try TokenResponse(json: input).importedGrant(now: now) }
+            let section = ctx.arguments.value(tool == .rclone ? "remote" : "host")
+            let converted = try ForeignTokens.convert(tool, input, section: section, now: now)
+            var data: Data
+            do { data = try JSONEncoder().encode(JSONValue.object(converted.object)) } catch {
+                throw VaultError(.internalError, "could not re-encode the \(tool.rawValue) token")
+            }
+            defer { data.withUnsafeMutableBytes { secureZero($0) } }
+            var bytes = [UInt8](data)
+            defer { secureZero(&bytes) }
+            let json: SecureBytes
+            do { json = try SecureBytes(copying: bytes) } catch {
+                throw VaultError(.internalError, "could not hold the \(tool.rawValue) token in locked memory")
+            }
+            return try TokenResponse(json: json).importedGrant(now: now)
+        }
+        let notes = try resolveClient(&grant, name: name, tool: tool, clientSecret: clientSecret, ctx: ctx)
         let store = try ctx.openVault()
         _ = try vault { () throws(VaultError) in
             try store.save(grant, as: name, mode: ctx.arguments.flag("replace") ? .replace : .insertOnly)
         }
+        // Said once the grant is stored, so that no warning precedes a refusal.
+        for note in notes { note.warning ? ctx.console.warn(note.text) : ctx.console.info(note.text) }
         if ctx.json {
             try ctx.printJSON(GrantSummary(name: name, grant: grant, now: now))
         } else {
             ctx.console.info("imported '\(name)' (\(grant.provider)\(grant.account.map { ", " + $0 } ?? ""))")
         }
         return .ok
+    }
+
+    /// Completes the grant's provider configuration from the configured
+    /// provider of its name; returns what to tell the person (an unknown
+    /// provider, a grant that cannot be refreshed).
+    /// Tokens from another tool keep that tool's client: a refresh token
+    /// works only with the client it was issued to, so a configured
+    /// client is taken only where the tool uses the user's own
+    /// (mutt_oauth2.py) or the JSON names none.
+    static func resolveClient(
+        _ grant: inout Grant, name: String, tool: ForeignTokens.Tool?, clientSecret: String?, ctx: Context
+    ) throws(CLIError) -> [(warning: Bool, text: String)] {
+        var notes: [(warning: Bool, text: String)] = []
+        var config = grant.providerConfiguration ?? ProviderConfiguration()
+        if let id = ctx.arguments.value("client-id") {
+            config.clientID = id
+            config.clientSecret = clientSecret
+        } else if clientSecret != nil {
+            throw CLIError.usage("--client-secret-file goes with --client-id", command: "import")
+        }
+        let catalog = ProviderCatalog.load(configDirectory: try ctx.location().configDirectory, only: grant.provider)
+        if var provider = catalog.providers[grant.provider] {
+            if provider.tokenEndpoint == nil, let issuer = provider.issuer, config.tokenEndpoint == nil {
+                let transport = CurlTransport(caBundle: ctx.environment["SSL_CERT_FILE"])
+                do {
+                    provider = try catalog.discovering(provider.name, issuer: issuer, transport: transport)
+                } catch {
+                    notes.append((true, "could not discover provider '\(provider.name)': \(error.reason)"))
+                }
+            }
+            config = config.completed(by: provider.resolved(), takeClient: tool == nil || tool == .muttOAuth2)
+        } else {
+            notes.append(
+                (
+                    true,
+                    "vault knows no provider '\(grant.provider)' (see 'vault providers'); "
+                        + (config.tokenEndpoint == nil
+                            ? "the grant keeps no token endpoint" : "the grant keeps the provider_config it was given")
+                ))
+        }
+        grant.providerConfiguration = config
+        guard grant.kind == .oauth2 else { return notes }
+        if grant.refreshToken == nil {
+            // Said for other tools' files, whose users may expect a refresh.
+            if tool != nil {
+                notes.append(
+                    (
+                        false,
+                        "'\(name)' has no refresh token: it works as long as its access token does"
+                            + (grant.expiresAt == nil ? " (this one has no expiry)" : "")
+                    ))
+            }
+        } else if !grant.hasRefreshRoute {
+            let missing = config.tokenEndpoint == nil ? "no token endpoint" : "no client id"
+            let why =
+                tool == .rclone
+                ? "; its tokens were issued to rclone's built-in client, which vault cannot use: "
+                    + "give the remote a client_id and client_secret of your own in rclone"
+                : config.tokenEndpoint == nil
+                    ? "; configure provider '\(grant.provider)' with a provider file (token_endpoint, client_id)"
+                    : "; give provider '\(grant.provider)' your client (client_id in its provider file), "
+                        + "or pass --client-id and --client-secret-file: the client the tokens were issued to"
+            notes.append((true, "'\(name)' cannot be refreshed: \(missing)\(why)"))
+        }
+        return notes
     }
 }

@@ -13,6 +13,8 @@ struct ProviderSummary: Encodable {
     let revocationEndpoint, userinfoEndpoint, clientID, redirectURI: String?
     let scopes, gitHosts: [String]
     let hasClientSecret: Bool
+    /// True until a client id is configured: `vault add` then says how to register one.
+    let needsClient: Bool
     let notes: String?
 
     init(_ p: Provider) {
@@ -31,6 +33,7 @@ struct ProviderSummary: Encodable {
         scopes = p.scopes
         gitHosts = p.gitHosts
         hasClientSecret = p.clientSecret != nil
+        needsClient = p.clientID == nil
         notes = p.notes
     }
 
@@ -46,6 +49,7 @@ struct ProviderSummary: Encodable {
         case redirectURI = "redirect_uri"
         case gitHosts = "git_hosts"
         case hasClientSecret = "has_client_secret"
+        case needsClient = "needs_client"
     }
 }
 
@@ -58,6 +62,8 @@ extension Commands {
             Presets ship with vault (Google, Microsoft, GitHub, GitLab, LinkedIn). A JSON file in
             $XDG_CONFIG_HOME/vault/providers/ adds a provider, or overrides the fields of a preset
             of the same name (for example just "client_id"). See docs/providers.md for the fields.
+            CLIENT is "needed" until a client id is configured: vault ships none, and 'vault add'
+            then says where to register an application and how to give vault its client.
             """,
         examples: ["vault providers", "vault providers --json"]
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
@@ -71,7 +77,7 @@ extension Commands {
                 let endpoint = p.issuer ?? p.authorizationEndpoint ?? p.tokenEndpoint ?? "-"
                 let host = URLPolicy.schemeAndHost(endpoint).map(\.1) ?? endpoint
                 rows.append([
-                    p.name, p.flows.map(\.rawValue).joined(separator: ","), p.clientID == nil ? "-" : "set", host,
+                    p.name, p.flows.map(\.rawValue).joined(separator: ","), p.clientID == nil ? "needed" : "set", host,
                     p.source,
                 ])
             }

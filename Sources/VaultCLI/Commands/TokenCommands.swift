@@ -49,7 +49,7 @@ extension Commands {
             refresh: the first takes that grant's refresh lock and refreshes, the others wait
             and print the new token; other grants are never held up. A rotated refresh token is
             stored before the new access token is printed. Exit status 2 when the provider
-            refused the grant (invalid_grant: it is marked dead; 'vault add' authorizes again);
+            refused the grant (invalid_grant: it is marked dead; 'vault add NAME' authorizes it again);
             75 when the provider cannot be reached or answers 429 or 5xx; 1 for any other
             failure, such as a client the provider does not accept or an answer that is not
             OAuth. Only exit status 2 changes the grant.
@@ -121,7 +121,7 @@ extension Commands {
         discussion: """
             Calls the provider's userinfo endpoint with a fresh token, as GTMAppAuth's validity
             check does. Exit status 0: live. 2: the provider refused the grant (it is marked dead
-            and kept; 'vault add' authorizes again). 75: the provider could not be reached or
+            and kept; 'vault add NAME' authorizes it again). 75: the provider could not be reached or
             answered 5xx; nothing changes.
             """,
         examples: ["vault check work && echo still good"]

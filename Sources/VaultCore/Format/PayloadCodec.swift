@@ -455,11 +455,12 @@ extension ProviderConfiguration {
         ("revocation_endpoint", \.revocationEndpoint), ("userinfo_endpoint", \.userinfoEndpoint),
         ("client_id", \.clientID), ("client_secret", \.clientSecret),
         ("token_endpoint_auth_method", \.tokenEndpointAuthMethod), ("signature_method", \.signatureMethod),
+        ("redirect_uri", \.redirectURI), ("account_claim", \.accountClaim),
     ]
 
     /// Keys that are not strings, read after the string fields above.
     private static let otherFields: [StaticString] = [
-        "error_aliases", "errors_with_http_200", "empty_400_is_invalid_grant",
+        "error_aliases", "errors_with_http_200", "empty_400_is_invalid_grant", "authorization_params",
     ]
 
     static func read(_ r: inout JSONReader, secrets: Bool) throws(JSONReader.Failure) -> ProviderConfiguration {
@@ -474,7 +475,8 @@ extension ProviderConfiguration {
                 switch m {
                 case 0: c.errorAliases = try r.null() ? nil : try stringMap(&r)
                 case 1: c.errorsWithHTTP200 = try r.null() ? nil : try r.bool()
-                default: c.empty400IsInvalidGrant = try r.null() ? nil : try r.bool()
+                case 2: c.empty400IsInvalidGrant = try r.null() ? nil : try r.bool()
+                default: c.authorizationParams = try r.null() ? nil : try stringMap(&r)
                 }
                 continue
             }

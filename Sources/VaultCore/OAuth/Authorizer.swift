@@ -150,7 +150,7 @@ public struct Authorizer {
             do { answer = try listener.waitForRedirect(timeout: request.timeout) } catch {
                 throw VaultError(
                     .timedOut, "no answer from the browser within \(Int(request.timeout)) seconds",
-                    remedy: .finishSooner(otherFlows: [.device, .paste]))
+                    remedy: .finishSooner(otherFlows: p.flows.filter { $0 != .browser }))
             }
         } else {
             answer = try pasted(ui.readPasted(prompt: "Paste the address the browser ended on (or the code): "))

@@ -22,7 +22,8 @@ public enum Discovery {
             response = try transport.send(
                 HTTPRequest(method: "GET", url: url, headers: [("Accept", "application/json")]))
         } catch {
-            throw error.vaultError("discovery at \(URLPolicy.redacted(url))")
+            // The transport's reason names the address already: say it once.
+            throw error.vaultError("discovery")
         }
         guard response.status == 200 else {
             throw VaultError(

@@ -58,7 +58,7 @@ extension Authorizer {
             do { answer = try listener.waitForRedirect(timeout: request.timeout) } catch {
                 throw VaultError(
                     .timedOut, "no answer from the browser within \(Int(request.timeout)) seconds",
-                    remedy: .finishSooner(otherFlows: [.paste]))
+                    remedy: .finishSooner(otherFlows: p.flows.filter { $0 != .browser }))
             }
         } else {
             let text = try ui.readPasted(prompt: "Paste the verifier the provider shows (or the address): ")

@@ -17,6 +17,11 @@ enum Presets {
               "authorization_params": {"perms": "read"},
               "flows": ["browser", "paste"],
               "account_claim": "username",
+              "registration": {
+                "url": "https://www.flickr.com/services/apps/create/ (apply for an API key; the key is the client id)",
+                "redirect_uri": "nothing to enter: vault sends its loopback callback with each request",
+                "client_secret": "needed: the key's secret"
+              },
               "notes": "OAuth 1.0a. perms may be read, write or delete; set authorization_params in a provider file to change it."
             }
             """#
@@ -45,6 +50,12 @@ enum Presets {
                 "incorrect_client_credentials": "invalid_client",
                 "device_flow_disabled": "unauthorized_client"
               },
+              "registration": {
+                "url": "https://github.com/settings/applications/new (a new OAuth app; for an organization, its Settings, Developer settings, OAuth Apps)",
+                "redirect_uri": "Authorization callback URL http://127.0.0.1/callback (GitHub lets a loopback callback take any port, and vault picks one each time)",
+                "device_flow": "tick \"Enable Device Flow\" on the app's page",
+                "client_secret": "generate one: the browser and paste flows need it; the device flow works with the client id alone"
+              },
               "notes": "Classic OAuth apps issue tokens without expiry or refresh token; GitHub Apps with expiring tokens issue both, with refresh tokens that rotate and expire (refresh_token_expires_in). Add --scope repo for git over HTTPS. GitHub answers scopes separated by commas and errors with HTTP 200, in its own codes."
             }
             """#
@@ -65,6 +76,12 @@ enum Presets {
               "flows": ["browser", "device", "paste"],
               "git_hosts": ["gitlab.com"],
               "git_username": "oauth2",
+              "registration": {
+                "url": "https://gitlab.com/-/user_settings/applications (or a group's Settings, Applications)",
+                "redirect_uri": "a fixed address such as http://127.0.0.1:8976/callback (any free port), and the same value as redirect_uri in the provider file, so that GitLab sees the address it registered",
+                "device_flow": "nothing to set",
+                "client_secret": "untick \"Confidential\": vault uses PKCE and needs no secret"
+              },
               "notes": "Add --scope read_repository or write_repository for git over HTTPS. For a self-managed GitLab, copy this file to ~/.config/vault/providers/ with your host."
             }
             """#
@@ -85,6 +102,12 @@ enum Presets {
               "authorization_params": {"access_type": "offline", "prompt": "consent"},
               "flows": ["browser", "device", "paste"],
               "token_endpoint_auth_method": "client_secret_post",
+              "registration": {
+                "url": "https://console.cloud.google.com/apis/credentials (set up the OAuth consent screen, then Create credentials, OAuth client ID)",
+                "redirect_uri": "choose the application type \"Desktop app\": there is no redirect URI to enter, Google accepts any loopback port",
+                "device_flow": "a second client of type \"TVs and Limited Input devices\" (it cannot ask for Gmail's https://mail.google.com/ scope)",
+                "client_secret": "needed: Google gives desktop clients one and wants it at the token endpoint"
+              },
               "notes": "access_type=offline and prompt=consent make Google issue a refresh token; for Gmail over IMAP/SMTP add --scope https://mail.google.com/ (not available to the device flow). Refresh tokens of apps in testing expire after 7 days."
             }
             """#
@@ -103,6 +126,11 @@ enum Presets {
               "scopes": ["openid", "profile", "email"],
               "flows": ["browser", "paste"],
               "token_endpoint_auth_method": "client_secret_post",
+              "registration": {
+                "url": "https://www.linkedin.com/developers/apps/new, then add the product \"Sign In with LinkedIn using OpenID Connect\"",
+                "redirect_uri": "under Auth, an exact address such as http://127.0.0.1:8976/callback (any free port), and the same value as redirect_uri in the provider file: LinkedIn compares the whole address",
+                "client_secret": "needed (the Primary Client Secret on the Auth tab)"
+              },
               "notes": "Sign In with LinkedIn using OpenID Connect. LinkedIn has no device flow and needs a client secret."
             }
             """#
@@ -123,6 +151,12 @@ enum Presets {
               "flows": ["browser", "device", "paste"],
               "public_client": true,
               "error_aliases": {"authorization_declined": "access_denied", "bad_verification_code": "invalid_grant"},
+              "registration": {
+                "url": "https://entra.microsoft.com (App registrations, New registration; choose which accounts may sign in)",
+                "redirect_uri": "platform \"Mobile and desktop applications\" with http://127.0.0.1/callback (the portal's form takes only http://localhost: add 127.0.0.1 in the manifest's replyUrlsWithType); Microsoft ignores the port of a loopback redirect",
+                "device_flow": "under Authentication, set \"Allow public client flows\" to Yes",
+                "client_secret": "none: vault is a public client and never sends one"
+              },
               "notes": "offline_access is needed for a refresh token; refresh tokens rotate. A public client must not send a client secret. Set the tenant with --tenant (a tenant id or domain, or organizations or consumers); the ID token's issuer names the user's own tenant."
             }
             """#
@@ -140,6 +174,11 @@ enum Presets {
               "signature_method": "HMAC-SHA1",
               "authorization_params": {"name": "vault", "expiration": "never", "scope": "read"},
               "flows": ["browser", "paste"],
+              "registration": {
+                "url": "https://trello.com/power-ups/admin (a Power-Up's API key; the key is the client id)",
+                "redirect_uri": "add http://127.0.0.1 to the key's allowed origins",
+                "client_secret": "needed: the key's OAuth secret"
+              },
               "notes": "OAuth 1.0a. The consumer key is your Trello API key and the secret its OAuth secret."
             }
             """#
@@ -157,6 +196,11 @@ enum Presets {
               "signature_method": "HMAC-SHA1",
               "flows": ["browser", "paste"],
               "account_claim": "screen_name",
+              "registration": {
+                "url": "https://developer.x.com/en/portal/dashboard (a project's app, User authentication settings, OAuth 1.0a)",
+                "redirect_uri": "X checks callbacks against those registered: register http://127.0.0.1:8976/callback (any free port) and put the same value as redirect_uri in the provider file, or use --flow paste (the PIN flow, no callback)",
+                "client_secret": "needed: the app's API key secret (the API key is the client id)"
+              },
               "notes": "OAuth 1.0a. The consumer key and secret are the app's API key and secret; paste uses the PIN flow."
             }
             """#

@@ -66,8 +66,45 @@ public struct Provider: Sendable, Equatable {
     public var accountClaim: String?
     /// Free text for people: quirks, what to add.
     public var notes: String?
+    /// How a person registers an application (a client) for vault with
+    /// this provider, for the message that asks for one.
+    public var registration: Registration?
     /// Where the definition came from: "preset", or the user file's path.
     public var source: String
+
+    /// How to register a client with a provider, in words for people: each
+    /// field is shown as it is (escaped) when `vault add` finds no client.
+    public struct Registration: Sendable, Equatable, Decodable {
+        /// Where to register (an address, and what to choose there).
+        public var url: String?
+        /// What to enter as the redirect (callback) URI.
+        public var redirectURI: String?
+        /// What to set for the device flow, when the provider has one.
+        public var deviceFlow: String?
+        /// Whether vault needs the client secret, and for which flows.
+        public var clientSecret: String?
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case url
+            case redirectURI = "redirect_uri"
+            case deviceFlow = "device_flow"
+            case clientSecret = "client_secret"
+        }
+
+        /// Reads the object, refusing unknown fields as provider files do.
+        public init(from decoder: any Decoder) throws {
+            let any = try decoder.container(keyedBy: AnyCodingKey.self)
+            let known = Set(CodingKeys.allCases.map(\.rawValue))
+            if let unknown = any.allKeys.map(\.stringValue).sorted().first(where: { !known.contains($0) }) {
+                throw VaultError(.invalidInput, "unknown field 'registration.\(unknown)'")
+            }
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            url = try c.decodeIfPresent(String.self, forKey: .url)
+            redirectURI = try c.decodeIfPresent(String.self, forKey: .redirectURI)
+            deviceFlow = try c.decodeIfPresent(String.self, forKey: .deviceFlow)
+            clientSecret = try c.decodeIfPresent(String.self, forKey: .clientSecret)
+        }
+    }
 
     /// True when the provider speaks OpenID Connect (an issuer and `openid`).
     public var isOpenIDConnect: Bool { issuer != nil && scopes.contains("openid") }
@@ -79,7 +116,9 @@ public struct Provider: Sendable, Equatable {
             deviceAuthorizationEndpoint: deviceAuthorizationEndpoint, revocationEndpoint: revocationEndpoint,
             userinfoEndpoint: userinfoEndpoint, clientID: clientID, clientSecret: publicClient ? nil : clientSecret,
             tokenEndpointAuthMethod: tokenEndpointAuthMethod,
-            signatureMethod: protocolVersion == .oauth1 ? signatureMethod.rawValue : nil, errorQuirks: errorQuirks)
+            signatureMethod: protocolVersion == .oauth1 ? signatureMethod.rawValue : nil, errorQuirks: errorQuirks,
+            redirectURI: redirectURI, authorizationParams: authorizationParams.isEmpty ? nil : authorizationParams,
+            accountClaim: accountClaim)
     }
 
     /// A copy with `{name}` placeholders filled from `overrides`, then the defaults.
@@ -141,6 +180,7 @@ public struct Provider: Sendable, Equatable {
         variables = f.variables ?? [:]
         accountClaim = f.account_claim
         notes = f.notes
+        registration = f.registration
         self.source = source
         try validate()
     }
@@ -236,6 +276,7 @@ package struct ProviderFile: Decodable {
     var public_client: Bool?
     var error_aliases: [String: String]?
     var errors_with_http_200, empty_400_is_invalid_grant: Bool?
+    var registration: Provider.Registration?
 
     enum CodingKeys: String, CodingKey, CaseIterable {
         case name, display_name, issuer, authorization_endpoint, token_endpoint, device_authorization_endpoint
@@ -243,7 +284,7 @@ package struct ProviderFile: Decodable {
         case token_endpoint_auth_method, account_claim, notes, scopes, git_hosts, git_username, authorization_params
         case variables
         case flows, public_client, `protocol`, request_token_endpoint, signature_method
-        case error_aliases, errors_with_http_200, empty_400_is_invalid_grant
+        case error_aliases, errors_with_http_200, empty_400_is_invalid_grant, registration
     }
 
     /// An empty file, filled in by code (discovery).
@@ -283,6 +324,7 @@ package struct ProviderFile: Decodable {
         error_aliases = try c.decodeIfPresent([String: String].self, forKey: .error_aliases)
         errors_with_http_200 = try c.decodeIfPresent(Bool.self, forKey: .errors_with_http_200)
         empty_400_is_invalid_grant = try c.decodeIfPresent(Bool.self, forKey: .empty_400_is_invalid_grant)
+        registration = try c.decodeIfPresent(Provider.Registration.self, forKey: .registration)
     }
 
     /// Fields set in `override` replace this file's.
@@ -315,6 +357,7 @@ package struct ProviderFile: Decodable {
         m.error_aliases = o.error_aliases ?? error_aliases
         m.errors_with_http_200 = o.errors_with_http_200 ?? errors_with_http_200
         m.empty_400_is_invalid_grant = o.empty_400_is_invalid_grant ?? empty_400_is_invalid_grant
+        m.registration = o.registration ?? registration
         return m
     }
 

@@ -10,7 +10,7 @@ public struct ProviderCatalog: Sendable {
     /// Problems with the provider name they concern, when known.
     let issues: [(name: String?, error: VaultError)]
     /// Every parsed file by provider name, complete or not.
-    let files: [String: ProviderFile]
+    package let files: [String: ProviderFile]
 
     /// The providers, sorted by name.
     public var sorted: [Provider] { providers.values.sorted { $0.name < $1.name } }
@@ -18,9 +18,16 @@ public struct ProviderCatalog: Sendable {
     /// Loads presets and the user's provider files. A broken user file is
     /// reported in `problems` and leaves the others usable.
     public static func load(configDirectory: String) -> ProviderCatalog {
+        load(configDirectory: configDirectory, only: nil)
+    }
+
+    /// The catalog with presets and checks limited to the provider `only`
+    /// (all of them when nil): a command that needs one provider, such as
+    /// `vault import`, does not parse every preset.
+    package static func load(configDirectory: String, only: String?) -> ProviderCatalog {
         var files: [String: (ProviderFile, String)] = [:]
         var problems: [(name: String?, error: VaultError)] = []
-        for (name, json) in Presets.files {
+        for (name, json) in Presets.files where only == nil || name == only {
             // Presets are checked by the test suite; a failure here is a build defect.
             if let file = try? ProviderFile.parse(Array(json.utf8), source: "preset \(name)") {
                 files[name] = (file, "preset")
@@ -44,7 +51,7 @@ public struct ProviderCatalog: Sendable {
             }
         }
         var providers: [String: Provider] = [:]
-        for (name, (file, source)) in files {
+        for (name, (file, source)) in files where only == nil || name == only {
             do throws(VaultError) {
                 providers[name] = try Provider(file: file, source: source)
             } catch {

@@ -55,3 +55,72 @@ extension Authorizer {
         return try grant(from: response, request: request, nonce: nonce)
     }
 }
+
+extension Provider {
+    /// The provider a stored grant was authorized with, for authorizing it
+    /// again (`vault add NAME`, as `gh auth refresh` does): the grant's own
+    /// endpoints and client, completed by `base` (the configured provider of
+    /// that name, when there is one) with what a grant does not keep: the
+    /// default scopes, the flows, OAuth 1.0a's request token endpoint.
+    /// Without `base`, the flows are those the stored endpoints allow.
+    package init(storedIn grant: Grant, name: String, base: Provider?) throws(VaultError) {
+        let c = grant.providerConfiguration ?? ProviderConfiguration()
+        guard var p = base?.resolved() else {
+            var f = ProviderFile()
+            f.name = grant.provider
+            f.protocol = grant.kind.rawValue
+            f.issuer = c.issuer
+            f.authorization_endpoint = c.authorizationEndpoint
+            f.token_endpoint = c.tokenEndpoint
+            f.device_authorization_endpoint = c.deviceAuthorizationEndpoint
+            f.revocation_endpoint = c.revocationEndpoint
+            f.userinfo_endpoint = c.userinfoEndpoint
+            f.client_id = c.clientID
+            f.client_secret = c.clientSecret
+            f.token_endpoint_auth_method = c.tokenEndpointAuthMethod
+            f.signature_method = c.signatureMethod
+            f.redirect_uri = c.redirectURI
+            f.authorization_params = c.authorizationParams
+            f.account_claim = c.accountClaim
+            f.error_aliases = c.errorAliases
+            f.errors_with_http_200 = c.errorsWithHTTP200
+            f.empty_400_is_invalid_grant = c.empty400IsInvalidGrant
+            f.scopes = grant.scopes
+            var flows: [Flow] = []
+            if c.authorizationEndpoint != nil { flows += [.browser, .paste] }
+            if c.deviceAuthorizationEndpoint != nil && grant.kind == .oauth2 { flows.append(.device) }
+            guard !flows.isEmpty, c.tokenEndpoint != nil else {
+                throw VaultError(
+                    .invalidInput,
+                    "grant '\(name)' does not keep where to authorize it, and vault knows no provider "
+                        + "'\(grant.provider)'")
+            }
+            f.flows = flows
+            try self.init(file: f, source: "grant '\(name)'")
+            return
+        }
+        // The grant's own values win: they are what its client was registered with.
+        p.issuer = c.issuer ?? p.issuer
+        p.authorizationEndpoint = c.authorizationEndpoint ?? p.authorizationEndpoint
+        p.tokenEndpoint = c.tokenEndpoint ?? p.tokenEndpoint
+        p.deviceAuthorizationEndpoint = c.deviceAuthorizationEndpoint ?? p.deviceAuthorizationEndpoint
+        p.revocationEndpoint = c.revocationEndpoint ?? p.revocationEndpoint
+        p.userinfoEndpoint = c.userinfoEndpoint ?? p.userinfoEndpoint
+        if let id = c.clientID {
+            // A secret belongs to its client: never the file's with the grant's id.
+            p.clientID = id
+            p.clientSecret = c.clientSecret
+        }
+        if let method = c.tokenEndpointAuthMethod { p.tokenEndpointAuthMethod = method }
+        if let method = c.signatureMethod.flatMap(OAuth1SignatureMethod.init(rawValue:)) { p.signatureMethod = method }
+        p.redirectURI = c.redirectURI ?? p.redirectURI
+        p.authorizationParams = c.authorizationParams ?? p.authorizationParams
+        p.accountClaim = c.accountClaim ?? p.accountClaim
+        if c.errorAliases != nil || c.errorsWithHTTP200 != nil || c.empty400IsInvalidGrant != nil {
+            p.errorQuirks = c.errorQuirks
+        }
+        if !grant.scopes.isEmpty { p.scopes = grant.scopes }
+        try p.validate()
+        self = p
+    }
+}

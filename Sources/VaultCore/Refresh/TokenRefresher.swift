@@ -200,10 +200,11 @@ public struct TokenRefresher {
                 .dead, "grant '\(name)' has expired and has no refresh token",
                 remedy: .authorizeAgain(provider: g.provider, grant: name))
         }
-        guard let config = g.providerConfiguration, let endpoint = config.tokenEndpoint else {
+        guard let config = g.providerConfiguration, let endpoint = config.tokenEndpoint, config.clientID != nil else {
+            let missing = g.providerConfiguration?.tokenEndpoint == nil ? "no token endpoint" : "no client id"
             throw VaultError(
-                .invalidInput, "grant '\(name)' does not say where to refresh it (no token endpoint)",
-                remedy: .addProviderConfiguration)
+                .invalidInput, "grant '\(name)' cannot be refreshed: it keeps \(missing)",
+                remedy: .authorizeAgain(provider: g.provider, grant: name))
         }
         let client = TokenEndpoint(transport: transport, client: OAuthClient(config, providerName: g.provider))
         let what = "refreshing '\(name)'"

@@ -1,0 +1,229 @@
+import Foundation
+import Testing
+import VaultTestSupport
+
+/// `vault import` resolving a configured provider and its client, and
+/// `--from` reading other tools' own files, which the tests write as each
+/// tool's documentation describes them. Refresh goes to the real provider
+/// (glewlwyd), standing in for Google through a provider file that moves
+/// only the google preset's endpoints.
+@Suite("import: configured providers and other tools' token files")
+struct ImportFromToolsTests {
+    let oidc: OIDCProvider
+    let home = Home()
+
+    init() throws {
+        oidc = try OIDCProvider.shared.get()
+        try home.initKeyfileVault()
+    }
+
+    var s: OIDCProvider.Settings { oidc.settings }
+
+    /// The google preset, its endpoints moved to the local provider; `client` adds the confidential client.
+    func googleAtLocalProvider(client: Bool = false) throws {
+        var fields: [String: Any] = [
+            "issuer": s.issuer, "token_endpoint": s.issuer + "/token", "userinfo_endpoint": s.issuer + "/userinfo",
+            "revocation_endpoint": s.issuer + "/revoke", "empty_400_is_invalid_grant": true,
+        ]
+        if client {
+            fields["client_id"] = s.confidential_client
+            fields["client_secret"] = s.client_secret
+        }
+        try home.providerFile("google", fields)
+    }
+
+    /// A token response from a whole code flow of the confidential client.
+    func tokens() throws -> [String: Any] {
+        let r = try VaultProcess.start(
+            [
+                "\(FixtureServer.root.path)/Tools/testservers/glewlwyd.py", "tokens", oidc.directory,
+                s.confidential_client, s.client_secret,
+            ],
+            environment: ["PATH": "/usr/bin:/bin"], executable: "/usr/bin/python3"
+        ).wait()
+        try #require(r.status == 0, "\(r.stderr)")
+        return try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
+    }
+
+    func json(_ object: [String: Any]) throws -> String {
+        String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self)
+    }
+
+    func shown(_ name: String) throws -> [String: Any] {
+        let r = try home.run("show", name, "--json")
+        return try #require(
+            try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any], "\(r.stderr)")
+    }
+
+    /// Refreshes NAME at the provider and checks the new access token works there.
+    func refreshes(_ name: String) throws {
+        let r = try home.run("refresh", name)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try shown(name)["state"] as? String == "fresh")
+        #expect(try home.run("check", name).status == 0)
+    }
+
+    @Test("a token response naming a configured provider takes its endpoints and client, and refreshes")
+    func configuredProvider() throws {
+        try googleAtLocalProvider(client: true)
+        let t = try tokens()
+        let r = try home.run(
+            "import", "work",
+            stdin: try json([
+                "access_token": t["access_token"]!, "refresh_token": t["refresh_token"]!, "expires_at": 1_000_000_000,
+                "provider": "google",
+            ]))
+        #expect(r.status == 0 && !r.stderr.contains("warning"), "\(r.stderr)")
+        #expect(try shown("work")["state"] as? String == "refreshable")
+        try refreshes("work")
+    }
+
+    @Test("an unknown provider is warned about, and a grant that cannot refresh is listed as expired")
+    func unknownProvider() throws {
+        let r = try home.run(
+            "import", "odd",
+            stdin: #"{"access_token": "a1", "refresh_token": "r1", "expires_at": 1000000000, "provider": "nosuch"}"#)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("vault: warning: vault knows no provider 'nosuch'"), "\(r.stderr)")
+        #expect(r.stderr.contains("vault: warning: 'odd' cannot be refreshed: no token endpoint"))
+        let list = try home.run("list")
+        let row = try #require(list.stdout.split(separator: "\n").first { $0.hasPrefix("odd ") })
+        #expect(row.contains("expired") && !row.contains("refreshable"), "\(row)")
+        let refresh = try home.run("refresh", "odd")
+        #expect(refresh.status == 1 && refresh.stderr.contains("cannot be refreshed: it keeps no token endpoint"))
+        #expect(refresh.stderr.contains("vault: hint: run 'vault add odd' to authorize it again"))
+        // A provider it knows, without a client: the same, for the client.
+        let known = try home.run(
+            "import", "gh-ish",
+            stdin: #"{"access_token": "a1", "refresh_token": "r1", "expires_at": 1000000000, "provider": "github"}"#)
+        #expect(known.stderr.contains("'gh-ish' cannot be refreshed: no client id"), "\(known.stderr)")
+        #expect(try shown("gh-ish")["state"] as? String == "expired")
+    }
+
+    @Test("gcloud application default credentials: gcloud's client from the file, Google's token endpoint")
+    func gcloud() throws {
+        try googleAtLocalProvider()
+        let t = try tokens()
+        let adc = try json([
+            "type": "authorized_user", "client_id": s.confidential_client, "client_secret": s.client_secret,
+            "refresh_token": t["refresh_token"]!, "quota_project_id": "demo", "universe_domain": "googleapis.com",
+        ])
+        let r = try home.run("import", "adc", "--from", "gcloud", stdin: adc)
+        #expect(r.status == 0 && !r.stderr.contains("warning"), "\(r.stderr)")
+        let g = try shown("adc")
+        #expect(g["provider"] as? String == "google" && g["state"] as? String == "refreshable")
+        try refreshes("adc")
+        let sa = try home.run("import", "sa", "--from", "gcloud", stdin: #"{"type": "service_account"}"#)
+        #expect(sa.status == 1 && sa.stderr.contains("not of type 'authorized_user'"))
+    }
+
+    @Test("rclone.conf: the remote chosen by name, its own client; rclone's built-in client cannot refresh")
+    func rclone() throws {
+        try googleAtLocalProvider()
+        let t = try tokens()
+        let token = try json([
+            "access_token": t["access_token"]!, "token_type": "Bearer", "refresh_token": t["refresh_token"]!,
+            "expiry": "2001-02-03T04:05:06.789012345+01:00",
+        ])
+        let conf = """
+            [photos]
+            type = onedrive
+            token = {"access_token":"x1","token_type":"Bearer","refresh_token":"y1","expiry":"2099-01-01T00:00:00Z"}
+
+            [gdrive]
+            type = drive
+            client_id = \(s.confidential_client)
+            client_secret = \(s.client_secret)
+            scope = drive
+            token = \(token)
+
+            """
+        let several = try home.run("import", "d", "--from", "rclone", stdin: conf)
+        #expect(several.status == 1 && several.stderr.contains("choose one with --remote: photos, gdrive"))
+        let r = try home.run("import", "drive", "--from", "rclone", "--remote", "gdrive", stdin: conf)
+        #expect(r.status == 0 && !r.stderr.contains("warning"), "\(r.stderr)")
+        let g = try shown("drive")
+        #expect(g["provider"] as? String == "google" && g["expires_at"] as? Int == 981_169_506)
+        try refreshes("drive")
+        let builtin = try home.run("import", "od", "--from", "rclone", "--remote", "photos", stdin: conf)
+        #expect(builtin.status == 0)
+        #expect(builtin.stderr.contains("'od' cannot be refreshed"), "\(builtin.stderr)")
+        #expect(builtin.stderr.contains("rclone's built-in client"))
+        let missing = try home.run("import", "n", "--from", "rclone", "--remote", "nosuch", stdin: conf)
+        #expect(missing.status == 1 && missing.stderr.contains("rclone.conf has no remote 'nosuch'"))
+    }
+
+    @Test("gh's hosts.yml: the host's token, which does not expire and has nothing to refresh")
+    func gh() throws {
+        let hosts = """
+            github.com:
+                users:
+                    monalisa:
+                        oauth_token: gho_16C7e42F292c6912E7710c838347Ae178B4a
+                git_protocol: https
+                user: monalisa
+                oauth_token: gho_16C7e42F292c6912E7710c838347Ae178B4a
+            ghe.example.com:
+                user: hubot
+                users:
+                    hubot:
+                        oauth_token: "gho_0000000000000000000000000000000000ee"
+            """
+        let r = try home.run("import", "gh", "--from", "gh", stdin: hosts)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(
+            r.stderr.contains(
+                "'gh' has no refresh token: it works as long as its access token does (this one has no expiry)"))
+        let g = try shown("gh")
+        #expect(g["account"] as? String == "monalisa" && g["state"] as? String == "fresh")
+        #expect(try home.run("token", "gh").stdout == "gho_16C7e42F292c6912E7710c838347Ae178B4a\n")
+        let ghe = try home.run("import", "ghe", "--from", "gh", "--host", "ghe.example.com", stdin: hosts)
+        #expect(ghe.status == 0, "\(ghe.stderr)")
+        #expect(try home.run("token", "ghe").stdout == "gho_0000000000000000000000000000000000ee\n")
+        let keyring = try home.run("import", "k", "--from", "gh", stdin: "github.com:\n    user: monalisa\n")
+        #expect(keyring.status == 1 && keyring.stderr.contains("hosts.yml keeps no token for 'github.com'"))
+    }
+
+    @Test("mutt_oauth2.py's token file from stdin (decrypted by gpg): the configured client refreshes it")
+    func muttOAuth2() throws {
+        try googleAtLocalProvider(client: true)
+        let t = try tokens()
+        let file = try json([
+            "registration": "google", "authflow": "localhostauthcode", "email": s.email,
+            "access_token": t["access_token"]!, "access_token_expiration": "2001-02-03T04:05:06.123456",
+            "refresh_token": t["refresh_token"]!,
+        ])
+        let r = try home.run("import", "mail", "--from", "mutt_oauth2", stdin: file)
+        #expect(r.status == 0 && !r.stderr.contains("warning"), "\(r.stderr)")
+        let g = try shown("mail")
+        #expect(g["account"] as? String == s.email && g["state"] as? String == "refreshable")
+        try refreshes("mail")
+        // Without a configured client, --client-id and a secret file name it.
+        try googleAtLocalProvider()
+        let t2 = try tokens()
+        home.write(home.path + "/secret", s.client_secret + "\n")
+        let file2 = try json(["registration": "google", "email": s.email, "refresh_token": t2["refresh_token"]!])
+        let bare = try home.run("import", "mail2", "--from", "mutt_oauth2", stdin: file2)
+        #expect(bare.stderr.contains("'mail2' cannot be refreshed: no client id"), "\(bare.stderr)")
+        let named = try home.run(
+            "import", "mail2", "--replace", "--from", "mutt_oauth2", "--client-id", s.confidential_client,
+            "--client-secret-file", home.path + "/secret", stdin: file2)
+        #expect(named.status == 0 && !named.stderr.contains("warning"), "\(named.stderr)")
+        try refreshes("mail2")
+    }
+
+    @Test(
+        "bad input to --from changes nothing and says what is wrong",
+        arguments: [
+            (["--from", "nope"], "x", 64, "--from must be gcloud, rclone, gh or mutt_oauth2"),
+            (["--remote", "r"], "{}", 64, "--remote goes with --from rclone"),
+            (["--from", "mutt_oauth2"], "not json", 1, "the mutt_oauth2.py token file is not a JSON object"),
+            (["--from", "rclone"], "[a]\ntype = drive\n", 1, "rclone.conf has no remote with a token"),
+        ])
+    func badInput(flags: [String], input: String, status: Int32, message: String) throws {
+        let before = home.snapshot()
+        let r = try VaultProcess.run(["import", "x"] + flags, environment: home.environment, stdin: input)
+        #expect(r.status == status && r.stderr.contains(message), "\(r.stderr)")
+        #expect(home.snapshot() == before)
+    }
+}
