@@ -6,6 +6,10 @@ enum Remedies {
     static func hint(_ remedy: VaultError.Remedy) -> String {
         switch remedy {
         case .authorizeAgain(let provider, let grant): return "run 'vault add \(provider) \(grant)' to authorize again"
+        case .replaceCredentials(let provider, let grant, let serviceAccount):
+            return serviceAccount
+                ? "the provider refused the service account's key (deleted or disabled?): add a new key with 'vault add \(provider) \(grant) --service-account KEY.json'"
+                : "the provider refused the client's credentials: add them again with 'vault add \(provider) \(grant) --flow client-credentials'"
         case .replaceExisting: return "use --replace to overwrite it"
         case .listGrants: return "'vault list' shows the stored grants"
         case .createVault: return "run 'vault init' to create one"

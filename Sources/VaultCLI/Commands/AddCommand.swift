@@ -63,7 +63,7 @@ extension Commands {
         name: "add",
         abstract: "Authorize with a provider and store the grant.",
         usage:
-            "add PROVIDER [NAME] [--scope S]... [--client-id ID] [--client-secret-file F] [--flow browser|device|paste] [--login-hint EMAIL] [--issuer URL] [--tenant T] [--timeout SECONDS]",
+            "add PROVIDER [NAME] [--scope S]... [--client-id ID] [--client-secret-file F] [--flow browser|device|paste|client-credentials] [--client-key-file F [--client-key-id KID]] [--service-account KEY.json [--subject USER]] [--login-hint EMAIL] [--issuer URL] [--tenant T] [--timeout SECONDS]",
         arguments: [
             ("PROVIDER", "a provider from 'vault providers', or a new name with --issuer"),
             ("NAME", "the name to store the grant under (default: PROVIDER)"),
@@ -75,8 +75,20 @@ extension Commands {
             OptionSpec(name: "client-id", valueName: "ID", help: "the OAuth client id (else the provider file's)"),
             OptionSpec(name: "client-secret-file", valueName: "F", help: "read the client secret from file F"),
             OptionSpec(
-                name: "flow", valueName: "FLOW", help: "browser, device or paste (default: browser; device over SSH)",
-                choices: ["browser", "device", "paste"]),
+                name: "flow", valueName: "FLOW",
+                help: "browser, device, paste or client-credentials (default: browser; device over SSH)",
+                choices: ["browser", "device", "paste", "client-credentials"]),
+            OptionSpec(
+                name: "client-key-file", valueName: "F",
+                help: "client credentials: authenticate with the PKCS#8 RSA key in file F (private_key_jwt)"),
+            OptionSpec(
+                name: "client-key-id", valueName: "KID", help: "the client key's id, sent as the assertions' kid"),
+            OptionSpec(
+                name: "service-account", valueName: "KEY.json",
+                help: "a service account's key file (Google's JSON format): tokens by RFC 7523 JWT bearer"),
+            OptionSpec(
+                name: "subject", valueName: "USER",
+                help: "with --service-account: act for USER (domain-wide delegation)"),
             OptionSpec(name: "login-hint", valueName: "EMAIL", help: "suggest this account to the provider"),
             OptionSpec(name: "issuer", valueName: "URL", help: "discover an OpenID Connect provider from its issuer"),
             OptionSpec(name: "tenant", valueName: "T", help: "the tenant, for providers that have one (Microsoft)"),
@@ -91,11 +103,23 @@ extension Commands {
             authorization succeeds. Nothing is stored on any failure. Exit status 75 when the
             device code expires or the browser never comes back (run it again), 1 when the
             person or the provider refuses.
+
+            Grants for machines need no person. --flow client-credentials (RFC 6749 section 4.4)
+            authenticates the client with its secret (--client-secret-file, sent as the provider
+            says: Basic or in the body) or its private key (--client-key-file, private_key_jwt).
+            --service-account KEY.json reads a service account's key file and gets tokens with
+            RS256-signed assertions (RFC 7523); its token_uri is where, and PROVIDER may be any new
+            name when no provider file describes the server. The secret or key is stored
+            encrypted in the vault (the file can then be deleted), and 'vault token' mints a new
+            token whenever the stored one is stale. Keys must be unencrypted PKCS#8 PEM (BEGIN
+            PRIVATE KEY) RSA keys.
             """,
         examples: [
             "vault add google work --client-id 123.apps.googleusercontent.com --client-secret-file ~/google-secret",
             "vault add github --flow device --scope repo",
             "vault add corp --issuer https://id.corp.example --client-id vault",
+            "vault add api ci --flow client-credentials --client-id ci-bot --client-secret-file ~/ci-secret",
+            "vault add google ci --service-account ~/key.json --scope https://www.googleapis.com/auth/cloud-platform",
         ]
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         let args = ctx.arguments.positionals
@@ -104,6 +128,13 @@ extension Commands {
         let name = try ctx.grantName(args.count == 2 ? args[1] : providerName)
         _ = try ctx.grantName(providerName)
         let transport = CurlTransport(caBundle: ctx.environment["SSL_CERT_FILE"])
+        if ctx.arguments.value("service-account") != nil || ctx.arguments.value("flow") == "client-credentials" {
+            return try addMachineGrant(ctx, providerName: providerName, name: name, transport: transport)
+        }
+        for flag in ["client-key-file", "client-key-id", "subject"] where ctx.arguments.value(flag) != nil {
+            throw CLIError.usage(
+                "--\(flag) needs --flow client-credentials or --service-account", command: "add")
+        }
         var provider = try resolveProvider(providerName, ctx: ctx, transport: transport)
 
         if let id = ctx.arguments.value("client-id") { provider.clientID = id }
@@ -171,7 +202,7 @@ extension Commands {
 
     static func chooseFlow(_ ctx: Context, provider: Provider) throws(CLIError) -> Provider.Flow {
         if let text = ctx.arguments.value("flow") {
-            guard let flow = Provider.Flow(rawValue: text) else {
+            guard let flow = Provider.Flow(rawValue: text), flow != .clientCredentials else {
                 throw CLIError.usage("--flow must be browser, device or paste", command: "add")
             }
             return flow
@@ -184,7 +215,13 @@ extension Commands {
             if provider.flows.contains(.device) { return .device }
             if provider.flows.contains(.paste) { return .paste }
         }
-        return provider.flows.contains(.browser) ? .browser : provider.flows[0]
+        let personal = provider.flows.filter { $0 != .clientCredentials }
+        guard let first = personal.first else {
+            throw CLIError.usage(
+                "provider '\(provider.name)' offers only client credentials: add --flow client-credentials",
+                command: "add")
+        }
+        return personal.contains(.browser) ? .browser : first
     }
 }
 
