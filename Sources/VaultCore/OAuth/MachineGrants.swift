@@ -206,7 +206,12 @@ enum ClockCheck {
     /// the request carried a signed assertion, the provider refused it and
     /// the clocks disagree, an error that says so and changes nothing.
     static func refusal(_ error: VaultError, answer: TokenEndpoint.Answer, now: Date, signed: Bool) -> VaultError {
-        guard signed, [.refused, .invalidClient, .providerError].contains(error.code) else { return error }
+        // A refusal of the request, in an OAuth error or not (glewlwyd
+        // answers a client assertion it refuses with an empty 403).
+        let refusal =
+            [.refused, .invalidClient, .providerError].contains(error.code)
+            || (error.code == .badResponse && (400..<500).contains(answer.status))
+        guard signed, refusal else { return error }
         let skew = answer.date.flatMap(HTTPDate.parse).map { now.timeIntervalSince($0) }
         let timeWords = ["iat", "exp", "expired", "not yet valid", "not valid yet", "timeframe", "clock", "future"]
         let said = error.reason.lowercased()

@@ -306,7 +306,9 @@ public struct OAuthClient: Sendable {
     public var privateKey: String?
     /// `private_key_jwt`: the key's id (`kid`), if any.
     public var keyID: String?
-    /// `private_key_jwt`: the assertions' audience; the endpoint called when nil.
+    /// `private_key_jwt`: the assertions' audience; when nil, the endpoint
+    /// called (the token endpoint, as RFC 7523 section 3 suggests, or the
+    /// revocation endpoint, which glewlwyd for one insists on).
     public var audience: String?
     /// The clock that dates assertions.
     var now: @Sendable () -> Date = { Date() }
@@ -329,9 +331,6 @@ public struct OAuthClient: Sendable {
         quirks = c.errorQuirks
         privateKey = c.clientPrivateKey
         keyID = c.clientKeyID
-        // RFC 7523 section 3: the token endpoint is the audience, whatever
-        // endpoint (revocation) the assertion goes to.
-        audience = c.tokenEndpoint
     }
 }
 
