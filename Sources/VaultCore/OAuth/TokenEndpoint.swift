@@ -52,32 +52,18 @@ public struct TokenEndpoint {
                 .invalidInput, "provider '\(client.providerName)' has no client id",
                 remedy: .configureClient)
         }
-        if anonymous {
-        } else if client.authMethod == "private_key_jwt" {
-            // RFC 7523 section 2.2: a fresh assertion signed by the client's
-            // key, for the token endpoint, in place of a secret.
-            guard let key = client.privateKey else {
-                throw VaultError(
-                    .invalidInput, "the client of '\(client.providerName)' uses private_key_jwt but has no private key")
-            }
-            let assertion = try JWTAssertion.sign(
-                JWTAssertion.Claims(
-                    issuer: clientID, subject: clientID, audience: client.audience ?? url, now: client.now()),
-                keyID: client.keyID, privateKeyPEM: key)
-            pairs += [
-                ("client_id", clientID),
-                ("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"),
-                ("client_assertion", assertion),
-            ]
-        } else if let secret = client.secret {
-            if client.authMethod == "client_secret_post" {
-                pairs += [("client_id", clientID), ("client_secret", secret)]
-            } else {
-                // RFC 6749 section 2.3.1: form-encode both parts before base64.
-                let raw = FormEncoding.percentEncode(clientID) + ":" + FormEncoding.percentEncode(secret)
-                headers.append(("Authorization", "Basic " + Base64.encodeString(Array(raw.utf8), .standard)))
-            }
-        } else {
+        switch (client.authMethod, client.secret) {
+        case ("none", _):
+            break
+        case ("private_key_jwt", _):
+            pairs += try clientAssertion(clientID, endpoint: url)
+        case ("client_secret_post", let secret?):
+            pairs += [("client_id", clientID), ("client_secret", secret)]
+        case (_, let secret?):
+            // RFC 6749 section 2.3.1: form-encode both parts before base64.
+            let raw = FormEncoding.percentEncode(clientID) + ":" + FormEncoding.percentEncode(secret)
+            headers.append(("Authorization", "Basic " + Base64.encodeString(Array(raw.utf8), .standard)))
+        case (_, nil):
             pairs.append(("client_id", clientID))
         }
         let body = try wrap { () throws(CryptoError) in try SecureBytes(copying: Array(FormEncoding.encode(pairs).utf8))
@@ -95,6 +81,22 @@ public struct TokenEndpoint {
             contentType: response.header("content-type"))
         answer.date = response.header("date")
         return answer
+    }
+
+    /// RFC 7523 section 2.2: a new assertion signed by the client's key, in
+    /// place of a secret, for `endpoint` unless the client names an audience.
+    func clientAssertion(_ clientID: String, endpoint: String) throws(VaultError) -> [(String, String)] {
+        guard let key = client.privateKey else {
+            throw VaultError(
+                .invalidInput, "the client of '\(client.providerName)' uses private_key_jwt but has no private key")
+        }
+        let claims = JWTAssertion.Claims(
+            issuer: clientID, subject: clientID, audience: client.audience ?? endpoint, now: client.now())
+        return [
+            ("client_id", clientID),
+            ("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"),
+            ("client_assertion", try JWTAssertion.sign(claims, keyID: client.keyID, privateKeyPEM: key)),
+        ]
     }
 
     /// POSTs `form` to `url` with the client's authentication; status and body.
