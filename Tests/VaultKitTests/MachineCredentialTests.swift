@@ -1,6 +1,8 @@
 import Foundation
+import Glibc
 import Testing
 import VaultCrypto
+import VaultHTTP
 import VaultTestSupport
 
 @testable import VaultCore
@@ -204,5 +206,106 @@ struct MachineCredentialTests {
         ] {
             #expect(HTTPDate.parse(bad) == nil, "\(bad)")
         }
+    }
+}
+
+/// Minting, unit by unit, over a scripted transport: the requests each kind
+/// sends, what a refusal means, and when the clock is blamed.
+@Suite("machine grants: minting and its refusals")
+struct MachineMintTests {
+    static let pem = (try? String(contentsOfFile: MachineCredentialTests.keyPath, encoding: .utf8)) ?? ""
+    let now = Date(epochSeconds: 1_800_000_000)
+
+    func grant(_ kind: Grant.Kind, method: String? = nil) -> Grant {
+        var config = ProviderConfiguration(
+            tokenEndpoint: "https://as.example/token", clientID: kind == .serviceAccount ? "ci@p.iam" : "client",
+            clientSecret: kind == .clientCredentials && method != "private_key_jwt" ? "s3cret" : nil,
+            tokenEndpointAuthMethod: kind == .serviceAccount ? "none" : method)
+        if kind == .serviceAccount || method == "private_key_jwt" { config.clientPrivateKey = Self.pem }
+        config.scopes = ["a", "b"]
+        return Grant(provider: "p", kind: kind, providerConfiguration: config, createdAt: now)
+    }
+
+    func form(_ body: String) -> [String: String] {
+        Dictionary(FormEncoding.decode(Substring(body)), uniquingKeysWith: { a, _ in a })
+    }
+
+    /// An HTTP date `offset` seconds from `now`.
+    func date(_ offset: Int64) -> String {
+        let days = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"]
+        let t = now.epochSeconds + offset
+        var tm = Glibc.tm()
+        var seconds = time_t(t)
+        gmtime_r(&seconds, &tm)
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        return String(
+            format: "%@, %02d %@ %d %02d:%02d:%02d GMT", days[Int((t / 86400) % 7)], tm.tm_mday, months[Int(tm.tm_mon)],
+            tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec)
+    }
+
+    let ok = (
+        200, #"{"access_token":"at-1","token_type":"Bearer","expires_in":3600,"refresh_token":"ignored"}"#,
+        [(String, String)]()
+    )
+
+    @Test("each kind sends its grant type, its client authentication and the scopes; no refresh token is kept")
+    func requests() throws {
+        for (g, type, auth) in [
+            (grant(.serviceAccount), "urn:ietf:params:oauth:grant-type:jwt-bearer", "none"),
+            (grant(.clientCredentials), "client_credentials", "basic"),
+            (grant(.clientCredentials, method: "client_secret_post"), "client_credentials", "post"),
+            (grant(.clientCredentials, method: "private_key_jwt"), "client_credentials", "jwt"),
+        ] {
+            let fake = FakeTransport([ok])
+            let next = try MachineGrants.mint(g, name: "m", transport: fake, now: now)
+            #expect(
+                next.accessToken == "at-1" && next.refreshToken == nil
+                    && next.expiresAt == Date(epochSeconds: 1_800_003_600))
+            #expect(next.refreshTokenRotates == false && next.scopes == ["a", "b"])
+            let sent = try #require(fake.requests.first)
+            let f = form(sent.body)
+            #expect(f["grant_type"] == type && f["scope"] == "a b")
+            #expect((sent.headers["authorization"] != nil) == (auth == "basic"), "\(auth)")
+            #expect((f["client_secret"] == "s3cret") == (auth == "post"), "\(auth)")
+            #expect((f["client_assertion_type"] != nil) == (auth == "jwt"), "\(auth)")
+            #expect(
+                (f["assertion"] != nil) == (auth == "none")
+                    && (f["client_id"] == nil) == (auth != "post" && auth != "jwt"))
+            #expect(!sent.body.contains("PRIVATE"))
+        }
+    }
+
+    @Test("invalid_grant is a refusal; with the provider's clock far off it is the clock instead, and says which way")
+    func refusalsAndClock() throws {
+        let refused = #"{"error":"invalid_grant","error_description":"Invalid JWT Signature."}"#
+        func mint(_ answer: (Int, String, [(String, String)])) -> VaultError? {
+            #expect(throws: VaultError.self) {
+                try MachineGrants.mint(grant(.serviceAccount), name: "m", transport: FakeTransport([answer]), now: now)
+            }
+        }
+        // The provider's clock agrees: the key was refused.
+        #expect(mint((400, refused, [("Date", date(5))]))?.code == .refused)
+        #expect(mint((400, refused, []))?.code == .refused)
+        // Ten minutes apart, either way: the clock, not the key.
+        let ahead = mint((400, refused, [("Date", date(-600))]))
+        #expect(ahead?.code == .providerError && ahead?.reason.contains("600 seconds ahead of the provider's") == true)
+        let behind = mint((401, #"{"error":"invalid_client"}"#, [("Date", date(600))]))
+        #expect(behind?.code == .providerError && behind?.reason.contains("600 seconds behind") == true)
+        #expect(behind?.hint?.contains("the grant was not changed") == true)
+        // No Date header, but the answer is about the assertion's time.
+        let google =
+            #"{"error":"invalid_grant","error_description":"Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim."}"#
+        let words = mint((400, google, []))
+        #expect(words?.code == .providerError && words?.reason.contains("clock looks wrong") == true)
+        // A secret-authenticated request never blames the clock.
+        let secret = #expect(throws: VaultError.self) {
+            try MachineGrants.mint(
+                grant(.clientCredentials), name: "m",
+                transport: FakeTransport([(400, refused, [("Date", date(-600))])]),
+                now: now)
+        }
+        #expect(secret?.code == .refused)
+        // 5xx stays transient whatever the clock.
+        #expect(mint((503, "", [("Date", date(-600))]))?.code == .transient)
     }
 }
