@@ -79,6 +79,8 @@ final class ServiceAccountTests {
 
         #expect(try home.run("header", "ci").stdout == "Authorization: Bearer \(token)\n")
         #expect(try home.run("env", "ci").stdout.contains(token))
+        let exec = try home.run("exec", "ci", "--", "/bin/sh", "-c", "test \"$CI_ACCESS_TOKEN\" = \"\(token)\"")
+        #expect(exec.status == 0, "\(exec.stderr)")
         let row = try home.listed()["ci"]
         #expect(row?["kind"] as? String == "service_account" && row?["state"] as? String == "fresh")
         #expect(row?["account"] as? String == settings.sa_email)
@@ -233,6 +235,8 @@ final class ServiceAccountTests {
         try #require(try home.run("add", "rfc7523", "ci", "--service-account", keyFile).status == 0)
         let token = try home.run("token", "ci").stdout.trimmingCharacters(in: .newlines)
         #expect(try MachineSupport.status(base + "/userinfo", token: token) == 200)
+        let check = try home.run("check", "ci")
+        #expect(check.status == 0 && check.stderr.contains("'ci' is live"), "\(check.stderr)")
         let r = try home.run("remove", "ci", "--revoke")
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stderr.contains("the service account's key stays valid at the provider"))
