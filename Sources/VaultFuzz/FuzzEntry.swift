@@ -54,6 +54,10 @@ enum FuzzEntry {
             if let ours, let foundation = Payload.decodedWithFoundation(bytes), ours != foundation {
                 return false  // the payload readers disagree
             }
+        case "service-account-key":
+            if let json = try? SecureBytes(copying: bytes) {
+                _ = try? ServiceAccountKey(json: json, source: "key.json")
+            }
         case "token-response":
             if let json = try? SecureBytes(copying: bytes) {
                 _ = try? TokenResponse(json: json).importedGrant(now: Date(epochSeconds: 1_800_000_000))
