@@ -84,6 +84,9 @@ final class ServiceAccountTests {
         let row = try home.listed()["ci"]
         #expect(row?["kind"] as? String == "service_account" && row?["state"] as? String == "fresh")
         #expect(row?["account"] as? String == settings.sa_email)
+        let shown = try home.run("show", "ci").stdout
+        #expect(shown.contains("service account (RFC 7523)") && shown.contains("kept in the vault, never shown"))
+        #expect(shown.contains(settings.sa_key_id))
         // The private key never leaves the vault: not in show (even --reveal), not in the file's bytes.
         let body = try String(contentsOfFile: home.path + "/sa.pem", encoding: .utf8).split(separator: "\n")[1]
         for args in [["show", "ci"], ["show", "ci", "--json"], ["show", "ci", "--json", "--reveal"], ["list"]] {
