@@ -115,6 +115,24 @@ final class ServiceAccountTests {
         #expect(Set(jtis).count == 3)
     }
 
+    @Test("with the passphrase withheld, the agent mints the token")
+    func throughTheAgent() throws {
+        let agent = AgentHome()
+        try agent.home.initPassphraseVault("agent passphrase")
+        try writeKeyFile(
+            ["private_key": try String(contentsOfFile: home.path + "/sa.pem", encoding: .utf8)],
+            to: agent.home.path + "/key.json")
+        try settings(["expires_in": 30])
+        let added = try agent.home.run("add", "ci", "--service-account", agent.home.path + "/key.json")
+        try #require(added.status == 0, "\(added.stderr)")
+        try #require(try agent.waitForAgent() != nil)
+        agent.home.extra["VAULT_PASSPHRASE_FILE"] = nil
+        let r = try agent.home.run("token", "ci")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try MachineSupport.status(base + "/userinfo", token: r.stdout.trimmingCharacters(in: .newlines)) == 200)
+        #expect(try log().count == 2)
+    }
+
     @Test("--subject asks for a user's token (domain-wide delegation); a subject the server refuses stores nothing")
     func subject() throws {
         let r = try home.run("add", "ci", "--service-account", keyFile, "--subject", settings.user)
