@@ -104,6 +104,11 @@ final class ClientCredentialsSecretTests {
         // Neither secret nor key: a usage error before any request.
         let bare = try home.run("add", "dot", "api", "--flow", "client-credentials", "--client-id", settings.client_id)
         #expect(bare.status == 64 && bare.stderr.contains("client credentials need the client's secret"))
+        // A provider for machines only says so when --flow is forgotten.
+        let noFlow = try home.run("add", "dot", "api", "--client-id", settings.client_id)
+        #expect(
+            noFlow.status == 64
+                && noFlow.stderr.contains("offers only client credentials: add --flow client-credentials"))
         let listed = try home.listed()
         #expect(home.snapshot() == before && listed.isEmpty)
         #expect(try log().count == 2)
