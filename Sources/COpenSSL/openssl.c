@@ -12,6 +12,7 @@ typedef struct engine_st ENGINE;
 
 static struct {
     const EVP_MD *(*sha1)(void);
+    const EVP_MD *(*sha256)(void);
     unsigned char *(*hmac)(const EVP_MD *, const void *, int, const unsigned char *, size_t, unsigned char *,
                            unsigned int *);
     BIO *(*bio_new_mem_buf)(const void *, int);
@@ -22,7 +23,12 @@ static struct {
     void (*md_ctx_free)(EVP_MD_CTX *);
     int (*digest_sign_init)(EVP_MD_CTX *, void **, const EVP_MD *, ENGINE *, EVP_PKEY *);
     int (*digest_sign)(EVP_MD_CTX *, unsigned char *, size_t *, const unsigned char *, size_t);
+    int (*pkey_base_id)(const EVP_PKEY *);
+    int (*pkey_bits)(const EVP_PKEY *);
 } api;
+
+/* EVP_PKEY_RSA in OpenSSL's headers. */
+#define VAULT_EVP_PKEY_RSA 6
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int load_status = -1;
@@ -45,6 +51,7 @@ static void load(void) {
         return;
     }
     RESOLVE(sha1, "EVP_sha1");
+    RESOLVE(sha256, "EVP_sha256");
     RESOLVE(hmac, "HMAC");
     RESOLVE(bio_new_mem_buf, "BIO_new_mem_buf");
     RESOLVE(bio_free_all, "BIO_free_all");
@@ -54,6 +61,8 @@ static void load(void) {
     RESOLVE(md_ctx_free, "EVP_MD_CTX_free");
     RESOLVE(digest_sign_init, "EVP_DigestSignInit");
     RESOLVE(digest_sign, "EVP_DigestSign");
+    RESOLVE(pkey_base_id, "EVP_PKEY_get_base_id");
+    RESOLVE(pkey_bits, "EVP_PKEY_get_bits");
     load_status = 0;
 }
 
@@ -71,20 +80,60 @@ int vault_hmac_sha1(const unsigned char *key, size_t key_len, const unsigned cha
     return 0;
 }
 
-int vault_rsa_sha1_sign(const char *pem, size_t pem_len, const unsigned char *data, size_t data_len,
-                        unsigned char *out, size_t out_cap, size_t *out_len) {
-    if (vault_openssl_load(NULL) != 0 || pem_len > 0x7fffffff) return -1;
+/* A password callback that gives none: an encrypted key fails to load
+   instead of OpenSSL's default callback asking on the terminal. */
+static int no_password(char *buf, int size, int rwflag, void *u) {
+    (void)buf;
+    (void)size;
+    (void)rwflag;
+    (void)u;
+    return 0;
+}
+
+static EVP_PKEY *read_key(const char *pem, size_t pem_len, BIO **bio) {
+    *bio = api.bio_new_mem_buf(pem, (int)pem_len);
+    return *bio ? api.pem_read_bio_private_key(*bio, NULL, (void *)no_password, NULL) : NULL;
+}
+
+static int rsa_sign(const EVP_MD *md, const char *pem, size_t pem_len, const unsigned char *data, size_t data_len,
+                    unsigned char *out, size_t out_cap, size_t *out_len) {
     int rc = -1;
-    BIO *bio = api.bio_new_mem_buf(pem, (int)pem_len);
-    EVP_PKEY *key = bio ? api.pem_read_bio_private_key(bio, NULL, NULL, NULL) : NULL;
-    EVP_MD_CTX *ctx = key ? api.md_ctx_new() : NULL;
+    BIO *bio = NULL;
+    EVP_PKEY *key = read_key(pem, pem_len, &bio);
+    EVP_MD_CTX *ctx = key && api.pkey_base_id(key) == VAULT_EVP_PKEY_RSA ? api.md_ctx_new() : NULL;
     size_t len = out_cap;
-    if (ctx && api.digest_sign_init(ctx, NULL, api.sha1(), NULL, key) == 1 &&
+    if (ctx && api.digest_sign_init(ctx, NULL, md, NULL, key) == 1 &&
         api.digest_sign(ctx, out, &len, data, data_len) == 1) {
         *out_len = len;
         rc = 0;
     }
     if (ctx) api.md_ctx_free(ctx);
+    if (key) api.pkey_free(key);
+    if (bio) api.bio_free_all(bio);
+    return rc;
+}
+
+int vault_rsa_sha1_sign(const char *pem, size_t pem_len, const unsigned char *data, size_t data_len,
+                        unsigned char *out, size_t out_cap, size_t *out_len) {
+    if (vault_openssl_load(NULL) != 0 || pem_len > 0x7fffffff) return -1;
+    return rsa_sign(api.sha1(), pem, pem_len, data, data_len, out, out_cap, out_len);
+}
+
+int vault_rsa_sha256_sign(const char *pem, size_t pem_len, const unsigned char *data, size_t data_len,
+                          unsigned char *out, size_t out_cap, size_t *out_len) {
+    if (vault_openssl_load(NULL) != 0 || pem_len > 0x7fffffff) return -1;
+    return rsa_sign(api.sha256(), pem, pem_len, data, data_len, out, out_cap, out_len);
+}
+
+int vault_private_key_info(const char *pem, size_t pem_len, int *bits) {
+    if (vault_openssl_load(NULL) != 0 || pem_len > 0x7fffffff) return -1;
+    BIO *bio = NULL;
+    EVP_PKEY *key = read_key(pem, pem_len, &bio);
+    int rc = -1;
+    if (key) {
+        rc = api.pkey_base_id(key) == VAULT_EVP_PKEY_RSA ? 1 : 0;
+        *bits = api.pkey_bits(key);
+    }
     if (key) api.pkey_free(key);
     if (bio) api.bio_free_all(bio);
     return rc;

@@ -564,7 +564,7 @@ public final class AgentServer: @unchecked Sendable {
     /// The margin to refresh `name` with when it is due now, else nil.
     private func dueMargin(_ name: String, keys: Unlocked, handle: inout Handle?, now: Date) -> Double? {
         guard let vault = try? connection(keys, &handle), let grant = try? vault.load(name), !grant.dead,
-            grant.refreshToken != nil, let expires = grant.expiresAt
+            grant.refreshToken != nil || grant.kind.mintsTokens, let expires = grant.expiresAt
         else {
             forget(name)
             return nil

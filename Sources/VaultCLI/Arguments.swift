@@ -13,7 +13,7 @@ struct OptionSpec: Sendable {
     var takesValue: Bool { valueName != nil }
 
     /// Whether its value is a file name (for completion).
-    var takesFile: Bool { ["PATH", "F", "FILE"].contains(valueName ?? "") }
+    var takesFile: Bool { ["PATH", "F", "FILE", "KEY.json"].contains(valueName ?? "") }
 }
 
 /// Options shared by commands: `--keyfile` and `--help` by all, `--json`

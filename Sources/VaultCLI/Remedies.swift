@@ -7,6 +7,10 @@ enum Remedies {
         switch remedy {
         // The grant keeps its provider and client: its name alone authorizes it again.
         case .authorizeAgain(_, let grant): return "run 'vault add \(grant)' to authorize it again"
+        case .replaceCredentials(let provider, let grant, let serviceAccount):
+            return serviceAccount
+                ? "the provider refused the service account's key (deleted or disabled?): add a new key with 'vault add \(provider) \(grant) --service-account KEY.json'"
+                : "the provider refused the client's credentials: add them again with 'vault add \(provider) \(grant) --flow client-credentials'"
         case .replaceExisting: return "use --replace to overwrite it"
         case .listGrants: return "'vault list' shows the stored grants"
         case .createVault: return "run 'vault init' to create one"

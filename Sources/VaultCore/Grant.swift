@@ -11,6 +11,19 @@ public struct Grant: Equatable, Sendable {
         case oauth2
         /// OAuth 1.0a (token and token secret).
         case oauth1
+        /// OAuth 2.0 client credentials (RFC 6749 section 4.4): the client
+        /// acts for itself, authenticated by its secret or private key
+        /// (`private_key_jwt`); tokens are minted, never refreshed.
+        case clientCredentials = "client_credentials"
+        /// A service account (RFC 7523 section 2.1 JWT bearer, Google's
+        /// format): tokens are minted with an assertion signed by the
+        /// account's private key.
+        case serviceAccount = "service_account"
+
+        /// True for grants a machine holds for itself: a new access token
+        /// is minted from the credentials in the provider configuration
+        /// whenever needed, with no refresh token and no person involved.
+        public var mintsTokens: Bool { self == .clientCredentials || self == .serviceAccount }
     }
 
     /// Provider name (a preset or a user provider file).
@@ -94,6 +107,8 @@ public struct Grant: Equatable, Sendable {
             guard let expiresAt else { return .fresh }
             if expiresAt.timeIntervalSince(now) > margin { return .fresh }
         }
+        // Machine grants mint a new token from their own credentials.
+        if kind.mintsTokens { return .refreshable }
         // A refresh token the provider said has expired renews nothing.
         if let end = refreshTokenExpiresAt, end <= now { return .expired }
         return hasRefreshRoute ? .refreshable : .expired
@@ -119,6 +134,7 @@ public struct Grant: Equatable, Sendable {
     /// to spend it), and not marked dead.
     public func canAuthorize(at now: Date) -> Bool {
         if dead { return false }
+        if kind.mintsTokens { return providerConfiguration?.tokenEndpoint != nil }
         if hasRefreshRoute, refreshTokenExpiresAt.map({ $0 > now }) ?? true { return true }
         guard accessToken != nil || tokenSecret != nil else { return false }
         return expiresAt.map { $0 > now } ?? true
@@ -158,8 +174,20 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
     public var clientID: String?
     /// The client secret, for confidential clients; kept encrypted with the grant.
     public var clientSecret: String?
-    /// `client_secret_basic` (when absent) or `client_secret_post`.
+    /// `client_secret_basic` (when absent), `client_secret_post`, or
+    /// `private_key_jwt` (RFC 7523 section 2.2, with `clientPrivateKey`).
     public var tokenEndpointAuthMethod: String?
+    /// Machine grants: the PEM (PKCS#8) RSA private key that signs
+    /// assertions, a service account's or a `private_key_jwt` client's;
+    /// kept encrypted with the grant like the client secret.
+    public var clientPrivateKey: String?
+    /// Machine grants: the private key's id (`kid`), when the provider gave one.
+    public var clientKeyID: String?
+    /// Service accounts: the user the assertion acts for (`sub`, Google
+    /// Workspace domain-wide delegation); nil for the account itself.
+    public var subject: String?
+    /// Machine grants: the scopes each new token is asked for.
+    public var scopes: [String]?
     /// OAuth 1.0a: HMAC-SHA1 (when absent), RSA-SHA1 or PLAINTEXT.
     public var signatureMethod: String?
     /// The provider's own error codes and the standard code each stands for.
@@ -224,6 +252,9 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
         case clientSecret = "client_secret"
         case tokenEndpointAuthMethod = "token_endpoint_auth_method"
         case signatureMethod = "signature_method"
+        case clientPrivateKey = "client_private_key"
+        case clientKeyID = "client_key_id"
+        case subject, scopes
         case errorAliases = "error_aliases"
         case errorsWithHTTP200 = "errors_with_http_200"
         case empty400IsInvalidGrant = "empty_400_is_invalid_grant"

@@ -81,6 +81,9 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
     public enum Remedy: Sendable, Equatable, Codable {
         /// Authorize the grant again with its provider.
         case authorizeAgain(provider: String, grant: String)
+        /// Add the machine grant again with a new key or secret (the
+        /// provider refused the stored one: deleted, disabled, rotated).
+        case replaceCredentials(provider: String, grant: String, serviceAccount: Bool)
         /// Save again, replacing the grant of that name.
         case replaceExisting
         /// Look at the stored grants' names.

@@ -350,6 +350,12 @@ public enum SecretFile {
         try FileSystem.readSecret(path, trusted: true)
     }
 
+    /// Reads the file at `path`, at most `limit` bytes (a service account's
+    /// key file, a private key), with the same checks as `read(path:)`.
+    public static func read(path: String, limit: Int) throws(VaultError) -> SecureBytes {
+        try FileSystem.readSecret(path, limit: limit, trusted: true)
+    }
+
     /// Drops one trailing "\n" or "\r\n", as editors and `echo` add.
     public static func trimmingNewline(_ raw: SecureBytes) throws(VaultError) -> SecureBytes {
         var n = raw.count

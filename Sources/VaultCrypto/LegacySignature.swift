@@ -15,24 +15,8 @@ public enum LegacySignature {
 
     /// RSASSA-PKCS1-v1_5 with SHA-1 over `data`, with a PEM private key.
     public static func rsaSHA1(privateKeyPEM: SecureBytes, data: [UInt8]) throws(CryptoError) -> [UInt8] {
-        try loaded()
-        var out = [UInt8](repeating: 0, count: 1024)
-        var length = 0
-        let rc = privateKeyPEM.withPointer { p, n in
-            p.withMemoryRebound(to: CChar.self, capacity: max(n, 1)) { pem in
-                vault_rsa_sha1_sign(pem, n, data, data.count, &out, out.count, &length)
-            }
-        }
-        guard rc == 0 else {
-            throw CryptoError(.invalidParameter, "rsa-sha1 signing failed (is it an RSA private key in PEM?)")
-        }
-        return Array(out.prefix(length))
+        try RSASignature.sign(vault_rsa_sha1_sign, pem: privateKeyPEM, data: data, name: "rsa-sha1")
     }
 
-    private static func loaded() throws(CryptoError) {
-        var message: UnsafePointer<CChar>?
-        guard vault_openssl_load(&message) == 0 else {
-            throw CryptoError(.unavailable, message.map { String(cString: $0) } ?? "cannot load libcrypto")
-        }
-    }
+    private static func loaded() throws(CryptoError) { try RSASignature.loaded() }
 }

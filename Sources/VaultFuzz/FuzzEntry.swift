@@ -63,6 +63,10 @@ enum FuzzEntry {
                 _ = try? ForeignTokens.convert(
                     tool, json, section: first & 0x80 == 0 ? nil : "a", now: Date(epochSeconds: 1_800_000_000))
             }
+        case "service-account-key":
+            if let json = try? SecureBytes(copying: bytes) {
+                _ = try? ServiceAccountKey(json: json, source: "key.json")
+            }
         case "token-response":
             if let json = try? SecureBytes(copying: bytes) {
                 _ = try? TokenResponse(json: json).importedGrant(now: Date(epochSeconds: 1_800_000_000))

@@ -50,6 +50,7 @@ struct CompletionTests {
         (["env", "--prefix", "X", "wo"], ["work-mail"]),
         (["conflicts", "resolve", "work-mail", "--keep", ""], ["current", "other"]),
         (["add", "google", "--flow", "d"], ["device"]),
+        (["add", "api", "--flow", "cl"], ["client-credentials"]),
         (["git-credential", ""], ["erase", "get", "map", "store"]),
         (["git-credential", "map", "github.com", "w"], ["work-mail"]),
         (["completion", ""], ["bash", "fish", "zsh"]),
@@ -81,6 +82,9 @@ struct CompletionTests {
     func files() throws {
         let r = try home.run("completion", "candidates", "--", "init", "--keyfile", "")
         #expect(r.stdout == "files\n")
+        for option in ["--service-account", "--client-key-file", "--client-secret-file"] {
+            #expect(try home.run("completion", "candidates", "--", "add", "ci", option, "").stdout == "files\n")
+        }
     }
 
     @Test("completion asks a running agent; on a locked vault it neither prompts nor waits")

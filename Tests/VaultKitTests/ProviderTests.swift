@@ -134,7 +134,7 @@ struct ProviderTests {
             (#"{"name": "x", "issuer": "https://a", "flows": ["telepathy"]}"#, "wrong value for 'flows"),
             (#"{"name": "x", "token_endpoint": "https://a/t"}"#, "need 'authorization_endpoint'"),
             (
-                #"{"name": "x", "issuer": "https://a", "token_endpoint_auth_method": "private_key_jwt"}"#,
+                #"{"name": "x", "issuer": "https://a", "token_endpoint_auth_method": "tls_client_auth"}"#,
                 "token_endpoint_auth_method"
             ),
             (#"[1]"#, "not a JSON object"),

@@ -6,6 +6,8 @@ public final class OIDCProvider: @unchecked Sendable {
     public struct Settings: Decodable, Sendable {
         public let base, issuer, redirect_uri, user, password, email: String
         public let public_client, confidential_client, client_secret: String
+        /// The client that authenticates with private_key_jwt, and its PKCS#8 key file.
+        public let jwt_client, jwt_client_key: String?
     }
 
     public let settings: Settings

@@ -38,6 +38,10 @@ SAMPLE = "/usr/share/doc/glewlwyd/glewlwyd.conf.sample.gz"
 INIT_SQL = "/usr/share/doc/glewlwyd/database/init.sqlite3.sql.gz"
 USER, PASSWORD, EMAIL = "ada", "ada-test-password", "ada@example.com"
 PUBLIC_CLIENT, CONFIDENTIAL_CLIENT = "vault-public", "vault-confidential"
+# A client that authenticates with private_key_jwt (RFC 7523 section 2.2)
+# for client credentials: glewlwyd checks its assertions against the PEM
+# public key in the client's "pubkey" property.
+JWT_CLIENT = "vault-jwt"
 CLIENT_SECRET = "vault-confidential-test-secret"
 SCOPES = ["openid", "email", "profile", "mail"]
 
@@ -107,6 +111,16 @@ def rsa_keys(d):
     return open(d + "/key.pem").read(), open(d + "/pub.pem").read()
 
 
+def client_keys(d):
+    """A PKCS#8 key pair for JWT_CLIENT; the private key stays in d (0600)."""
+    key = d + "/jwt-client-key.pem"
+    subprocess.run(["openssl", "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", key],
+                   check=True, capture_output=True)
+    os.chmod(key, 0o600)
+    pub = subprocess.run(["openssl", "pkey", "-in", key, "-pubout"], check=True, capture_output=True, text=True)
+    return key, pub.stdout
+
+
 def start(d, rotate):
     os.makedirs(d, mode=0o700, exist_ok=True)
     db = d + "/glewlwyd.db"
@@ -138,7 +152,7 @@ def start(d, rotate):
         "auth-type-token-enabled": False, "auth-type-id-token-enabled": True, "auth-type-none-enabled": False,
         "auth-type-password-enabled": False, "auth-type-client-enabled": True, "auth-type-device-enabled": True,
         "auth-type-refresh-enabled": True, "scope": [], "additional-parameters": [], "claims": [],
-        "jwks-show": True, "jwks-x5c": [], "request-parameter-allow": False, "secret-type": "public",
+        "jwks-show": True, "jwks-x5c": [], "request-parameter-allow": True, "request-maximum-exp": 3600, "secret-type": "public",
         "address-claim": {"type": "no"}, "name-claim": "on-demand", "name-claim-scope": [],
         "email-claim": "mandatory", "email-claim-scope": [], "scope-claim": "no", "scope-claim-scope": [],
         "allowed-scope": SCOPES, "pkce-allowed": True, "pkce-method-plain-allowed": False,
@@ -148,6 +162,7 @@ def start(d, rotate):
         "session-management-allowed": False, "device-authorization-expiration": 600,
         "device-authorization-interval": 1, "oauth-dpop-allowed": False, "resource-allowed": False,
         "oauth-rar-allowed": False, "oauth-par-allowed": False, "oauth-ciba-allowed": False,
+        "client-pubkey-parameter": "pubkey",
     }
     admin.ok("POST", "/api/mod/plugin/", {"module": "oidc", "name": "oidc", "display_name": "OIDC",
                                           "enabled": True, "parameters": params})
@@ -167,7 +182,13 @@ def start(d, rotate):
                                                                       "client_secret_post"],
                                           authorization_type=common["authorization_type"] +
                                           ["client_credentials"]))
+    jwt_key, jwt_pub = client_keys(d)
+    admin.ok("POST", "/api/client/", {"enabled": True, "client_id": JWT_CLIENT, "name": "vault private_key_jwt",
+                                      "confidential": True, "redirect_uri": [redirect], "scope": SCOPES,
+                                      "token_endpoint_auth_method": ["private_key_jwt"], "pubkey": jwt_pub,
+                                      "authorization_type": ["client_credentials"]})
     settings = {
+        "jwt_client": JWT_CLIENT, "jwt_client_key": jwt_key,
         "port": port, "base": base, "issuer": issuer, "pid": proc.pid, "redirect_uri": redirect,
         "user": USER, "password": PASSWORD, "email": EMAIL, "public_client": PUBLIC_CLIENT,
         "confidential_client": CONFIDENTIAL_CLIENT, "client_secret": CLIENT_SECRET, "rotate": rotate,

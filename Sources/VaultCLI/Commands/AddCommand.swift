@@ -63,7 +63,7 @@ extension Commands {
         name: "add",
         abstract: "Authorize with a provider and store the grant, or authorize a grant again.",
         usage:
-            "add PROVIDER [NAME] [--scope S]... [--client-id ID] [--client-secret-file F] [--flow browser|device|paste] [--login-hint EMAIL] [--issuer URL] [--tenant T] [--timeout SECONDS]",
+            "add PROVIDER [NAME] [--scope S]... [--client-id ID] [--client-secret-file F] [--flow browser|device|paste|client-credentials] [--client-key-file F [--client-key-id KID]] [--service-account KEY.json [--subject USER]] [--login-hint EMAIL] [--issuer URL] [--tenant T] [--timeout SECONDS]",
         arguments: [
             ("PROVIDER", "a provider from 'vault providers', or a new name with --issuer"),
             (
@@ -79,8 +79,20 @@ extension Commands {
             OptionSpec(name: "client-id", valueName: "ID", help: "the OAuth client id (else the provider file's)"),
             OptionSpec(name: "client-secret-file", valueName: "F", help: "read the client secret from file F"),
             OptionSpec(
-                name: "flow", valueName: "FLOW", help: "browser, device or paste (default: browser; device over SSH)",
-                choices: ["browser", "device", "paste"]),
+                name: "flow", valueName: "FLOW",
+                help: "browser, device, paste or client-credentials (default: browser; device over SSH)",
+                choices: ["browser", "device", "paste", "client-credentials"]),
+            OptionSpec(
+                name: "client-key-file", valueName: "F",
+                help: "client credentials: authenticate with the PKCS#8 RSA key in file F (private_key_jwt)"),
+            OptionSpec(
+                name: "client-key-id", valueName: "KID", help: "the client key's id, sent as the assertions' kid"),
+            OptionSpec(
+                name: "service-account", valueName: "KEY.json",
+                help: "a service account's key file (Google's JSON format): tokens by RFC 7523 JWT bearer"),
+            OptionSpec(
+                name: "subject", valueName: "USER",
+                help: "with --service-account: act for USER (domain-wide delegation)"),
             OptionSpec(name: "login-hint", valueName: "EMAIL", help: "suggest this account to the provider"),
             OptionSpec(name: "issuer", valueName: "URL", help: "discover an OpenID Connect provider from its issuer"),
             OptionSpec(name: "tenant", valueName: "T", help: "the tenant, for providers that have one (Microsoft)"),
@@ -108,12 +120,24 @@ extension Commands {
             client in $XDG_CONFIG_HOME/vault/providers/PROVIDER.json ({"client_id": ...,
             "client_secret": ...}), or pass --client-id and --client-secret-file.
             'vault providers' shows which providers still need a client.
+
+            Grants for machines need no person. --flow client-credentials (RFC 6749 section 4.4)
+            authenticates the client with its secret (--client-secret-file, sent as the provider
+            says: Basic or in the body) or its private key (--client-key-file, private_key_jwt).
+            --service-account KEY.json reads a service account's key file and gets tokens with
+            RS256-signed assertions (RFC 7523); its token_uri is where, and PROVIDER may be any new
+            name when no provider file describes the server. The secret or key is stored
+            encrypted in the vault (the file can then be deleted), and 'vault token' mints a new
+            token whenever the stored one is stale. Keys must be unencrypted PKCS#8 PEM (BEGIN
+            PRIVATE KEY) RSA keys.
             """,
         examples: [
             "vault add google work --client-id 123.apps.googleusercontent.com --client-secret-file ~/google-secret",
             "vault add github --flow device --scope repo",
             "vault add corp --issuer https://id.corp.example --client-id vault",
             "vault add work --scope https://mail.google.com/",
+            "vault add api ci --flow client-credentials --client-id ci-bot --client-secret-file ~/ci-secret",
+            "vault add google ci --service-account ~/key.json --scope https://www.googleapis.com/auth/cloud-platform",
         ]
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
         let args = ctx.arguments.positionals
@@ -121,8 +145,16 @@ extension Commands {
         guard args.count <= 2 else { throw CLIError.usage("unexpected argument '\(args[2])'", command: "add") }
         let name = try ctx.grantName(args.count == 2 ? args[1] : first)
         _ = try ctx.grantName(first)
+        if ctx.arguments.value("service-account") != nil || ctx.arguments.value("flow") == "client-credentials" {
+            return try addMachineGrant(
+                ctx, providerName: first, name: name,
+                transport: CurlTransport(caBundle: ctx.environment["SSL_CERT_FILE"]))
+        }
+        for flag in ["client-key-file", "client-key-id", "subject"] where ctx.arguments.value(flag) != nil {
+            throw CLIError.usage("--\(flag) needs --flow client-credentials or --service-account", command: "add")
+        }
         let requestedFlow = try ctx.arguments.value("flow").map { (text: String) throws(CLIError) -> Provider.Flow in
-            guard let flow = Provider.Flow(rawValue: text) else {
+            guard let flow = Provider.Flow(rawValue: text), flow != .clientCredentials else {
                 throw CLIError.usage("--flow must be browser, device or paste", command: "add")
             }
             return flow
@@ -148,6 +180,14 @@ extension Commands {
             existing = try existingGrant(name, in: store!)
         }
         var provider: Provider
+        if let existing, existing.kind.mintsTokens {
+            // A grant for a machine has no person to ask: its credentials mint its tokens.
+            throw CLIError(
+                "'\(name)' is a grant for a machine: its stored credentials get it new tokens",
+                hint: "'vault refresh \(name)' mints one now; to replace its key or secret, add it again with "
+                    + "'vault add \(existing.provider) \(name) --service-account KEY.json' or '--flow client-credentials'",
+                exitCode: .usage)
+        }
         if let existing {
             for problem in catalog.problems(ignoring: existing.provider) { ctx.console.warn(problem.reason) }
             provider = try vault { () throws(VaultError) in
@@ -172,7 +212,8 @@ extension Commands {
         guard provider.clientID != nil else {
             throw ClientRegistration.error(for: provider, configDirectory: configDirectory)
         }
-        let flow = requestedFlow ?? defaultFlow(ctx, provider: provider)
+        let flow: Provider.Flow
+        if let requestedFlow { flow = requestedFlow } else { flow = try defaultFlow(ctx, provider: provider) }
         if store == nil { store = try ctx.openVault() }
         let vaultStore = store!
         var scopes = ctx.arguments.values("scope")
@@ -244,8 +285,9 @@ extension Commands {
         return known.resolved(overrides)
     }
 
-    /// The flow when none is asked for: device (else paste) over SSH without a display, else browser.
-    static func defaultFlow(_ ctx: Context, provider: Provider) -> Provider.Flow {
+    /// The flow when none is asked for: device (else paste) over SSH without
+    /// a display, else browser; never client credentials, which is asked for.
+    static func defaultFlow(_ ctx: Context, provider: Provider) throws(CLIError) -> Provider.Flow {
         let env = ctx.environment
         let remote =
             env["SSH_CONNECTION"] != nil && env["DISPLAY"] == nil && env["WAYLAND_DISPLAY"] == nil
@@ -254,7 +296,13 @@ extension Commands {
             if provider.flows.contains(.device) { return .device }
             if provider.flows.contains(.paste) { return .paste }
         }
-        return provider.flows.contains(.browser) ? .browser : provider.flows[0]
+        let personal = provider.flows.filter { $0 != .clientCredentials }
+        guard let first = personal.first else {
+            throw CLIError.usage(
+                "provider '\(provider.name)' offers only client credentials: add --flow client-credentials",
+                command: "add")
+        }
+        return personal.contains(.browser) ? .browser : first
     }
 }
 

@@ -184,6 +184,18 @@ extension Commands {
         }
         rows.append(["id token:", s.idToken ?? present(s.hasIDToken)])
         if grant.kind == .oauth1 { rows.append(["token secret:", s.tokenSecret ?? present(true)]) }
+        if grant.kind.mintsTokens, let config = grant.providerConfiguration {
+            // The machine's own credentials are never printed, --reveal or not.
+            let serviceAccount = grant.kind == .serviceAccount
+            rows.append(["kind:", serviceAccount ? "service account (RFC 7523)" : "client credentials"])
+            let credential = config.clientPrivateKey != nil ? "private key" : "client secret"
+            rows.append([credential + ":", "kept in the vault, never shown"])
+            if !serviceAccount {
+                rows.append(["client authentication:", config.tokenEndpointAuthMethod ?? "client_secret_basic"])
+            }
+            if let kid = config.clientKeyID { rows.append(["key id:", kid]) }
+            if let subject = config.subject { rows.append(["acting for:", subject]) }
+        }
         if let endpoint = grant.providerConfiguration?.tokenEndpoint { rows.append(["token endpoint:", endpoint]) }
         rows.append(["created:", Format.timestamp(grant.createdAt)])
         rows.append(["refreshed:", grant.refreshedAt.map(Format.timestamp) ?? "-"])

@@ -30,6 +30,9 @@ extension Commands {
             With --revoke, the refresh token (else the access token) is revoked at the provider's
             revocation endpoint before the grant is deleted; if the revocation fails the grant is
             kept. A provider without a revocation endpoint is reported, and the grant is deleted.
+            For client credentials and service accounts only the access token can be revoked:
+            the client's secret or the service account's key stays valid at the provider, which
+            vault says; delete or rotate it there.
             """,
         examples: ["vault remove old-work", "vault remove work --revoke"]
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
@@ -45,7 +48,21 @@ extension Commands {
             try ctx.report("removed '\(name)'", json: Removed(name: name, revoked: nil))
             return .ok
         }
+        let kind = try vault { () throws(VaultError) in try store.load(name) }.kind
         let result = try vault { () throws(VaultError) in try ctx.refresher(store).revokeAndRemove(name) }
+        // A client cannot revoke its own credentials (RFC 7009 revokes tokens).
+        switch kind {
+        case .serviceAccount:
+            ctx.console.warn(
+                "the service account's key stays valid at the provider: delete or disable it there (Google: IAM, Service accounts, Keys) if it should no longer work"
+            )
+        case .clientCredentials:
+            ctx.console.warn(
+                "the client's secret or key stays valid at the provider: rotate or delete it there if it should no longer work"
+            )
+        case .oauth1, .oauth2:
+            break
+        }
         switch result {
         case .revoked(let type):
             try ctx.report(

@@ -456,11 +456,12 @@ extension ProviderConfiguration {
         ("client_id", \.clientID), ("client_secret", \.clientSecret),
         ("token_endpoint_auth_method", \.tokenEndpointAuthMethod), ("signature_method", \.signatureMethod),
         ("redirect_uri", \.redirectURI), ("account_claim", \.accountClaim),
+        ("client_private_key", \.clientPrivateKey), ("client_key_id", \.clientKeyID), ("subject", \.subject),
     ]
 
     /// Keys that are not strings, read after the string fields above.
     private static let otherFields: [StaticString] = [
-        "error_aliases", "errors_with_http_200", "empty_400_is_invalid_grant", "authorization_params",
+        "error_aliases", "errors_with_http_200", "empty_400_is_invalid_grant", "authorization_params", "scopes",
     ]
 
     static func read(_ r: inout JSONReader, secrets: Bool) throws(JSONReader.Failure) -> ProviderConfiguration {
@@ -476,7 +477,8 @@ extension ProviderConfiguration {
                 case 0: c.errorAliases = try r.null() ? nil : try stringMap(&r)
                 case 1: c.errorsWithHTTP200 = try r.null() ? nil : try r.bool()
                 case 2: c.empty400IsInvalidGrant = try r.null() ? nil : try r.bool()
-                default: c.authorizationParams = try r.null() ? nil : try stringMap(&r)
+                case 3: c.authorizationParams = try r.null() ? nil : try stringMap(&r)
+                default: c.scopes = try r.null() ? nil : try stringArray(&r)
                 }
                 continue
             }
@@ -486,13 +488,27 @@ extension ProviderConfiguration {
             }
             guard seen & (1 << n) == 0 else { throw .malformed }
             seen |= 1 << n
-            if !secrets && fields[n].1 == \ProviderConfiguration.clientSecret {
-                c.clientSecret = try r.skipString() ? "" : nil
+            // Without secrets, the client secret and private key are checked
+            // and dropped: a present one reads as an empty string.
+            if !secrets && ProviderConfiguration.secretFields.contains(fields[n].1) {
+                c[keyPath: fields[n].1] = try r.skipString() ? "" : nil
             } else {
                 c[keyPath: fields[n].1] = try r.optionalString()
             }
         }
         return c
+    }
+
+    /// The fields a listing does not keep.
+    nonisolated(unsafe) private static let secretFields: [WritableKeyPath<ProviderConfiguration, String?>] = [
+        \.clientSecret, \.clientPrivateKey,
+    ]
+
+    /// An array of strings (`scopes`).
+    private static func stringArray(_ r: inout JSONReader) throws(JSONReader.Failure) -> [String] {
+        var out: [String] = []
+        try r.array(depth: 3) { (r: inout JSONReader) throws(JSONReader.Failure) in out.append(try r.string()) }
+        return out
     }
 
     /// An object of strings (`error_aliases`).

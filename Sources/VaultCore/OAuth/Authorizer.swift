@@ -92,6 +92,9 @@ public struct Authorizer {
         switch request.flow {
         case .browser, .paste: return try codeFlow(request)
         case .device: return try deviceFlow(request)
+        case .clientCredentials:
+            throw VaultError(
+                .invalidInput, "client credentials involve no person: use MachineGrants.clientCredentials")
         }
     }
 

@@ -24,6 +24,9 @@ public struct TokenEndpoint {
         package let retryAfter: String?
         /// The Content-Type header, to say what a non-OAuth answer was.
         package let contentType: String?
+        /// The Date header: the provider's clock, to tell a refused
+        /// assertion from a clock that is wrong here.
+        package var date: String? = nil
 
         /// An answer as received.
         package init(status: Int, body: SecureBytes, retryAfter: String?, contentType: String?) {
@@ -38,24 +41,29 @@ public struct TokenEndpoint {
     func send(_ url: String, form: [(String, String)], what: String, timeout: Double = 30) throws(VaultError)
         -> Answer
     {
-        guard let clientID = client.id else {
-            throw VaultError(
-                .invalidInput, "provider '\(client.providerName)' has no client id",
-                remedy: .configureClient)
-        }
         var pairs = form
         var headers: [(name: String, value: String)] = [
             ("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json"),
         ]
-        if let secret = client.secret {
-            if client.authMethod == "client_secret_post" {
-                pairs += [("client_id", clientID), ("client_secret", secret)]
-            } else {
-                // RFC 6749 section 2.3.1: form-encode both parts before base64.
-                let raw = FormEncoding.percentEncode(clientID) + ":" + FormEncoding.percentEncode(secret)
-                headers.append(("Authorization", "Basic " + Base64.encodeString(Array(raw.utf8), .standard)))
-            }
-        } else {
+        // An RFC 7523 JWT bearer request authenticates with its assertion alone.
+        let anonymous = client.authMethod == "none"
+        guard let clientID = client.id ?? (anonymous ? "" : nil) else {
+            throw VaultError(
+                .invalidInput, "provider '\(client.providerName)' has no client id",
+                remedy: .configureClient)
+        }
+        switch (client.authMethod, client.secret) {
+        case ("none", _):
+            break
+        case ("private_key_jwt", _):
+            pairs += try clientAssertion(clientID, endpoint: url)
+        case ("client_secret_post", let secret?):
+            pairs += [("client_id", clientID), ("client_secret", secret)]
+        case (_, let secret?):
+            // RFC 6749 section 2.3.1: form-encode both parts before base64.
+            let raw = FormEncoding.percentEncode(clientID) + ":" + FormEncoding.percentEncode(secret)
+            headers.append(("Authorization", "Basic " + Base64.encodeString(Array(raw.utf8), .standard)))
+        case (_, nil):
             pairs.append(("client_id", clientID))
         }
         let body = try wrap { () throws(CryptoError) in try SecureBytes(copying: Array(FormEncoding.encode(pairs).utf8))
@@ -68,9 +76,27 @@ public struct TokenEndpoint {
         } catch {
             throw error.vaultError(what)
         }
-        return Answer(
+        var answer = Answer(
             status: response.status, body: response.body, retryAfter: response.header("retry-after"),
             contentType: response.header("content-type"))
+        answer.date = response.header("date")
+        return answer
+    }
+
+    /// RFC 7523 section 2.2: a new assertion signed by the client's key, in
+    /// place of a secret, for `endpoint` unless the client names an audience.
+    func clientAssertion(_ clientID: String, endpoint: String) throws(VaultError) -> [(String, String)] {
+        guard let key = client.privateKey else {
+            throw VaultError(
+                .invalidInput, "the client of '\(client.providerName)' uses private_key_jwt but has no private key")
+        }
+        let claims = JWTAssertion.Claims(
+            issuer: clientID, subject: clientID, audience: client.audience ?? endpoint, now: client.now())
+        return [
+            ("client_id", clientID),
+            ("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"),
+            ("client_assertion", try JWTAssertion.sign(claims, keyID: client.keyID, privateKeyPEM: key)),
+        ]
     }
 
     /// POSTs `form` to `url` with the client's authentication; status and body.
@@ -86,7 +112,11 @@ public struct TokenEndpoint {
     func tokenResponse(_ url: String, form: [(String, String)], what: String, timeout: Double = 30)
         throws(VaultError) -> TokenResponse
     {
-        let answer = try send(url, form: form, what: what, timeout: timeout)
+        try tokenResponse(try send(url, form: form, what: what, timeout: timeout), what: what)
+    }
+
+    /// The token response in `answer`, or the error `classify` makes of it.
+    func tokenResponse(_ answer: Answer, what: String) throws(VaultError) -> TokenResponse {
         if let error = TokenEndpoint.classify(answer, what: what, quirks: client.quirks) { throw error }
         guard TokenEndpoint.isJSONObject(answer.body) || FormAnswer.pairs(answer.body) != nil else {
             throw TokenEndpoint.notOAuth(answer, what: what)
@@ -269,10 +299,21 @@ public struct OAuthClient: Sendable {
     public var id: String?
     /// Nil for public clients.
     public var secret: String?
-    /// `client_secret_basic` or `client_secret_post`.
+    /// `client_secret_basic`, `client_secret_post`, `private_key_jwt`, or
+    /// `none` (no client authentication: an RFC 7523 JWT bearer request).
     public var authMethod: String
     /// How the provider's error answers deviate from the RFC.
     public var quirks: ErrorQuirks
+    /// `private_key_jwt`: the PEM private key that signs client assertions.
+    public var privateKey: String?
+    /// `private_key_jwt`: the key's id (`kid`), if any.
+    public var keyID: String?
+    /// `private_key_jwt`: the assertions' audience; when nil, the endpoint
+    /// called (the token endpoint, as RFC 7523 section 3 suggests, or the
+    /// revocation endpoint, which glewlwyd for one insists on).
+    public var audience: String?
+    /// The clock that dates assertions.
+    var now: @Sendable () -> Date = { Date() }
 
     /// The client of a provider definition.
     public init(_ p: Provider) {
@@ -290,6 +331,8 @@ public struct OAuthClient: Sendable {
         secret = c.clientSecret
         authMethod = c.tokenEndpointAuthMethod ?? "client_secret_basic"
         quirks = c.errorQuirks
+        privateKey = c.clientPrivateKey
+        keyID = c.clientKeyID
     }
 }
 

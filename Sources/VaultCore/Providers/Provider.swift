@@ -13,6 +13,10 @@ public struct Provider: Sendable, Equatable {
         case device
         /// Like browser, but the person pastes the redirect URL or the code.
         case paste
+        /// No person: the client gets tokens for itself (RFC 6749 section
+        /// 4.4), with `MachineGrants` rather than `Authorizer`. Needs only
+        /// a token endpoint.
+        case clientCredentials = "client-credentials"
     }
 
     /// The name grants refer to it by.
@@ -148,7 +152,7 @@ public struct Provider: Sendable, Equatable {
         }
         self.name = name
         displayName = f.display_name
-        guard let proto = Grant.Kind(rawValue: f.protocol ?? "oauth2") else {
+        guard let proto = Grant.Kind(rawValue: f.protocol ?? "oauth2"), proto == .oauth2 || proto == .oauth1 else {
             throw VaultError(.invalidInput, "\(source): protocol must be oauth2 or oauth1")
         }
         protocolVersion = proto
@@ -224,10 +228,14 @@ public struct Provider: Sendable, Equatable {
                 throw VaultError(.invalidInput, "\(where_): the device flow needs 'device_authorization_endpoint'")
             }
         }
-        guard ["client_secret_basic", "client_secret_post"].contains(tokenEndpointAuthMethod) else {
+        guard ["client_secret_basic", "client_secret_post", "private_key_jwt"].contains(tokenEndpointAuthMethod) else {
             throw VaultError(
-                .invalidInput, "\(where_): token_endpoint_auth_method must be client_secret_basic or client_secret_post"
+                .invalidInput,
+                "\(where_): token_endpoint_auth_method must be client_secret_basic, client_secret_post or private_key_jwt"
             )
+        }
+        if protocolVersion == .oauth1 && flows.contains(.clientCredentials) {
+            throw VaultError(.invalidInput, "\(where_): OAuth 1.0a has no client credentials flow")
         }
         for (k, v) in errorQuirks.aliases where !ProviderText.isErrorCode(k) || !ProviderText.isErrorCode(v) {
             throw VaultError(.invalidInput, "\(where_): error_aliases must map error codes to error codes")

@@ -195,6 +195,8 @@ public struct TokenRefresher {
     package static func refreshed(
         _ g: Grant, name: String, transport: any HTTPTransport, now: () -> Date
     ) throws(VaultError) -> Grant {
+        // A machine grant mints a new token from its own credentials.
+        if g.kind.mintsTokens { return try MachineGrants.mint(g, name: name, transport: transport, now: now()) }
         guard let refreshToken = g.refreshToken else {
             throw VaultError(
                 .dead, "grant '\(name)' has expired and has no refresh token",
@@ -232,9 +234,13 @@ public struct TokenRefresher {
     /// The error for a grant that needs a new authorization.
     package static func deadError(_ name: String, _ g: Grant, cause: VaultError? = nil) -> VaultError {
         let why = cause.map { ": \($0.reason)" } ?? (g.deadReason.map { " (\($0))" } ?? "")
+        let remedy: VaultError.Remedy =
+            g.kind.mintsTokens
+            ? .replaceCredentials(provider: g.provider, grant: name, serviceAccount: g.kind == .serviceAccount)
+            : .authorizeAgain(provider: g.provider, grant: name)
         let error = VaultError(
-            .dead, "grant '\(name)' needs a new authorization\(why)",
-            oauthError: cause?.oauthError, remedy: .authorizeAgain(provider: g.provider, grant: name))
+            .dead, "grant '\(name)' needs \(g.kind.mintsTokens ? "new credentials" : "a new authorization")\(why)",
+            oauthError: cause?.oauthError, remedy: remedy)
         return cause?.httpStatus.map { error.with(httpStatus: $0) } ?? error
     }
 }

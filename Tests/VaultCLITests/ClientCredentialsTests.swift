@@ -1,0 +1,209 @@
+import Foundation
+import Testing
+import VaultTestSupport
+
+/// Client credentials (RFC 6749 section 4.4) with a client secret, against
+/// django-oauth-toolkit on loopback (Tools/testservers/django_oauth.py).
+@Suite(
+    "client credentials with a secret against django-oauth-toolkit",
+    .enabled(if: MachineSupport.djangoOAuthToolkit, "needs python3-django-oauth-toolkit"))
+final class ClientCredentialsSecretTests {
+    struct Settings: Decodable {
+        let port: Int
+        let token_endpoint, revocation_endpoint, resource, client_id, client_secret, other_client_secret: String
+    }
+
+    let home = Home()
+    let server: FixtureServer
+    let settings: Settings
+    var secretFile: String { home.path + "/secret" }
+
+    init() throws {
+        server = try FixtureServer(script: "django_oauth.py", arguments: [home.path + "/django"])
+        settings = try JSONDecoder().decode(Settings.self, from: Data(server.firstLine.utf8))
+        try home.initKeyfileVault()
+        home.write(secretFile, settings.client_secret + "\n")
+        for (name, method) in [("dot", "client_secret_basic"), ("dotpost", "client_secret_post")] {
+            try home.providerFile(
+                name,
+                [
+                    "token_endpoint": settings.token_endpoint, "revocation_endpoint": settings.revocation_endpoint,
+                    "flows": ["client-credentials"], "token_endpoint_auth_method": method,
+                ])
+        }
+    }
+
+    func add(_ provider: String, _ name: String, _ extra: [String] = [], secret: String? = nil) throws
+        -> ProcessResult
+    {
+        try VaultProcess.run(
+            [
+                "add", provider, name, "--flow", "client-credentials", "--client-id", settings.client_id,
+                "--client-secret-file", secret ?? secretFile,
+            ] + extra,
+            environment: home.environment)
+    }
+
+    func log() throws -> [[String: Any]] {
+        try MachineSupport.json("http://127.0.0.1:\(settings.port)/__log") as? [[String: Any]] ?? []
+    }
+
+    @Test("Basic and post client authentication both get tokens the server's resource accepts; refresh mints a new one")
+    func basicAndPost() throws {
+        let basic = try add("dot", "api", ["--scope", "read"])
+        try #require(basic.status == 0, "\(basic.stderr)")
+        #expect(basic.stderr.contains("added 'api' (dot, client credentials, \(settings.client_id); scopes: read)"))
+        try #require(try add("dotpost", "api-post", ["--scope", "read"]).status == 0)
+        #expect(try log().map { $0["client_auth"] as? String } == ["basic", "post"])
+        #expect(
+            try log().allSatisfy {
+                $0["grant_type"] as? String == "client_credentials" && $0["scope"] as? String == "read"
+            })
+        for name in ["api", "api-post"] {
+            let token = try home.run("token", name).stdout.trimmingCharacters(in: .newlines)
+            #expect(try MachineSupport.status(settings.resource, token: token) == 200)
+        }
+        let first = try home.run("token", "api").stdout
+        #expect(try home.run("refresh", "api").status == 0)
+        let second = try home.run("token", "api").stdout
+        let requests = try log().count
+        #expect(first != second && requests == 3)
+        #expect(try MachineSupport.status(settings.resource, token: second.trimmingCharacters(in: .newlines)) == 200)
+        let row = try home.listed()["api"]
+        #expect(row?["kind"] as? String == "client_credentials" && row?["state"] as? String == "fresh")
+        // The secret appears nowhere vault prints, nor in the vault's bytes.
+        for args in [["show", "api", "--json", "--reveal"], ["list", "--json"], ["env", "api"]] {
+            let out = try VaultProcess.run(args, environment: home.environment).stdout
+            #expect(!out.contains(settings.client_secret))
+        }
+        for (name, bytes) in home.snapshot() {
+            #expect(bytes.range(of: Data(settings.client_secret.utf8)) == nil, "\(name)")
+        }
+    }
+
+    @Test(
+        "a wrong secret, a scope the server refuses, a missing or group-writable secret file: exit code, reason, nothing stored"
+    )
+    func refusals() throws {
+        home.write(home.path + "/wrong", settings.other_client_secret + "\n")
+        home.write(home.path + "/shared", settings.client_secret + "\n")
+        chmod(home.path + "/shared", 0o664)
+        let cases: [(String?, [String], String)] = [
+            (home.path + "/wrong", [], "the provider does not accept the client: invalid_client"),
+            (nil, ["--scope", "admin"], "the provider refused the request: invalid_scope"),
+            (home.path + "/shared", [], "shared is writable by group or others"),
+            (home.path + "/absent", [], "cannot open"),
+        ]
+        let before = home.snapshot()
+        for (secret, extra, reason) in cases {
+            let r = try add("dot", "api", extra, secret: secret)
+            #expect(r.status == 1, "\(extra): \(r.stderr)")
+            #expect(r.stderr.contains(reason), "\(extra): \(r.stderr)")
+            #expect(!r.stderr.contains(settings.client_secret) && !r.stderr.contains(settings.other_client_secret))
+        }
+        // Neither secret nor key: a usage error before any request.
+        let bare = try home.run("add", "dot", "api", "--flow", "client-credentials", "--client-id", settings.client_id)
+        #expect(bare.status == 64 && bare.stderr.contains("client credentials need the client's secret"))
+        // A provider for machines only says so when --flow is forgotten.
+        let noFlow = try home.run("add", "dot", "api", "--client-id", settings.client_id)
+        #expect(
+            noFlow.status == 64
+                && noFlow.stderr.contains("offers only client credentials: add --flow client-credentials"))
+        let listed = try home.listed()
+        #expect(home.snapshot() == before && listed.isEmpty)
+        #expect(try log().count == 2)
+    }
+
+    @Test("remove --revoke revokes the access token (RFC 7009) and says the secret stays valid")
+    func revoke() throws {
+        try #require(try add("dot", "api", ["--scope", "read"]).status == 0)
+        let token = try home.run("token", "api").stdout.trimmingCharacters(in: .newlines)
+        let r = try home.run("remove", "api", "--revoke")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("the client's secret or key stays valid at the provider"))
+        #expect(try MachineSupport.status(settings.resource, token: token) != 200)
+        #expect(try home.listed().isEmpty)
+    }
+}
+
+/// Client credentials with private_key_jwt client authentication (RFC 7523
+/// section 2.2) and with a secret, against the shared glewlwyd (its OIDC
+/// plugin checks client assertions against the client's "pubkey").
+@Suite("client credentials against glewlwyd: private_key_jwt and a secret")
+final class ClientCredentialsGlewlwydTests {
+    let oidc: OIDCProvider
+    let home = Home()
+
+    init() throws {
+        oidc = try OIDCProvider.shared.get()
+        try home.initKeyfileVault()
+    }
+
+    var s: OIDCProvider.Settings { oidc.settings }
+
+    func add(_ name: String, _ auth: [String], environment: [String: String]? = nil) throws -> ProcessResult {
+        try VaultProcess.run(
+            ["add", "gl", name, "--issuer", s.issuer, "--flow", "client-credentials", "--scope", "mail"] + auth,
+            environment: environment ?? home.environment)
+    }
+
+    var jwtAuth: [String] { ["--client-id", s.jwt_client ?? "", "--client-key-file", s.jwt_client_key ?? ""] }
+
+    @Test("private_key_jwt: tokens minted, minted again, and revoked with a signed assertion")
+    func privateKeyJWT() throws {
+        let r = try add("jwt", jwtAuth)
+        try #require(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("client credentials, \(s.jwt_client ?? "")"))
+        let first = try home.run("token", "jwt").stdout
+        #expect(first.hasPrefix("ey"))  // glewlwyd's access tokens are JWTs
+        #expect(try home.run("refresh", "jwt").status == 0)
+        #expect(try home.run("token", "jwt").stdout != first)
+        let removed = try home.run("remove", "jwt", "--revoke")
+        #expect(removed.status == 0, "\(removed.stderr)")
+        #expect(removed.stderr.contains("revoked the access token at the provider"))
+    }
+
+    @Test("a client secret works at glewlwyd too")
+    func secret() throws {
+        home.write(home.path + "/secret", s.client_secret + "\n")
+        let r = try add("sec", ["--client-id", s.confidential_client, "--client-secret-file", home.path + "/secret"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try home.listed()["sec"]?["kind"] as? String == "client_credentials")
+    }
+
+    @Test("a key the server does not know, and a PKCS#1 key, store nothing")
+    func wrongKeys() throws {
+        try MachineSupport.keyPair(home.path + "/stranger")
+        let pkcs1 = home.path + "/pkcs1.pem"
+        _ = try VaultProcess.start(
+            ["pkey", "-in", home.path + "/stranger.pem", "-traditional", "-out", pkcs1],
+            environment: ["PATH": "/usr/bin:/bin"], executable: "/usr/bin/openssl"
+        ).wait()
+        chmod(pkcs1, 0o600)
+        let before = home.snapshot()
+        let stranger = try add(
+            "jwt", ["--client-id", s.jwt_client ?? "", "--client-key-file", home.path + "/stranger.pem"])
+        #expect(stranger.status == 1 && stranger.stderr.contains("HTTP 403"), "\(stranger.stderr)")
+        let old = try add("jwt", ["--client-id", s.jwt_client ?? "", "--client-key-file", pkcs1])
+        #expect(old.status == 1 && old.stderr.contains("PKCS#1"), "\(old.stderr)")
+        #expect(old.stderr.contains("openssl pkcs8 -topk8 -nocrypt"))
+        let listed = try home.listed()
+        #expect(home.snapshot() == before && listed.isEmpty)
+    }
+
+    @Test(
+        "a clock ten minutes behind: glewlwyd refuses the client assertion and vault names the clock",
+        .enabled(if: FakeTime.installed, "needs libfaketime (Debian's faketime package)"))
+    func clockBehind() throws {
+        try #require(try add("jwt", jwtAuth).status == 0)
+        let before = try home.shown("jwt")
+        var env = home.environment
+        env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
+        let r = try VaultProcess.start(
+            ["-f", "-10m", VaultProcess.binary, "refresh", "jwt"], environment: env, executable: FakeTime.wrapper
+        ).wait()
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(r.stderr.contains("seconds behind the provider's"), "\(r.stderr)")
+        #expect(try home.shown("jwt") == before)
+    }
+}
