@@ -162,6 +162,17 @@ final class ServiceAccountTests {
         let again = try home.run("token", "ci")
         let requests = try log().count
         #expect(again.status == 2 && requests == 2)
+
+        // The name alone cannot authorize a machine grant again: it says what can.
+        let alone = try home.run("add", "ci")
+        #expect(alone.status == 64 && alone.stderr.contains("'vault refresh ci'"), "\(alone.stderr)")
+        // The hint, run as printed with a key the server takes, brings it back.
+        try settings(["disable_key": false])
+        let replaced = try home.run("add", "ci", "ci", "--service-account", keyFile)
+        #expect(replaced.status == 0, "\(replaced.stderr)")
+        // Its tokens last 30 s here, inside the freshness margin: refreshable, not dead.
+        #expect(try home.listed()["ci"]?["state"] as? String == "refreshable")
+        #expect(try home.run("token", "ci").status == 0)
     }
 
     @Test(

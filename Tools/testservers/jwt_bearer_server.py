@@ -17,7 +17,7 @@ Prints JSON settings and serves until stdin closes:
                     Google's), "jti" never seen before
   POST /revoke      RFC 7009: forgets the token, 200
   GET /userinfo     200 {"sub": ...} for a live bearer token, else 401
-  POST /__settings  {"expires_in": N} for new tokens; {"disable_key": true}
+  POST /__settings  {"expires_in": N} for new tokens; {"disable_key": true|false}
                     deletes the service account's key (its assertions then
                     get invalid_grant, as Google answers for a deleted key)
   GET /__log        the token requests seen: grant_type, scope, the client
@@ -221,8 +221,8 @@ def main():
                 with LOCK:
                     if "expires_in" in settings:
                         STATE["expires_in"] = settings["expires_in"]
-                    if settings.get("disable_key"):
-                        STATE["key_disabled"] = True
+                    if "disable_key" in settings:
+                        STATE["key_disabled"] = bool(settings["disable_key"])
                 return self.answer(200, {})
             if self.path == "/revoke":
                 with LOCK:
