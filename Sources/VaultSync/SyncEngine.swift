@@ -417,15 +417,22 @@ extension SyncEngine {
     /// Checks a root against the high-water mark. Returns true when it
     /// replaced this machine's write on a store that ignores preconditions
     /// (the update is pushed again); throws on a rollback or a fork.
+    ///
+    /// On a store known to ignore preconditions, writers overwrite each
+    /// other at any depth (a slow writer can even put back a lower epoch),
+    /// so a root that neither descends from the mark nor is its sibling is
+    /// still a lost update there, not proof of a fork: the version vectors
+    /// keep every local change, which is sent again (docs/sync.md).
     private func checkMark(_ root: SyncRoot, hash: [UInt8], state: SyncState) throws(VaultError) -> Bool {
         guard state.markEpoch > 0 else { return false }
+        if root.epoch == state.markEpoch && hash == state.markHash { return false }
         if root.epoch < state.markEpoch {
+            if !state.honoursPreconditions { return true }
             throw VaultError(
                 .tampered,
                 "the store's root is older (epoch \(root.epoch)) than one this machine accepted (epoch \(state.markEpoch)): a rollback",
                 hint: "check the store; local data is untouched")
         }
-        if root.epoch == state.markEpoch && hash == state.markHash { return false }
         // A sibling of the mark, written on the same parent: the store let
         // another writer overwrite it.
         let sibling = root.epoch == state.markEpoch && root.parent == state.markParent
@@ -443,7 +450,7 @@ extension SyncEngine {
         // Even a store that honours If-Match can let two writers through
         // when it checks both before either writes (Apache does): a sibling
         // is a lost update, sent again, never a reason to stop.
-        if sibling || throughSibling { return true }
+        if sibling || throughSibling || !state.honoursPreconditions { return true }
         throw VaultError(
             .tampered,
             "the store's root (epoch \(root.epoch)) does not descend from the one this machine accepted (epoch \(state.markEpoch)): a fork",

@@ -394,6 +394,30 @@ final class SyncTests {
         #expect(try b.listedNames().names == ["work", "from-a", "from-b"])
     }
 
+    @Test("on a store that ignores If-Match, a slow writer's older root is a lost update, repaired, not a rollback")
+    func slowWriterWithoutPreconditions() throws {
+        try control("mode/nocas")
+        defer { try? control("mode/pass") }
+        try a.run("import", "work", stdin: Home.tokenJSON("w"))
+        try connect(a)
+        try sync(a)
+        #expect(try join(b).status == 0)
+        // A writer that read this root and writes only after a has moved
+        // on twice puts back a root of a lower epoch than a accepted.
+        let root = storeDir + "/vault-root"
+        let old = try Data(contentsOf: URL(fileURLWithPath: root))
+        for name in ["from-a1", "from-a2"] {
+            try a.run("import", name, stdin: Home.tokenJSON(name))
+            try sync(a)
+        }
+        try old.write(to: URL(fileURLWithPath: root))
+        let repaired = try sync(a)
+        #expect(repaired.stderr.contains("had lost an update"), "\(repaired.stderr)")
+        try sync(b)
+        #expect(try b.listedNames().names == ["work", "from-a1", "from-a2"])
+        #expect(try token(b, "from-a2") == "from-a2")
+    }
+
     @Test("SIGKILL at random moments during sync, then sync again: the machines converge and nothing is lost")
     func killDuringSync() throws {
         try a.run("import", "seed", stdin: Home.tokenJSON("s"))
