@@ -370,14 +370,19 @@ final class SyncTests {
         #expect(a.snapshot() == before)
     }
 
-    @Test("a store that ignores If-Match loses an update; the next sync finds and repairs it")
-    func lostUpdate() throws {
+    /// a and b on a store that ignores If-Match, both holding grant `work`.
+    func pairWithoutPreconditions() throws {
         try control("mode/nocas")
-        defer { try? control("mode/pass") }
         try a.run("import", "work", stdin: Home.tokenJSON("w"))
         try connect(a)
         try sync(a)
         #expect(try join(b).status == 0)
+    }
+
+    @Test("a store that ignores If-Match loses an update; the next sync finds and repairs it")
+    func lostUpdate() throws {
+        try pairWithoutPreconditions()
+        defer { try? control("mode/pass") }
         // a writes; then b, reading the root from before a's write, writes
         // over it: the store ignores b's If-Match.
         try a.run("import", "from-a", stdin: Home.tokenJSON("a"))
@@ -396,12 +401,8 @@ final class SyncTests {
 
     @Test("on a store that ignores If-Match, a slow writer's older root is a lost update, repaired, not a rollback")
     func slowWriterWithoutPreconditions() throws {
-        try control("mode/nocas")
+        try pairWithoutPreconditions()
         defer { try? control("mode/pass") }
-        try a.run("import", "work", stdin: Home.tokenJSON("w"))
-        try connect(a)
-        try sync(a)
-        #expect(try join(b).status == 0)
         // A writer that read this root and writes only after a has moved
         // on twice puts back a root of a lower epoch than a accepted.
         let root = storeDir + "/vault-root"
