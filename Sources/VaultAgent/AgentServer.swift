@@ -458,7 +458,7 @@ public final class AgentServer: @unchecked Sendable {
             }
         case .conflicts:
             let engine = SyncEngine(vault: try connection(current, &handle), transport: transport)
-            let names = engine.isConfigured ? try engine.syncConflicts().map(\.name) : []
+            let names = engine.isConfigured ? try engine.conflictNames() : []
             w.u32(UInt32(names.count))
             for n in names { w.string(n) }
         case .hello, .load, .lock:

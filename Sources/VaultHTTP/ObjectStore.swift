@@ -162,7 +162,8 @@ public final class ObjectStore {
         case 412: return .preconditionFailed
         case 404, 409:
             throw Failure(
-                .missingFolder, "the store has no folder \(baseURL) (PUT \(name) answered HTTP \(response.status))")
+                .missingFolder,
+                "the store has no folder \(URLPolicy.redacted(baseURL)) (PUT \(name) answered HTTP \(response.status))")
         default: throw unexpected(response.status, "PUT", name)
         }
     }
@@ -179,7 +180,7 @@ public final class ObjectStore {
 
     /// Makes sure the base URL names a folder: when PROPFIND does not find
     /// it, creates it, and missing parents, with WebDAV's MKCOL. Returns the
-    /// URLs created; none when it was there or the server does not do
+    /// URLs created (without user info); none when it was there or the server does not do
     /// WebDAV (a plain HTTP store), where a later write tells whether the
     /// folder is missing. Asked before any write, since some servers answer
     /// a PUT into a missing folder with 500 (nginx) rather than 404 or 409.
@@ -196,7 +197,9 @@ public final class ObjectStore {
                 return try exchange(method, url: url, label: "the folder", body: nil, headers: headers, attempts: 1)
                     .status
             } catch {
-                if error.code == .unauthorized { throw error }
+                // Some stores refuse WebDAV methods they do not offer with
+                // 401 or 403 yet take PUT and GET: the probe write that
+                // follows decides about the credentials.
                 return nil
             }
         }
@@ -209,11 +212,11 @@ public final class ObjectStore {
             let url = origin + "/" + segments.prefix(depth).joined(separator: "/") + "/"
             switch try status("MKCOL", url, []) {
             case 201:
-                created.append(url)
+                created.append(URLPolicy.redacted(url))
                 return true
             case 409:
                 guard try make(depth - 1), try status("MKCOL", url, []) == 201 else { return false }
-                created.append(url)
+                created.append(URLPolicy.redacted(url))
                 return true
             case 405:
                 return true  // there already

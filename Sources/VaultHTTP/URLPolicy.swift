@@ -47,10 +47,12 @@ public enum URLPolicy {
     public static func redacted(_ url: String) -> String {
         var text = url
         if let q = text.firstIndex(where: { $0 == "?" || $0 == "#" }) { text = String(text[..<q]) }
-        if let (scheme, host) = schemeAndHost(text), text.contains("@") {
-            let afterScheme = text.index(text.firstIndex(of: ":")!, offsetBy: 3)
-            let path = text[afterScheme...].firstIndex(of: "/") ?? text.endIndex
-            text = "\(scheme)://\(host)" + text[path...]
+        guard let colon = text.firstIndex(of: ":"), text[colon...].hasPrefix("://") else { return text }
+        let authority = text.index(colon, offsetBy: 3)
+        let path = text[authority...].firstIndex(of: "/") ?? text.endIndex
+        // The authority without user info: host and port stay.
+        if let at = text[authority..<path].lastIndex(of: "@") {
+            text = String(text[..<authority]) + text[text.index(after: at)...]
         }
         return text
     }

@@ -67,6 +67,25 @@ extension SyncEngine {
         }
     }
 
+    /// The names of the grants in conflict, read without their tokens
+    /// (`vault list` marks them and promises not to read tokens).
+    public func conflictNames() throws(VaultError) -> [String] {
+        let state = try loadSyncState(try syncKeys())
+        guard !state.conflicts.isEmpty else { return [] }
+        let ids = Set(state.conflicts.map(\.id))
+        return try vault.read { (_: StateManifest) throws(VaultError) -> [String] in
+            let rows = try vault.allRows().filter { ids.contains($0.id) }
+            var names = Set(try vault.keys.open(rows, secrets: false).compactMap { try? $0.get().name })
+            // As in `syncConflicts`: a conflict without a row is named by its other side.
+            for c in state.conflicts where !rows.contains(where: { $0.id == c.id }) {
+                if let name = c.payload.withUnsafeBytes({ Payload.read($0, secrets: false) })?.name {
+                    names.insert(name)
+                }
+            }
+            return names.sorted()
+        }
+    }
+
     /// Ends the conflict on `name`: keeps the current value, or makes the
     /// other side the value. Either way the choice is a new change that the
     /// next sync sends, and it dominates both sides everywhere.

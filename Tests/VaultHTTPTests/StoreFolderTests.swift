@@ -51,4 +51,22 @@ struct StoreFolderTests {
                 && failure?.reason == "the store has no folder http://127.0.0.1:9/x/ (PUT probe-1 answered HTTP 409)"
         }
     }
+
+    @Test("user info in the store's URL is never repeated in what is reported, and 403 to WebDAV is left to the probe")
+    func userInfoAndForbidden() throws {
+        let (s, _) = try store("http://vault:hunter2@127.0.0.1:9/dav/", [(404, "", []), (201, "", [])])
+        #expect(try s.createFolder() == ["http://127.0.0.1:9/dav/"])
+        // A store that forbids PROPFIND and MKCOL but takes PUT: nothing
+        // created, no error; the write that follows decides.
+        let (plain, t) = try store(
+            "http://vault:hunter2@127.0.0.1:9/x/", [(403, "", []), (403, "", []), (409, "", [])])
+        #expect(try plain.createFolder().isEmpty)
+        #expect(t.requests.count == 2)
+        #expect {
+            try plain.put("probe-1", [1])
+        } throws: {
+            let reason = ($0 as? ObjectStore.Failure)?.reason ?? ""
+            return reason.contains("http://127.0.0.1:9/x/") && !reason.contains("hunter2")
+        }
+    }
 }

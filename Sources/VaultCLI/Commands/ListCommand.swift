@@ -98,7 +98,7 @@ extension Commands {
         let conflicted = Set(
             store.isThroughAgent
                 ? ((try? ctx.agentClient(try ctx.location())?.conflictNames()) ?? [])
-                : ((try? ctx.syncEngine(store).syncConflicts())?.map(\.name) ?? []))
+                : ((try? ctx.syncEngine(store).conflictNames()) ?? []))
         if ctx.json {
             try ctx.printJSON(
                 listing.grants.map {
