@@ -370,6 +370,18 @@ final class SyncTests {
         #expect(a.snapshot() == before)
     }
 
+    @Test("a store URL that carries a user or password is refused before anything is stored")
+    func userInfoInURL() throws {
+        let url = proxied.replacingOccurrences(of: "http://", with: "http://vault:secret-in-url@")
+        let before = a.snapshot()
+        for args in [["remote", "set", url], ["join", url]] {
+            let r = try VaultProcess.run(args, environment: a.environment)
+            #expect(r.status == 64 && r.stderr.contains("--password-file"), "\(r.stderr)")
+            #expect(!r.stderr.contains("secret-in-url"))
+        }
+        #expect(a.snapshot() == before)
+    }
+
     /// a and b on a store that ignores If-Match, both holding grant `work`.
     func pairWithoutPreconditions() throws {
         try control("mode/nocas")

@@ -164,7 +164,7 @@ extension Commands {
             return .ok
         }
         guard words[0] == "set" else { throw CLIError.usage("unknown action '\(words[0])'", command: "remote") }
-        let url = try ctx.positionals("set", "URL")[1]
+        let url = try Context.storeURL(try ctx.positionals("set", "URL")[1], command: "remote")
         let user = ctx.arguments.value("user")
         let password = try ctx.storePassword(user: user)
         let store = try ctx.openVaultDirectly()
@@ -181,6 +181,9 @@ extension Commands {
         if let d = try? engine.remoteDescription(), !d.preconditions {
             ctx.console.info(
                 "this store ignores If-Match; lost updates are repaired, and old objects are collected later")
+            ctx.console.warn(
+                "such a store could also show an old state or hide other machines' changes without vault noticing "
+                    + "(docs/sync.md); prefer a store that honours If-Match (Apache mod_dav, WsgiDAV)")
         }
         ctx.console.info("this vault syncs with \(url); run 'vault sync'")
         return .ok
@@ -247,7 +250,7 @@ extension Commands {
             "vault join https://dav.example.com/vault/ --user ada --pairing-code-file code.txt",
         ]
     ) { (ctx: Context) throws(CLIError) -> ExitCode in
-        let url = try ctx.positionals("URL")[0]
+        let url = try Context.storeURL(try ctx.positionals("URL")[0], command: "join")
         let location = try ctx.location()
         if Vault.exists(at: location) {
             throw CLIError("a vault already exists at \(location.databasePath)")
@@ -411,5 +414,21 @@ extension Commands {
         }
         Format.table(rows).forEach { ctx.console.out($0) }
         return .ok
+    }
+}
+
+extension Context {
+    /// A store URL from the command line, which may not carry a user or
+    /// password: a password there would be in every process listing.
+    static func storeURL(_ url: String, command: String) throws(CLIError) -> String {
+        if let scheme = url.firstIndex(of: ":"), url[scheme...].hasPrefix("://") {
+            let authority = url[url.index(scheme, offsetBy: 3)...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+            if authority.contains("@") {
+                throw CLIError.usage(
+                    "the store URL carries a user or password: give them with --user and --password-file",
+                    command: command)
+            }
+        }
+        return url
     }
 }
