@@ -101,7 +101,9 @@ struct HTTPClientTests {
             URLPolicy.isLoopback("127.0.0.1") && URLPolicy.isLoopback("127.1.2.3") && URLPolicy.isLoopback("localhost"))
         #expect(URLPolicy.isLoopback("[::1]"))
         #expect(!URLPolicy.isLoopback("127.0.0.1.example.com") && !URLPolicy.isLoopback("10.0.0.1"))
-        #expect(URLPolicy.redacted("https://u:p@host:8443/token?code=secret#frag") == "https://host/token")
+        // User info and query go; the port, which tells stores apart, stays.
+        #expect(URLPolicy.redacted("https://u:p@host:8443/token?code=secret#frag") == "https://host:8443/token")
+        #expect(URLPolicy.redacted("http://u@127.0.0.1/dav/") == "http://127.0.0.1/dav/")
         #expect(URLPolicy.redacted("https://host/a?x=1") == "https://host/a")
     }
 }
