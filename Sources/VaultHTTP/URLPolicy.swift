@@ -47,13 +47,24 @@ public enum URLPolicy {
     public static func redacted(_ url: String) -> String {
         var text = url
         if let q = text.firstIndex(where: { $0 == "?" || $0 == "#" }) { text = String(text[..<q]) }
-        guard let colon = text.firstIndex(of: ":"), text[colon...].hasPrefix("://") else { return text }
-        let authority = text.index(colon, offsetBy: 3)
-        let path = text[authority...].firstIndex(of: "/") ?? text.endIndex
         // The authority without user info: host and port stay.
-        if let at = text[authority..<path].lastIndex(of: "@") {
-            text = String(text[..<authority]) + text[text.index(after: at)...]
-        }
+        if let at = userInfoEnd(text) { text = String(text[..<authorityStart(text)!]) + text[text.index(after: at)...] }
         return text
+    }
+
+    /// True when the URL's authority carries a user or password.
+    public static func hasUserInfo(_ url: String) -> Bool { userInfoEnd(url) != nil }
+
+    /// Where the authority starts, after `scheme://`.
+    private static func authorityStart(_ url: String) -> String.Index? {
+        guard let colon = url.firstIndex(of: ":"), url[colon...].hasPrefix("://") else { return nil }
+        return url.index(colon, offsetBy: 3)
+    }
+
+    /// The `@` that ends the authority's user info, if any.
+    private static func userInfoEnd(_ url: String) -> String.Index? {
+        guard let start = authorityStart(url) else { return nil }
+        let end = url[start...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? url.endIndex
+        return url[start..<end].lastIndex(of: "@")
     }
 }

@@ -2,6 +2,7 @@ internal import FoundationEssentials
 internal import VaultAgent
 internal import VaultCore
 internal import VaultCrypto
+internal import VaultHTTP
 internal import VaultSync
 
 /// What `vault sync --json` prints.
@@ -421,13 +422,9 @@ extension Context {
     /// A store URL from the command line, which may not carry a user or
     /// password: a password there would be in every process listing.
     static func storeURL(_ url: String, command: String) throws(CLIError) -> String {
-        if let scheme = url.firstIndex(of: ":"), url[scheme...].hasPrefix("://") {
-            let authority = url[url.index(scheme, offsetBy: 3)...].prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-            if authority.contains("@") {
-                throw CLIError.usage(
-                    "the store URL carries a user or password: give them with --user and --password-file",
-                    command: command)
-            }
+        if URLPolicy.hasUserInfo(url) {
+            throw CLIError.usage(
+                "the store URL carries a user or password: give them with --user and --password-file", command: command)
         }
         return url
     }
