@@ -148,27 +148,38 @@ public final class Vault {
         return vault
     }
 
-    /// Checks the file before SQLite sees it, so an empty or foreign file is
-    /// reported rather than silently turned into a new database.
+    /// Opens an SQLite connection to the vault file, refusing an empty or
+    /// foreign file rather than silently turning it into a new database.
+    ///
+    /// The file is never opened outside SQLite (docs/format.md, "How the
+    /// file is opened"): closing any descriptor of it would drop every
+    /// POSIX lock this process holds on it, SQLite's own included, and
+    /// another process could then checkpoint and reset the WAL under a
+    /// long-lived connection of this one. Checks use `lstat` on the path,
+    /// and the header is read by SQLite.
     package static func connect(_ path: String) throws(VaultError) -> Database {
         let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
-        guard FileSystem.exists(path) else {
+        guard let size = FileSystem.size(path) else {
             throw VaultError(.noVault, "no vault at \(path)", remedy: .createVault)
         }
         try FileSystem.checkPrivate(directory, directory: true)
         try FileSystem.checkPrivate(path, directory: false)
         try FileSystem.checkAncestors(of: directory)
-        let prefix = try FileSystem.readPrefix(path, count: 100)
-        if prefix.isEmpty { throw VaultError(.damaged, "the vault file \(path) is empty") }
-        guard prefix.count == 100, prefix.starts(with: Array("SQLite format 3\0".utf8)) else {
-            throw VaultError(.damaged, "the vault file \(path) is not a vault (truncated or overwritten)")
-        }
-        return try storage { () throws(StorageError) in
+        if size == 0 { throw VaultError(.damaged, "the vault file \(path) is empty") }
+        // SQLite's header is 100 bytes; a shorter file was cut off.
+        let notAVault = VaultError(.damaged, "the vault file \(path) is not a vault (truncated or overwritten)")
+        guard size >= 100 else { throw notAVault }
+        do {
             // Long enough to wait out another process's refresh, which holds
             // the write lock for at most one token request (20 s).
             let db = try Database(path: path, mode: .readWrite, busyTimeoutMilliseconds: 45_000)
             try db.execute(Schema.connectionPragmas)
+            // Reads the header through SQLite's own descriptor.
+            try db.checkHeader()
             return db
+        } catch {
+            if error.isNotADatabase { throw notAVault }
+            throw error.vaultError
         }
     }
 
@@ -201,7 +212,7 @@ public final class Vault {
         }
     }
 
-    private func transaction<R>(_ kind: TransactionKind, _ body: () throws(VaultError) -> R) throws(VaultError) -> R {
+    func transaction<R>(_ kind: TransactionKind, _ body: () throws(VaultError) -> R) throws(VaultError) -> R {
         do {
             return try database.transaction(kind, body)
         } catch {

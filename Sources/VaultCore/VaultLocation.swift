@@ -182,15 +182,26 @@ package enum FileSystem {
         return lstat(path, &st) == 0
     }
 
-    /// The first `count` bytes of a file (fewer if it is shorter).
-    static func readPrefix(_ path: String, count: Int) throws(VaultError) -> [UInt8] {
-        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        guard fd >= 0 else { throw VaultError(.io, "cannot open \(path): \(errnoText())") }
-        defer { close(fd) }
-        var out = [UInt8](repeating: 0, count: count)
-        let n = out.withUnsafeMutableBytes { read(fd, $0.baseAddress, count) }
-        guard n >= 0 else { throw VaultError(.io, "cannot read \(path): \(errnoText())") }
-        return Array(out.prefix(n))
+    /// The size of the file at `path` (not followed if a link), or nil
+    /// when there is none. Reads no byte of it: a descriptor of the vault
+    /// file opened and closed here would drop SQLite's locks on it.
+    static func size(_ path: String) -> Int64? {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return nil }
+        return Int64(st.st_size)
+    }
+
+    /// True when this process may write the file at `path`; opens nothing.
+    static func writable(_ path: String) -> Bool { access(path, W_OK) == 0 }
+
+    /// Bytes an unprivileged writer may still use on the file system that
+    /// holds `directory`, or nil when it cannot be told.
+    static func freeBytes(_ directory: String) -> Int64? {
+        var fs = statvfs()
+        guard statvfs(directory, &fs) == 0 else { return nil }
+        // root may use the reserved blocks too
+        let blocks = geteuid() == 0 ? fs.f_bfree : fs.f_bavail
+        return Int64(clamping: UInt64(blocks).multipliedReportingOverflow(by: UInt64(fs.f_frsize)).partialValue)
     }
 
     /// Creates an empty private file that must not exist yet.

@@ -79,6 +79,14 @@ public final class Database {
         return statement.int64(at: 0)
     }
 
+    /// Makes SQLite read the file's header (and schema) now, so a file that
+    /// is not a database fails here with `isNotADatabase` rather than later.
+    /// Nothing is written.
+    public func checkHeader() throws(StorageError) {
+        let statement = try prepare("PRAGMA schema_version")
+        _ = try statement.step()
+    }
+
     /// Takes a statement back from `Statement.deinit` for reuse.
     func recycle(_ statement: OpaquePointer, sql: String) {
         sqlite3_reset(statement)
@@ -154,6 +162,12 @@ public final class Database {
         }
         return rc
     }
+}
+
+extension StorageError {
+    /// True when SQLite found the file is not a database at all (a foreign
+    /// or overwritten file), as opposed to a database that is damaged.
+    public var isNotADatabase: Bool { resultCode == SQLITE_NOTADB }
 }
 
 /// How a transaction starts.

@@ -62,10 +62,15 @@ struct RefreshTests {
         _ = try CurlTransport().send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(proxy.port)\(path)"))
     }
 
-    /// The stored records, raw, to prove nothing was written.
+    /// The stored records and the authenticated state (its generation
+    /// included), raw, to prove nothing was written.
     func rawRecords() throws -> String {
         try VaultProcess.start(
-            [home.vaultFile, "SELECT hex(id), version, hex(nonce), hex(ciphertext) FROM records ORDER BY id"],
+            [
+                home.vaultFile,
+                "SELECT hex(id), version, hex(nonce), hex(ciphertext) FROM records ORDER BY id;"
+                    + "SELECT hex(value) FROM meta WHERE key = 'state'",
+            ],
             environment: ["PATH": "/usr/bin:/bin"], executable: "/usr/bin/sqlite3"
         ).wait().stdout
     }
@@ -169,7 +174,7 @@ struct RefreshTests {
         #expect(try counts().refreshes == before + 3)
     }
 
-    @Test("the provider down: every vault token exits 75 and the stored grant is byte-for-byte unchanged")
+    @Test("the provider down: every vault token exits 75; the grant and the vault state are byte-for-byte unchanged")
     func providerDown() throws {
         _ = try importGrant("work")
         let before = try rawRecords()

@@ -30,11 +30,26 @@ extension Vault {
         }
     }
 
-    /// Fails unless the vault takes writes now (a full disk, a read-only
-    /// file), before a refresh token is spent.
+    /// Fails unless the vault can take the refresh's write now (a full
+    /// disk, a read-only file, a writer that never lets go), before a
+    /// refresh token is spent. Writes nothing: a refresh that then fails
+    /// leaves the file, its state and its generation as they were.
     func checkWritable() throws(VaultError) {
-        try update { (_: inout StateManifest) throws(VaultError) in }
+        // The write lock can be had (an empty transaction commits nothing).
+        try transaction(.immediate) { () throws(VaultError) in }
+        let path = location.databasePath
+        guard FileSystem.writable(path) else {
+            throw VaultError(.io, "cannot access the vault file: \(path) is read-only")
+        }
+        // Room for the write: a record, its index entry and the state, as
+        // WAL frames, with a wide margin.
+        if let free = FileSystem.freeBytes(location.directory), free < Vault.roomForARefresh {
+            throw VaultError(.io, "the disk is full: cannot write \(path)")
+        }
     }
+
+    /// Free bytes the file system must have before a refresh token is spent.
+    static let roomForARefresh: Int64 = 256 * 1024
 
     /// Stores the outcome of a refresh in record `id`. When the record
     /// changed during the request (a sync, an import, a rename), the new
