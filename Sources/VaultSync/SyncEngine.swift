@@ -203,15 +203,27 @@ extension SyncEngine {
             }
             guard let object = try storeCall({ () throws(ObjectStore.Failure) in try store.get(ref.objectName) })
             else {
-                // Gone: deleted after a newer root replaced this one (read
-                // again), or named by a root that overwrote the one that
-                // replaced it on a store ignoring If-Match. Then the
-                // records are sent again from the machines that have them.
+                // Gone while a newer root replaced this one: read again.
                 if try storeCall({ () throws(ObjectStore.Failure) in try store.get(SyncEngine.rootName) })?.bytes
                     != rootObject?.bytes
                 {
                     return false
                 }
+                // No machine deletes a bucket until long after the last
+                // root naming it was replaced ("Collecting old objects"),
+                // so the current root naming a missing one means the store
+                // lost or dropped it: merging around it would take what
+                // it held for nothing.
+                guard !state.honoursPreconditions else {
+                    throw VaultError(
+                        .tampered,
+                        "the store's root names bucket \(i), which the store does not have (deleted or lost)",
+                        hint: "check the store; local data is untouched")
+                }
+                // On a store that ignores If-Match, a writer slower than the
+                // collection's grace can put back a root naming a collected
+                // bucket: its records are sent again by the machines that
+                // have them.
                 fetched[i] = []
                 continue
             }
@@ -282,21 +294,21 @@ extension SyncEngine {
         let rootBytes = try next.encoded(with: keys)
         let precondition: ObjectStore.Precondition =
             rootObject.map { $0.etag.map(ObjectStore.Precondition.matches) ?? .none } ?? .absent
-        let written = try storeCall { () throws(ObjectStore.Failure) in
+        // A refusal (412) is not the last word: when the store applied an
+        // earlier try of this request and its answer was lost, the try
+        // after it is refused by our own root. Either way, what the store
+        // holds now decides, read back below.
+        _ = try storeCall { () throws(ObjectStore.Failure) in
             try store.put(SyncEngine.rootName, rootBytes, precondition: precondition)
         }
-        guard written == .stored else {
-            // Refused: no root names what was just uploaded.
-            for name in uploaded { try? store.delete(SyncRoot.BucketRef(name: name, hash: []).objectName) }
-            return false
-        }
-        // 5. Read it back: a store that ignores preconditions may have let
-        // another writer win.
+        // 5. Read it back: the store may have refused it, or (ignoring
+        // preconditions) let another writer win.
         let check = try storeCall { () throws(ObjectStore.Failure) in try store.get(SyncEngine.rootName) }
         let newHash = try SyncRoot.hash(rootBytes)
         guard let check, try SyncRoot.hash(check.bytes) == newHash else {
-            // Another root replaced ours, and may name what we uploaded (a
-            // writer that read ours): collected later, if no root does.
+            // Not ours now; but ours may have been stored for a while and
+            // read by a writer whose root names what we uploaded. Collected
+            // later, if no root names it then.
             try retire(uploaded, keys: keys)
             return false
         }
@@ -309,14 +321,13 @@ extension SyncEngine {
             for (id, base) in pushedBases { s.bases[id] = base }
             try saveSyncState(s, keys)
         }
-        // 6. The buckets no root names any more. On a store that ignores
-        // If-Match, a root that overwrote ours may still name them: they
-        // are deleted later (docs/sync.md, "Collecting old objects").
-        if state.honoursPreconditions {
-            for name in replaced { try? store.delete(SyncRoot.BucketRef(name: name, hash: []).objectName) }
-        } else {
-            try retire(replaced, keys: keys)
-        }
+        // 6. The buckets our root no longer names. A root written beside
+        // ours may still name them: on a store that ignores If-Match, and
+        // even on one that checks two writers' If-Match before either
+        // writes (Apache). They are deleted later (docs/sync.md,
+        // "Collecting old objects"), so that a root naming a missing
+        // bucket always means the store lost it.
+        try retire(replaced, keys: keys)
         try collect(store: store, keys: keys, current: next, report: &report)
         return true
     }
@@ -468,8 +479,13 @@ extension SyncEngine {
         for (index, records) in fetched.sorted(by: { $0.key < $1.key }) {
             // A record synced before but missing from its bucket now: the
             // store lost it (a write it let another overwrite). Send it again.
+            // A record changed here since is pushed as a change anyway: its
+            // vector is raised then. Marking it "send again as it was"
+            // would push the change under the old vector, which the other
+            // machines take as the version they already have.
             let present = Set(records.map(\.id))
-            for (id, _) in rows where Int(id[0]) == index && !present.contains(id) && state.bases[id] != nil {
+            for (id, row) in rows where Int(id[0]) == index && !present.contains(id) {
+                guard let base = state.bases[id], base.localVersion == row.version else { continue }
                 state.bases[id]?.localVersion = SyncState.Base.resend
             }
             for remote in records {

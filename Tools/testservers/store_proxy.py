@@ -20,6 +20,9 @@ old ones. Control (GET, answered by the proxy itself):
      stall         accept, then send nothing for 60 s
      redirect      answer everything 302 to another host
   /__fail/N        answer the next N requests 500, then go back to the mode
+  /__lostack/N     forward every Nth PUT or DELETE to the store, then close
+                   the connection without answering (the store applied it;
+                   the answer was lost); 0 turns it off
   /__oldonce       answer the next GET of a path PUT at least twice with its
                    previous body, once (an overwritten read racing a write)
   /__counts        JSON: requests and PUT body bytes seen since the last reset
@@ -36,7 +39,8 @@ from common import forward, no_redirect_opener, serve_http_until_stdin_closes
 
 UPSTREAM = sys.argv[1].rstrip("/")
 LOCK = threading.Lock()
-STATE = {"mode": "pass", "fail": 0, "oldonce": False, "requests": 0, "put_bytes": 0}
+STATE = {"mode": "pass", "fail": 0, "oldonce": False, "requests": 0, "put_bytes": 0, "lostack": 0, "writes": 0,
+         "lost": 0}
 HISTORY = {}
 OPENER = no_redirect_opener()
 
@@ -64,6 +68,9 @@ class Proxy(BaseHTTPRequestHandler):
                 STATE["mode"] = path[len("/__mode/"):]
             elif path.startswith("/__fail/"):
                 STATE["fail"] = int(path[len("/__fail/"):])
+            elif path.startswith("/__lostack/"):
+                STATE["lostack"] = int(path[len("/__lostack/"):])
+                STATE["writes"] = 0
             elif path == "/__oldonce":
                 STATE["oldonce"] = True
             elif path == "/__reset":
@@ -106,6 +113,18 @@ class Proxy(BaseHTTPRequestHandler):
                 return self.answer(200, bodies[-2], [("Content-Type", "application/octet-stream")])
         drop = ("if-match", "if-none-match") if mode == "nocas" else ()
         status, payload, rh = forward(OPENER, UPSTREAM + path, self.command, body, self.headers.items(), drop)
+        if self.command in ("PUT", "DELETE"):
+            with LOCK:
+                STATE["writes"] += 1
+                lose = STATE["lostack"] > 0 and STATE["writes"] % STATE["lostack"] == 0
+                if lose:
+                    STATE["lost"] += 1
+            if lose:
+                if self.command == "PUT" and status in (200, 201, 204):
+                    with LOCK:
+                        HISTORY.setdefault(path, []).append(body or b"")
+                self.close_connection = True
+                return
         if self.command == "PUT" and status in (200, 201, 204):
             with LOCK:
                 HISTORY.setdefault(path, []).append(body or b"")

@@ -1,0 +1,69 @@
+import Foundation
+import Glibc
+import Testing
+import VaultTestSupport
+
+/// What the store's faults and concurrent edits must never cost: an
+/// acknowledged write, or a refresh token spent twice (docs/sync.md,
+/// "Versions and merge" and "A sync").
+@Suite("sync: nothing lost, nothing spent twice")
+struct SyncLineageTests {
+    @Test("the store applies writes and loses their answers: every write of a sync that exited 0 arrives")
+    func lostAcknowledgements() throws {
+        let m = try DavMachines(count: 2)
+        let (a, b) = (m.homes[0], m.homes[1])
+        try a.run("import", "from-a", stdin: Home.tokenJSON("a-0"))
+        try a.run("import", "moved", stdin: Home.tokenJSON("m"))
+        try m.connectAll()
+        #expect(try b.run("import", "from-b", stdin: Home.tokenJSON("b-0")).status == 0)
+        #expect(try b.run("sync").status == 0)
+
+        // Every third PUT or DELETE is applied by the store, and its answer lost.
+        try m.control("lostack/3")
+        var name = "moved"
+        for round in 1...8 {
+            #expect(try a.run("import", "from-a", "--replace", stdin: Home.tokenJSON("a-\(round)")).status == 0)
+            #expect(try b.run("import", "from-b", "--replace", stdin: Home.tokenJSON("b-\(round)")).status == 0)
+            #expect(try b.run("rename", name, "moved-\(round)").status == 0)
+            name = "moved-\(round)"
+            // Both at once, so one reads the store while the other's
+            // answers are being lost.
+            let (runA, runB) = (try a.start("sync"), try b.start("sync"))
+            let (sa, sb) = (runA.wait(), runB.wait())
+            // A sync may give up (75) after its tries; it never fails otherwise.
+            #expect([0, 75].contains(sa.status) && [0, 75].contains(sb.status), "\(sa.stderr)\(sb.stderr)")
+        }
+        let lost = try m.control("lostack/0")["lost"] as? Int ?? 0
+        #expect(lost >= 4, "the proxy lost \(lost) answers")
+        for _ in 0..<2 {
+            #expect(try a.run("sync").status == 0)
+            #expect(try b.run("sync").status == 0)
+        }
+        for home in [a, b] {
+            #expect(try m.token(home, "from-a") == "a-8")
+            #expect(try m.token(home, "from-b") == "b-8")
+            #expect(try home.listedNames().names == ["from-a", "from-b", "moved-8"])
+        }
+    }
+
+    @Test("a store that deletes the bucket its root names is refused as damaged, never merged around")
+    func missingBucket() throws {
+        let m = try DavMachines(count: 2)
+        let (a, b) = (m.homes[0], m.homes[1])
+        try a.run("import", "first", stdin: Home.tokenJSON("f"))
+        try m.connectAll()
+        let before = Set(try m.buckets())
+        try a.run("import", "second", stdin: Home.tokenJSON("s"))
+        #expect(try a.run("sync").status == 0)
+        let written = Set(try m.buckets()).subtracting(before)
+        try #require(!written.isEmpty)
+        for name in written { unlink(m.storeDir + "/" + name) }
+        let listed = try b.listedNames().names
+
+        let r = try b.run("sync")
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(r.stderr.contains("which the store does not have (deleted or lost)"), "\(r.stderr)")
+        #expect(try b.listedNames().names == listed, "local data is untouched")
+        #expect(try b.run("sync").status == 1, "and stays refused")
+    }
+}
