@@ -62,21 +62,26 @@ extension Vault {
     @discardableResult
     public func save(_ grant: Grant, as name: String, mode: SaveMode = .replace) throws(VaultError) -> UInt64 {
         try GrantName.validate(name)
-        let payload = Payload(name: name, grant: grant)
         var version: UInt64 = 0
         try update { (state: inout StateManifest) throws(VaultError) in
             let hash = try keys.nameHash(name)
             let id: [UInt8]
+            let payload: Payload
             if let live = try findRow(nameHash: hash, deleted: false) {
                 guard mode == .replace else {
                     throw VaultError(
                         .alreadyExists, "grant '\(name)' already exists", remedy: .replaceExisting)
                 }
                 id = live.id
+                try check(live, against: state)
+                payload = try keys.open(live).edited(name: name, grant: grant)
             } else if let tombstone = try findRow(nameHash: hash, deleted: true) {
                 id = tombstone.id  // a re-added grant keeps its identity
+                try check(tombstone, against: state)
+                payload = try keys.open(tombstone).edited(name: name, grant: grant)
             } else {
                 id = try wrap { () throws(CryptoError) in try Random.bytes(16) }
+                payload = Payload(name: name, grant: nil).edited(name: name, grant: grant)
             }
             version = (state.entries[id]?.version ?? 0) + 1
             try putRow(try keys.seal(payload, id: id, version: version, deleted: false, nameHash: hash))
@@ -96,7 +101,7 @@ extension Vault {
         try update { (state: inout StateManifest) throws(VaultError) in
             let (row, _) = try loadLive(name, state: state)
             let version = row.version + 1
-            let payload = Payload(name: name, grant: nil)
+            let payload = try keys.open(row).edited(name: name, grant: nil)
             try putRow(
                 try keys.seal(payload, id: row.id, version: version, deleted: true, nameHash: row.nameHash))
             state.entries[row.id] = .init(version: version, deleted: true)
@@ -113,7 +118,7 @@ extension Vault {
                 throw VaultError(.alreadyExists, "grant '\(newName)' already exists")
             }
             let version = row.version + 1
-            let payload = Payload(name: newName, grant: grant)
+            let payload = try keys.open(row).edited(name: newName, grant: grant)
             try putRow(
                 try keys.seal(payload, id: row.id, version: version, deleted: false, nameHash: newHash))
             state.entries[row.id] = .init(version: version, deleted: false)

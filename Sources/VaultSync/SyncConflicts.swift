@@ -108,8 +108,8 @@ extension SyncEngine {
                 guard let other = conflict.payload.withUnsafeBytes({ Payload.read($0) }) else {
                     throw VaultError(.damaged, "the kept side of '\(name)' is malformed")
                 }
-                payload.grant = other.grant
-                deleted = other.grant == nil
+                (payload, deleted) = GrantMerge.choosing(
+                    .init(payload: other, deleted: other.grant == nil), over: .init(payload: payload, deleted: deleted))
             }
             // Rewritten with a new local version: a change here, which the
             // next sync sends with a raised vector.

@@ -516,27 +516,67 @@ extension SyncEngine {
                     try applyRemote(remote, manifest: &manifest, state: &state, report: &report)
                     report.pulled += 1
                 case .concurrent:
+                    let localPayload = try vault.keys.open(local)
                     let ours = SyncRecord(
                         id: local.id, versions: mine, deleted: local.deleted,
-                        payload: try vault.keys.open(local).sealedBytes().unsafeCopyToArray())
-                    guard case .conflict(let winner, let loser) = SyncRecord.merge(local: ours, remote: remote) else {
-                        continue
+                        payload: try localPayload.sealedBytes().unsafeCopyToArray())
+                    guard case .conflict(let winner, _) = SyncRecord.merge(local: ours, remote: remote),
+                        let remotePayload = remote.payload.withUnsafeBytes({ Payload.read($0) })
+                    else {
+                        throw VaultError(.damaged, "a record from the store holds a malformed grant")
                     }
-                    if winner == remote { try applyRemote(remote, manifest: &manifest, state: &state, report: &report) }
-                    state.conflicts.removeAll { $0.id == loser.id }
-                    state.conflicts.append(
-                        .init(
-                            id: loser.id, versions: loser.versions, payload: loser.payload,
-                            device: VersionVector.author(loser.versions, over: winner.versions),
-                            valueDevice: VersionVector.author(winner.versions, over: loser.versions)))
+                    // Metadata and tokens merge apart; the vector decides only
+                    // the ties (docs/sync.md, "Versions and merge").
+                    let merged = GrantMerge(
+                        .init(payload: localPayload, deleted: local.deleted),
+                        .init(payload: remotePayload, deleted: remote.deleted), aWins: winner == ours)
+                    try applyMerged(
+                        merged, id: remote.id, carrying: winner == remote ? remote.siblings : [], manifest: &manifest,
+                        state: &state, report: &report)
+                    if merged.conflict {
+                        // The side whose metadata lost is kept until someone picks.
+                        let loser = merged.metadataFromA ? remote : ours
+                        let value = merged.metadataFromA ? ours : remote
+                        state.conflicts.removeAll { $0.id == loser.id }
+                        state.conflicts.append(
+                            .init(
+                                id: loser.id, versions: loser.versions, payload: loser.payload,
+                                device: VersionVector.author(loser.versions, over: value.versions),
+                                valueDevice: VersionVector.author(value.versions, over: loser.versions)))
+                        if !report.conflicts.contains(merged.value.name) { report.conflicts.append(merged.value.name) }
+                    }
                     // Both sides seen: the merged vector, raised here so the
                     // value dominates both when pushed.
                     state.bases[remote.id] = .init(
                         localVersion: 0, versions: VersionVector.merged(mine, remote.versions))
-                    let name = winner.payload.withUnsafeBytes { Payload.read($0) }?.name ?? "a grant"
-                    if !report.conflicts.contains(name) { report.conflicts.append(name) }
                 }
             }
+        }
+    }
+
+    /// Writes the merge of a local and a remote version of record `id`,
+    /// keeping the conflict the remote one carried when it was the value.
+    private func applyMerged(
+        _ merged: GrantMerge, id: [UInt8], carrying siblings: [SyncSibling], manifest: inout StateManifest,
+        state: inout SyncState, report: inout SyncReport
+    ) throws(VaultError) {
+        var payload = merged.value
+        var hash = try vault.keys.nameHash(payload.name)
+        if !merged.deleted, let other = try vault.findRow(nameHash: hash, deleted: false), other.id != id {
+            payload.name = String(payload.name.prefix(58)) + "+" + Array(id.prefix(2)).hex
+            hash = try vault.keys.nameHash(payload.name)
+            report.renamed.append(payload.name)
+        }
+        let version = (manifest.entries[id]?.version ?? 0) + 1
+        try vault.putRow(
+            try vault.keys.seal(payload, id: id, version: version, deleted: merged.deleted, nameHash: hash))
+        manifest.entries[id] = .init(version: version, deleted: merged.deleted)
+        if let sibling = siblings.first, !merged.conflict {
+            state.conflicts.removeAll { $0.id == id }
+            state.conflicts.append(
+                .init(
+                    id: id, versions: sibling.versions, payload: sibling.payload, device: sibling.device,
+                    valueDevice: sibling.valueDevice))
         }
     }
 

@@ -66,4 +66,37 @@ struct SyncLineageTests {
         #expect(try b.listedNames().names == listed, "local data is untouched")
         #expect(try b.run("sync").status == 1, "and stays refused")
     }
+
+    @Test("a rename racing a refresh keeps both, and the spent refresh token never comes back")
+    func renameRacesRefresh() throws {
+        let provider = try CountedProvider()
+        let m = try DavMachines(count: 2)
+        let (a, b) = (m.homes[0], m.homes[1])
+        try provider.importGrant("g", into: a)
+        try m.connectAll()
+        #expect(try b.listedNames().names == ["g"])
+
+        // A refreshes (spends the first refresh token) and syncs.
+        #expect(try a.run("refresh", "g").status == 0)
+        #expect(try a.run("sync").status == 0)
+        // B, not yet synced, renames the grant four times.
+        for (old, new) in [("g", "g1"), ("g1", "g2"), ("g2", "g3"), ("g3", "g4")] {
+            #expect(try b.run("rename", old, new).status == 0)
+        }
+        let sb = try b.run("sync")
+        #expect(sb.status == 0, "\(sb.stderr)")
+        #expect(!sb.stderr.contains("conflict"), "a refresh and a rename change different fields: \(sb.stderr)")
+        #expect(try a.run("sync").status == 0)
+        let refreshes = try provider.refreshes()
+        // Both machines hold the new name with the second refresh token:
+        // each refreshes with it, in turn, and the provider accepts.
+        for home in [a, b] {
+            #expect(try home.listedNames().names == ["g4"])
+            let r = try home.run("refresh", "g4")
+            #expect(r.status == 0, "\(r.stderr)")
+            #expect(try home.run("sync").status == 0)
+        }
+        #expect(try provider.refreshes() == refreshes + 2)
+        #expect(try a.run("conflicts").stdout.isEmpty)
+    }
 }

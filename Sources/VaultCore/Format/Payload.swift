@@ -1,14 +1,30 @@
 import FoundationEssentials
 package import VaultCrypto
 
-/// The plaintext inside a record: its name and grant (no grant for a tombstone).
+/// The plaintext inside a record: its name and grant (no grant for a
+/// tombstone), and what its tokens and metadata replaced (`Lineage`).
 package struct Payload: Equatable {
     package var name: String
     package var grant: Grant?
+    package var lineage = Lineage()
 
     private struct Wire: Codable {
         var name: String
         var grant: Grant?
+        var lineage: WireLineage?
+    }
+
+    /// `lineage` as stored: absent when empty, so records without one
+    /// read and write as before.
+    private struct WireLineage: Codable {
+        var spent: [String]?
+        var meta: String?
+        var metaBefore: [String]?
+
+        enum CodingKeys: String, CodingKey {
+            case spent, meta
+            case metaBefore = "meta_before"
+        }
     }
 
     /// Serializes into secure memory, wiping the intermediate buffer.
@@ -17,7 +33,13 @@ package struct Payload: Equatable {
         do {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
-            data = try encoder.encode(Wire(name: name, grant: grant))
+            let stored =
+                lineage.isEmpty
+                ? nil
+                : WireLineage(
+                    spent: lineage.spent.isEmpty ? nil : lineage.spent, meta: lineage.meta,
+                    metaBefore: lineage.metaBefore.isEmpty ? nil : lineage.metaBefore)
+            data = try encoder.encode(Wire(name: name, grant: grant, lineage: stored))
         } catch {
             throw VaultError(.internalError, "cannot serialize the grant")
         }
@@ -25,9 +47,10 @@ package struct Payload: Equatable {
         return try wrap { () throws(CryptoError) in try SecureBytes(copying: data) }
     }
 
-    init(name: String, grant: Grant?) {
+    package init(name: String, grant: Grant?, lineage: Lineage = Lineage()) {
         self.name = name
         self.grant = grant
+        self.lineage = lineage
     }
 
     /// Parses a record's plaintext; `label` names the record in errors.
@@ -51,6 +74,9 @@ package struct Payload: Equatable {
     /// Parses with Foundation's decoder (the fuzz target compares the two).
     package static func decodedWithFoundation(_ bytes: [UInt8]) -> Payload? {
         guard let wire = try? JSONDecoder().decode(Wire.self, from: Data(bytes)) else { return nil }
-        return Payload(name: wire.name, grant: wire.grant)
+        let l = wire.lineage
+        return Payload(
+            name: wire.name, grant: wire.grant,
+            lineage: Lineage(spent: l?.spent ?? [], meta: l?.meta, metaBefore: l?.metaBefore ?? []))
     }
 }

@@ -353,12 +353,16 @@ extension Payload {
         var name: String?
         var grant: Grant?
         var grantSeen = false
+        var lineage: Lineage?
         do {
             try r.beginObject(depth: 0)
             while let key = try r.nextKey() {
                 if key.is("name") {
                     guard name == nil else { return nil }
                     name = try r.string()
+                } else if key.is("lineage") {
+                    guard lineage == nil else { return nil }
+                    lineage = try r.null() ? Lineage() : try Lineage.read(&r)
                 } else if key.is("grant") {
                     guard !grantSeen else { return nil }
                     grantSeen = true
@@ -372,7 +376,42 @@ extension Payload {
             return nil
         }
         guard let name else { return nil }
-        return Payload(name: name, grant: grant)
+        return Payload(name: name, grant: grant, lineage: lineage ?? Lineage())
+    }
+}
+
+extension Lineage {
+    /// Reads `lineage`: arrays of strings and a string, each optional;
+    /// other keys skipped, a known key given twice refused.
+    static func read(_ r: inout JSONReader) throws(JSONReader.Failure) -> Lineage {
+        var l = Lineage()
+        var seen: UInt8 = 0
+        func strings(_ r: inout JSONReader) throws(JSONReader.Failure) -> [String] {
+            var out: [String] = []
+            if try r.null() { return out }
+            try r.array(depth: 2) { (r: inout JSONReader) throws(JSONReader.Failure) in out.append(try r.string()) }
+            return out
+        }
+        try r.beginObject(depth: 1)
+        while let key = try r.nextKey() {
+            let bit: UInt8
+            if key.is("spent") {
+                bit = 1
+                l.spent = try strings(&r)
+            } else if key.is("meta") {
+                bit = 2
+                l.meta = try r.optionalString()
+            } else if key.is("meta_before") {
+                bit = 4
+                l.metaBefore = try strings(&r)
+            } else {
+                try r.skip(depth: 2)
+                continue
+            }
+            guard seen & bit == 0 else { throw .malformed }
+            seen |= bit
+        }
+        return l
     }
 }
 

@@ -119,12 +119,13 @@ extension Vault {
         return (row, payload.name, grant)
     }
 
-    /// Seals `grant` under `name` as the next version of `row`.
+    /// Seals `grant` under `name` as the next version of `row`, its lineage
+    /// carried on (`Payload.edited`).
     package func rewrite(_ row: StoredRecord, with grant: Grant, name: String, state: inout StateManifest)
         throws(VaultError)
     {
         let version = row.version + 1
-        let payload = Payload(name: name, grant: grant)
+        let payload = try keys.open(row).edited(name: name, grant: grant)
         try putRow(
             try keys.seal(payload, id: row.id, version: version, deleted: false, nameHash: row.nameHash))
         state.entries[row.id] = .init(version: version, deleted: false)

@@ -1,0 +1,105 @@
+internal import FoundationEssentials
+package import VaultCrypto
+
+/// What a record's two groups of fields replaced, so that a merge of two
+/// concurrent versions can tell which tokens and which metadata are newer
+/// without comparing clocks (docs/sync.md, "Versions and merge").
+///
+/// A refresh is not an edit: it changes the token fields (access, refresh
+/// and ID token, expiry, granted scopes, dead) and leaves the metadata
+/// (name, provider, account, endpoints and client) alone; a rename or a
+/// removal is the opposite. Each group keeps its own history, so a rename
+/// racing a refresh keeps both, and a spent refresh token never wins over
+/// the one that replaced it.
+package struct Lineage: Equatable, Sendable {
+    /// Fingerprints of the refresh tokens the current tokens replaced,
+    /// newest first: each refresh that rotated, and each new authorization
+    /// or import that replaced a refresh token, adds the one it spent.
+    package var spent: [String] = []
+    /// A random tag of the current metadata, replaced by every edit of it;
+    /// nil in records written before lineage was kept.
+    package var meta: String?
+    /// The tags this metadata replaced, newest first.
+    package var metaBefore: [String] = []
+
+    /// How many ancestors each history keeps. A record that falls further
+    /// behind than this while another machine keeps changing it is merged
+    /// as a conflict, never silently.
+    package static let depth = 32
+
+    package init(spent: [String] = [], meta: String? = nil, metaBefore: [String] = []) {
+        self.spent = spent
+        self.meta = meta
+        self.metaBefore = metaBefore
+    }
+
+    var isEmpty: Bool { spent.isEmpty && meta == nil && metaBefore.isEmpty }
+
+    /// The fingerprint of a refresh token: 16 bytes of BLAKE2b under a label
+    /// of its own, kept only inside the record's ciphertext.
+    package static func fingerprint(_ refreshToken: String?) -> String? {
+        guard let refreshToken, !refreshToken.isEmpty else { return nil }
+        var input = Array("vault.lineage.v1".utf8) + [0] + Array(refreshToken.utf8)
+        defer { secureZero(&input) }
+        return (try? GenericHash.hash(input, length: 16))?.hex
+    }
+
+    /// The lineage after the tokens changed from `old` to `new`: the
+    /// refresh token given up, if any, joins the spent ones.
+    package func replacingTokens(of old: Grant?, with new: Grant?) -> Lineage {
+        var next = self
+        let before = Lineage.fingerprint(old?.refreshToken)
+        if let before, before != Lineage.fingerprint(new?.refreshToken), !next.spent.contains(before) {
+            next.spent = Array(([before] + next.spent).prefix(Lineage.depth))
+        }
+        return next
+    }
+
+    /// The lineage after an edit of the metadata: a new tag, the old one
+    /// remembered.
+    package func editingMetadata() -> Lineage {
+        var next = self
+        if let meta { next.metaBefore = Array(([meta] + metaBefore.filter { $0 != meta }).prefix(Lineage.depth)) }
+        next.meta = (try? Random.bytes(8))?.hex
+        return next
+    }
+}
+
+extension Payload {
+    /// The payload after a local edit of `grant` (nil: a removal): a new
+    /// metadata tag when the metadata or the name changed, and the refresh
+    /// token the new grant gives up counted as spent.
+    package func edited(name newName: String, grant newGrant: Grant?) -> Payload {
+        var next = self
+        next.lineage = lineage.replacingTokens(of: grant, with: newGrant)
+        if newName != name || (newGrant == nil) != (grant == nil)
+            || newGrant.map({ !$0.sameMetadata(as: grant) }) ?? false
+        {
+            next.lineage = next.lineage.editingMetadata()
+        }
+        next.name = newName
+        next.grant = newGrant
+        return next
+    }
+}
+
+extension Grant {
+    /// True when the fields a refresh never changes are equal (the
+    /// metadata group of docs/sync.md).
+    package func sameMetadata(as other: Grant?) -> Bool {
+        guard let other else { return false }
+        return provider == other.provider && kind == other.kind && account == other.account
+            && providerConfiguration == other.providerConfiguration && createdAt == other.createdAt
+    }
+
+    /// This grant's metadata with `tokens`' token fields.
+    package func withTokens(of tokens: Grant) -> Grant {
+        var g = tokens
+        g.provider = provider
+        g.kind = kind
+        g.account = account
+        g.providerConfiguration = providerConfiguration
+        g.createdAt = createdAt
+        return g
+    }
+}

@@ -1,0 +1,127 @@
+import Foundation
+import Testing
+import VaultTestSupport
+
+@testable import VaultCore
+@testable import VaultSync
+
+/// The merge of two concurrent versions of a grant, by field group
+/// (docs/sync.md, "Versions and merge"), as a table.
+@Suite("merging concurrent versions of a grant")
+struct GrantMergeTests {
+    /// A grant as stored after `vault import` under `name`.
+    static let base: Payload = Payload(name: "g", grant: nil).edited(name: "g", grant: grant())
+
+    static func grant() -> Grant {
+        var g = TestKeys.grant(token: "a0", now: Date(epochSeconds: 1_800_000_000))
+        g.refreshToken = "rt1"
+        return g
+    }
+
+    static func refreshed(_ p: Payload, access: String, refresh: String) -> Payload {
+        var g = p.grant!
+        g.accessToken = access
+        g.refreshToken = refresh
+        return p.edited(name: p.name, grant: g)
+    }
+
+    static func renamed(_ p: Payload, to name: String) -> Payload { p.edited(name: name, grant: p.grant) }
+
+    static func side(_ p: Payload, deleted: Bool = false) -> GrantMerge.Side { .init(payload: p, deleted: deleted) }
+
+    /// Merges both ways round, checks both give the same value, returns it.
+    static func merge(_ a: GrantMerge.Side, _ b: GrantMerge.Side) -> GrantMerge {
+        let ab = GrantMerge(a, b, aWins: true)
+        let ba = GrantMerge(b, a, aWins: false)
+        #expect(ab.value == ba.value && ab.deleted == ba.deleted && ab.conflict == ba.conflict)
+        return ab
+    }
+
+    @Test("a refresh and a rename: the new name with the new tokens, no conflict")
+    func refreshAndRename() {
+        let a = Self.refreshed(Self.base, access: "a1", refresh: "rt2")
+        var b = Self.base
+        for name in ["g1", "g2", "g3", "g4"] { b = Self.renamed(b, to: name) }
+        let m = Self.merge(Self.side(a), Self.side(b))
+        #expect(!m.conflict)
+        #expect(m.value.name == "g4")
+        #expect(m.value.grant?.refreshToken == "rt2" && m.value.grant?.accessToken == "a1")
+        // The value is ahead of both sides in both histories.
+        #expect(m.value.lineage.spent.contains(Lineage.fingerprint("rt1")!))
+        let again = Self.merge(Self.side(m.value), Self.side(b))
+        #expect(!again.conflict && again.value.grant?.refreshToken == "rt2" && again.value.name == "g4")
+    }
+
+    @Test("a refresh and an older copy: the spent refresh token never wins, whichever side the vector favours")
+    func spentNeverWins() {
+        let a = Self.refreshed(Self.refreshed(Self.base, access: "a1", refresh: "rt2"), access: "a2", refresh: "rt3")
+        for aWins in [true, false] {
+            let m = GrantMerge(Self.side(Self.base), Self.side(a), aWins: aWins)
+            #expect(!m.conflict && m.value.grant?.refreshToken == "rt3")
+        }
+    }
+
+    @Test("two refreshes of one refresh token (the store away): a conflict, one lineage kept as the value")
+    func twoRefreshes() {
+        let a = Self.refreshed(Self.base, access: "a1", refresh: "rt2a")
+        let b = Self.refreshed(Self.base, access: "b1", refresh: "rt2b")
+        let m = Self.merge(Self.side(a), Self.side(b))
+        #expect(m.conflict)
+        #expect(m.value.grant?.refreshToken == "rt2a")
+    }
+
+    @Test("two renames: a conflict")
+    func twoRenames() {
+        let m = Self.merge(Self.side(Self.renamed(Self.base, to: "x")), Self.side(Self.renamed(Self.base, to: "y")))
+        #expect(m.conflict && m.value.name == "x")
+    }
+
+    @Test("a removal and a refresh: removed, no conflict")
+    func removalAndRefresh() {
+        let removed = Self.base.edited(name: "g", grant: nil)
+        let m = Self.merge(
+            Self.side(removed, deleted: true), Self.side(Self.refreshed(Self.base, access: "a1", refresh: "rt2")))
+        #expect(!m.conflict && m.deleted && m.value.grant == nil)
+    }
+
+    @Test("the same refresh token, one side found it refused: dead wins")
+    func deadWins() {
+        var g = Self.base.grant!
+        g.dead = true
+        g.deadReason = "invalid_grant"
+        let dead = Self.base.edited(name: "g", grant: g)
+        let m = Self.merge(Self.side(dead), Self.side(Self.renamed(Self.base, to: "h")))
+        #expect(!m.conflict && m.value.grant?.dead == true && m.value.name == "h")
+    }
+
+    @Test("records written before lineage: equal metadata merges, different metadata is a conflict")
+    func withoutLineage() {
+        let old = Payload(name: "g", grant: Self.grant())
+        var newer = old
+        newer.grant?.accessToken = "a1"
+        #expect(!Self.merge(Self.side(old), Self.side(newer)).conflict)
+        var renamed = old
+        renamed.name = "h"
+        #expect(Self.merge(Self.side(old), Self.side(renamed)).conflict)
+    }
+
+    @Test("picking the kept side never brings back a refresh token the value spent")
+    func pickingKeepsLineage() {
+        let value = Self.refreshed(Self.renamed(Self.base, to: "x"), access: "a1", refresh: "rt2")
+        let other = Self.renamed(Self.base, to: "y")
+        let picked = GrantMerge.choosing(Self.side(other), over: Self.side(value))
+        #expect(picked.value.grant?.refreshToken == "rt2" && !picked.deleted)
+        // A kept side with tokens of its own lineage brings them.
+        let own = Self.refreshed(Self.base, access: "b1", refresh: "rt-b")
+        #expect(GrantMerge.choosing(Self.side(own), over: Self.side(value)).value.grant?.refreshToken == "rt-b")
+    }
+
+    @Test("lineage is stored in the record and read back by both readers")
+    func roundTrip() throws {
+        let p = Self.refreshed(Self.renamed(Self.base, to: "x"), access: "a1", refresh: "rt2")
+        let bytes = try p.sealedBytes().unsafeCopyToArray()
+        #expect(bytes.withUnsafeBytes { Payload.read($0) } == p)
+        #expect(Payload.decodedWithFoundation(bytes) == p)
+        #expect(!p.lineage.spent.isEmpty && p.lineage.meta != nil && !p.lineage.metaBefore.isEmpty)
+    }
+}
