@@ -159,6 +159,7 @@ extension SyncEngine {
             report.requests = store.requestCount
             report.bytesSent = store.bytesSent
         }
+        var roots: Set<[UInt8]> = []
         for attempt in 1...SyncEngine.syncAttempts {
             if try syncOnce(store: store, keys: keys, report: &report) {
                 try publishKeys(store: store, keys: keys)
@@ -166,10 +167,14 @@ extension SyncEngine {
                 report.bytesSent = store.bytesSent
                 return report
             }
+            roots.insert(try loadSyncState(keys).markHash)
             usleep(UInt32(Double.random(in: 0.05...0.25) * Double(attempt) * 1_000_000))
         }
+        // Other machines' writes moved the root between our tries: the
+        // store works and is busy. Otherwise it refused our writes.
         throw VaultError(
-            .transient, "the store kept changing during \(SyncEngine.syncAttempts) attempts; nothing was lost",
+            roots.count > 1 ? .busy : .transient,
+            "the store kept changing during \(SyncEngine.syncAttempts) attempts; nothing was lost",
             remedy: .syncAgain)
     }
 
@@ -476,6 +481,10 @@ extension SyncEngine {
         guard !fetched.isEmpty else { return }
         var rows: [[UInt8]: StoredRecord] = [:]
         for row in try vault.allRows() where fetched[Int(row.id[0])] != nil { rows[row.id] = row }
+        // Records whose name is still held here by another record: written
+        // once the records of this round that free it are (a grant renamed
+        // and a new one under its old name may sit in different buckets).
+        var deferred: [DeferredWrite] = []
         for (index, records) in fetched.sorted(by: { $0.key < $1.key }) {
             // A record synced before but missing from its bucket now: the
             // store lost it (a write it let another overwrite). Send it again.
@@ -492,7 +501,11 @@ extension SyncEngine {
                 let local = rows[remote.id]
                 let base = state.bases[remote.id]
                 guard let local else {
-                    try applyRemote(remote, manifest: &manifest, state: &state, report: &report)
+                    if try !applyRemote(
+                        remote, manifest: &manifest, state: &state, report: &report, renameOnClash: false)
+                    {
+                        deferred.append(.remote(remote))
+                    }
                     report.pulled += 1
                     continue
                 }
@@ -513,7 +526,11 @@ extension SyncEngine {
                     // Ours is newer: pushed below (a lost update comes back this way).
                     if !changed { state.bases[remote.id]?.localVersion = SyncState.Base.resend }
                 case .older:
-                    try applyRemote(remote, manifest: &manifest, state: &state, report: &report)
+                    if try !applyRemote(
+                        remote, manifest: &manifest, state: &state, report: &report, renameOnClash: false)
+                    {
+                        deferred.append(.remote(remote))
+                    }
                     report.pulled += 1
                 case .concurrent:
                     let localPayload = try vault.keys.open(local)
@@ -530,9 +547,13 @@ extension SyncEngine {
                     let merged = GrantMerge(
                         .init(payload: localPayload, deleted: local.deleted),
                         .init(payload: remotePayload, deleted: remote.deleted), aWins: winner == ours)
-                    try applyMerged(
-                        merged, id: remote.id, carrying: winner == remote ? remote.siblings : [], manifest: &manifest,
-                        state: &state, report: &report)
+                    let carried = winner == remote ? remote.siblings : []
+                    if try !applyMerged(
+                        merged, id: remote.id, carrying: carried, manifest: &manifest, state: &state, report: &report,
+                        renameOnClash: false)
+                    {
+                        deferred.append(.merged(merged, id: remote.id, siblings: carried))
+                    }
                     if merged.conflict {
                         // The side whose metadata lost is kept until someone picks.
                         let loser = merged.metadataFromA ? remote : ours
@@ -552,17 +573,47 @@ extension SyncEngine {
                 }
             }
         }
+        // Each pass writes what no longer clashes; what still does (two
+        // machines added grants of one name, or names swapped) is kept
+        // under a new name.
+        var progress = true
+        while !deferred.isEmpty {
+            var left: [DeferredWrite] = []
+            for write in deferred {
+                let written: Bool
+                switch write {
+                case .remote(let remote):
+                    written = try applyRemote(
+                        remote, manifest: &manifest, state: &state, report: &report, renameOnClash: !progress)
+                case .merged(let merged, let id, let siblings):
+                    written = try applyMerged(
+                        merged, id: id, carrying: siblings, manifest: &manifest, state: &state, report: &report,
+                        renameOnClash: !progress)
+                }
+                if !written { left.append(write) }
+            }
+            progress = left.count < deferred.count
+            deferred = left
+        }
+    }
+
+    /// A write of `merge` put off until the name it takes is free.
+    enum DeferredWrite {
+        case remote(SyncRecord)
+        case merged(GrantMerge, id: [UInt8], siblings: [SyncSibling])
     }
 
     /// Writes the merge of a local and a remote version of record `id`,
     /// keeping the conflict the remote one carried when it was the value.
+    @discardableResult
     private func applyMerged(
         _ merged: GrantMerge, id: [UInt8], carrying siblings: [SyncSibling], manifest: inout StateManifest,
-        state: inout SyncState, report: inout SyncReport
-    ) throws(VaultError) {
+        state: inout SyncState, report: inout SyncReport, renameOnClash: Bool = true
+    ) throws(VaultError) -> Bool {
         var payload = merged.value
         var hash = try vault.keys.nameHash(payload.name)
         if !merged.deleted, let other = try vault.findRow(nameHash: hash, deleted: false), other.id != id {
+            guard renameOnClash else { return false }
             payload.name = String(payload.name.prefix(58)) + "+" + Array(id.prefix(2)).hex
             hash = try vault.keys.nameHash(payload.name)
             report.renamed.append(payload.name)
@@ -578,12 +629,15 @@ extension SyncEngine {
                     id: id, versions: sibling.versions, payload: sibling.payload, device: sibling.device,
                     valueDevice: sibling.valueDevice))
         }
+        return true
     }
 
     /// Writes a record as it came from the store.
+    @discardableResult
     private func applyRemote(
-        _ remote: SyncRecord, manifest: inout StateManifest, state: inout SyncState, report: inout SyncReport
-    ) throws(VaultError) {
+        _ remote: SyncRecord, manifest: inout StateManifest, state: inout SyncState, report: inout SyncReport,
+        renameOnClash: Bool = true
+    ) throws(VaultError) -> Bool {
         guard var payload = try? remote.payload.withUnsafeBytes({ try Payload(json: $0, label: "a synced record") }),
             payload.grant != nil || remote.deleted
         else {
@@ -591,6 +645,9 @@ extension SyncEngine {
         }
         var hash = try vault.keys.nameHash(payload.name)
         if !remote.deleted, let other = try vault.findRow(nameHash: hash, deleted: false), other.id != remote.id {
+            // The name may be freed by another record of this round (a
+            // rename or removal in another bucket): written after it.
+            guard renameOnClash else { return false }
             // Two machines added a grant of the same name: keep both.
             payload.name = String(payload.name.prefix(58)) + "+" + Array(remote.id.prefix(2)).hex
             hash = try vault.keys.nameHash(payload.name)
@@ -614,6 +671,7 @@ extension SyncEngine {
         // A renamed arrival is a local change: pushed with a raised vector.
         let renamed = payload.name != remote.payload.withUnsafeBytes({ Payload.read($0) })?.name
         state.bases[remote.id] = .init(localVersion: renamed ? 0 : version, versions: remote.versions)
+        return true
     }
 
     struct Outgoing {

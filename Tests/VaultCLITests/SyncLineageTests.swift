@@ -99,4 +99,30 @@ struct SyncLineageTests {
         #expect(try provider.refreshes() == refreshes + 2)
         #expect(try a.run("conflicts").stdout.isEmpty)
     }
+
+    @Test("grants renamed and new ones under their old names arrive in one sync under the names they were given")
+    func renamedAndReplacedInOneSync() throws {
+        let m = try DavMachines(count: 2)
+        let (a, b) = (m.homes[0], m.homes[1])
+        // Eight pairs: each new record lands in a bucket before or after
+        // the renamed one's, by its random id; both orders are met.
+        let names = (0..<8).map { "g\($0)" }
+        for name in names { try a.run("import", name, stdin: Home.tokenJSON("old-" + name)) }
+        try m.connectAll()
+        for name in names {
+            #expect(try a.run("rename", name, name + "-moved").status == 0)
+            #expect(try a.run("import", name, stdin: Home.tokenJSON("new-" + name)).status == 0)
+        }
+        #expect(try a.run("sync").status == 0)
+        let r = try b.run("sync")
+        #expect(r.status == 0 && !r.stderr.contains("kept both"), "\(r.stderr)")
+        let expected = Set(names + names.map { $0 + "-moved" })
+        #expect(try b.listedNames().names == expected)
+        for name in names {
+            #expect(try m.token(b, name) == "new-" + name)
+            #expect(try m.token(b, name + "-moved") == "old-" + name)
+        }
+        #expect(try a.run("sync").status == 0)
+        #expect(try a.listedNames().names == expected, "the arrival was not renamed back on the first machine")
+    }
 }
