@@ -11,9 +11,9 @@ extension SyncEngine {
     /// How long a machine waits for another machine's lease: longer than a
     /// lease, so a lease left by a machine that died is taken over.
     static let leaseWait: Double = 60
-    /// Lease writes that find the root moved, in a row, before the store is
-    /// taken as unusable for now.
-    static let leaseChanges = 5
+    /// Lease writes the store refuses, in a row, with no other writer
+    /// moving its root, before the store is taken as unusable for now.
+    static let leaseRefusals = 5
     /// Microseconds between the two read-backs of a lease.
     static let leaseSettle: UInt32 = 400_000
 
@@ -27,9 +27,17 @@ extension SyncEngine {
         let keys = try syncKeys()
         let store = try store(for: try loadSyncState(keys), timeout: timeout)
         let deadline = Monotonic.seconds() + SyncEngine.leaseWait
+        var refusals = 0
         var changes = 0
         while true {
-            _ = try sync(timeout: timeout)
+            do {
+                _ = try sync(timeout: timeout)
+            } catch {
+                // Other machines writing all the while: the store works,
+                // and one of them may hold or take the lease. Keep trying.
+                guard error.code == .busy, Monotonic.seconds() < deadline else { throw error }
+                continue
+            }
             let grant = try vault.load(name)
             if let minimumValidity, vault.usable(grant, minimumValidity) { return grant }
             let id = try vault.read { (_: StateManifest) throws(VaultError) in
@@ -38,26 +46,31 @@ extension SyncEngine {
             guard let id else { throw VaultError(.notFound, "grant '\(name)' not found") }
             let outcome = try takeLease(id, store: store, keys: keys)
             if outcome == .taken { return nil }
-            // A store whose root moves under every write (or that refuses
-            // them all) cannot hold a lease: it is as good as away.
-            changes = outcome == .changed ? changes + 1 : 0
-            guard changes < SyncEngine.leaseChanges else {
-                throw VaultError(.transient, "the store's root changed under \(changes) lease writes in a row")
+            // A store that refuses every write while nobody else writes
+            // cannot hold a lease: it is as good as away. One whose root
+            // moves under our writes is busy, not away: another machine
+            // may be taking the lease, so this one never refreshes beside it.
+            refusals = outcome == .refused ? refusals + 1 : 0
+            guard refusals < SyncEngine.leaseRefusals else {
+                throw VaultError(.transient, "the store refused \(refusals) lease writes in a row")
             }
             guard Monotonic.seconds() < deadline else {
                 throw VaultError(
                     .busy, "another machine is refreshing '\(name)', or the store keeps changing",
                     hint: "try again in a minute")
             }
-            usleep(outcome == .held ? 1_000_000 : UInt32.random(in: 100_000...500_000))
+            changes = outcome == .changed ? min(changes + 1, 8) : 0
+            let pause = outcome == .held ? 1_000_000 : UInt32.random(in: 100_000...250_000) * UInt32(changes + 1)
+            usleep(pause)
         }
     }
 
-    enum LeaseOutcome { case taken, held, changed }
+    enum LeaseOutcome { case taken, held, changed, refused }
 
     /// Writes a root that adds this machine's lease on `record`: `held` when
     /// another machine's lease is active, `changed` when the root moved on
-    /// since the last sync (sync again first).
+    /// since the last sync (sync again first), `refused` when the store
+    /// refused the write though no one else wrote.
     func takeLease(_ record: [UInt8], store: ObjectStore, keys: SyncKeys) throws(VaultError) -> LeaseOutcome {
         // The lease counts from before it is written: the holder's use of
         // it ends no later than any observer's judgement that it expired.
@@ -87,7 +100,11 @@ extension SyncEngine {
                 try store.put(SyncEngine.rootName, bytes, precondition: precondition)
             })
                 == .stored
-        else { return .changed }
+        else {
+            let now = try storeCall { () throws(ObjectStore.Failure) in try store.get(SyncEngine.rootName) }
+            if let now, try SyncRoot.hash(now.bytes) == hash { return .refused }
+            return .changed
+        }
         let newHash = try SyncRoot.hash(bytes)
         // Read back now, and again a moment later: a store may evaluate
         // If-Match for two writers before either writes, and the second

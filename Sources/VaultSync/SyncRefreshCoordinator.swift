@@ -24,10 +24,12 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
         self.storeBound = storeBound
     }
 
-    /// The engine for refresh-time store requests: each bounded, none
-    /// retried, so an absent store costs one `storeBound` at most per request.
+    /// The engine for refresh-time store requests: each bounded, and tried
+    /// once more after a failure, so that one lost answer (a reset after
+    /// the store applied a write) is not taken for the store away; an
+    /// absent store costs two `storeBound`s at most per request.
     private func engine(_ vault: Vault) -> SyncEngine {
-        SyncEngine(vault: vault, transport: transport, storeTimeout: storeBound, storeAttempts: 1)
+        SyncEngine(vault: vault, transport: transport, storeTimeout: storeBound, storeAttempts: 2)
     }
 
     /// Takes the grant's lease at the sync store before a refresh, or learns the grant was refreshed elsewhere.
@@ -43,10 +45,11 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
                 need.name, minimumValidity: need.force ? nil : need.minimumValidity, timeout: storeBound)
             return arrived.map(RefreshDecision.fresh) ?? .proceed
         } catch {
-            // Another machine's lease, still active: wait for it, never
-            // refresh beside it. Anything else means the store cannot be
-            // used now (away, failing, serving what it should not): refresh
-            // here, and let the next sync sort the store out.
+            // Another machine's lease, still active, or other machines
+            // writing all the while: wait, never refresh beside them.
+            // Anything else means the store cannot be used now (away,
+            // failing, serving what it should not): refresh here, and let
+            // the next sync sort the store out.
             if error.code == .busy || error.code == .notFound { throw error }
             return .proceedAlone
         }
