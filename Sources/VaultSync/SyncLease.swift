@@ -94,18 +94,19 @@ extension SyncEngine {
             active.filter { $0.record != record }
             + [.init(record: record, device: state.device, id: id, seconds: SyncEngine.leaseSeconds)]
         let bytes = try next.encoded(with: keys)
-        let precondition = object.etag.map(ObjectStore.Precondition.matches) ?? .none
-        guard
-            try storeCall({ () throws(ObjectStore.Failure) in
-                try store.put(SyncEngine.rootName, bytes, precondition: precondition)
-            })
-                == .stored
-        else {
-            let now = try storeCall { () throws(ObjectStore.Failure) in try store.get(SyncEngine.rootName) }
-            if let now, try SyncRoot.hash(now.bytes) == hash { return .refused }
-            return .changed
-        }
         let newHash = try SyncRoot.hash(bytes)
+        let precondition = object.etag.map(ObjectStore.Precondition.matches) ?? .none
+        let written = try storeCall { () throws(ObjectStore.Failure) in
+            try store.put(SyncEngine.rootName, bytes, precondition: precondition)
+        }
+        if written != .stored {
+            // A 412 may answer our own write sent again after its first
+            // answer was lost: what the store holds decides.
+            let now = try storeCall { () throws(ObjectStore.Failure) in try store.get(SyncEngine.rootName) }
+            let current = try now.map { (o: ObjectStore.Object) throws(VaultError) in try SyncRoot.hash(o.bytes) }
+            if current == hash { return .refused }
+            if current != newHash { return .changed }
+        }
         // Read back now, and again a moment later: a store may evaluate
         // If-Match for two writers before either writes, and the second
         // write then lands after the first writer's check.

@@ -125,4 +125,29 @@ struct SyncLineageTests {
         #expect(try a.run("sync").status == 0)
         #expect(try a.listedNames().names == expected, "the arrival was not renamed back on the first machine")
     }
+
+    @Test("a lease write whose answer is lost is the store's word, not the store away: no refresh token twice")
+    func leaseWithLostAnswers() throws {
+        let provider = try CountedProvider()
+        let m = try DavMachines(count: 2)
+        let (a, b) = (m.homes[0], m.homes[1])
+        try provider.importGrant("g", into: a)
+        try m.connectAll()
+        // Learn that the grant rotates: only such grants take the lease.
+        #expect(try a.run("refresh", "g").status == 0)
+        #expect(try a.run("sync").status == 0)
+        #expect(try b.run("sync").status == 0)
+        let before = try provider.refreshes()
+
+        // Every second write is applied and its answer lost.
+        try m.control("lostack/2")
+        let first = try b.run("refresh", "g")
+        #expect(first.status == 0, "\(first.stderr)")
+        let second = try a.run("refresh", "g")
+        #expect(second.status == 0, "the second machine spent the token the first one left it: \(second.stderr)")
+        try m.control("lostack/0")
+        #expect(try provider.refreshes() == before + 2)
+        for home in [a, b] { #expect(try home.run("sync").status == 0) }
+        #expect(try a.run("refresh", "g").status == 0)
+    }
 }
