@@ -18,7 +18,10 @@ old ones. Control (GET, answered by the proxy itself):
      412           answer every PUT 412
      500           answer everything 500
      stall         accept, then send nothing for 60 s
+     reset         close the connection at once, forwarding nothing (a
+                   partition)
      redirect      answer everything 302 to another host
+  /__delay/MS      hold every request MS milliseconds before forwarding it
   /__fail/N        answer the next N requests 500, then go back to the mode
   /__lostack/N     forward every Nth PUT or DELETE to the store, then close
                    the connection without answering (the store applied it;
@@ -40,7 +43,7 @@ from common import forward, no_redirect_opener, serve_http_until_stdin_closes
 UPSTREAM = sys.argv[1].rstrip("/")
 LOCK = threading.Lock()
 STATE = {"mode": "pass", "fail": 0, "oldonce": False, "requests": 0, "put_bytes": 0, "lostack": 0, "writes": 0,
-         "lost": 0}
+         "lost": 0, "delay": 0}
 HISTORY = {}
 OPENER = no_redirect_opener()
 
@@ -68,6 +71,8 @@ class Proxy(BaseHTTPRequestHandler):
                 STATE["mode"] = path[len("/__mode/"):]
             elif path.startswith("/__fail/"):
                 STATE["fail"] = int(path[len("/__fail/"):])
+            elif path.startswith("/__delay/"):
+                STATE["delay"] = int(path[len("/__delay/"):])
             elif path.startswith("/__lostack/"):
                 STATE["lostack"] = int(path[len("/__lostack/"):])
                 STATE["writes"] = 0
@@ -89,9 +94,15 @@ class Proxy(BaseHTTPRequestHandler):
             if self.command == "PUT":
                 STATE["put_bytes"] += length
             mode = STATE["mode"]
+            delay = STATE["delay"]
             failing = STATE["fail"] > 0
             if failing:
                 STATE["fail"] -= 1
+        if delay:
+            time.sleep(delay / 1000)
+        if mode == "reset":
+            self.close_connection = True
+            return
         if failing or mode == "500":
             return self.answer(500, b"", [("Content-Type", "text/plain")])
         if mode == "html":
