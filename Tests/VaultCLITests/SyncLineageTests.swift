@@ -150,4 +150,29 @@ struct SyncLineageTests {
         for home in [a, b] { #expect(try home.run("sync").status == 0) }
         #expect(try a.run("refresh", "g").status == 0)
     }
+
+    @Test("a rename made before the store loses the record's bucket is sent as a change, never under the old vector")
+    func renameAcrossALostBucket() throws {
+        let m = try DavMachines(count: 3)
+        let (a, b, c) = (m.homes[0], m.homes[1], m.homes[2])
+        try m.control("mode/nocas")  // a store that ignores If-Match, known as such
+        defer { _ = try? m.control("mode/pass") }
+        try a.run("import", "work", stdin: Home.tokenJSON("w"))
+        try m.connectAll()
+        #expect(try b.run("import", "r", stdin: Home.tokenJSON("r")).status == 0)
+        #expect(try b.run("sync").status == 0)
+        #expect(try c.run("sync").status == 0)
+        #expect(try c.listedNames().names == ["work", "r"])
+        // b renames; then a, reading the root from before b's write, writes
+        // over it: the store drops the bucket that held b's record.
+        #expect(try b.run("rename", "r", "r2").status == 0)
+        #expect(try a.run("import", "x", stdin: Home.tokenJSON("x")).status == 0)
+        try m.control("oldonce")
+        #expect(try a.run("sync").status == 0)
+        // b finds its record missing and sends it again, renamed.
+        let repaired = try b.run("sync")
+        #expect(repaired.status == 0, "\(repaired.stderr)")
+        for home in [c, a, b, c] { #expect(try home.run("sync").status == 0) }
+        for home in [a, b, c] { #expect(try home.listedNames().names == ["work", "r2", "x"]) }
+    }
 }
