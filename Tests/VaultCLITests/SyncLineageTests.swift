@@ -175,4 +175,39 @@ struct SyncLineageTests {
         for home in [c, a, b, c] { #expect(try home.run("sync").status == 0) }
         for home in [a, b, c] { #expect(try home.listedNames().names == ["work", "r2", "x"]) }
     }
+
+    @Test("the agent locked mid-sync leaves the vault and the store as if the sync had not started, or finished")
+    func lockMidSync() throws {
+        let m = try DavMachines(count: 2)
+        let (a, b) = (m.homes[0], m.homes[1])
+        try m.connectAll()
+        let runtime = a.path + "/run"
+        mkdir(runtime, 0o700)
+        a.extra["XDG_RUNTIME_DIR"] = runtime
+        a.extra["VAULT_AGENT"] = nil
+        let started = try a.start("agent")
+        #expect(started.wait().status == 0)
+        #expect(try a.run("agent", "--status").status == 0)
+        let names = (0..<6).map { "n\($0)" }
+        for name in names { #expect(try a.run("import", name, stdin: Home.tokenJSON(name)).status == 0) }
+        // A slow store: the sync is under way when the lock arrives.
+        try m.control("delay/700")
+        let sync = try a.start("sync")
+        usleep(2_000_000)
+        #expect(try a.run("lock").status == 0)
+        let interrupted = sync.wait()
+        print("lock mid-sync: sync exited \(interrupted.status): \(interrupted.stderr)")
+        #expect([0, 75, 77].contains(interrupted.status), "\(interrupted.stderr)")
+        try m.control("delay/0")
+
+        a.extra["VAULT_AGENT"] = "off"
+        #expect(try a.listedNames().names == Set(names))
+        for home in [a, b, a, b] {
+            let r = try home.run("sync")
+            #expect(r.status == 0, "\(r.stderr)")
+        }
+        #expect(try b.listedNames().names == Set(names))
+        #expect(try m.token(b, "n5") == "n5")
+        #expect(try LongLivedProcessTests.integrity(a.vaultFile) == "ok")
+    }
 }
