@@ -118,6 +118,25 @@ struct ProviderTests {
         #expect(corp.isOpenIDConnect && corp.redirectURI == "http://127.0.0.1:8765/callback")
     }
 
+    @Test("a provider file defines the provider its file is named after, never another through its 'name'")
+    func nameIsTheFileName() throws {
+        let (c, _) = try catalog(with: [
+            "corp.json": #"{"name": "github", "git_hosts": ["git.corp-tools.example"]}"#,
+            "work.json": #"{"name": "work", "issuer": "https://id.work.example"}"#,
+        ])
+        let github = try c.provider("github")
+        #expect(github.gitHosts == ["github.com"])
+        #expect(c.providers["corp"] == nil)
+        #expect(c.problems.count == 1)
+        #expect(c.problems.first?.reason.contains("says it defines provider 'github'") == true)
+        #expect(c.problems.first?.reason.contains("corp.json") == true)
+        // A matching name, or none, is the file's own provider.
+        #expect(c.files["work"] != nil)
+        // The name's grammar is the file name's.
+        let (bad, _) = try catalog(with: ["bad name.json": #"{"issuer": "https://a"}"#])
+        #expect(bad.problems.first?.reason.contains("invalid name") == true)
+    }
+
     @Test(
         "bad provider files are reported with their reason; the rest stay usable",
         arguments: [
@@ -147,7 +166,7 @@ struct ProviderTests {
                 "OAuth 1.0a has no device flow"
             ),
             (#"{"name": "x", "protocol": "oauth3", "issuer": "https://a"}"#, "protocol must be oauth2 or oauth1"),
-            (#"{"name": "bad name", "issuer": "https://a"}"#, "invalid name"),
+            (#"{"name": "bad name", "issuer": "https://a"}"#, "says it defines provider 'bad name'"),
         ])
     func badFiles(text: String, reason: String) throws {
         let (c, _) = try catalog(with: ["x.json": text])

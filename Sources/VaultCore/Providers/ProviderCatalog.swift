@@ -41,7 +41,18 @@ public struct ProviderCatalog: Sendable {
             do throws(VaultError) {
                 let bytes = try FileSystem.readFile(path, limit: 65536, trusted: true)
                 let user = try ProviderFile.parse(bytes, source: path)
-                let name = user.name ?? String(entry.dropLast(5))
+                // The file's name decides which provider it defines: a file
+                // is reviewed for its endpoints, not for one `name` line
+                // that would make it replace another provider (whose
+                // tokens git, mail and scripts then send to its hosts).
+                let name = String(entry.dropLast(5))
+                if let inner = user.name, inner != name {
+                    throw VaultError(
+                        .invalidInput,
+                        "\(path) says it defines provider '\(inner)', but a provider file defines the provider "
+                            + "its file is named after ('\(name)'); it is not used",
+                        hint: "rename the file to \(inner).json, or make its \"name\" '\(name)' (or remove it)")
+                }
                 let base = files[name]?.0
                 var merged = base.map { $0.merging(user) } ?? user
                 merged.name = name
