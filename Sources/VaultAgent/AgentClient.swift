@@ -236,7 +236,7 @@ extension Vault {
     public var isThroughAgent: Bool { keys.masterKey == nil }
 
     /// Writes the master key to `fd` (a pipe to a new agent process).
-    public func writeMasterKey(to fd: Int32) throws(VaultError) {
+    package func writeMasterKey(to fd: Int32) throws(VaultError) {
         let key = try requireMasterKey()
         var raw = Array(header.vaultID) + key.unsafeCopyToArray()
         defer { secureZero(&raw) }

@@ -45,6 +45,10 @@ enum Remedies {
             return passphrase
                 ? "give the passphrase of the vault on the machine that syncs to this store, or join with --pairing-code-file and a code from 'vault pair' there"
                 : "give a key file of the vault on the machine that syncs to this store (VAULT_KEYFILE), or join with --pairing-code-file and a code from 'vault pair' there"
+        case .chooseSection(let tool, let among):
+            let flag = tool == "gh" ? "--host" : "--remote"
+            return "choose one with \(flag): \(among.joined(separator: ", "))"
+        case .giveMachineCredentials: return "give --client-secret-file FILE or --client-key-file FILE"
         }
     }
 }

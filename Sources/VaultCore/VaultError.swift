@@ -129,6 +129,11 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
         /// Join with the passphrase or key file of the vault on the machine
         /// it came from, or with a pairing code made there.
         case joinWithOtherKey(passphrase: Bool)
+        /// Pick one of the sections of another tool's file (rclone's
+        /// remotes, gh's hosts) that could be meant.
+        case chooseSection(tool: String, among: [String])
+        /// Give a machine grant its client's secret or private key.
+        case giveMachineCredentials
     }
 
     /// The reason, without secrets.

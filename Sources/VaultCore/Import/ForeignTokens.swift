@@ -101,8 +101,7 @@ package enum ForeignTokens {
                     .invalidInput,
                     withTokens.isEmpty
                         ? "rclone.conf has no remote with a token" : "rclone.conf has several remotes with a token",
-                    hint: withTokens.isEmpty
-                        ? nil : "choose one with --remote: \(withTokens.map(\.0).joined(separator: ", "))")
+                    remedy: withTokens.isEmpty ? nil : .chooseSection(tool: "rclone", among: withTokens.map(\.0)))
             }
             chosen = withTokens[0]
         }
@@ -144,7 +143,7 @@ package enum ForeignTokens {
             let hosts = Set(doc.keys.compactMap(\.first)).sorted()
             throw VaultError(
                 .notFound, "hosts.yml has no host '\(host)'",
-                hint: hosts.isEmpty ? nil : "its hosts: \(hosts.joined(separator: ", ")) (choose with --host)")
+                remedy: hosts.isEmpty ? nil : .chooseSection(tool: "gh", among: hosts))
         }
         let user = doc[[host, "user"]]
         let token = doc[[host, "oauth_token"]] ?? user.flatMap { doc[[host, "users", $0, "oauth_token"]] }

@@ -103,7 +103,7 @@ public enum MachineGrants {
             guard config.clientSecret != nil else {
                 throw VaultError(
                     .invalidInput, "client credentials need the client's secret or private key",
-                    hint: "give --client-secret-file FILE or --client-key-file FILE")
+                    remedy: .giveMachineCredentials)
             }
             if config.tokenEndpointAuthMethod == "private_key_jwt" { config.tokenEndpointAuthMethod = nil }
         }
@@ -125,7 +125,7 @@ public enum MachineGrants {
             throw VaultError(.invalidInput, "the key file has no token_uri and provider '\(p.name)' no token endpoint")
         }
         if let subject, !ProviderText.isToken(subject) || subject.contains(" ") {
-            throw VaultError(.invalidInput, "--subject must be an account name or e-mail address without spaces")
+            throw VaultError(.invalidInput, "the subject must be an account name or e-mail address without spaces")
         }
         var config = ProviderConfiguration(
             name: p.name, issuer: p.issuer, tokenEndpoint: endpoint, revocationEndpoint: p.revocationEndpoint,

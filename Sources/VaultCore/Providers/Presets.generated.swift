@@ -56,7 +56,7 @@ enum Presets {
                 "device_flow": "tick \"Enable Device Flow\" on the app's page",
                 "client_secret": "generate one: the browser and paste flows need it; the device flow works with the client id alone"
               },
-              "notes": "Classic OAuth apps issue tokens without expiry or refresh token; GitHub Apps with expiring tokens issue both, with refresh tokens that rotate and expire (refresh_token_expires_in). Add --scope repo for git over HTTPS. GitHub answers scopes separated by commas and errors with HTTP 200, in its own codes."
+              "notes": "Classic OAuth apps issue tokens without expiry or refresh token; GitHub Apps with expiring tokens issue both, with refresh tokens that rotate and expire (refresh_token_expires_in). Ask for the repo scope for git over HTTPS. GitHub answers scopes separated by commas and errors with HTTP 200, in its own codes."
             }
             """#
         ),
@@ -82,7 +82,7 @@ enum Presets {
                 "device_flow": "nothing to set",
                 "client_secret": "untick \"Confidential\": vault uses PKCE and needs no secret"
               },
-              "notes": "Add --scope read_repository or write_repository for git over HTTPS. For a self-managed GitLab, copy this file to ~/.config/vault/providers/ with your host."
+              "notes": "Ask for the read_repository or write_repository scope for git over HTTPS. For a self-managed GitLab, copy this file to ~/.config/vault/providers/ with your host."
             }
             """#
         ),
@@ -108,7 +108,7 @@ enum Presets {
                 "device_flow": "a second client of type \"TVs and Limited Input devices\" (it cannot ask for Gmail's https://mail.google.com/ scope)",
                 "client_secret": "needed: Google gives desktop clients one and wants it at the token endpoint"
               },
-              "notes": "access_type=offline and prompt=consent make Google issue a refresh token; for Gmail over IMAP/SMTP add --scope https://mail.google.com/ (not available to the device flow). Refresh tokens of apps in testing expire after 7 days."
+              "notes": "access_type=offline and prompt=consent make Google issue a refresh token; for Gmail over IMAP/SMTP ask for the scope https://mail.google.com/ (not available to the device flow). Refresh tokens of apps in testing expire after 7 days."
             }
             """#
         ),
@@ -157,7 +157,7 @@ enum Presets {
                 "device_flow": "under Authentication, set \"Allow public client flows\" to Yes",
                 "client_secret": "none: vault is a public client and never sends one"
               },
-              "notes": "offline_access is needed for a refresh token; refresh tokens rotate. A public client must not send a client secret. Set the tenant with --tenant (a tenant id or domain, or organizations or consumers); the ID token's issuer names the user's own tenant."
+              "notes": "offline_access is needed for a refresh token; refresh tokens rotate. A public client must not send a client secret. Set the tenant variable to a tenant id or domain, or to organizations or consumers; the ID token's issuer names the user's own tenant."
             }
             """#
         ),
@@ -198,7 +198,7 @@ enum Presets {
               "account_claim": "screen_name",
               "registration": {
                 "url": "https://developer.x.com/en/portal/dashboard (a project's app, User authentication settings, OAuth 1.0a)",
-                "redirect_uri": "X checks callbacks against those registered: register http://127.0.0.1:8976/callback (any free port) and put the same value as redirect_uri in the provider file, or use --flow paste (the PIN flow, no callback)",
+                "redirect_uri": "X checks callbacks against those registered: register http://127.0.0.1:8976/callback (any free port) and put the same value as redirect_uri in the provider file, or use the paste flow (the PIN flow, no callback)",
                 "client_secret": "needed: the app's API key secret (the API key is the client id)"
               },
               "notes": "OAuth 1.0a. The consumer key and secret are the app's API key and secret; paste uses the PIN flow."
