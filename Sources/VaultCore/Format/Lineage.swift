@@ -1,5 +1,5 @@
 internal import FoundationEssentials
-package import VaultCrypto
+internal import VaultCrypto
 
 /// What a record's two groups of fields replaced, so that a merge of two
 /// concurrent versions can tell which tokens and which metadata are newer
