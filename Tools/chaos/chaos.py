@@ -404,6 +404,14 @@ class Run:
         for m in self.machines:
             self.run(m, "lock")
             m["env"]["VAULT_AGENT"] = "off"
+        # A locked agent finishes the refresh it is in (a lease may keep it
+        # waiting up to a minute), then exits.
+        deadline = time.time() + 90
+        while time.time() < deadline and any(self.agent_pids(m) for m in self.machines):
+            time.sleep(0.5)
+        for m in self.machines:
+            if self.agent_pids(m):
+                self.anomaly("m%d: an agent still runs 90 s after 'vault lock'" % m["index"])
         self.control("mode/pass")
         self.counts["lost answers"] = self.control("lostack/0").get("lost", 0)
         self.control("delay/0")
