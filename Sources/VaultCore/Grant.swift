@@ -202,6 +202,12 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
     public var authorizationParams: [String: String]?
     /// The userinfo field that names the account.
     public var accountClaim: String?
+    /// Where the endpoints and client came from, as one unit
+    /// (docs/threat-model.md, "Where secrets go"): `preset`, `provider file`,
+    /// `discovery` (from an issuer the user named) or `imported file` (the
+    /// endpoints an imported token file named, with its own client or
+    /// none); nil for grants stored before it was kept.
+    public var endpointsSource: String?
 
     /// How the provider's error answers deviate from RFC 6749.
     public var errorQuirks: ErrorQuirks {
@@ -219,9 +225,10 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
         revocationEndpoint: String? = nil, userinfoEndpoint: String? = nil, clientID: String? = nil,
         clientSecret: String? = nil, tokenEndpointAuthMethod: String? = nil, signatureMethod: String? = nil,
         errorQuirks: ErrorQuirks = ErrorQuirks(), redirectURI: String? = nil,
-        authorizationParams: [String: String]? = nil, accountClaim: String? = nil
+        authorizationParams: [String: String]? = nil, accountClaim: String? = nil, endpointsSource: String? = nil
     ) {
         self.name = name
+        self.endpointsSource = endpointsSource
         self.redirectURI = redirectURI
         self.authorizationParams = authorizationParams
         self.accountClaim = accountClaim
@@ -261,6 +268,7 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
         case redirectURI = "redirect_uri"
         case authorizationParams = "authorization_params"
         case accountClaim = "account_claim"
+        case endpointsSource = "endpoints_source"
     }
 }
 

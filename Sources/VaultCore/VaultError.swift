@@ -134,6 +134,9 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
         case chooseSection(tool: String, among: [String])
         /// Give a machine grant its client's secret or private key.
         case giveMachineCredentials
+        /// Remove the grant and add it anew from its configured provider
+        /// (it keeps endpoints of its own that the provider does not have).
+        case addFromProvider(provider: String, grant: String)
     }
 
     /// The reason, without secrets.

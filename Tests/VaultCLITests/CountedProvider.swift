@@ -42,6 +42,14 @@ final class CountedProvider {
         return access
     }
 
+    /// A token response from a whole code flow run outside vault, for the
+    /// public client.
+    func tokens() throws -> [String: Any] {
+        let r = try codeFlow()
+        try #require(r.status == 0, "\(r.stderr)")
+        return try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
+    }
+
     /// The provider's code flow for the public client (glewlwyd.py retries
     /// the provider's occasional 5xx itself).
     private func codeFlow() throws -> ProcessResult {

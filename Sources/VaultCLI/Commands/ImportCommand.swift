@@ -127,13 +127,18 @@ extension Commands {
     ) throws(CLIError) -> [(warning: Bool, text: String)] {
         var notes: [(warning: Bool, text: String)] = []
         var config = grant.providerConfiguration ?? ProviderConfiguration()
-        if let id = ctx.arguments.value("client-id") {
-            config.clientID = id
-            config.clientSecret = clientSecret
-        } else if clientSecret != nil {
+        // Where the endpoints came from is for vault to say, not the file.
+        config.endpointsSource = nil
+        let givenClient = ctx.arguments.value("client-id")
+        if givenClient == nil && clientSecret != nil {
             throw CLIError.usage("--client-secret-file goes with --client-id", command: "import")
         }
         let catalog = ProviderCatalog.load(configDirectory: try ctx.location().configDirectory, only: grant.provider)
+        // The endpoints and the client come from one source together: the
+        // configured provider (with the file's client, yours, or the
+        // provider's), or the file alone (with its own client, or none).
+        // Your client never goes to endpoints a file chose.
+        var foreign: [(field: String, own: String, provider: String?)] = []
         if var provider = catalog.providers[grant.provider] {
             if provider.tokenEndpoint == nil, let issuer = provider.issuer, config.tokenEndpoint == nil {
                 let transport = CurlTransport(caBundle: ctx.environment["SSL_CERT_FILE"])
@@ -143,8 +148,39 @@ extension Commands {
                     notes.append((true, "could not discover provider '\(provider.name)': \(error.reason)"))
                 }
             }
+            foreign = config.endpoints(notOf: provider)
+        } else if config.namesEndpoints {
+            foreign = ProviderConfiguration.endpointFields.compactMap { field, path in
+                config[keyPath: path].map { (field, $0, nil) }
+            }
+        }
+        if let id = givenClient {
+            if let first = foreign.first {
+                throw CLIError(
+                    "the token file names its own \(first.field) (\(first.own)), "
+                        + (first.provider.map { "not provider '\(grant.provider)''s (\($0))" }
+                            ?? "and vault knows no provider '\(grant.provider)' to vouch for it")
+                        + ": vault sends a client you give only to a configured provider's endpoints",
+                    hint: "remove provider_config from the file to use provider '\(grant.provider)', "
+                        + "or import it without --client-id to keep the file's own client")
+            }
+            config.clientID = id
+            config.clientSecret = clientSecret
+        }
+        if let first = foreign.first {
+            config.endpointsSource = "imported file"
+            notes.append(
+                (
+                    true,
+                    "'\(name)' keeps the \(first.field) its file names (\(first.own))"
+                        + (first.provider.map { ", not provider '\(grant.provider)''s (\($0))" } ?? "")
+                        + ": it refreshes there with the file's own client only, and is not authorized again there"
+                ))
+        } else if let provider = catalog.providers[grant.provider] {
             config = config.completed(by: provider.resolved(), takeClient: tool == nil || tool == .muttOAuth2)
-        } else {
+            config.endpointsSource = config.endpointsSource ?? provider.endpointsSourceLabel
+        }
+        if catalog.providers[grant.provider] == nil {
             notes.append(
                 (
                     true,
@@ -168,13 +204,15 @@ extension Commands {
         } else if !grant.hasRefreshRoute {
             let missing = config.tokenEndpoint == nil ? "no token endpoint" : "no client id"
             let why =
-                tool == .rclone
-                ? "; its tokens were issued to rclone's built-in client, which vault cannot use: "
-                    + "give the remote a client_id and client_secret of your own in rclone"
-                : config.tokenEndpoint == nil
-                    ? "; configure provider '\(grant.provider)' with a provider file (token_endpoint, client_id)"
-                    : "; give provider '\(grant.provider)' your client (client_id in its provider file), "
-                        + "or pass --client-id and --client-secret-file: the client the tokens were issued to"
+                !foreign.isEmpty && config.tokenEndpoint != nil
+                ? "; its file names its own endpoints and no client, and vault gives them no client of yours"
+                : tool == .rclone
+                    ? "; its tokens were issued to rclone's built-in client, which vault cannot use: "
+                        + "give the remote a client_id and client_secret of your own in rclone"
+                    : config.tokenEndpoint == nil
+                        ? "; configure provider '\(grant.provider)' with a provider file (token_endpoint, client_id)"
+                        : "; give provider '\(grant.provider)' your client (client_id in its provider file), "
+                            + "or pass --client-id and --client-secret-file: the client the tokens were issued to"
             notes.append((true, "'\(name)' cannot be refreshed: \(missing)\(why)"))
         }
         return notes

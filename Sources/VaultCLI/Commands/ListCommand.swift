@@ -31,6 +31,9 @@ struct GrantSummary: Encodable {
     var tokenSecret: String? = nil
     /// `list`: true when the grant is in a sync conflict ('vault conflicts').
     var conflict: Bool? = nil
+    /// `show`: where the endpoints and client came from ("preset", "provider
+    /// file", "discovery", "imported file"; "unknown" for older grants).
+    var endpointsSource: String? = nil
 
     init(name: String, grant: Grant, now: Date) {
         self.name = name
@@ -70,6 +73,7 @@ struct GrantSummary: Encodable {
         case idToken = "id_token"
         case tokenSecret = "token_secret"
         case conflict
+        case endpointsSource = "endpoints_source"
     }
 }
 
@@ -160,6 +164,9 @@ extension Commands {
         let reveal = ctx.arguments.flag("reveal")
         let response = grant.tokenResponse.map { JSONValue.object($0) }
         s.tokenResponse = reveal ? response : response?.redacted()
+        if let config = grant.providerConfiguration, config.namesEndpoints {
+            s.endpointsSource = config.endpointsSource ?? "unknown"
+        }
         if reveal {
             s.accessToken = grant.accessToken
             s.refreshToken = grant.refreshToken
@@ -197,6 +204,7 @@ extension Commands {
             if let subject = config.subject { rows.append(["acting for:", subject]) }
         }
         if let endpoint = grant.providerConfiguration?.tokenEndpoint { rows.append(["token endpoint:", endpoint]) }
+        if let source = s.endpointsSource { rows.append(["endpoints from:", source]) }
         rows.append(["created:", Format.timestamp(grant.createdAt)])
         rows.append(["refreshed:", grant.refreshedAt.map(Format.timestamp) ?? "-"])
         if grant.dead { rows.append(["dead because:", grant.deadReason ?? "refused by the provider"]) }

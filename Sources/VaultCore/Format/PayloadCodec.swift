@@ -496,6 +496,7 @@ extension ProviderConfiguration {
         ("token_endpoint_auth_method", \.tokenEndpointAuthMethod), ("signature_method", \.signatureMethod),
         ("redirect_uri", \.redirectURI), ("account_claim", \.accountClaim),
         ("client_private_key", \.clientPrivateKey), ("client_key_id", \.clientKeyID), ("subject", \.subject),
+        ("endpoints_source", \.endpointsSource),
     ]
 
     /// Keys that are not strings, read after the string fields above.

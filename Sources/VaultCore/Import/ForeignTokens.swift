@@ -324,6 +324,7 @@ extension ProviderConfiguration {
         c.redirectURI = redirectURI ?? base.redirectURI
         c.authorizationParams = authorizationParams ?? base.authorizationParams
         c.accountClaim = accountClaim ?? base.accountClaim
+        c.endpointsSource = base.endpointsSource
         return c
     }
 }

@@ -75,6 +75,9 @@ public struct Provider: Sendable, Equatable {
     public var registration: Registration?
     /// Where the definition came from: "preset", or the user file's path.
     public var source: String
+    /// The `endpoints_source` of the grant this provider was made from,
+    /// when it was made from a stored grant alone.
+    package var storedSource: String?
 
     /// How to register a client with a provider, in words for people: each
     /// field is shown as it is (escaped) when `vault add` finds no client.
@@ -122,7 +125,7 @@ public struct Provider: Sendable, Equatable {
             tokenEndpointAuthMethod: tokenEndpointAuthMethod,
             signatureMethod: protocolVersion == .oauth1 ? signatureMethod.rawValue : nil, errorQuirks: errorQuirks,
             redirectURI: redirectURI, authorizationParams: authorizationParams.isEmpty ? nil : authorizationParams,
-            accountClaim: accountClaim)
+            accountClaim: accountClaim, endpointsSource: endpointsSourceLabel)
     }
 
     /// A copy with `{name}` placeholders filled from `overrides`, then the defaults.

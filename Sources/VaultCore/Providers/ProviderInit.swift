@@ -97,7 +97,22 @@ extension Provider {
             }
             f.flows = flows
             try self.init(file: f, source: "grant '\(name)'")
+            storedSource = c.endpointsSource
             return
+        }
+        // Codes, verifiers and client secrets go only where the configured
+        // provider says: endpoints the grant keeps from elsewhere (an
+        // imported file) are refused rather than combined with them.
+        // A provider known by its issuer alone has its endpoints from
+        // discovery: the grant's, found there when it was added, stand.
+        let discovered = base!.issuer != nil && c.issuer == base!.issuer && c.endpointsSource != "imported file"
+        if let differ = c.endpoints(notOf: base!).first(where: { !(discovered && $0.provider == nil) }) {
+            throw VaultError(
+                .invalidInput,
+                "grant '\(name)' keeps \(differ.field) \(differ.own), but provider '\(grant.provider)' has "
+                    + (differ.provider ?? "none")
+                    + ": a grant is authorized again only at its provider's own endpoints",
+                remedy: .addFromProvider(provider: grant.provider, grant: name))
         }
         // The grant's own values win: they are what its client was registered with.
         p.issuer = c.issuer ?? p.issuer
