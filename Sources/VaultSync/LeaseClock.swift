@@ -1,6 +1,7 @@
 internal import FoundationEssentials
 internal import Glibc
 internal import VaultCore
+internal import VaultCrypto
 
 /// This machine's clock for leases: seconds since boot, suspend included
 /// (CLOCK_BOOTTIME), with the boot's id so that a reading from before a
@@ -28,6 +29,12 @@ struct BootClock {
 /// vault file (meta key `lease-seen`) so that every process on this machine
 /// shares one observation. A lease is active until it has been seen for its
 /// duration; how long the holder's clock says it has held it plays no part.
+///
+/// The row is authenticated (`LeaseObservations.sealed`): an earlier "first
+/// seen" would end another machine's lease early and let this one refresh
+/// beside it. A row that fails its check (changed, or moved from another
+/// vault) is dropped, and every lease is then observed afresh: that can
+/// only make this machine wait longer, never refresh sooner.
 struct LeaseObservations {
     static let metaKey = "lease-seen"
 
@@ -86,16 +93,54 @@ struct LeaseObservations {
     }
 }
 
+extension LeaseObservations {
+    static let label = Array("vault.lease-seen.v1".utf8) + [0]
+
+    /// The MAC of `blob`: BLAKE2b-256 keyed with the object-name key over
+    /// the label, the vault id and the blob.
+    static func mac(_ blob: [UInt8], keys: SyncKeys, vaultID: [UInt8]) throws(VaultError) -> [UInt8] {
+        let key = keys.nameKey
+        return try wrap { () throws(CryptoError) in try GenericHash.hash(label + vaultID + blob, key: key) }
+    }
+
+    /// The stored row: the observations, then their MAC.
+    func sealed(keys: SyncKeys, vaultID: [UInt8]) throws(VaultError) -> [UInt8] {
+        let blob = encoded
+        return blob + (try LeaseObservations.mac(blob, keys: keys, vaultID: vaultID))
+    }
+
+    /// The observations of a stored row; none when it is absent or fails
+    /// its check (then leases are observed afresh).
+    init(unsealing row: [UInt8]?, keys: SyncKeys, vaultID: [UInt8], bootID: [UInt8]) throws(VaultError) {
+        guard let row, row.count > 32 else {
+            self.init(decoding: nil, bootID: bootID)
+            return
+        }
+        let blob = Array(row.dropLast(32))
+        let mac = try LeaseObservations.mac(blob, keys: keys, vaultID: vaultID)
+        self.init(decoding: LeaseObservations.same(mac, Array(row.suffix(32))) ? blob : nil, bootID: bootID)
+    }
+
+    /// Equal, in time that does not depend on where they differ.
+    static func same(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return zip(a, b).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+}
+
 extension SyncEngine {
     /// The active leases of `root` by this machine's observation, with the
     /// observation stored for the other processes of this machine.
-    func activeLeases(_ root: SyncRoot) throws(VaultError) -> [SyncRoot.Lease] {
+    func activeLeases(_ root: SyncRoot, keys: SyncKeys) throws(VaultError) -> [SyncRoot.Lease] {
         let clock = BootClock.now()
+        let vaultID = vault.header.vaultID
         var active: [SyncRoot.Lease] = []
         try vault.update { (_: inout StateManifest) throws(VaultError) in
-            var seen = LeaseObservations(decoding: try vault.getMeta(LeaseObservations.metaKey), bootID: clock.bootID)
+            var seen = try LeaseObservations(
+                unsealing: try vault.getMeta(LeaseObservations.metaKey), keys: keys, vaultID: vaultID,
+                bootID: clock.bootID)
             active = seen.observe(root.leases, now: clock.seconds)
-            try vault.putMeta(LeaseObservations.metaKey, seen.encoded)
+            try vault.putMeta(LeaseObservations.metaKey, try seen.sealed(keys: keys, vaultID: vaultID))
         }
         return active
     }

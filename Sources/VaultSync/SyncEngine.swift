@@ -276,7 +276,9 @@ extension SyncEngine {
         // Pushing a record ends this machine's lease on it; other leases
         // stay while they are active by this machine's observation.
         let pushed = Set(outgoing.values.flatMap { $0.map(\.record.id) })
-        next.leases = try activeLeases(next).filter { !($0.device == state.device && pushed.contains($0.record)) }
+        next.leases = try activeLeases(next, keys: keys).filter {
+            !($0.device == state.device && pushed.contains($0.record))
+        }
         var replaced: [[UInt8]] = []
         var uploaded: [[UInt8]] = []
         var pushedBases: [[UInt8]: SyncState.Base] = [:]

@@ -79,7 +79,7 @@ extension SyncEngine {
         guard let (object, root) = try fetchRoot(store, keys) else { return .changed }
         let hash = try SyncRoot.hash(object.bytes)
         guard hash == state.markHash else { return .changed }
-        let active = try activeLeases(root)
+        let active = try activeLeases(root, keys: keys)
         // Processes of this machine refreshing one grant are serialized by
         // its lock, so a lease of this device on the record is replaced.
         if active.contains(where: { $0.record == record && $0.device != state.device }) { return .held }
