@@ -101,6 +101,7 @@ class Run:
         self.counts = {"operations": 0, "killed": 0, "faults": 0, "lost answers": 0}
         self.outages = []  # (start, end) while the store could not be reached
         self.exits = {}  # "command status" -> count
+        self.errors = {}  # "command status: first error line" -> count
         self.timeline = []  # (start, end, machine, command, status, error line), for explaining anomalies
         self.kills = []  # (time, what): every SIGKILL the killer sent
         self.stop_at = 0.0
@@ -183,6 +184,10 @@ class Run:
             self.timeline.append((started, time.time(), m["index"], args[0], rc, self.first_line(err)))
             key = "%s %s" % (args[0], rc)
             self.exits[key] = self.exits.get(key, 0) + 1
+            if rc not in (0, -signal.SIGKILL):
+                # Error lines name grants and paths, never tokens.
+                message = "%s %s: %s" % (args[0], rc, self.first_line(err))
+                self.errors[message] = self.errors.get(message, 0) + 1
         if rc == -signal.SIGKILL:
             with self.lock:
                 self.counts["killed"] += 1
@@ -540,6 +545,7 @@ def main():
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--vault", default=os.path.join(ROOT, ".build", "debug", "vault"))
     parser.add_argument("--keep", action="store_true", help="keep the machines' files")
+    parser.add_argument("--errors", action="store_true", help="list the distinct error messages and their counts")
     args = parser.parse_args()
     run = Run(args)
     started = time.time()
@@ -567,6 +573,9 @@ def main():
               c["killed"], c["faults"], c["lost answers"], c.get("refreshes", 0), c.get("reuses", 0), c.get("after a kill", 0),
               len(run.anomalies)))
     print("  exits: " + ", ".join("%s: %d" % kv for kv in sorted(run.exits.items())))
+    if args.errors:
+        for message, count in sorted(run.errors.items()):
+            print("  %4d x %s" % (count, message))
     for a in run.anomalies:
         print("  anomaly: " + a)
     if args.keep:
