@@ -1,0 +1,71 @@
+import Foundation
+import Glibc
+import Testing
+import VaultCrypto
+import VaultHTTP
+import VaultTestSupport
+
+/// The agent refreshes grants in the background: the token requests and
+/// answers of those refreshes must not outlive 'vault lock' in its memory
+/// (docs/threat-model.md). The scanner's positive control is in
+/// AgentMemoryTests.
+@Suite("the agent's memory after background refreshes")
+struct AgentBackgroundMemoryTests {
+    @Test(
+        "after vault lock, no token of a grant the agent refreshed in the background is left in its memory (read as root)",
+        .enabled(if: AgentMemoryTests.isRoot, "reading another process's memory needs root"))
+    func noTokensAfterBackgroundRefresh() throws {
+        // Access tokens of 4 s: the agent refreshes a used grant every 2 s.
+        let provider = try FixtureServer(script: "chaos_provider.py", arguments: ["4"])
+        let base = "http://127.0.0.1:\(provider.port)"
+        let a = AgentHome()
+        try a.home.initPassphraseVault("agent passphrase")
+        try a.home.providerFile(
+            "chaos",
+            [
+                "token_endpoint": base + "/token", "authorization_endpoint": base + "/authorize", "client_id": "chaos",
+                "flows": ["browser"],
+            ])
+        var minted = try mint(base)
+        minted["provider"] = "chaos"
+        var direct = a.home.environment
+        direct["VAULT_AGENT"] = "off"
+        let json = String(decoding: try JSONSerialization.data(withJSONObject: minted), as: UTF8.self)
+        #expect(try VaultProcess.run(["import", "g"], environment: direct, stdin: json).status == 0)
+        let agent = try a.home.start("agent", "--foreground", "--idle-timeout", "1h", "--refresh-before", "1h")
+        defer {
+            agent.signal(SIGTERM)
+            _ = agent.wait(timeout: 10)
+        }
+        let pid = try #require(try a.waitForAgent())
+        a.home.extra["VAULT_PASSPHRASE_FILE"] = nil
+        #expect(try a.home.run("token", "g").status == 0)
+        #expect(try eventually(within: 30) { try refreshes(base) >= 4 }, "the agent refreshes in the background")
+        #expect(try a.home.run("lock").status == 0)
+        #expect(!AgentHome.gone(pid, within: 0.5), "a foreground agent stays up, locked")
+        let shown = try VaultProcess.run(["show", "g", "--reveal", "--json"], environment: direct)
+        let doc = try #require(try JSONSerialization.jsonObject(with: Data(shown.stdout.utf8)) as? [String: Any])
+        let refresh = try #require(doc["refresh_token"] as? String)
+        let access = try #require(doc["access_token"] as? String)
+        // Every token this provider issues starts "crt-" or "cat-": none of
+        // the refreshes' requests or answers may be left behind.
+        let after = try memoryCounts(pid: pid, [access, refresh, "crt-", "cat-"])
+        #expect(after[refresh] == 0, "refresh token copies left: \(after[refresh] ?? -1)")
+        #expect(after[access] == 0, "access token copies left: \(after[access] ?? -1)")
+        #expect(after["crt-"] == 0 && after["cat-"] == 0, "earlier tokens left: \(after)")
+    }
+
+    func mint(_ base: String) throws -> [String: Any] {
+        var request = HTTPRequest(method: "POST", url: base + "/__mint")
+        request.body = try SecureBytes(copying: Array("{}".utf8))
+        let r = try CurlTransport().send(request)
+        return try #require(
+            try JSONSerialization.jsonObject(with: r.body.withUnsafeBytes { Data($0) }) as? [String: Any])
+    }
+
+    func refreshes(_ base: String) throws -> Int {
+        let r = try CurlTransport().send(HTTPRequest(method: "GET", url: base + "/__log"))
+        let log = try JSONSerialization.jsonObject(with: r.body.withUnsafeBytes { Data($0) }) as? [[String: Any]] ?? []
+        return log.filter { $0["outcome"] as? String == "ok" }.count
+    }
+}
