@@ -69,3 +69,53 @@ struct AgentBackgroundMemoryTests {
         return log.filter { $0["outcome"] as? String == "ok" }.count
     }
 }
+
+/// Syncs through the agent decrypt every grant to put it in a bucket: none
+/// of them may outlive 'vault lock' in the agent's memory either.
+@Suite("the agent's memory after syncs")
+struct AgentSyncMemoryTests {
+    @Test(
+        "after vault lock, no token of a grant synced through the agent is left in its memory (read as root)",
+        .enabled(if: AgentMemoryTests.isRoot, "reading another process's memory needs root"))
+    func noTokensAfterSyncs() throws {
+        let dir = TemporaryDirectory()
+        let password = dir.path + "/password"
+        FileManager.default.createFile(
+            atPath: password, contents: Data("store password\n".utf8), attributes: [.posixPermissions: 0o600])
+        let dav = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", password])
+        let settings = try JSONSerialization.jsonObject(with: Data(dav.firstLine.utf8)) as! [String: Any]
+        let a = AgentHome()
+        try a.home.initPassphraseVault("agent passphrase")
+        let agent = try a.home.start("agent", "--foreground", "--idle-timeout", "1h")
+        defer {
+            agent.signal(SIGTERM)
+            _ = agent.wait(timeout: 10)
+        }
+        var direct = a.home.environment
+        direct["VAULT_AGENT"] = "off"
+        let set = try VaultProcess.run(
+            ["remote", "set", settings["url"] as! String, "--user", "vault", "--password-file", password],
+            environment: direct)
+        #expect(set.status == 0, "\(set.stderr)")
+        // The agent takes the key from the first command that unlocks.
+        #expect(try a.home.run("list").status == 0)
+        let pid = try #require(try a.waitForAgent())
+        a.home.extra["VAULT_PASSPHRASE_FILE"] = nil
+        #expect(try a.home.run("agent", "--status").status == 0)
+        var canaries: [String] = []
+        for i in 0..<3 {
+            let access = "access-\(UUID().uuidString)-canary"
+            let refresh = "refresh-\(UUID().uuidString)-canary"
+            canaries += [access, refresh]
+            let json = #"{"access_token":"\#(access)","refresh_token":"\#(refresh)","expires_in":3600,"provider":"p"}"#
+            #expect(try a.home.run("import", "g\(i)", stdin: json).status == 0)
+            let synced = try a.home.run("sync")
+            #expect(synced.status == 0, "\(synced.stderr)")
+            #expect(try a.home.run("token", "g\(i)").stdout == access + "\n")
+        }
+        #expect(try a.home.run("lock").status == 0)
+        #expect(!AgentHome.gone(pid, within: 0.5), "a foreground agent stays up, locked")
+        let after = try memoryCounts(pid: pid, canaries + ["-canary"])
+        #expect(after.values.allSatisfy { $0 == 0 }, "tokens left after lock: \(after.filter { $0.value > 0 }.count)")
+    }
+}
