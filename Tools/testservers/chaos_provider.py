@@ -16,7 +16,6 @@ refresh is logged. Prints the port, serves until stdin closes.
                        revoked (a token of a revoked family), unknown;
                        never a token
 """
-import json
 import secrets
 import sys
 import threading
@@ -24,7 +23,7 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler
 
-from common import serve_http_until_stdin_closes
+from common import answer_json, serve_http_until_stdin_closes
 
 EXPIRES_IN = int(sys.argv[1]) if len(sys.argv) > 1 else 10
 LOCK = threading.Lock()
@@ -53,13 +52,7 @@ class Provider(BaseHTTPRequestHandler):
         pass
 
     def answer(self, status, obj):
-        body = json.dumps(obj).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        answer_json(self, status, obj)
 
     def do_GET(self):
         if self.path == "/__log":

@@ -39,6 +39,19 @@ def stop_pid(pid, group=False):
         pass
 
 
+def answer_json(handler, status, doc):
+    """Answers a BaseHTTPRequestHandler's request with `doc` as JSON, not
+    cached (as token endpoints answer)."""
+    import json
+    body = json.dumps(doc).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Cache-Control", "no-store")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 def no_redirect_opener():
     """A urllib opener that ignores proxy settings and follows no redirect."""
     import urllib.request

@@ -15,7 +15,6 @@ stdin closes (so it dies with whatever started it):
   POST /__reset        sets "peak_in_flight" to the current "in_flight"
   POST /__release      closes every stalled connection now, without an answer
 """
-import json
 import select
 import signal
 import socket
@@ -24,6 +23,8 @@ import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from common import answer_json
 
 LOCK = threading.Lock()
 STATE = {"requests": 0, "stalled": 0, "in_flight": 0, "peak_in_flight": 0, "issued": 0, "released": 0}
@@ -37,13 +38,7 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def json_answer(self, status, doc):
-        body = json.dumps(doc).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        answer_json(self, status, doc)
 
     def stall(self):
         """Holds the connection without a byte of answer until the client
