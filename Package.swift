@@ -46,12 +46,16 @@ let package = Package(
         .testTarget(name: "VaultStorageTests", dependencies: ["VaultStorage"]),
         .testTarget(name: "VaultHTTPTests", dependencies: ["VaultHTTP", "VaultTestSupport"]),
         .testTarget(
+            name: "VaultCoreTests",
+            dependencies: ["VaultCore", "VaultCrypto", "VaultStorage", "VaultHTTP", "VaultTestSupport"],
+            resources: [.copy("Vectors")]),
+        .testTarget(
+            name: "VaultSyncTests", dependencies: ["VaultSync", "VaultCore", "VaultCrypto", "VaultTestSupport"]),
+        .testTarget(
             name: "VaultKitTests",
             dependencies: [
-                "VaultKit", "VaultCore", "VaultSync", "VaultAgent", "VaultCrypto", "VaultStorage", "VaultHTTP",
-                "VaultTestSupport",
-            ],
-            resources: [.copy("Vectors")]),
+                "VaultKit", "VaultCore", "VaultSync", "VaultAgent", "VaultCrypto", "VaultHTTP", "VaultTestSupport",
+            ]),
         .testTarget(
             name: "VaultCLITests", dependencies: ["VaultTestSupport", "VaultHTTP", "VaultCrypto"],
             exclude: ["Transcripts"]),

@@ -80,7 +80,7 @@ struct AgentSyncMemoryTests {
     func noTokensAfterSyncs() throws {
         let dir = TemporaryDirectory()
         let password = dir.path + "/password"
-        FileManager.default.createFile(
+        _ = FileManager.default.createFile(
             atPath: password, contents: Data("store password\n".utf8), attributes: [.posixPermissions: 0o600])
         let dav = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", password])
         let settings = try JSONSerialization.jsonObject(with: Data(dav.firstLine.utf8)) as! [String: Any]

@@ -118,7 +118,6 @@ struct AgentTests {
     func tokenLoadsNoCrypto() throws {
         let a = AgentHome()
         _ = try a.startWithGrant()
-        let home = a.home
         // glibc's loader names every library it maps, dlopen included.
         func loaded(_ home: Home, _ args: String...) throws -> String {
             let r = try VaultProcess.run(args, environment: home.environment.merging(["LD_DEBUG": "files"]) { $1 })
@@ -260,7 +259,7 @@ struct AgentTests {
         let binary = dir.path + "/vault"
         try FileManager.default.copyItem(atPath: VaultProcess.binary, toPath: binary)
         for d in [home, run] { mkdir(d, 0o700) }
-        FileManager.default.createFile(
+        _ = FileManager.default.createFile(
             atPath: home + "/pw", contents: Data("pw\n".utf8), attributes: [.posixPermissions: 0o600])
         for p in [dir.path, home, run, home + "/pw", binary] { chown(p, 65534, 65534) }
         chmod(dir.path, 0o755)

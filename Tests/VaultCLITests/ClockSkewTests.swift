@@ -30,7 +30,7 @@ final class ClockSkewTests {
 
     init() throws {
         let file = dir.path + "/password"
-        FileManager.default.createFile(
+        _ = FileManager.default.createFile(
             atPath: file, contents: Data("store password\n".utf8), attributes: [.posixPermissions: 0o600])
         dav = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", file])
         let settings = try JSONSerialization.jsonObject(with: Data(dav.firstLine.utf8)) as! [String: Any]

@@ -27,7 +27,7 @@ final class KeyslotPropertyTests {
 
     init() throws {
         let file = dir.path + "/password"
-        FileManager.default.createFile(
+        _ = FileManager.default.createFile(
             atPath: file, contents: Data("store password\n".utf8), attributes: [.posixPermissions: 0o600])
         dav = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", file])
         let settings = try JSONSerialization.jsonObject(with: Data(dav.firstLine.utf8)) as! [String: Any]
@@ -35,7 +35,7 @@ final class KeyslotPropertyTests {
         // A private session bus with an unlocked keyring, kept for the suite.
         let script = dir.path + "/session.sh"
         let out = dir.path + "/bus"
-        FileManager.default.createFile(
+        _ = FileManager.default.createFile(
             atPath: script,
             contents: Data(
                 """

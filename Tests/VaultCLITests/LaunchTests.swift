@@ -19,7 +19,7 @@ struct LaunchTests {
             "name": "bad", "authorization_endpoint": fixture.base + "/authorize",
             "token_endpoint": fixture.base + "/status/200", "client_id": "c", "scopes": ["read"], "flows": ["browser"],
         ]
-        FileManager.default.createFile(
+        _ = FileManager.default.createFile(
             atPath: dir + "/bad.json", contents: try JSONSerialization.data(withJSONObject: provider))
         // The browser records what it got, then delivers a fake code so the
         // flow ends (refused at the token endpoint).

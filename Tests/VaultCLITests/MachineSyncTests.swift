@@ -27,7 +27,7 @@ final class MachineSyncTests {
         a.write(a.path + "/key.json", String(decoding: try JSONSerialization.data(withJSONObject: key), as: UTF8.self))
 
         let password = dir.path + "/password"
-        FileManager.default.createFile(
+        _ = FileManager.default.createFile(
             atPath: password, contents: Data("store password\n".utf8), attributes: [.posixPermissions: 0o600])
         let dav = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", password])
         let url =

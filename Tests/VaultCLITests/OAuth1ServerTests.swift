@@ -15,7 +15,7 @@ struct OAuth1ServerTests {
     let settings: Settings
     let home = Home()
     static let keyPath = FixtureServer.root.appendingPathComponent(
-        "Tests/VaultKitTests/Vectors/oauth1-test-rsa-key.pem"
+        "Tests/VaultCoreTests/Vectors/oauth1-test-rsa-key.pem"
     ).path
 
     init() throws {
@@ -120,7 +120,7 @@ struct OAuth1ServerTests {
         ]
         let dir = home.path + "/config/vault/providers"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        FileManager.default.createFile(
+        _ = FileManager.default.createFile(
             atPath: dir + "/local1.json", contents: try JSONSerialization.data(withJSONObject: fields))
     }
 

@@ -75,7 +75,7 @@ final class ProviderScene {
         let dir = home.path + "/config/vault/providers"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let data = try JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])
-        FileManager.default.createFile(atPath: dir + "/\(provider).json", contents: data)
+        _ = FileManager.default.createFile(atPath: dir + "/\(provider).json", contents: data)
     }
 
     /// A control request to the fixture; its JSON answer.

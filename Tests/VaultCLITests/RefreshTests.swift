@@ -145,7 +145,7 @@ struct RefreshTests {
     func syncedRefresh() throws {
         let dir = TemporaryDirectory()
         let passwordFile = dir.path + "/store-password"
-        FileManager.default.createFile(
+        _ = FileManager.default.createFile(
             atPath: passwordFile, contents: Data("pw\n".utf8), attributes: [.posixPermissions: 0o600])
         let dav = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", passwordFile])
         let url = (try JSONSerialization.jsonObject(with: Data(dav.firstLine.utf8)) as! [String: Any])["url"] as! String

@@ -56,7 +56,7 @@ final class DavScenario {
 
     init(_ kind: DavServer) throws {
         let file = dir.path + "/password"
-        FileManager.default.createFile(
+        _ = FileManager.default.createFile(
             atPath: file, contents: Data("store password\n".utf8), attributes: [.posixPermissions: 0o600])
         if kind == .apache {
             server = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", file])

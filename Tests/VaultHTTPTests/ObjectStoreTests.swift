@@ -17,7 +17,7 @@ final class ObjectStoreTests {
 
     init() throws {
         let file = dir.path + "/password"
-        FileManager.default.createFile(
+        _ = FileManager.default.createFile(
             atPath: file, contents: Data("store password".utf8), attributes: [.posixPermissions: 0o600])
         password = try SecureBytes(copying: Array("store password".utf8))
         dav = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", file])

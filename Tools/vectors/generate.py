@@ -3,7 +3,7 @@
 
 This is a second implementation of the format, independent of the Swift
 code: if both agree on these bytes, the document describes what the code
-does. Run it to regenerate Tests/VaultKitTests/Vectors/format-v1.json:
+does. Run it to regenerate Tests/VaultCoreTests/Vectors/format-v1.json:
 
     pip install pynacl && python3 Tools/vectors/generate.py
 
@@ -19,7 +19,7 @@ import unicodedata
 import nacl.bindings as sodium
 import nacl.pwhash
 
-OUT = os.path.join(os.path.dirname(__file__), "..", "..", "Tests", "VaultKitTests", "Vectors", "format-v1.json")
+OUT = os.path.join(os.path.dirname(__file__), "..", "..", "Tests", "VaultCoreTests", "Vectors", "format-v1.json")
 MIN_OPS, MIN_MEM = 2, 64 << 20
 
 

@@ -1,4 +1,4 @@
-package import VaultCrypto
+import VaultCrypto
 
 /// Appends big-endian fields to a byte array.
 package struct ByteWriter {

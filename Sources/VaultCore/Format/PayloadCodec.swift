@@ -1,6 +1,6 @@
-package import FoundationEssentials
+import FoundationEssentials
 internal import Glibc
-package import VaultCrypto
+import VaultCrypto
 
 /// A small strict streaming JSON reader (RFC 8259) for record payloads.
 /// Listing ten thousand grants spends its time decoding payloads, and

@@ -1,5 +1,5 @@
 internal import Glibc
-package import VaultCrypto
+import VaultCrypto
 
 /// The authenticated list of records and their versions (see docs/format.md,
 /// "State"). It is what detects a record rolled back to an older copy of

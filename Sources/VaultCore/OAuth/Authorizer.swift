@@ -1,4 +1,4 @@
-public import FoundationEssentials
+import FoundationEssentials
 internal import Glibc
 package import VaultCrypto
 public import VaultHTTP

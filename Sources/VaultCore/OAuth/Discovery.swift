@@ -1,4 +1,4 @@
-package import FoundationEssentials
+import FoundationEssentials
 public import VaultHTTP
 
 /// OpenID Connect Discovery 1.0: a provider from its issuer URL.

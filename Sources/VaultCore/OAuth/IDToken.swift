@@ -1,5 +1,5 @@
 package import FoundationEssentials
-package import VaultCrypto
+import VaultCrypto
 
 /// The claims vault checks in an ID token received straight from the token
 /// endpoint over TLS. OpenID Connect Core 3.1.3.7 lets such a client rely

@@ -1,5 +1,5 @@
 package import FoundationEssentials
-package import VaultCrypto
+import VaultCrypto
 
 /// The signed assertions of RFC 7523: a JWT signed with RS256 by a
 /// service account's key (section 2.1, the JWT bearer grant) or by a

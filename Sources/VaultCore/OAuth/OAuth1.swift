@@ -1,5 +1,5 @@
 public import VaultCrypto
-package import VaultHTTP
+import VaultHTTP
 
 /// How OAuth 1.0a requests are signed (RFC 5849 section 3.4).
 public enum OAuth1SignatureMethod: String, Sendable, Codable {

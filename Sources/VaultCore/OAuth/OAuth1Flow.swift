@@ -1,6 +1,6 @@
-package import FoundationEssentials
-package import VaultCrypto
-package import VaultHTTP
+import FoundationEssentials
+import VaultCrypto
+import VaultHTTP
 
 /// RFC 5849 section 2: temporary credentials, the person's authorization,
 /// token credentials. The callback is a loopback listener (browser) or

@@ -1,4 +1,4 @@
-package import VaultCrypto
+import VaultCrypto
 
 /// Proof Key for Code Exchange (RFC 7636) with the S256 method, always.
 public struct PKCE: Sendable {

@@ -1,4 +1,4 @@
-package import FoundationEssentials
+import FoundationEssentials
 package import VaultCrypto
 public import VaultHTTP
 

@@ -1,5 +1,5 @@
-package import FoundationEssentials
-package import VaultHTTP
+import FoundationEssentials
+import VaultHTTP
 
 /// An OAuth 2.0 / OpenID Connect provider: endpoints, client and quirks,
 /// all as data (docs/providers.md). Presets ship in config/providers/;

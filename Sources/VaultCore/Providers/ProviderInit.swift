@@ -1,4 +1,4 @@
-public import FoundationEssentials
+import FoundationEssentials
 
 extension Provider {
     /// Describes a provider in code (an app that knows its provider need

@@ -1,4 +1,4 @@
-package import FoundationEssentials
+import FoundationEssentials
 internal import Glibc
 
 /// This machine's lock for refreshing one grant: an `flock` on a file in

@@ -1,6 +1,6 @@
 package import FoundationEssentials
-package import VaultCrypto
-package import VaultStorage
+import VaultCrypto
+import VaultStorage
 
 // The record operations a refresh needs: each one short transaction, never
 // held across a token request.

@@ -1,5 +1,5 @@
 public import FoundationEssentials
-package import VaultCrypto
+import VaultCrypto
 public import VaultHTTP
 
 /// How a fresh token was obtained.

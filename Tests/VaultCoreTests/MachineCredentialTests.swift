@@ -14,7 +14,7 @@ import VaultTestSupport
 @Suite("machine credentials: RS256 assertions, keys and key files")
 struct MachineCredentialTests {
     static let keyPath = FixtureServer.root.appendingPathComponent(
-        "Tests/VaultKitTests/Vectors/oauth1-test-rsa-key.pem"
+        "Tests/VaultCoreTests/Vectors/oauth1-test-rsa-key.pem"
     ).path
     let dir = TemporaryDirectory()
 

@@ -1,9 +1,7 @@
 import Foundation
 import Testing
 
-@testable import VaultAgent
 @testable import VaultCore
-@testable import VaultSync
 
 @Suite("the payload JSON reader")
 struct PayloadCodecTests {

@@ -2,9 +2,7 @@ import Foundation
 import Testing
 import VaultHTTP
 
-@testable import VaultAgent
 @testable import VaultCore
-@testable import VaultSync
 
 struct PKCEVectors: Decodable {
     struct Case: Decodable {

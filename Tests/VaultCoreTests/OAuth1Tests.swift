@@ -3,9 +3,7 @@ import Testing
 import VaultCrypto
 import VaultHTTP
 
-@testable import VaultAgent
 @testable import VaultCore
-@testable import VaultSync
 
 struct OAuth1Vector: Decodable, CustomTestStringConvertible {
     let name, method, url, nonce, signature_method, signature, consumer_key: String

@@ -4,9 +4,7 @@ import VaultCrypto
 import VaultHTTP
 import VaultTestSupport
 
-@testable import VaultAgent
 @testable import VaultCore
-@testable import VaultSync
 
 @Suite("the token endpoint client")
 struct TokenEndpointTests {

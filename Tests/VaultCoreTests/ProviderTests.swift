@@ -2,9 +2,7 @@ import Foundation
 import Testing
 import VaultTestSupport
 
-@testable import VaultAgent
 @testable import VaultCore
-@testable import VaultSync
 
 @Suite("providers as data")
 struct ProviderTests {
@@ -95,7 +93,7 @@ struct ProviderTests {
         let providers = dir.path + "/providers"
         try FileManager.default.createDirectory(atPath: providers, withIntermediateDirectories: true)
         for (name, text) in files {
-            FileManager.default.createFile(atPath: providers + "/" + name, contents: Data(text.utf8))
+            _ = FileManager.default.createFile(atPath: providers + "/" + name, contents: Data(text.utf8))
         }
         return (ProviderCatalog.load(configDirectory: dir.path), dir)
     }

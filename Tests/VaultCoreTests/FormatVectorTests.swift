@@ -4,9 +4,7 @@ import VaultCrypto
 import VaultStorage
 import VaultTestSupport
 
-@testable import VaultAgent
 @testable import VaultCore
-@testable import VaultSync
 
 /// The vectors of Tools/vectors/generate.py, an independent implementation
 /// of docs/format.md: the Swift code must open exactly those bytes.

@@ -3,9 +3,7 @@ import Testing
 import VaultCrypto
 import VaultTestSupport
 
-@testable import VaultAgent
 @testable import VaultCore
-@testable import VaultSync
 
 @Suite("the GTMAppAuth-style store")
 struct VaultStoreTests {

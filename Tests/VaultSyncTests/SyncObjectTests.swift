@@ -3,7 +3,6 @@ import Testing
 import VaultCrypto
 import VaultTestSupport
 
-@testable import VaultAgent
 @testable import VaultCore
 @testable import VaultSync
 

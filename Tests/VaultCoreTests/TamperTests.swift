@@ -4,9 +4,7 @@ import VaultCrypto
 import VaultStorage
 import VaultTestSupport
 
-@testable import VaultAgent
 @testable import VaultCore
-@testable import VaultSync
 
 /// Direct access to the vault file's rows, as an attacker with the disk has.
 struct RawVault {
