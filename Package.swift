@@ -40,7 +40,7 @@ let package = Package(
         .executableTarget(name: "vault", dependencies: ["VaultCLI"]),
 
         .target(
-            name: "VaultTestSupport", dependencies: ["VaultKit", "VaultCore", "VaultCrypto", "CPlatform"],
+            name: "VaultTestSupport", dependencies: ["VaultKit", "VaultCore", "VaultCrypto", "VaultHTTP", "CPlatform"],
             path: "Tests/VaultTestSupport"),
         .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto"]),
         .testTarget(name: "VaultStorageTests", dependencies: ["VaultStorage"]),

@@ -22,31 +22,23 @@ final class ClockSkewTests {
     }
 
     let dir = TemporaryDirectory()
-    let dav: FixtureServer
-    let store: FixtureServer
+    let store: WebDAVStore
     let provider: CountedProvider
     let ahead = Machine(clock: "+5m")
     let behind = Machine(clock: "-5m")
 
     init() throws {
-        let file = dir.path + "/password"
-        _ = FileManager.default.createFile(
-            atPath: file, contents: Data("store password\n".utf8), attributes: [.posixPermissions: 0o600])
-        dav = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", file])
-        let settings = try JSONSerialization.jsonObject(with: Data(dav.firstLine.utf8)) as! [String: Any]
-        store = try FixtureServer(script: "store_proxy.py", arguments: ["http://127.0.0.1:\(settings["port"] as! Int)"])
+        store = try WebDAVStore(in: dir.path, proxied: true)
         provider = try CountedProvider()
         try ahead.home.initKeyfileVault()
         behind.home.extra["VAULT_KEYFILE"] = ahead.home.path + "/key"
     }
 
-    var storeURL: String { "http://127.0.0.1:\(store.port)/store/" }
+    var storeURL: String { store.url }
 
     /// Requests the store has seen.
     func storeRequests() throws -> Int {
-        let r = try CurlTransport().send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(store.port)/__counts"))
-        let doc = try JSONSerialization.jsonObject(with: r.body.withUnsafeBytes { Data($0) }) as? [String: Any]
-        return doc?["requests"] as? Int ?? 0
+        try store.control("counts")["requests"] as? Int ?? 0
     }
 
     func state(_ r: ProcessResult) -> String? {

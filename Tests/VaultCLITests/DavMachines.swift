@@ -8,20 +8,11 @@ import VaultTestSupport
 /// WebDAV behind the fault-injecting proxy (Tools/testservers/store_proxy.py).
 final class DavMachines {
     let dir = TemporaryDirectory()
-    let dav: FixtureServer
-    let proxy: FixtureServer
-    /// The Apache collection's files, as the server keeps them.
-    let storeDir: String
+    let store: WebDAVStore
     let homes: [Home]
 
     init(count: Int) throws {
-        let file = dir.path + "/password"
-        _ = FileManager.default.createFile(
-            atPath: file, contents: Data("store password\n".utf8), attributes: [.posixPermissions: 0o600])
-        dav = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", file])
-        let settings = try JSONSerialization.jsonObject(with: Data(dav.firstLine.utf8)) as! [String: Any]
-        storeDir = dir.path + "/dav/www/store"
-        proxy = try FixtureServer(script: "store_proxy.py", arguments: ["http://127.0.0.1:\(settings["port"] as! Int)"])
+        store = try WebDAVStore(in: dir.path, proxied: true)
         homes = (0..<count).map { _ in Home() }
         try homes[0].initKeyfileVault()
         for home in homes {
@@ -31,14 +22,11 @@ final class DavMachines {
         }
     }
 
-    var url: String { "http://127.0.0.1:\(proxy.port)/store/" }
+    var url: String { store.url }
 
     /// Sends a control request to the proxy (`mode/nocas`, `lostack/3`...).
     @discardableResult
-    func control(_ path: String) throws -> [String: Any] {
-        let r = try CurlTransport().send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(proxy.port)/__\(path)"))
-        return (try? JSONSerialization.jsonObject(with: Data(r.body.unsafeCopyToArray())) as? [String: Any]) ?? [:]
-    }
+    func control(_ path: String) throws -> [String: Any] { try store.control(path) }
 
     /// Sets the store on the first machine, syncs it, and joins the others.
     func connectAll() throws {
@@ -60,6 +48,6 @@ final class DavMachines {
 
     /// The bucket objects the store holds.
     func buckets() throws -> [String] {
-        try FileManager.default.contentsOfDirectory(atPath: storeDir).filter { $0.hasPrefix("b-") }
+        try FileManager.default.contentsOfDirectory(atPath: store.files).filter { $0.hasPrefix("b-") }
     }
 }

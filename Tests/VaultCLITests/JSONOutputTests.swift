@@ -109,12 +109,9 @@ struct JSONOutputTests {
             "needs glewlwyd and apache2 (Tools/setup)"))
     func networkedCommands() throws {
         let dir = TemporaryDirectory()
-        let password = dir.path + "/password"
-        _ = FileManager.default.createFile(
-            atPath: password, contents: Data("store password\n".utf8), attributes: [.posixPermissions: 0o600])
-        let dav = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", password])
-        let settings = try #require(try JSONSerialization.jsonObject(with: Data(dav.firstLine.utf8)) as? [String: Any])
-        let store = "http://127.0.0.1:\(try #require(settings["port"] as? Int))/store/"
+        let dav = try WebDAVStore(in: dir.path)
+        let store = dav.url
+        let password = dav.passwordFile
         let provider = try CountedProvider()
         try initialize(home)
         home.extra["VAULT_AGENT"] = "off"

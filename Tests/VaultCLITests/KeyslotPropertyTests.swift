@@ -19,19 +19,14 @@ final class KeyslotPropertyTests {
     static let steps = 10
 
     let dir = TemporaryDirectory()
-    let dav: FixtureServer
-    let storeBase: String
+    let dav: WebDAVStore
+    var storeBase: String { dav.directURL }
     let keyring: RunningProcess
     let sleeper: Int32
     let bus: String
 
     init() throws {
-        let file = dir.path + "/password"
-        _ = FileManager.default.createFile(
-            atPath: file, contents: Data("store password\n".utf8), attributes: [.posixPermissions: 0o600])
-        dav = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", file])
-        let settings = try JSONSerialization.jsonObject(with: Data(dav.firstLine.utf8)) as! [String: Any]
-        storeBase = settings["url"] as! String
+        dav = try WebDAVStore(in: dir.path)
         // A private session bus with an unlocked keyring, kept for the suite.
         let script = dir.path + "/session.sh"
         let out = dir.path + "/bus"
@@ -71,7 +66,7 @@ final class KeyslotPropertyTests {
         var runs = 0
         for sequence in 0..<Self.sequences {
             // Each sequence's vault has a collection of its own in the store.
-            let collection = dir.path + "/dav/www/store/seq\(sequence)"
+            let collection = dav.files + "/seq\(sequence)"
             try FileManager.default.createDirectory(
                 atPath: collection, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o777])
             chmod(collection, 0o777)

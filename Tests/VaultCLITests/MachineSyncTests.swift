@@ -26,22 +26,19 @@ final class MachineSyncTests {
         ]
         a.write(a.path + "/key.json", String(decoding: try JSONSerialization.data(withJSONObject: key), as: UTF8.self))
 
-        let password = dir.path + "/password"
-        _ = FileManager.default.createFile(
-            atPath: password, contents: Data("store password\n".utf8), attributes: [.posixPermissions: 0o600])
-        let dav = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", password])
-        let url =
-            (try JSONSerialization.jsonObject(with: Data(dav.firstLine.utf8)) as? [String: Any])?["url"] as? String
+        let dav = try WebDAVStore(in: dir.path)
+        let url = dav.url
+        let password = dav.passwordFile
         try a.initKeyfileVault()
         b.extra["VAULT_KEYFILE"] = a.path + "/key"
         for home in [a, b] { home.extra["VAULT_AGENT"] = "off" }
 
         try #require(try a.run("add", "ci", "--service-account", a.path + "/key.json").status == 0)
         try FileManager.default.removeItem(atPath: a.path + "/key.json")
-        let remote = try a.run("remote", "set", url ?? "", "--user", "vault", "--password-file", password)
+        let remote = try a.run("remote", "set", url, "--user", "vault", "--password-file", password)
         try #require(remote.status == 0, "\(remote.stderr)")
         try #require(try a.run("sync").status == 0)
-        let joined = try b.run("join", url ?? "", "--user", "vault", "--password-file", password)
+        let joined = try b.run("join", url, "--user", "vault", "--password-file", password)
         try #require(joined.status == 0, "\(joined.stderr)")
 
         let minted = try b.run("refresh", "ci")
@@ -50,7 +47,7 @@ final class MachineSyncTests {
         #expect(log?.count == 2)
         #expect(try b.listed()["ci"]?["kind"] as? String == "service_account")
 
-        let store = dir.path + "/dav/www/store"
+        let store = dav.files
         let body = String(pem.split(separator: "\n")[1])
         for name in try FileManager.default.contentsOfDirectory(atPath: store) {
             let text = String(decoding: try Data(contentsOf: URL(fileURLWithPath: store + "/" + name)), as: UTF8.self)

@@ -144,11 +144,9 @@ struct RefreshTests {
     @Test("two synced machines refreshing one grant at once spend its one-use refresh token once")
     func syncedRefresh() throws {
         let dir = TemporaryDirectory()
-        let passwordFile = dir.path + "/store-password"
-        _ = FileManager.default.createFile(
-            atPath: passwordFile, contents: Data("pw\n".utf8), attributes: [.posixPermissions: 0o600])
-        let dav = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", passwordFile])
-        let url = (try JSONSerialization.jsonObject(with: Data(dav.firstLine.utf8)) as! [String: Any])["url"] as! String
+        let dav = try WebDAVStore(in: dir.path, password: "pw")
+        let url = dav.url
+        let passwordFile = dav.passwordFile
         home.extra["VAULT_AGENT"] = "off"
         _ = try importGrant("work")  // expired: the next token call refreshes
         #expect(try home.run("remote", "set", url, "--user", "vault", "--password-file", passwordFile).status == 0)

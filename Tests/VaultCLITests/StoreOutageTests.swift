@@ -22,8 +22,8 @@ final class StoreOutageTests {
     }
 
     let dir = TemporaryDirectory()
-    let dav: FixtureServer
-    let davBase: String
+    let dav: WebDAVStore
+    var davBase: String { "http://127.0.0.1:\(dav.port)" }
     var proxy: FixtureServer?
     let proxyPort: Int
     let provider: CountedProvider
@@ -31,13 +31,10 @@ final class StoreOutageTests {
     let b = Home()
 
     init() throws {
-        let file = dir.path + "/password"
-        _ = FileManager.default.createFile(
-            atPath: file, contents: Data("store password\n".utf8), attributes: [.posixPermissions: 0o600])
-        dav = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", file])
-        let settings = try JSONSerialization.jsonObject(with: Data(dav.firstLine.utf8)) as! [String: Any]
-        davBase = "http://127.0.0.1:\(settings["port"] as! Int)"
-        let proxy = try FixtureServer(script: "store_proxy.py", arguments: [davBase])
+        // The proxy is this suite's own: `takeAway(.gone)` stops it and
+        // starts it again on the same port.
+        dav = try WebDAVStore(in: dir.path)
+        let proxy = try FixtureServer(script: "store_proxy.py", arguments: ["http://127.0.0.1:\(dav.port)"])
         proxyPort = proxy.port
         self.proxy = proxy
         provider = try CountedProvider()

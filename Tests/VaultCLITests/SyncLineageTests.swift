@@ -57,7 +57,7 @@ struct SyncLineageTests {
         #expect(try a.run("sync").status == 0)
         let written = Set(try m.buckets()).subtracting(before)
         try #require(!written.isEmpty)
-        for name in written { unlink(m.storeDir + "/" + name) }
+        for name in written { unlink(m.store.files + "/" + name) }
         let listed = try b.listedNames().names
 
         let r = try b.run("sync")

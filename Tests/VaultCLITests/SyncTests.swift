@@ -9,22 +9,16 @@ import VaultTestSupport
 @Suite("sync through a WebDAV store")
 final class SyncTests {
     let dir = TemporaryDirectory()
-    let dav: FixtureServer
-    let proxy: FixtureServer
-    let davURL: String
-    let storeDir: String
+    let store: WebDAVStore
+    /// Apache's collection, without the proxy.
+    var davURL: String { store.directURL }
+    /// The collection's files, as Apache keeps them.
+    var storeDir: String { store.files }
     let a = Home()
     let b = Home()
 
     init() throws {
-        let file = dir.path + "/password"
-        _ = FileManager.default.createFile(
-            atPath: file, contents: Data("store password\n".utf8), attributes: [.posixPermissions: 0o600])
-        dav = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", file])
-        let settings = try JSONSerialization.jsonObject(with: Data(dav.firstLine.utf8)) as! [String: Any]
-        davURL = settings["url"] as! String
-        storeDir = dir.path + "/dav/www/store"
-        proxy = try FixtureServer(script: "store_proxy.py", arguments: ["http://127.0.0.1:\(settings["port"] as! Int)"])
+        store = try WebDAVStore(in: dir.path, proxied: true)
         try a.initKeyfileVault()
         for home in [a, b] {
             home.extra["VAULT_AGENT"] = "off"
@@ -34,10 +28,10 @@ final class SyncTests {
         b.extra["VAULT_KEYFILE"] = a.path + "/key"
     }
 
-    var proxied: String { "http://127.0.0.1:\(proxy.port)/store/" }
+    var proxied: String { store.url }
 
     func control(_ path: String) throws {
-        _ = try CurlTransport().send(HTTPRequest(method: "GET", url: "http://127.0.0.1:\(proxy.port)/__\(path)"))
+        try store.control(path)
     }
 
     func connect(_ home: Home, url: String? = nil) throws {
@@ -324,7 +318,7 @@ final class SyncTests {
         c.extra["VAULT_AGENT"] = "off"
         c.write(c.path + "/store-password", "store password\n")
         try c.run("import", "x", stdin: Home.tokenJSON("c"))
-        let otherStore = dir.path + "/dav/www/store/other"
+        let otherStore = storeDir + "/other"
         try FileManager.default.createDirectory(atPath: otherStore, withIntermediateDirectories: true)
         chown(otherStore, getpwnam("www-data").pointee.pw_uid, getpwnam("www-data").pointee.pw_gid)
         try connect(c, url: davURL + "other/")
