@@ -79,11 +79,7 @@ struct AgentSyncMemoryTests {
         .enabled(if: AgentMemoryTests.isRoot, "reading another process's memory needs root"))
     func noTokensAfterSyncs() throws {
         let dir = TemporaryDirectory()
-        let password = dir.path + "/password"
-        _ = FileManager.default.createFile(
-            atPath: password, contents: Data("store password\n".utf8), attributes: [.posixPermissions: 0o600])
-        let dav = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", password])
-        let settings = try JSONSerialization.jsonObject(with: Data(dav.firstLine.utf8)) as! [String: Any]
+        let store = try WebDAVStore(in: dir.path)
         let a = AgentHome()
         try a.home.initPassphraseVault("agent passphrase")
         let agent = try a.home.start("agent", "--foreground", "--idle-timeout", "1h")
@@ -94,7 +90,7 @@ struct AgentSyncMemoryTests {
         var direct = a.home.environment
         direct["VAULT_AGENT"] = "off"
         let set = try VaultProcess.run(
-            ["remote", "set", settings["url"] as! String, "--user", "vault", "--password-file", password],
+            ["remote", "set", store.url, "--user", "vault", "--password-file", store.passwordFile],
             environment: direct)
         #expect(set.status == 0, "\(set.stderr)")
         // The agent takes the key from the first command that unlocks.
@@ -113,6 +109,73 @@ struct AgentSyncMemoryTests {
             #expect(synced.status == 0, "\(synced.stderr)")
             #expect(try a.home.run("token", "g\(i)").stdout == access + "\n")
         }
+        #expect(try a.home.run("lock").status == 0)
+        #expect(!AgentHome.gone(pid, within: 0.5), "a foreground agent stays up, locked")
+        let after = try memoryCounts(pid: pid, canaries + ["-canary"])
+        #expect(after.values.allSatisfy { $0 == 0 }, "tokens left after lock: \(after.filter { $0.value > 0 }.count)")
+    }
+}
+
+extension AgentSyncMemoryTests {
+    @Test(
+        "after vault lock, no token of either side of a conflict the agent listed, synced and served is left in its memory (read as root)",
+        .enabled(if: AgentMemoryTests.isRoot, "reading another process's memory needs root"))
+    func noTokensAfterConflicts() throws {
+        let dir = TemporaryDirectory()
+        let store = try WebDAVStore(in: dir.path)
+        let a = AgentHome()
+        try a.home.initPassphraseVault("agent passphrase")
+        let passphrase = a.home.path + "/passphrase"
+        var direct = a.home.environment
+        direct["VAULT_AGENT"] = "off"
+        func json(_ access: String, _ refresh: String) -> String {
+            #"{"access_token":"\#(access)","refresh_token":"\#(refresh)","expires_in":3600,"provider":"p"}"#
+        }
+        #expect(
+            try VaultProcess.run(["import", "g"], environment: direct, stdin: json("base-a", "base-r")).status == 0)
+        for args in [
+            ["remote", "set", store.url, "--user", "vault", "--password-file", store.passwordFile], ["sync"],
+        ] {
+            let r = try VaultProcess.run(args, environment: direct)
+            #expect(r.status == 0, "\(r.stderr)")
+        }
+        let b = Home()
+        b.extra = ["VAULT_AGENT": "off", "VAULT_PASSPHRASE_FILE": passphrase]
+        let joined = try b.run("join", store.url, "--user", "vault", "--password-file", store.passwordFile)
+        #expect(joined.status == 0, "\(joined.stderr)")
+
+        let agent = try a.home.start("agent", "--foreground", "--idle-timeout", "1h")
+        defer {
+            agent.signal(SIGTERM)
+            _ = agent.wait(timeout: 10)
+        }
+        #expect(try a.home.run("list").status == 0)
+        let pid = try #require(try a.waitForAgent())
+        a.home.extra["VAULT_PASSPHRASE_FILE"] = nil
+        #expect(try a.home.run("agent", "--status").status == 0)
+
+        // Both machines change the grant between syncs: each side has tokens
+        // of its own, and the agent's machine ends up holding both.
+        let canaries = (0..<4).map { "side\($0)-\(UUID().uuidString)-canary" }
+        #expect(try a.home.run("import", "g", "--replace", stdin: json(canaries[0], canaries[1])).status == 0)
+        #expect(try b.run("import", "g", "--replace", stdin: json(canaries[2], canaries[3])).status == 0)
+        for home in [a.home, b, a.home] {
+            let synced = try home.run("sync")
+            #expect([0, 1].contains(synced.status), "\(synced.stderr)")
+        }
+        // The agent names the conflicted grant to list (operation 10);
+        // looking at the sides and resolving need the vault's own key.
+        let listed = try a.home.run("list")
+        #expect(listed.status == 0 && listed.stdout.contains("(conflict)"), "\(listed.stdout)\(listed.stderr)")
+        #expect(try VaultProcess.run(["conflicts", "--json"], environment: direct).status == 0)
+        let resolved = try VaultProcess.run(["conflicts", "resolve", "g", "--keep", "other"], environment: direct)
+        #expect(resolved.status == 0, "\(resolved.stderr)")
+        let token = try a.home.run("token", "g")
+        let served = String(token.stdout.dropLast())
+        #expect(token.status == 0 && (served == canaries[0] || served == canaries[2]), "\(token.stderr)")
+        #expect(try a.home.run("show", "g").status == 0)
+        #expect(try a.home.run("sync").status == 0)
+
         #expect(try a.home.run("lock").status == 0)
         #expect(!AgentHome.gone(pid, within: 0.5), "a foreground agent stays up, locked")
         let after = try memoryCounts(pid: pid, canaries + ["-canary"])

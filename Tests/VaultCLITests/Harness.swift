@@ -35,12 +35,13 @@ final class Home {
         precondition(r.status == 0, r.stderr)
     }
 
-    /// Writes $XDG_CONFIG_HOME/vault/providers/NAME.json (mode 0600) with `fields` and the name.
+    /// Writes $XDG_CONFIG_HOME/vault/providers/NAME.json (mode 0600) with
+    /// `fields` and the name (unless `fields` names one of its own).
     func providerFile(_ name: String, _ fields: [String: Any]) throws {
         let dir = path + "/config/vault/providers"
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         var object = fields
-        object["name"] = name
+        object["name"] = fields["name"] ?? name
         let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
         _ = FileManager.default.createFile(
             atPath: dir + "/\(name).json", contents: data, attributes: [.posixPermissions: 0o600])
