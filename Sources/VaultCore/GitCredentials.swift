@@ -46,7 +46,7 @@ public struct GitCredentialMap: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
         guard let data = try? encoder.encode(entries) else { throw VaultError(.internalError, "cannot encode the map") }
-        let bytes = try wrap { () throws(CryptoError) in try SecureBytes(copying: data + [0x0a]) }
+        let bytes = try Secure.copy(data + [0x0a])
         try FileSystem.writeAtomically(path, contents: bytes, replace: true)
     }
 
