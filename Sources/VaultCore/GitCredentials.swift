@@ -1,5 +1,4 @@
 internal import FoundationEssentials
-internal import VaultCrypto
 
 /// Which grant serves git credentials for a host (and path): the file
 /// `$XDG_CONFIG_HOME/vault/git-credentials.json`, mode 0600, written

@@ -1,5 +1,4 @@
 internal import FoundationEssentials
-internal import VaultCrypto
 internal import VaultStorage
 
 /// A grant with its name, as listed.

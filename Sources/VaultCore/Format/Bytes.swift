@@ -1,5 +1,3 @@
-import VaultCrypto
-
 /// Appends big-endian fields to a byte array.
 package struct ByteWriter {
     package private(set) var bytes: [UInt8] = []

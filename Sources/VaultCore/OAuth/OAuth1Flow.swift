@@ -1,5 +1,4 @@
 import FoundationEssentials
-import VaultCrypto
 import VaultHTTP
 
 /// RFC 5849 section 2: temporary credentials, the person's authorization,
