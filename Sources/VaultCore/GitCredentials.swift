@@ -1,5 +1,4 @@
 internal import FoundationEssentials
-internal import VaultCrypto
 
 /// Which grant serves git credentials for a host (and path): the file
 /// `$XDG_CONFIG_HOME/vault/git-credentials.json`, mode 0600, written
@@ -46,7 +45,7 @@ public struct GitCredentialMap: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
         guard let data = try? encoder.encode(entries) else { throw VaultError(.internalError, "cannot encode the map") }
-        let bytes = try wrap { () throws(CryptoError) in try SecureBytes(copying: data + [0x0a]) }
+        let bytes = try Secure.copy(data + [0x0a])
         try FileSystem.writeAtomically(path, contents: bytes, replace: true)
     }
 

@@ -15,7 +15,7 @@ public enum KeySource {
     public static func passphrase(normalizing text: String) throws(VaultError) -> KeySource {
         var count = 0
         text._withNFCCodeUnits { _ in count += 1 }
-        let bytes = try wrap { () throws(CryptoError) in try SecureBytes(count: count) }
+        let bytes = try Secure.buffer(count: count)
         bytes.withUnsafeMutableBytes { out in
             var i = 0
             text._withNFCCodeUnits { b in
@@ -49,7 +49,7 @@ public enum Keyfile {
 
     /// Makes a new random key file secret.
     public static func generate() throws(VaultError) -> SecureBytes {
-        try wrap { () throws(CryptoError) in try SecureBytes(randomCount: 32) }
+        try Secure.randomKey(count: 32)
     }
 
     /// The file's text for `secret`, ending in a newline.
@@ -58,7 +58,7 @@ public enum Keyfile {
         defer { secureZero(&raw) }
         var text = Array(prefix.utf8) + Base64.encode(raw, .urlSafeUnpadded) + [0x0a]
         defer { secureZero(&text) }
-        return try wrap { () throws(CryptoError) in try SecureBytes(copying: text) }
+        return try Secure.copy(text)
     }
 
     /// Parses a key file's contents strictly (one trailing newline allowed).
@@ -73,7 +73,7 @@ public enum Keyfile {
             throw VaultError(.invalidInput, "the key file is not a vault key file")
         }
         defer { secureZero(&secret) }
-        return try wrap { () throws(CryptoError) in try SecureBytes(copying: secret) }
+        return try Secure.copy(secret)
     }
 }
 

@@ -101,9 +101,7 @@ public struct Keyslots {
                     : "keyslot \(number) is the last one; nothing else would open the vault")
         }
         try change(from: seen) { () throws(VaultError) in
-            try storage { () throws(StorageError) in
-                try vault.database.prepare("DELETE FROM keyslots WHERE slot = ?").run(.integer(number))
-            }
+            try vault.tables.deleteKeyslots([number])
         }
         guard keyring, let id = (try? Keyslot(decoding: doomed, what: "keyslot"))?.secretServiceID else { return nil }
         do throws(VaultError) {
@@ -133,12 +131,9 @@ public struct Keyslots {
     }
 
     static func raw(in database: Database) throws(VaultError) -> [Int64: [UInt8]] {
-        try storage { () throws(StorageError) in
-            let s = try database.prepare("SELECT slot, value FROM keyslots")
-            var out: [Int64: [UInt8]] = [:]
-            while try s.step() { out[s.int64(at: 0)] = s.blob(at: 1) }
-            return out
-        }
+        Dictionary(
+            try Tables(database: database).keyslots().map { ($0.number, $0.value) },
+            uniquingKeysWith: { first, _ in first })
     }
 
     /// The slots this handle saw; read now (before any key derivation)
@@ -176,8 +171,7 @@ public struct Keyslots {
                 throw VaultError(
                     .alreadyExists, "this vault already has a passphrase", remedy: .changePassphrase)
             }
-            try vault.putSlot(nil, slot)
-            number = try storage { () throws(StorageError) in try vault.database.lastInsertRowID() }
+            number = try vault.putSlot(nil, slot)
         }
         return number
     }
@@ -200,10 +194,7 @@ public struct Keyslots {
         let doomed = try Keyslots.raw(in: vault.database).filter {
             (try? Keyslot(decoding: $0.value, what: "keyslot"))?.kind == kind
         }
-        try storage { () throws(StorageError) in
-            let d = try vault.database.prepare("DELETE FROM keyslots WHERE slot = ?")
-            for n in doomed.keys { try d.run(.integer(n)) }
-        }
+        try vault.tables.deleteKeyslots(doomed.keys)
     }
 }
 

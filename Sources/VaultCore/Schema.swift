@@ -24,7 +24,7 @@ enum Schema {
 
 extension StorageError {
     /// The storage error as seen by a vault user.
-    var vaultError: VaultError {
+    package var vaultError: VaultError {
         switch code {
         case .busy:
             VaultError(.busy, "the vault is busy (another vault process is writing)", hint: "try again in a moment")

@@ -34,7 +34,7 @@ public enum SecretService {
     /// is none. A nil `slotID` takes any item of the vault, which is how
     /// items stored before slots had their own are found.
     public static func lookup(vaultID: [UInt8], slotID: [UInt8]?) throws(VaultError) -> SecureBytes? {
-        let buffer = try wrap { () throws(CryptoError) in try SecureBytes(count: 128) }
+        let buffer = try Secure.buffer(count: 128)
         var err = [CChar](repeating: 0, count: 300)
         let n = buffer.withUnsafeMutableBytes { out in
             vault_secret_lookup(
@@ -49,7 +49,7 @@ public enum SecretService {
             throw VaultError(.damaged, "the Secret Service item for this vault is not a vault key")
         }
         defer { secureZero(&raw) }
-        return try wrap { () throws(CryptoError) in try SecureBytes(copying: raw) }
+        return try Secure.copy(raw)
     }
 
     /// Removes the item of slot `slotID` (with nil: every item of the

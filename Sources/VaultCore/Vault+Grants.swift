@@ -1,5 +1,4 @@
 internal import FoundationEssentials
-internal import VaultCrypto
 internal import VaultStorage
 
 /// A grant with its name, as listed.
@@ -80,7 +79,7 @@ extension Vault {
                 try check(tombstone, against: state)
                 payload = try keys.open(tombstone).edited(name: name, grant: grant)
             } else {
-                id = try wrap { () throws(CryptoError) in try Random.bytes(16) }
+                id = try Secure.randomBytes(16)
                 payload = Payload(name: name, grant: nil).edited(name: name, grant: grant)
             }
             version = (state.entries[id]?.version ?? 0) + 1
@@ -202,49 +201,14 @@ extension Vault {
         }
     }
 
-    private static let rowColumns = "id, name_hash, version, deleted, nonce, ciphertext"
-
     package func findRow(nameHash: [UInt8], deleted: Bool) throws(VaultError) -> StoredRecord? {
-        try storage { () throws(StorageError) in
-            let s = try database.prepare(
-                "SELECT \(Vault.rowColumns) FROM records WHERE name_hash = ? AND deleted = ? ORDER BY version DESC LIMIT 1"
-            )
-            try s.bind(.blob(nameHash), .integer(deleted ? 1 : 0))
-            return try s.step() ? Vault.row(s) : nil
-        }
+        try tables.record(nameHash: nameHash, deleted: deleted)
     }
 
     /// The row of record `id`, if any.
-    func findRow(id: [UInt8]) throws(VaultError) -> StoredRecord? {
-        try storage { () throws(StorageError) in
-            let s = try database.prepare("SELECT \(Vault.rowColumns) FROM records WHERE id = ?")
-            try s.bind(.blob(id))
-            return try s.step() ? Vault.row(s) : nil
-        }
-    }
+    func findRow(id: [UInt8]) throws(VaultError) -> StoredRecord? { try tables.record(id: id) }
 
-    package func allRows() throws(VaultError) -> [StoredRecord] {
-        try storage { () throws(StorageError) in
-            let s = try database.prepare("SELECT \(Vault.rowColumns) FROM records ORDER BY id")
-            var rows: [StoredRecord] = []
-            while try s.step() { rows.append(Vault.row(s)) }
-            return rows
-        }
-    }
+    package func allRows() throws(VaultError) -> [StoredRecord] { try tables.records() }
 
-    private static func row(_ s: Statement) -> StoredRecord {
-        StoredRecord(
-            id: s.blob(at: 0), nameHash: s.blob(at: 1), version: UInt64(bitPattern: s.int64(at: 2)),
-            deleted: s.int64(at: 3) != 0, nonce: s.blob(at: 4), ciphertext: s.blob(at: 5))
-    }
-
-    package func putRow(_ r: StoredRecord) throws(VaultError) {
-        try storage { () throws(StorageError) in
-            try database.prepare(
-                "INSERT OR REPLACE INTO records (\(Vault.rowColumns)) VALUES (?, ?, ?, ?, ?, ?)"
-            ).run(
-                .blob(r.id), .blob(r.nameHash), .integer(Int64(bitPattern: r.version)), .integer(r.deleted ? 1 : 0),
-                .blob(r.nonce), .blob(r.ciphertext))
-        }
-    }
+    package func putRow(_ r: StoredRecord) throws(VaultError) { try tables.putRecord(r) }
 }

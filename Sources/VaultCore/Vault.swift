@@ -65,8 +65,11 @@ public final class Vault {
     /// this vault file (SQLite's `data_version`): a cheap way to know that
     /// what was read through this handle before is still current.
     package func changeCounter() throws(VaultError) -> Int64 {
-        try storage { () throws(StorageError) in try database.dataVersion() }
+        try tables.dataVersion()
     }
+
+    /// The tables of this handle's connection.
+    var tables: Tables { Tables(database: database) }
 
     /// True when a vault file exists at `location`.
     public static func exists(at location: VaultLocation) -> Bool {
@@ -81,9 +84,9 @@ public final class Vault {
         at location: VaultLocation, key: KeySource, kdf: KDFParameters = .default,
         time: any TimeSource = SystemTime()
     ) throws(VaultError) -> Vault {
-        let masterKey = try wrap { () throws(CryptoError) in try SecureBytes(randomCount: 32) }
+        let masterKey = try Secure.randomKey(count: 32)
         let header = Header(
-            vaultID: try wrap { () throws(CryptoError) in try Random.bytes(16) }, keyEpoch: 1,
+            vaultID: try Secure.randomBytes(16), keyEpoch: 1,
             created: UInt64(max(0, time.now().epochSeconds)))
         let slot = try Keyslot(wrapping: masterKey, for: key, kdf: kdf, vaultID: header.vaultID)
         return try create(at: location, header: header, masterKey: masterKey, slots: [slot.encoded()], time: time)
@@ -99,7 +102,7 @@ public final class Vault {
         if FileSystem.exists(path) {
             throw VaultError(.alreadyExists, "a vault already exists at \(path)")
         }
-        let suffix = try wrap { () throws(CryptoError) in try Random.bytes(8) }.hex
+        let suffix = try Secure.randomBytes(8).hex
         let temporary = location.directory + "/.vault.db.\(suffix).tmp"
         try FileSystem.createExclusive(temporary)
         do {
@@ -107,21 +110,12 @@ public final class Vault {
             // before the file is published.
             try {
                 () throws(VaultError) in
-                let db = try storage { () throws(StorageError) in try Database(path: temporary, mode: .readWrite) }
-                try storage { () throws(StorageError) in
-                    try db.execute("PRAGMA journal_mode = WAL")
-                    try db.execute(Schema.connectionPragmas)
-                    try Schema.migrations.apply(to: db)
-                }
+                let db = try Tables.create(at: temporary)
                 let vault = try Vault(
                     location: location, database: db, header: header, masterKey: masterKey, time: time)
                 try vault.write { () throws(VaultError) in
                     try vault.putMeta("header", try header.encoded())
-                    for slot in slots {
-                        try storage { () throws(StorageError) in
-                            try db.prepare("INSERT INTO keyslots (slot, value) VALUES (NULL, ?)").run(.blob(slot))
-                        }
-                    }
+                    for slot in slots { try vault.tables.putKeyslot(nil, slot) }
                     return StateManifest(generation: 0, entries: [:])
                 }
             }()
@@ -169,18 +163,7 @@ public final class Vault {
         // SQLite's header is 100 bytes; a shorter file was cut off.
         let notAVault = VaultError(.damaged, "the vault file \(path) is not a vault (truncated or overwritten)")
         guard size >= 100 else { throw notAVault }
-        do {
-            // Long enough to wait out another process's refresh, which holds
-            // the write lock for at most one token request (20 s).
-            let db = try Database(path: path, mode: .readWrite, busyTimeoutMilliseconds: 45_000)
-            try db.execute(Schema.connectionPragmas)
-            // Reads the header through SQLite's own descriptor.
-            try db.checkHeader()
-            return db
-        } catch {
-            if error.isNotADatabase { throw notAVault }
-            throw error.vaultError
-        }
+        return try Tables.open(at: path, notAVault: notAVault)
     }
 
     // MARK: Transactions
@@ -213,14 +196,7 @@ public final class Vault {
     }
 
     func transaction<R>(_ kind: TransactionKind, _ body: () throws(VaultError) -> R) throws(VaultError) -> R {
-        do {
-            return try database.transaction(kind, body)
-        } catch {
-            switch error {
-            case .storage(let e): throw e.vaultError
-            case .body(let e): throw e
-            }
-        }
+        try tables.transaction(kind, body)
     }
 
     func loadState() throws(VaultError) -> StateManifest {
@@ -229,25 +205,23 @@ public final class Vault {
     }
 
     package func getMeta(_ key: String) throws(VaultError) -> [UInt8]? {
-        try storage { () throws(StorageError) in
-            let s = try database.prepare("SELECT value FROM meta WHERE key = ?")
-            try s.bind(.text(key))
-            return try s.step() ? s.blob(at: 0) : nil
-        }
+        try tables.meta(key)
     }
 
     package func putMeta(_ key: String, _ value: [UInt8]) throws(VaultError) {
-        try storage { () throws(StorageError) in
-            try database.prepare("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)").run(.text(key), .blob(value))
-        }
+        try tables.setMeta(key, value)
     }
 
-    func putSlot(_ number: Int64?, _ slot: Keyslot) throws(VaultError) {
-        let blob = try slot.encoded()
-        try storage { () throws(StorageError) in
-            try database.prepare("INSERT OR REPLACE INTO keyslots (slot, value) VALUES (?, ?)")
-                .run(number.map { .integer($0) } ?? .null, .blob(blob))
-        }
+    /// Stores `slot` as keyslot `number` (a new number when nil); returns its number.
+    @discardableResult
+    func putSlot(_ number: Int64?, _ slot: Keyslot) throws(VaultError) -> Int64 {
+        try tables.putKeyslot(number, try slot.encoded())
+    }
+
+    /// The keyslots' stored bytes in slot order: what opens this vault on
+    /// another machine.
+    package func storedKeyslots() throws(VaultError) -> [[UInt8]] {
+        try tables.keyslots().map(\.value)
     }
 }
 
@@ -261,25 +235,18 @@ package struct LockedVault {
 
     package init(location: VaultLocation) throws(VaultError) {
         database = try Vault.connect(location.databasePath)
-        let db = database
-        let raw = try storage { () throws(StorageError) in
-            let version = try db.userVersion()
-            guard version > 0 else { return nil as (header: [UInt8]?, slots: [(Int64, [UInt8])])? }
-            guard version <= Schema.migrations.latest else {
-                throw StorageError(.sqlite, "schema \(version) is newer than this version of vault")
-            }
-            let h = try db.prepare("SELECT value FROM meta WHERE key = 'header'")
-            let header = try h.step() ? h.blob(at: 0) : nil
-            let s = try db.prepare("SELECT slot, value FROM keyslots ORDER BY slot")
-            var slots: [(Int64, [UInt8])] = []
-            while try s.step() { slots.append((s.int64(at: 0), s.blob(at: 1))) }
-            return (header, slots)
+        let tables = Tables(database: database)
+        let version = try tables.schemaVersion()
+        guard version > 0 else { throw VaultError(.damaged, "the vault file is not a vault (no vault schema)") }
+        guard version <= Schema.migrations.latest else {
+            throw StorageError(.sqlite, "schema \(version) is newer than this version of vault").vaultError
         }
-        guard let raw else { throw VaultError(.damaged, "the vault file is not a vault (no vault schema)") }
-        guard let headerBlob = raw.header else { throw VaultError(.damaged, "the vault header is missing") }
+        let headerBlob = try tables.meta("header")
+        let stored = try tables.keyslots()
+        guard let headerBlob else { throw VaultError(.damaged, "the vault header is missing") }
         header = try Header(decoding: headerBlob)
-        rawSlots = Dictionary(raw.slots, uniquingKeysWith: { first, _ in first })
-        slots = raw.slots.map { number, blob in
+        rawSlots = Dictionary(stored.map { ($0.number, $0.value) }, uniquingKeysWith: { first, _ in first })
+        slots = stored.map { number, blob in
             (number, Result { () throws(VaultError) in try Keyslot(decoding: blob, what: "keyslot \(number)") })
         }
     }

@@ -323,7 +323,7 @@ extension FileSystem {
                 .invalidInput, "\(path) is not a regular file (a pipe or a device could block or change)",
                 hint: "write the secret to a file, or give a command's output through a *_COMMAND variable")
         }
-        let buffer = try wrap { () throws(CryptoError) in try SecureBytes(count: limit + 1) }
+        let buffer = try Secure.buffer(count: limit + 1)
         var total = 0
         while total <= limit {
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress! + total, limit + 1 - total) }
@@ -333,7 +333,7 @@ extension FileSystem {
             total += n
         }
         guard total <= limit else { throw VaultError(.invalidInput, "\(path) is larger than \(limit) bytes") }
-        return try wrap { () throws(CryptoError) in try buffer.prefix(total) }
+        return try Secure.prefix(buffer, total)
     }
 }
 
@@ -374,7 +374,7 @@ public enum SecretFile {
             if n > 0 && b[n - 1] == 0x0a { n -= 1 }
             if n > 0 && b[n - 1] == 0x0d { n -= 1 }
         }
-        return try wrap { () throws(CryptoError) in try raw.prefix(n) }
+        return try Secure.prefix(raw, n)
     }
 }
 

@@ -6,7 +6,7 @@ extension Authorizer {
     /// returns the new grant; nothing is stored. A task cancelled before
     /// the flow starts gets `cancelled`.
     public func authorize(_ request: AuthorizationRequest) async throws(VaultError) -> Grant {
-        let authorizer = UncheckedAuthorizer(value: self)
+        let authorizer = Handoff(self)
         return try await blocking { () throws(VaultError) in try authorizer.value.authorize(request) }
     }
 
@@ -16,17 +16,11 @@ extension Authorizer {
         code: String, codeVerifier: String, redirectURI: String, provider: Provider, scopes: [String] = [],
         nonce: String? = nil
     ) async throws(VaultError) -> Grant {
-        let authorizer = UncheckedAuthorizer(value: self)
+        let authorizer = Handoff(self)
         return try await blocking { () throws(VaultError) in
             try authorizer.value.exchange(
                 code: code, codeVerifier: codeVerifier, redirectURI: redirectURI, provider: provider, scopes: scopes,
                 nonce: nonce)
         }
     }
-}
-
-/// An authorizer handed to one Dispatch thread for one flow: its transport
-/// and UI are used from that thread only, while the caller awaits.
-private struct UncheckedAuthorizer: @unchecked Sendable {
-    let value: Authorizer
 }

@@ -19,3 +19,14 @@ extension VaultError {
     /// The task was cancelled before the work began; nothing changed.
     static var cancelled: VaultError { VaultError(.cancelled, "cancelled before it began; nothing changed") }
 }
+
+/// A value that is not `Sendable`, handed to the one thread that uses it
+/// until it is handed back: a key or an authorizer the caller passes to a
+/// Dispatch thread and waits on, or a connection from `VaultGrantStore`'s
+/// pool, which one thread checks out at a time (connections opened from
+/// one vault share only keys that are not changed after unlocking). The
+/// compiler cannot follow that hand-off, so the conformance is unchecked.
+struct Handoff<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}

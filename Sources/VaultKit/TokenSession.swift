@@ -1,4 +1,5 @@
 internal import FoundationEssentials
+internal import Synchronization
 public import VaultCore
 public import VaultHTTP
 
@@ -145,33 +146,39 @@ public final class TokenSession: Sendable {
 
 /// One waiter's continuation, resumed once: by the result or by
 /// cancellation, whichever comes first.
-private final class Waiter: @unchecked Sendable {
-    private let mutex = PoolMutex()
-    private var continuation: CheckedContinuation<Result<FreshGrant, VaultError>, Never>?
-    private var early: Result<FreshGrant, VaultError>?
-    private var done = false
+private final class Waiter: Sendable {
+    typealias Outcome = Result<FreshGrant, VaultError>
 
-    func wait(_ c: CheckedContinuation<Result<FreshGrant, VaultError>, Never>) {
-        let ready = mutex.locked { () -> Result<FreshGrant, VaultError>? in
-            if let early {
-                done = true
+    private struct State {
+        var continuation: CheckedContinuation<Outcome, Never>?
+        /// A result that came before the waiter began to wait.
+        var early: Outcome?
+        var done = false
+    }
+
+    private let state = Mutex(State())
+
+    func wait(_ c: CheckedContinuation<Outcome, Never>) {
+        let ready = state.withLock { (s: inout State) -> Outcome? in
+            if let early = s.early {
+                s.done = true
                 return early
             }
-            continuation = c
+            s.continuation = c
             return nil
         }
         if let ready { c.resume(returning: ready) }
     }
 
-    func resume(_ result: Result<FreshGrant, VaultError>) {
-        let c = mutex.locked { () -> CheckedContinuation<Result<FreshGrant, VaultError>, Never>? in
-            guard !done else { return nil }
-            guard let c = continuation else {
-                if early == nil { early = result }
+    func resume(_ result: Outcome) {
+        let c = state.withLock { (s: inout State) -> CheckedContinuation<Outcome, Never>? in
+            guard !s.done else { return nil }
+            guard let c = s.continuation else {
+                if s.early == nil { s.early = result }
                 return nil
             }
-            done = true
-            continuation = nil
+            s.done = true
+            s.continuation = nil
             return c
         }
         c?.resume(returning: result)

@@ -1,5 +1,5 @@
 internal import FoundationEssentials
-internal import Glibc
+internal import Synchronization
 internal import VaultAgent
 public import VaultCore
 public import VaultHTTP
@@ -13,36 +13,41 @@ internal import VaultSync
 /// pool; a refresh holds only that grant's lock, so one slow provider delays
 /// only its own grant, and one refresh at a time per grant holds across
 /// tasks, processes and (when the vault syncs) machines.
-public final class VaultGrantStore: GrantStore, @unchecked Sendable {
+public final class VaultGrantStore: GrantStore {
     /// Where the vault lives.
     public let location: VaultLocation
     private let makeHandle: @Sendable () throws(VaultError) -> Vault
-    private let mutex = PoolMutex()
-    private var idle: [Vault] = []
-    /// Fresh grants last read, with the vault's change counter from before
-    /// the read: served again while no connection has changed the file.
-    private var recent: [String: (grant: Grant, version: Int64)] = [:]
-    /// The connection whose change counter is watched (under `mutex`).
-    private let watcher: Vault
+    private let state: Mutex<State>
+
+    /// What the operations share, under one lock.
+    private struct State {
+        /// Connections no thread is using.
+        var idle: [Handoff<Vault>]
+        /// Fresh grants last read, with the vault's change counter from
+        /// before the read: served again while no connection has changed
+        /// the file.
+        var recent: [String: (grant: Grant, version: Int64)] = [:]
+        /// The connection whose change counter is watched.
+        let watcher: Vault
+    }
 
     private init(
-        location: VaultLocation, first: Vault, makeHandle: @escaping @Sendable () throws(VaultError) -> Vault
+        location: VaultLocation, first: Handoff<Vault>,
+        makeHandle: @escaping @Sendable () throws(VaultError) -> Vault
     ) throws(VaultError) {
         self.location = location
         self.makeHandle = makeHandle
-        watcher = try makeHandle()
-        idle = [first]
+        state = Mutex(State(idle: [first], watcher: try makeHandle()))
     }
 
     /// Opens the vault at `location` with `key` (a passphrase costs one
     /// Argon2id, off the cooperative pool).
     public static func open(at location: VaultLocation, key: KeySource) async throws(VaultError) -> VaultGrantStore {
-        let key = UncheckedKey(key: key)
+        let key = Handoff(key)
         return try await blocking { () throws(VaultError) in
-            let vault = try Vault.open(at: location, key: key.key)
+            let vault = Handoff(try Vault.open(at: location, key: key.value))
             return try VaultGrantStore(
-                location: location, first: vault,
-                makeHandle: { [vault = UncheckedVault(vault)] () throws(VaultError) in try vault.vault.sibling() })
+                location: location, first: vault, makeHandle: { () throws(VaultError) in try vault.value.sibling() })
         }
     }
 
@@ -50,12 +55,11 @@ public final class VaultGrantStore: GrantStore, @unchecked Sendable {
     public static func create(at location: VaultLocation, key: KeySource, kdf: KDFParameters = .default)
         async throws(VaultError) -> VaultGrantStore
     {
-        let key = UncheckedKey(key: key)
+        let key = Handoff(key)
         return try await blocking { () throws(VaultError) in
-            let vault = try Vault.create(at: location, key: key.key, kdf: kdf)
+            let vault = Handoff(try Vault.create(at: location, key: key.value, kdf: kdf))
             return try VaultGrantStore(
-                location: location, first: vault,
-                makeHandle: { [vault = UncheckedVault(vault)] () throws(VaultError) in try vault.vault.sibling() })
+                location: location, first: vault, makeHandle: { () throws(VaultError) in try vault.value.sibling() })
         }
     }
 
@@ -76,7 +80,7 @@ public final class VaultGrantStore: GrantStore, @unchecked Sendable {
                 }
                 return vault
             }
-            return try VaultGrantStore(location: location, first: try connect(), makeHandle: connect)
+            return try VaultGrantStore(location: location, first: Handoff(try connect()), makeHandle: connect)
         }
     }
 
@@ -108,7 +112,7 @@ public final class VaultGrantStore: GrantStore, @unchecked Sendable {
     public func freshGrant(
         _ name: String, minimumValidity: Double, forceRefresh: Bool, transport: any HTTPTransport & Sendable
     ) async throws(VaultError) -> FreshGrant {
-        let version = mutex.locked { try? watcher.changeCounter() }
+        let version = state.withLock { try? $0.watcher.changeCounter() }
         if !forceRefresh, let hit = remembered(name, minimumValidity: minimumValidity, version: version) {
             return FreshGrant(grant: hit, refreshed: false)
         }
@@ -122,7 +126,7 @@ public final class VaultGrantStore: GrantStore, @unchecked Sendable {
         }
         // Kept with the counter from before the read: a change made since
         // (even the refresh just stored) makes the next call read again.
-        if let version { mutex.locked { recent[name] = (fresh.grant, version) } }
+        if let version { state.withLock { $0.recent[name] = (fresh.grant, version) } }
         return fresh
     }
 
@@ -130,16 +134,16 @@ public final class VaultGrantStore: GrantStore, @unchecked Sendable {
     /// since the grant was read (no transaction, no decryption, no thread
     /// hop); otherwise read, and remembered.
     public func usableGrant(_ name: String, minimumValidity: Double) async throws(VaultError) -> Grant? {
-        let version = mutex.locked { try? watcher.changeCounter() }
+        let version = state.withLock { try? $0.watcher.changeCounter() }
         if let hit = remembered(name, minimumValidity: minimumValidity, version: version) { return hit }
         let grant = try await retrieve(name)
-        if let version { mutex.locked { recent[name] = (grant, version) } }
+        if let version { state.withLock { $0.recent[name] = (grant, version) } }
         return grant.isUsable(minimumValidity: minimumValidity, at: Date()) ? grant : nil
     }
 
     /// A grant read before, fresh enough, while the file is unchanged.
     private func remembered(_ name: String, minimumValidity: Double, version: Int64?) -> Grant? {
-        guard let version, let hit = mutex.locked({ recent[name] }), hit.version == version,
+        guard let version, let hit = state.withLock({ $0.recent[name] }), hit.version == version,
             hit.grant.isUsable(minimumValidity: minimumValidity, at: Date())
         else { return nil }
         return hit.grant
@@ -164,39 +168,19 @@ public final class VaultGrantStore: GrantStore, @unchecked Sendable {
         try await blocking { [self] () throws(VaultError) in
             let vault = try checkOut()
             defer { checkIn(vault) }
-            return try body(vault)
+            return try body(vault.value)
         }
     }
 
-    private func checkOut() throws(VaultError) -> Vault {
-        if let vault = mutex.locked({ idle.popLast() }) { return vault }
-        return try makeHandle()
+    private func checkOut() throws(VaultError) -> Handoff<Vault> {
+        if let vault = state.withLock({ $0.idle.popLast() }) { return vault }
+        return Handoff(try makeHandle())
     }
 
-    private func checkIn(_ vault: Vault) {
-        mutex.locked {
+    private func checkIn(_ vault: Handoff<Vault>) {
+        state.withLock {
             // A few idle connections are enough; the rest are closed.
-            if idle.count < 8 { idle.append(vault) }
+            if $0.idle.count < 8 { $0.idle.append(vault) }
         }
-    }
-}
-
-/// A key passed to a Dispatch thread once (its secure memory is not shared).
-private struct UncheckedKey: @unchecked Sendable { let key: KeySource }
-/// A vault handle used by one thread at a time, under the pool's mutex.
-private struct UncheckedVault: @unchecked Sendable {
-    let vault: Vault
-    init(_ vault: Vault) { self.vault = vault }
-}
-
-/// A pthread mutex for the handle pool.
-final class PoolMutex: @unchecked Sendable {
-    private var mutex = pthread_mutex_t()
-    init() { pthread_mutex_init(&mutex, nil) }
-    deinit { pthread_mutex_destroy(&mutex) }
-    func locked<R>(_ body: () throws -> R) rethrows -> R {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
-        return try body()
     }
 }

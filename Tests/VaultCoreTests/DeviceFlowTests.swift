@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import VaultHTTP
 import VaultTestSupport
@@ -10,15 +11,18 @@ import VaultTestSupport
 @Suite("device flow: the provider's numbers and addresses")
 struct DeviceFlowTests {
     /// A clock that moves only when the flow sleeps, recording each sleep.
-    final class SleepClock: TimeSource, @unchecked Sendable {
-        private let lock = NSLock()
-        private var current = Date(timeIntervalSince1970: 1_700_000_000)
-        private(set) var sleeps: [Double] = []
-        func now() -> Date { lock.withLock { current } }
+    final class SleepClock: TimeSource {
+        private struct State {
+            var current = Date(timeIntervalSince1970: 1_700_000_000)
+            var sleeps: [Double] = []
+        }
+        private let state = Mutex(State())
+        var sleeps: [Double] { state.withLock { $0.sleeps } }
+        func now() -> Date { state.withLock { $0.current } }
         func sleep(_ seconds: Double) {
-            lock.withLock {
-                sleeps.append(seconds)
-                current = current.addingTimeInterval(seconds)
+            state.withLock {
+                $0.sleeps.append(seconds)
+                $0.current = $0.current.addingTimeInterval(seconds)
             }
         }
     }

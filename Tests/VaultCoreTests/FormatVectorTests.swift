@@ -69,13 +69,13 @@ struct FormatVectorTests {
         try v.materialize(at: dir.location)
         // The vector holds the NFD form; Swift's == would call the two equal.
         #expect(Array(v.vault.passphrase.utf8) != Array(v.vault.passphrase_nfc.utf8))
-        let store = try Vault.open(at: dir.location, key: TestKeys.passphrase(v.vault.passphrase))
-        let listing = try store.list()
+        let vault = try Vault.open(at: dir.location, key: TestKeys.passphrase(v.vault.passphrase))
+        let listing = try vault.list()
         #expect(listing.problems.isEmpty)
         #expect(listing.grants.map(\.name) == v.vault.grants.map(\.name))
         for (got, want) in zip(listing.grants, v.vault.grants) { #expect(got.grant == want.grant) }
-        #expect(store.keys.masterKey?.unsafeCopyToArray() == [UInt8](hex: v.vault.master_key))
-        #expect(throws: VaultError.self) { try store.load("old") }
+        #expect(vault.keys.masterKey?.unsafeCopyToArray() == [UInt8](hex: v.vault.master_key))
+        #expect(throws: VaultError.self) { try vault.load("old") }
     }
 
     @Test("the vector vault opens with its key file")
@@ -84,9 +84,9 @@ struct FormatVectorTests {
         let dir = TemporaryDirectory()
         try v.materialize(at: dir.location)
         let secret = try Keyfile.decode(SecureBytes(copying: Array(v.vault.keyfile.utf8)))
-        let store = try Vault.open(at: dir.location, key: .keyfile(secret))
-        #expect(try store.load("work").refreshToken == "1//vector-refresh")
-        #expect(try store.load("flickr").state(at: Date()) == .dead)
+        let vault = try Vault.open(at: dir.location, key: .keyfile(secret))
+        #expect(try vault.load("work").refreshToken == "1//vector-refresh")
+        #expect(try vault.load("flickr").state(at: Date()) == .dead)
     }
 
     @Test("name lookup hashes match the vectors")
@@ -95,9 +95,9 @@ struct FormatVectorTests {
         let dir = TemporaryDirectory()
         try v.materialize(at: dir.location)
         let secret = try Keyfile.decode(SecureBytes(copying: Array(v.vault.keyfile.utf8)))
-        let store = try Vault.open(at: dir.location, key: .keyfile(secret))
+        let vault = try Vault.open(at: dir.location, key: .keyfile(secret))
         for (name, hash) in v.vault.name_hashes {
-            #expect(try store.keys.nameHash(name) == [UInt8](hex: hash), "\(name)")
+            #expect(try vault.keys.nameHash(name) == [UInt8](hex: hash), "\(name)")
         }
     }
 

@@ -74,8 +74,8 @@ struct TamperTests {
     let names = ["alpha", "bravo", "charlie"]
 
     func makeVault() throws {
-        let store = try Vault.create(at: dir.location, key: key, kdf: .minimum)
-        for (i, n) in names.enumerated() { try store.save(TestKeys.grant(token: "token-\(i)"), as: n) }
+        let vault = try Vault.create(at: dir.location, key: key, kdf: .minimum)
+        for (i, n) in names.enumerated() { try vault.save(TestKeys.grant(token: "token-\(i)"), as: n) }
     }
 
     func open() throws(VaultError) -> Vault { try Vault.open(at: dir.location, key: key) }
@@ -208,11 +208,11 @@ struct TamperTests {
         try makeVault()
         let raw = try RawVault(dir.location)
         let old = try raw.rows()
-        let store = try open()
-        try store.save(TestKeys.grant(token: "rotated"), as: "alpha")
+        let vault = try open()
+        try vault.save(TestKeys.grant(token: "rotated"), as: "alpha")
         let oldAlpha = try old.first { row in
             guard case .blob(let h) = row[1] else { return false }
-            return h == (try store.keys.nameHash("alpha"))
+            return h == (try vault.keys.nameHash("alpha"))
         }!
         var rows = try raw.rows()
         let i = rows.firstIndex { $0[0].bytes == oldAlpha[0].bytes }!
@@ -243,8 +243,8 @@ struct TamperTests {
         let foreign = try RawVault(other.location).rows()[0]
         let raw = try RawVault(dir.location)
         var rows = try raw.rows()
-        let store = try open()
-        let target = try rows.firstIndex { $0[1].bytes == (try store.keys.nameHash("alpha")) }!
+        let vault = try open()
+        let target = try rows.firstIndex { $0[1].bytes == (try vault.keys.nameHash("alpha")) }!
         rows[target][4] = foreign[4]
         rows[target][5] = foreign[5]
         try raw.replaceRows(rows)
@@ -282,9 +282,9 @@ struct DamagedFileTests {
 
     @Test("a truncated vault file is reported and not overwritten", arguments: [50, 4096, 8192])
     func truncated(length: Int) throws {
-        let store = try Vault.create(at: dir.location, key: .keyfile(TestKeys.keyfileSecret()), kdf: .minimum)
-        for i in 0..<20 { try store.save(TestKeys.grant(token: "t\(i)"), as: "g\(i)") }
-        _ = consume store
+        let vault = try Vault.create(at: dir.location, key: .keyfile(TestKeys.keyfileSecret()), kdf: .minimum)
+        for i in 0..<20 { try vault.save(TestKeys.grant(token: "t\(i)"), as: "g\(i)") }
+        _ = consume vault
         let full = contents(dir.location.databasePath)!
         let cut = full.prefix(length)
         _ = FileManager.default.createFile(

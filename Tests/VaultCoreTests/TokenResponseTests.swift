@@ -34,15 +34,15 @@ struct TokenResponseTests {
         }
         // A refresh, through the vault.
         let dir = TemporaryDirectory()
-        let store = try Vault.create(
+        let vault = try Vault.create(
             at: dir.location, key: .keyfile(TestKeys.keyfileSecret()), kdf: .minimum, time: FixedTime(now))
         var g = TestKeys.grant(token: "old", now: now)
         g.expiresAt = now
         g.providerConfiguration = ProviderConfiguration(tokenEndpoint: "https://id.example/token", clientID: "c")
-        try store.save(g, as: "work")
-        let before = try store.allRows().map(\.ciphertext)
+        try vault.save(g, as: "work")
+        let before = try vault.allRows().map(\.ciphertext)
         let transport = FakeTransport([(200, #"{"access_token":"new","expires_in":"# + value + "}", [])])
-        let refresher = TokenRefresher(vault: store, transport: transport)
+        let refresher = TokenRefresher(vault: vault, transport: transport)
         let refreshed = Result { () throws(VaultError) in try refresher.freshGrant("work") }
         #expect(((try? imported.get()) != nil) == accepted)
         #expect(((try? exchanged.get()) != nil) == accepted)
@@ -51,8 +51,8 @@ struct TokenResponseTests {
             let seconds = Double(value.filter { $0 != "\"" })!
             #expect(try refreshed.get().grant.expiresAt == Date(epochSeconds: now.epochSeconds + Int64(seconds)))
         } else {
-            #expect(try store.allRows().map(\.ciphertext) == before, "nothing stored")
-            #expect(try store.load("work").dead == false)
+            #expect(try vault.allRows().map(\.ciphertext) == before, "nothing stored")
+            #expect(try vault.load("work").dead == false)
         }
     }
 

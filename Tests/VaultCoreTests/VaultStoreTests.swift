@@ -15,25 +15,25 @@ struct VaultStoreTests {
 
     @Test("keyslots: each kind opens only with its own source; the last slot stays")
     func keyslotKinds() throws {
-        let store = try makeVault()
+        let vault = try makeVault()
         let secret = try TestKeys.keyfileSecret(9)
-        let number = try store.keyslots.add(.secretService(secret))
-        #expect(try store.keyslots.list().map(\.kind) == [.keyfile, .secretService])
+        let number = try vault.keyslots.add(.secretService(secret))
+        #expect(try vault.keyslots.list().map(\.kind) == [.keyfile, .secretService])
         // The same 32 bytes as a key file do not open a Secret Service slot.
         #expect { try Vault.open(at: dir.location, key: .keyfile(secret)) } throws: {
             ($0 as? VaultError)?.code == .wrongKey
         }
         #expect(try Vault.open(at: dir.location, key: .secretService(secret)).keyslots.list().count == 2)
         // A Secret Service slot whose key is not in a keyring opens nothing.
-        #expect { try store.keyslots.remove(1) } throws: {
+        #expect { try vault.keyslots.remove(1) } throws: {
             ($0 as? VaultError)?.reason.contains("counts only while its key is in the keyring") == true
         }
         let other = try TestKeys.keyfileSecret(3)
-        try store.keyslots.addKeyfile(other)
-        try store.keyslots.remove(1)
-        try store.keyslots.remove(number)
-        #expect { try store.keyslots.remove(3) } throws: { ($0 as? VaultError)?.code == .invalidInput }
-        #expect { try store.keyslots.remove(7) } throws: { ($0 as? VaultError)?.code == .notFound }
+        try vault.keyslots.addKeyfile(other)
+        try vault.keyslots.remove(1)
+        try vault.keyslots.remove(number)
+        #expect { try vault.keyslots.remove(3) } throws: { ($0 as? VaultError)?.code == .invalidInput }
+        #expect { try vault.keyslots.remove(7) } throws: { ($0 as? VaultError)?.code == .notFound }
         #expect { try Vault.open(at: dir.location, key: .keyfile(TestKeys.keyfileSecret())) } throws: {
             ($0 as? VaultError)?.code == .wrongKey
         }
@@ -65,52 +65,52 @@ struct VaultStoreTests {
 
     @Test("save, load, replace and remove by name")
     func saveLoadRemove() throws {
-        let store = try makeVault()
+        let vault = try makeVault()
         let g = TestKeys.grant()
-        try store.save(g, as: "work")
-        #expect(try store.load("work") == g)
+        try vault.save(g, as: "work")
+        #expect(try vault.load("work") == g)
         var g2 = g
         g2.accessToken = "ya29.second"
-        try store.save(g2, as: "work")
-        #expect(try store.load("work").accessToken == "ya29.second")
+        try vault.save(g2, as: "work")
+        #expect(try vault.load("work").accessToken == "ya29.second")
         #expect(
             throws: VaultError(.alreadyExists, "grant 'work' already exists", remedy: .replaceExisting)
         ) {
-            try store.save(g, as: "work", mode: .insertOnly)
+            try vault.save(g, as: "work", mode: .insertOnly)
         }
-        try store.remove("work")
-        #expect { try store.load("work") } throws: { ($0 as? VaultError)?.code == .notFound }
-        #expect { try store.remove("work") } throws: { ($0 as? VaultError)?.code == .notFound }
-        #expect(try store.list().grants.isEmpty)
+        try vault.remove("work")
+        #expect { try vault.load("work") } throws: { ($0 as? VaultError)?.code == .notFound }
+        #expect { try vault.remove("work") } throws: { ($0 as? VaultError)?.code == .notFound }
+        #expect(try vault.list().grants.isEmpty)
     }
 
     @Test("a re-added grant keeps its record and raises its version")
     func readdKeepsIdentity() throws {
-        let store = try makeVault()
-        #expect(try store.save(TestKeys.grant(), as: "work") == 1)
-        try store.remove("work")
-        #expect(try store.save(TestKeys.grant(), as: "work") == 3)
-        #expect(try store.allRows().count == 1)
+        let vault = try makeVault()
+        #expect(try vault.save(TestKeys.grant(), as: "work") == 1)
+        try vault.remove("work")
+        #expect(try vault.save(TestKeys.grant(), as: "work") == 3)
+        #expect(try vault.allRows().count == 1)
     }
 
     @Test("rename moves a grant and refuses a taken name")
     func rename() throws {
-        let store = try makeVault()
-        try store.save(TestKeys.grant(token: "a"), as: "one")
-        try store.save(TestKeys.grant(token: "b"), as: "two")
-        #expect { try store.rename("one", to: "two") } throws: { ($0 as? VaultError)?.code == .alreadyExists }
-        try store.rename("one", to: "three")
-        #expect(try store.load("three").accessToken == "a")
-        #expect { try store.load("one") } throws: { ($0 as? VaultError)?.code == .notFound }
-        #expect(try store.list().grants.map(\.name) == ["three", "two"])
+        let vault = try makeVault()
+        try vault.save(TestKeys.grant(token: "a"), as: "one")
+        try vault.save(TestKeys.grant(token: "b"), as: "two")
+        #expect { try vault.rename("one", to: "two") } throws: { ($0 as? VaultError)?.code == .alreadyExists }
+        try vault.rename("one", to: "three")
+        #expect(try vault.load("three").accessToken == "a")
+        #expect { try vault.load("one") } throws: { ($0 as? VaultError)?.code == .notFound }
+        #expect(try vault.list().grants.map(\.name) == ["three", "two"])
     }
 
     @Test(
         "names are the app's keys: empty, control characters and over 512 bytes are refused",
         arguments: ["", "a\u{1b}[2Jb", "line\nbreak", "nul\u{0}", "c1\u{85}", String(repeating: "a", count: 513)])
     func invalidNames(name: String) throws {
-        let store = try makeVault()
-        #expect { try store.save(TestKeys.grant(), as: name) } throws: { ($0 as? VaultError)?.code == .invalidInput }
+        let vault = try makeVault()
+        #expect { try vault.save(TestKeys.grant(), as: name) } throws: { ($0 as? VaultError)?.code == .invalidInput }
     }
 
     @Test(
@@ -119,37 +119,37 @@ struct VaultStoreTests {
             "-x", ".hidden", "ada@example.com/gmail", "with space", "naïve", String(repeating: "a", count: 512),
         ])
     func libraryNames(name: String) throws {
-        let store = try makeVault()
-        try store.save(TestKeys.grant(), as: name)
-        #expect(try store.load(name).accessToken == "ya29.sample")
+        let vault = try makeVault()
+        try vault.save(TestKeys.grant(), as: name)
+        #expect(try vault.load(name).accessToken == "ya29.sample")
         #expect(throws: VaultError.self) { try GrantName.validateForCommandLine(name) }
     }
 
     @Test("canAuthorize follows GTMAppAuth: usable access token or refresh token, and not dead")
     func canAuthorize() throws {
         let now = Date(timeIntervalSince1970: 1_800_000_000)
-        let store = try Vault.create(
+        let vault = try Vault.create(
             at: dir.location, key: .keyfile(TestKeys.keyfileSecret()), kdf: .minimum, time: FixedTime(now))
         var g = TestKeys.grant(now: now)
-        try store.save(g, as: "fresh")
+        try vault.save(g, as: "fresh")
         g.refreshToken = nil
         g.expiresAt = now.addingTimeInterval(-1)
-        try store.save(g, as: "expired")
+        try vault.save(g, as: "expired")
         g.refreshToken = "r"
         g.dead = true
-        try store.save(g, as: "dead")
-        #expect(try store.canAuthorize("fresh"))
-        #expect(try !store.canAuthorize("expired"))
-        #expect(try !store.canAuthorize("dead"))
+        try vault.save(g, as: "dead")
+        #expect(try vault.canAuthorize("fresh"))
+        #expect(try !vault.canAuthorize("expired"))
+        #expect(try !vault.canAuthorize("dead"))
     }
 
     @Test("a new passphrase replaces the old one and leaves grants alone")
     func changePassphrase() throws {
-        let store = try makeVault(TestKeys.passphrase("old passphrase"))
-        try store.save(TestKeys.grant(), as: "work")
-        let before = try store.allRows().map(\.ciphertext)
-        try store.keyslots.changePassphrase(to: TestKeys.passphrase("new passphrase"), kdf: .minimum)
-        #expect(try store.allRows().map(\.ciphertext) == before)
+        let vault = try makeVault(TestKeys.passphrase("old passphrase"))
+        try vault.save(TestKeys.grant(), as: "work")
+        let before = try vault.allRows().map(\.ciphertext)
+        try vault.keyslots.changePassphrase(to: TestKeys.passphrase("new passphrase"), kdf: .minimum)
+        #expect(try vault.allRows().map(\.ciphertext) == before)
         #expect { try Vault.open(at: dir.location, key: TestKeys.passphrase("old passphrase")) } throws: {
             ($0 as? VaultError)?.code == .wrongKey
         }
@@ -165,14 +165,14 @@ struct VaultStoreTests {
 
     @Test("wrong keys name what failed")
     func wrongKeys() throws {
-        let store = try makeVault(TestKeys.passphrase("right"))
+        let vault = try makeVault(TestKeys.passphrase("right"))
         #expect { try Vault.open(at: dir.location, key: TestKeys.passphrase("wrong")) } throws: {
             ($0 as? VaultError) == VaultError(.wrongKey, "wrong passphrase")
         }
         #expect { try Vault.open(at: dir.location, key: .keyfile(TestKeys.keyfileSecret())) } throws: {
             ($0 as? VaultError)?.reason == "this vault has no key file slot; it opens with a passphrase"
         }
-        try store.keyslots.addKeyfile(TestKeys.keyfileSecret())
+        try vault.keyslots.addKeyfile(TestKeys.keyfileSecret())
         _ = try Vault.open(at: dir.location, key: .keyfile(TestKeys.keyfileSecret()))
         #expect { try Vault.open(at: dir.location, key: .keyfile(TestKeys.keyfileSecret(1))) } throws: {
             ($0 as? VaultError)?.reason == "the key file does not open this vault"
@@ -181,8 +181,8 @@ struct VaultStoreTests {
 
     @Test("an existing vault is never replaced by create")
     func createRefusesExisting() throws {
-        let store = try makeVault()
-        try store.save(TestKeys.grant(), as: "work")
+        let vault = try makeVault()
+        try vault.save(TestKeys.grant(), as: "work")
         #expect { try makeVault() } throws: { ($0 as? VaultError)?.code == .alreadyExists }
         #expect(
             try Vault.open(at: dir.location, key: .keyfile(TestKeys.keyfileSecret())).load("work").provider == "google")
@@ -192,8 +192,8 @@ struct VaultStoreTests {
     func permissions() throws {
         let old = umask(0)
         defer { umask(old) }
-        let store = try makeVault()
-        try store.save(TestKeys.grant(), as: "work")
+        let vault = try makeVault()
+        try vault.save(TestKeys.grant(), as: "work")
         var st = stat()
         stat(dir.location.directory, &st)
         #expect(st.st_mode & 0o777 == 0o700)

@@ -13,15 +13,15 @@ struct FreshTokenTests {
     let dir = TemporaryDirectory()
     let now = Date(epochSeconds: 1_800_000_000)
 
-    func vault(expiresIn: Double = 3600) throws -> Vault {
-        let store = try Vault.create(
+    func makeVault(expiresIn: Double = 3600) throws -> Vault {
+        let vault = try Vault.create(
             at: dir.location, key: .keyfile(TestKeys.keyfileSecret()), kdf: .minimum, time: FixedTime(now))
         var g = TestKeys.grant(token: "old-access", now: now)
         g.expiresAt = now.addingTimeInterval(expiresIn)
         g.providerConfiguration = ProviderConfiguration(
             tokenEndpoint: "https://id.example/token", userinfoEndpoint: "https://id.example/userinfo", clientID: "c")
-        try store.save(g, as: "work")
-        return store
+        try vault.save(g, as: "work")
+        return vault
     }
 
     let refreshed = (
@@ -31,28 +31,28 @@ struct FreshTokenTests {
 
     @Test("a fresh grant needs no request; a stale one is refreshed and the rotated refresh token stored")
     func refresh() throws {
-        let store = try vault(expiresIn: 30)
+        let vault = try makeVault(expiresIn: 30)
         let fake = FakeTransport([refreshed])
-        let fresh = try TokenRefresher(vault: store, transport: fake).freshGrant("work")
+        let fresh = try TokenRefresher(vault: vault, transport: fake).freshGrant("work")
         #expect(fresh.refreshed && fresh.grant.accessToken == "new-access")
         #expect(
             fake.requests.count == 1
                 && fake.requests[0].body
                     == "grant_type=refresh_token&refresh_token=1%2F%2Frefresh-old-access&client_id=c"
         )
-        let stored = try store.load("work")
+        let stored = try vault.load("work")
         #expect(stored.refreshToken == "new-refresh" && stored.refreshedAt == now)
-        #expect(try !TokenRefresher(vault: store, transport: fake).freshGrant("work").refreshed)
+        #expect(try !TokenRefresher(vault: vault, transport: fake).freshGrant("work").refreshed)
         #expect(fake.requests.count == 1)
     }
 
     @Test("a provider that does not rotate keeps the old refresh token")
     func noRotation() throws {
-        let store = try vault(expiresIn: 0)
+        let vault = try makeVault(expiresIn: 0)
         _ = try TokenRefresher(
-            vault: store, transport: FakeTransport([(200, #"{"access_token":"n","expires_in":60}"#, [])])
+            vault: vault, transport: FakeTransport([(200, #"{"access_token":"n","expires_in":60}"#, [])])
         ).freshGrant("work")
-        #expect(try store.load("work").refreshToken == "1//refresh-old-access")
+        #expect(try vault.load("work").refreshToken == "1//refresh-old-access")
     }
 
     @Test(
@@ -71,27 +71,27 @@ struct FreshTokenTests {
             (400, #"{"error":"temporarily_unavailable"}"#, .transient),
         ])
     func failures(status: Int, body: String, code: VaultError.Code) throws {
-        let store = try vault(expiresIn: 0)
-        let before = try store.allRows()
+        let vault = try makeVault(expiresIn: 0)
+        let before = try vault.allRows()
         do {
-            _ = try TokenRefresher(vault: store, transport: FakeTransport([(status, body, [])])).freshGrant("work")
+            _ = try TokenRefresher(vault: vault, transport: FakeTransport([(status, body, [])])).freshGrant("work")
             Issue.record("no error")
         } catch {
             #expect(error.code == code, "\(error.reason)")
         }
         let dies = code == .dead
-        #expect(try store.load("work").dead == dies)
-        if !dies { #expect(try store.allRows().map(\.ciphertext) == before.map(\.ciphertext)) }
+        #expect(try vault.load("work").dead == dies)
+        if !dies { #expect(try vault.allRows().map(\.ciphertext) == before.map(\.ciphertext)) }
     }
 
     @Test("check: 200 is live; 401 is refreshed once and retried")
     func checkLive() throws {
-        let store = try vault()
+        let vault = try makeVault()
         #expect(
-            try TokenRefresher(vault: store, transport: FakeTransport([(200, "{}", [])])).check("work")
+            try TokenRefresher(vault: vault, transport: FakeTransport([(200, "{}", [])])).check("work")
                 == .live(account: "ada@example.com"))
         let fake = FakeTransport([(401, "", []), refreshed, (200, "{}", [])])
-        #expect(try TokenRefresher(vault: store, transport: fake).check("work") == .live(account: "ada@example.com"))
+        #expect(try TokenRefresher(vault: vault, transport: fake).check("work") == .live(account: "ada@example.com"))
         #expect(
             fake.requests.map(\.url) == [
                 "https://id.example/userinfo", "https://id.example/token", "https://id.example/userinfo",
@@ -101,24 +101,24 @@ struct FreshTokenTests {
 
     @Test("check: 401 after a successful refresh marks the grant dead")
     func checkDead() throws {
-        let store = try vault()
+        let vault = try makeVault()
         #expect {
-            try TokenRefresher(vault: store, transport: FakeTransport([(401, "", []), refreshed, (401, "", [])])).check(
+            try TokenRefresher(vault: vault, transport: FakeTransport([(401, "", []), refreshed, (401, "", [])])).check(
                 "work")
         } throws: {
             ($0 as? VaultError)?.code == .dead
         }
-        #expect(try store.load("work").dead)
-        #expect(try store.load("work").deadReason == "invalid_token")
+        #expect(try vault.load("work").dead)
+        #expect(try vault.load("work").deadReason == "invalid_token")
     }
 
     @Test("check: a 5xx is transient and changes nothing")
     func checkTransient() throws {
-        let store = try vault()
-        let before = try store.allRows().map(\.ciphertext)
-        #expect { try TokenRefresher(vault: store, transport: FakeTransport([(503, "", [])])).check("work") } throws: {
+        let vault = try makeVault()
+        let before = try vault.allRows().map(\.ciphertext)
+        #expect { try TokenRefresher(vault: vault, transport: FakeTransport([(503, "", [])])).check("work") } throws: {
             ($0 as? VaultError)?.code == .transient
         }
-        #expect(try store.allRows().map(\.ciphertext) == before)
+        #expect(try vault.allRows().map(\.ciphertext) == before)
     }
 }

@@ -1,5 +1,3 @@
-import VaultCrypto
-
 /// Appends big-endian fields to a byte array.
 package struct ByteWriter {
     package private(set) var bytes: [UInt8] = []
@@ -67,13 +65,13 @@ package enum Checksum {
     package static let length = 16
 
     package static func seal(_ body: [UInt8]) throws(VaultError) -> [UInt8] {
-        body + (try wrap { () throws(CryptoError) in try GenericHash.hash(body, length: length) })
+        body + (try Secure.hash(body, length: length))
     }
 
     package static func open(_ blob: [UInt8], what: String) throws(VaultError) -> [UInt8] {
         guard blob.count > length else { throw VaultError(.damaged, "\(what) is truncated") }
         let body = Array(blob[..<(blob.count - length)])
-        let sum = try wrap { () throws(CryptoError) in try GenericHash.hash(body, length: length) }
+        let sum = try Secure.hash(body, length: length)
         guard sum == Array(blob[(blob.count - length)...]) else {
             throw VaultError(.damaged, "\(what) is damaged (checksum mismatch)")
         }

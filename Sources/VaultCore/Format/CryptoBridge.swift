@@ -89,6 +89,13 @@ package enum Secure {
         }
     }
 
+    /// The RS256 signature of `data` by a PKCS#8 RSA private key in PEM form.
+    package static func signRS256(privateKeyPEM: SecureBytes, data: [UInt8]) throws(VaultError) -> [UInt8] {
+        do { return try RSASignature.rs256(privateKeyPEM: privateKeyPEM, data: data) } catch {
+            throw VaultError(error)
+        }
+    }
+
     /// Argon2id of a passphrase: the key that opens a passphrase keyslot.
     package static func deriveKey(passphrase: SecureBytes, salt: [UInt8], opsLimit: UInt64, memLimit: UInt64)
         throws(VaultError) -> SecureBytes

@@ -80,7 +80,7 @@ package struct Keyslot {
             kind = .passphrase
             try kdf.validate()
             self.kdf = kdf
-            salt = try wrap { () throws(CryptoError) in try Random.bytes(PasswordHash.saltLength) }
+            salt = try Secure.randomBytes(PasswordHash.saltLength)
         case .keyfile:
             kind = .keyfile
             self.kdf = nil
@@ -90,14 +90,11 @@ package struct Keyslot {
             self.kdf = nil
             salt = []
         }
-        nonce = try wrap { () throws(CryptoError) in try Random.bytes(AEAD.nonceLength) }
+        nonce = try Secure.randomBytes(AEAD.nonceLength)
         let kek = try Keyslot.keyEncryptionKey(for: source, kdf: self.kdf, salt: salt)
         wrappedKey = []
         let ad = Keyslot.associatedData(vaultID: vaultID, prefix: prefix)
-        let n = nonce
-        wrappedKey = try wrap { () throws(CryptoError) in
-            try AEAD.seal(masterKey, key: kek, nonce: n, associatedData: ad)
-        }
+        wrappedKey = try Secure.seal(masterKey, key: kek, nonce: nonce, associatedData: ad)
     }
 
     /// True for a passphrase or key-file slot, which opens the vault on any
@@ -134,18 +131,12 @@ package struct Keyslot {
         switch source {
         case .passphrase(let p):
             guard let kdf else { throw VaultError(.internalError, "passphrase used on a key file slot") }
-            return try wrap { () throws(CryptoError) in
-                try PasswordHash.deriveKey(
-                    passphrase: p, salt: s, opsLimit: UInt64(kdf.passes), memLimit: kdf.memoryBytes)
-            }
+            return try Secure.deriveKey(
+                passphrase: p, salt: s, opsLimit: UInt64(kdf.passes), memLimit: kdf.memoryBytes)
         case .keyfile(let secret):
-            return try wrap { () throws(CryptoError) in
-                try GenericHash.hash(secret: secret, personalization: keyfilePersonalization)
-            }
+            return try Secure.hash(secret: secret, personalization: keyfilePersonalization)
         case .secretService(let secret):
-            return try wrap { () throws(CryptoError) in
-                try GenericHash.hash(secret: secret, personalization: secretServicePersonalization)
-            }
+            return try Secure.hash(secret: secret, personalization: secretServicePersonalization)
         }
     }
 }

@@ -44,7 +44,7 @@ package struct Payload: Equatable {
             throw VaultError(.internalError, "cannot serialize the grant")
         }
         defer { data.withUnsafeMutableBytes { secureZero($0) } }
-        return try wrap { () throws(CryptoError) in try SecureBytes(copying: data) }
+        return try Secure.copy(data)
     }
 
     package init(name: String, grant: Grant?, lineage: Lineage = Lineage()) {

@@ -38,9 +38,7 @@ package struct RecordCipher {
     func nameHash(_ name: String) throws(VaultError) -> [UInt8] {
         var input = Array(RecordCipher.nameLabel.utf8)
         name._withNFCCodeUnits { input.append($0) }
-        let key = nameKey
-        let bytes = input
-        return try wrap { () throws(CryptoError) in try GenericHash.hash(bytes, key: key, length: 32) }
+        return try Secure.hash(input, key: nameKey, length: 32)
     }
 
     func associatedData(id: [UInt8], version: UInt64, deleted: Bool, nameHash: [UInt8]) -> [UInt8] {
@@ -59,13 +57,10 @@ package struct RecordCipher {
     package func seal(payload: SecureBytes, id: [UInt8], version: UInt64, deleted: Bool, nameHash: [UInt8])
         throws(VaultError) -> StoredRecord
     {
-        let nonce = try wrap { () throws(CryptoError) in try Random.bytes(AEAD.nonceLength) }
+        let nonce = try Secure.randomBytes(AEAD.nonceLength)
         let ad = associatedData(id: id, version: version, deleted: deleted, nameHash: nameHash)
-        let key = recordKey
-        let ciphertext = try wrap { () throws(CryptoError) in
-            let padded = try Padding.pad(payload, blockSize: RecordCipher.blockSize)
-            return try AEAD.seal(padded, key: key, nonce: nonce, associatedData: ad)
-        }
+        let padded = try Secure.pad(payload, blockSize: RecordCipher.blockSize)
+        let ciphertext = try Secure.seal(padded, key: recordKey, nonce: nonce, associatedData: ad)
         return StoredRecord(
             id: id, nameHash: nameHash, version: version, deleted: deleted, nonce: nonce, ciphertext: ciphertext)
     }
@@ -141,15 +136,10 @@ package final class LocalKeys: VaultKeys {
     package init(header: Header, masterKey: SecureBytes) throws(VaultError) {
         self.header = header
         self.masterKey = masterKey
-        let keys = try wrap { () throws(CryptoError) in
-            (
-                try KeyDerivation.subkey(from: masterKey, id: 1, context: "vaultrec"),
-                try KeyDerivation.subkey(from: masterKey, id: 1, context: "vaultnam"),
-                try KeyDerivation.subkey(from: masterKey, id: 1, context: "vaultsta")
-            )
-        }
-        cipher = RecordCipher(header: header, recordKey: keys.0, nameKey: keys.1)
-        stateKey = keys.2
+        cipher = RecordCipher(
+            header: header, recordKey: try Secure.subkey(of: masterKey, id: 1, context: "vaultrec"),
+            nameKey: try Secure.subkey(of: masterKey, id: 1, context: "vaultnam"))
+        stateKey = try Secure.subkey(of: masterKey, id: 1, context: "vaultsta")
     }
 
     package func nameHash(_ name: String) throws(VaultError) -> [UInt8] { try cipher.nameHash(name) }
@@ -175,7 +165,7 @@ package final class LocalKeys: VaultKeys {
     /// A secure buffer large enough for the largest of `records`.
     package func scratchBuffer(for records: [StoredRecord]) throws(VaultError) -> SecureBytes {
         let size = max(RecordCipher.blockSize, records.map(\.ciphertext.count).max() ?? 0)
-        return try wrap { () throws(CryptoError) in try SecureBytes(count: size) }
+        return try Secure.buffer(count: size)
     }
 
     /// Decrypts `row` into `scratch`, parses it, checks that its name

@@ -126,7 +126,7 @@ package struct StateManifest: Equatable {
         input.append(header.body)
         input.append(body)
         let bytes = input.bytes
-        return try wrap { () throws(CryptoError) in try GenericHash.hash(bytes, key: key, length: macLength) }
+        return try Secure.hash(bytes, key: key, length: macLength)
     }
 
     /// Parses strictly and verifies the MAC.

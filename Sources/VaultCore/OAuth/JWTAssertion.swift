@@ -44,17 +44,15 @@ package enum JWTAssertion {
         var header = [("alg", json("RS256")), ("typ", json("JWT"))]
         if let keyID { header.append(("kid", json(keyID))) }
         let iat = claims.now.epochSeconds
-        let jti = (try wrap { () throws(CryptoError) in try Random.bytes(16) }).hex
+        let jti = try Secure.randomBytes(16).hex
         var body = [("iss", json(claims.issuer))]
         if let subject = claims.subject { body.append(("sub", json(subject))) }
         body += [("aud", json(claims.audience))]
         if let scope = claims.scope { body.append(("scope", json(scope))) }
         body += [("iat", String(iat)), ("exp", String(iat + lifetime)), ("jti", json(jti))]
         let input = segment(header) + "." + segment(body)
-        let key = try wrap { () throws(CryptoError) in try SecureBytes(copying: Array(privateKeyPEM.utf8)) }
-        let signature = try wrap { () throws(CryptoError) in
-            try RSASignature.rs256(privateKeyPEM: key, data: Array(input.utf8))
-        }
+        let key = try Secure.copy(Array(privateKeyPEM.utf8))
+        let signature = try Secure.signRS256(privateKeyPEM: key, data: Array(input.utf8))
         return input + "." + Base64.encodeString(signature, .urlSafeUnpadded)
     }
 
@@ -82,7 +80,7 @@ package enum JWTAssertion {
                 .invalidInput, "\(source) is not a PEM private key (-----BEGIN PRIVATE KEY-----)",
                 hint: "give an unencrypted PKCS#8 RSA private key in PEM form")
         }
-        let key = try wrap { () throws(CryptoError) in try SecureBytes(copying: Array(pem.utf8)) }
+        let key = try Secure.copy(Array(pem.utf8))
         let kind: RSASignature.KeyKind
         do { kind = try RSASignature.inspect(privateKeyPEM: key) } catch {
             if error.code == .unavailable { throw VaultError(.internalError, "cannot sign: \(error.reason)") }

@@ -143,7 +143,7 @@ public enum OAuth1 {
     /// A random nonce: 16 bytes in hexadecimal, since some servers (oauthlib's
     /// defaults among them) accept only letters and digits.
     public static func nonce() throws(VaultError) -> String {
-        (try wrap { () throws(CryptoError) in try Random.bytes(16) }).hex
+        try Secure.randomBytes(16).hex
     }
 }
 
@@ -160,7 +160,7 @@ extension Grant {
         guard let method = OAuth1SignatureMethod(rawValue: config.signatureMethod ?? "HMAC-SHA1") else {
             throw VaultError(.invalidInput, "unknown signature method '\(config.signatureMethod ?? "")'")
         }
-        let consumerSecret = try wrap { () throws(CryptoError) in try SecureBytes(copying: Array(secret.utf8)) }
+        let consumerSecret = try Secure.copy(Array(secret.utf8))
         return OAuth1Credentials(
             consumerKey: key, consumerSecret: consumerSecret, token: token, tokenSecret: tokenSecret, method: method)
     }

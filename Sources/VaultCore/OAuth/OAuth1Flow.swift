@@ -1,5 +1,4 @@
 import FoundationEssentials
-import VaultCrypto
 import VaultHTTP
 
 /// RFC 5849 section 2: temporary credentials, the person's authorization,
@@ -20,7 +19,7 @@ extension Authorizer {
         }
         var credentials = OAuth1Credentials(
             consumerKey: key,
-            consumerSecret: try wrap { () throws(CryptoError) in try SecureBytes(copying: Array(secret.utf8)) },
+            consumerSecret: try Secure.copy(Array(secret.utf8)),
             method: p.signatureMethod)
 
         var listener: LoopbackListener? = nil
@@ -98,7 +97,7 @@ extension Authorizer {
         let params = try OAuth1.sign(
             method: "POST", url: url, credentials: c, nonce: OAuth1.nonce(), timestamp: time.now().epochSeconds,
             extra: extra)
-        let empty = try wrap { () throws(CryptoError) in try SecureBytes(count: 0) }
+        let empty = try Secure.buffer(count: 0)
         let response: HTTPResponse
         do {
             response = try transport.send(

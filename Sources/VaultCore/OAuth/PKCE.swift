@@ -11,7 +11,7 @@ public struct PKCE: Sendable {
 
     /// A fresh verifier from 32 random bytes.
     public init() throws(VaultError) {
-        try self.init(verifierBytes: wrap { () throws(CryptoError) in try Random.bytes(32) })
+        try self.init(verifierBytes: Secure.randomBytes(32))
     }
 
     /// A verifier from given octets (RFC 7636 Appendix B uses fixed ones).
@@ -26,7 +26,7 @@ public struct PKCE: Sendable {
             throw VaultError(.invalidInput, "a pkce verifier has 43 to 128 characters")
         }
         self.verifier = verifier
-        let digest = try wrap { () throws(CryptoError) in try SHA256.hash(Array(verifier.utf8)) }
+        let digest = try Secure.sha256(Array(verifier.utf8))
         challenge = Base64.encodeString(digest, .urlSafeUnpadded)
     }
 }
@@ -34,6 +34,6 @@ public struct PKCE: Sendable {
 /// Random, URL-safe values for `state` and `nonce`.
 enum RandomToken {
     static func make() throws(VaultError) -> String {
-        Base64.encodeString(try wrap { () throws(CryptoError) in try Random.bytes(24) }, .urlSafeUnpadded)
+        Base64.encodeString(try Secure.randomBytes(24), .urlSafeUnpadded)
     }
 }

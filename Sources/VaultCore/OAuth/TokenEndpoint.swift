@@ -66,8 +66,7 @@ public struct TokenEndpoint {
         case (_, nil):
             pairs.append(("client_id", clientID))
         }
-        let body = try wrap { () throws(CryptoError) in try SecureBytes(copying: Array(FormEncoding.encode(pairs).utf8))
-        }
+        let body = try Secure.copy(Array(FormEncoding.encode(pairs).utf8))
         let response: HTTPResponse
         do {
             var request = HTTPRequest(method: "POST", url: url, headers: headers, body: body)
@@ -243,7 +242,7 @@ public struct TokenEndpoint {
         }
         defer { data.withUnsafeMutableBytes { secureZero($0) } }
         // A form answer carries numbers as text; TokenResponse accepts that.
-        return try wrap { () throws(CryptoError) in try SecureBytes(copying: data) }
+        return try Secure.copy(data)
     }
 }
 
