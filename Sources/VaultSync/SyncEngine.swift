@@ -3,7 +3,6 @@ internal import Glibc
 public import VaultCore
 public import VaultCrypto
 public import VaultHTTP
-internal import VaultStorage
 
 /// What one `sync` did.
 public struct SyncReport: Sendable, Equatable {
@@ -86,27 +85,21 @@ extension SyncEngine {
         try vault.putMeta(SyncEngine.syncMetaKey, try state.encoded(keys: keys, vaultID: vault.header.vaultID))
     }
 
-    /// A client of this vault's store; `timeout` bounds each request
+    /// The store this vault syncs through; `timeout` bounds each request
     /// (default: `storeTimeout`).
-    func store(for state: SyncState, timeout: Double? = nil) throws(VaultError) -> ObjectStore {
-        let store = try SyncEngine.store(for: state, transport: transport, timeout: timeout ?? storeTimeout)
-        store.maximumAttempts = storeAttempts
-        return store
+    func store(for state: SyncState, timeout: Double? = nil) throws(VaultError) -> any SyncStore {
+        try SyncEngine.store(
+            for: state, transport: transport, timeout: timeout ?? storeTimeout, attempts: storeAttempts)
     }
 
-    static func store(for state: SyncState, transport: any HTTPTransport, timeout: Double)
-        throws(VaultError) -> ObjectStore
+    /// The store that the settings `state` name: the one place that picks
+    /// an implementation of `SyncStore`. `attempts` defaults to the store's own.
+    static func store(for state: SyncState, transport: any HTTPTransport, timeout: Double, attempts: Int? = nil)
+        throws(VaultError) -> any SyncStore
     {
-        let password = try wrap { () throws(CryptoError) in try SecureBytes(copying: state.password) }
-        do {
-            let store = try ObjectStore(
-                baseURL: state.url, user: state.user, password: state.user == nil ? nil : password,
-                transport: transport, sleep: { usleep(UInt32($0 * 1_000_000)) })
-            store.timeout = timeout
-            return store
-        } catch {
-            throw VaultError(.invalidInput, error.reason)
-        }
+        try HTTPSyncStore(
+            url: state.url, user: state.user, password: state.password, transport: transport, timeout: timeout,
+            attempts: attempts)
     }
 
     /// Sets the store this vault syncs with and checks that it answers and
@@ -120,16 +113,13 @@ extension SyncEngine {
         if let known = try? loadSyncState(keys).device {
             device = known
         } else {
-            device = try wrap { () throws(CryptoError) in try Random.bytes(16) }
+            device = try Secure.randomBytes(16)
         }
         var state = SyncState(url: url, user: user, password: password?.unsafeCopyToArray() ?? [], device: device)
         let store = try store(for: state)
-        let created = try storeCall { () throws(ObjectStore.Failure) in try store.createFolder() }
-        let probe = "probe-" + (try wrap { () throws(CryptoError) in try Random.bytes(8) }).hex
-        state.preconditions =
-            try storeCall { () throws(ObjectStore.Failure) in
-                try store.honoursPreconditions(probe: probe)
-            } ? 1 : 2
+        let created = try store.createFolder()
+        let probe = "probe-" + (try Secure.randomBytes(8)).hex
+        state.preconditions = try store.honoursPreconditions(probe: probe) ? 1 : 2
         // Another store: nothing known about it yet.
         try vault.update { (_: inout StateManifest) throws(VaultError) in try saveSyncState(state, keys) }
         return created
@@ -179,7 +169,7 @@ extension SyncEngine {
     }
 
     /// One round; false when another writer got in between (try again).
-    private func syncOnce(store: ObjectStore, keys: SyncKeys, report: inout SyncReport) throws(VaultError) -> Bool {
+    private func syncOnce(store: any SyncStore, keys: SyncKeys, report: inout SyncReport) throws(VaultError) -> Bool {
         var state = try loadSyncState(keys)
         // 1. The root, checked against what this machine accepted before.
         let fetchedRoot = try fetchRoot(store, keys)
@@ -206,14 +196,9 @@ extension SyncEngine {
                 fetched[i] = []
                 continue
             }
-            guard let object = try storeCall({ () throws(ObjectStore.Failure) in try store.get(ref.objectName) })
-            else {
+            guard let object = try store.get(ref.objectName) else {
                 // Gone while a newer root replaced this one: read again.
-                if try storeCall({ () throws(ObjectStore.Failure) in try store.get(SyncEngine.rootName) })?.bytes
-                    != rootObject?.bytes
-                {
-                    return false
-                }
+                if try store.get(SyncEngine.rootName)?.bytes != rootObject?.bytes { return false }
                 // No machine deletes a bucket until long after the last
                 // root naming it was replaced ("Collecting old objects"),
                 // so the current root naming a missing one means the store
@@ -287,9 +272,7 @@ extension SyncEngine {
                 vaultID: vault.header.vaultID, keyEpoch: vault.header.keyEpoch, index: UInt8(i),
                 records: records.map(\.record))
             let (name, bytes) = try bucket.encoded(with: keys)
-            _ = try storeCall { () throws(ObjectStore.Failure) in
-                try store.put("b-" + name.hex, bytes, precondition: .absent)
-            }
+            _ = try store.put("b-" + name.hex, bytes, precondition: .absent)
             uploaded.append(name)
             if let old = next.buckets[i] { replaced.append(old.name) }
             next.buckets[i] = .init(name: name, hash: try SyncRoot.hash(bytes))
@@ -299,18 +282,16 @@ extension SyncEngine {
             report.pushed += records.filter(\.changed).count
         }
         let rootBytes = try next.encoded(with: keys)
-        let precondition: ObjectStore.Precondition =
-            rootObject.map { $0.etag.map(ObjectStore.Precondition.matches) ?? .none } ?? .absent
+        let precondition: WritePrecondition =
+            rootObject.map { $0.etag.map(WritePrecondition.matches) ?? .none } ?? .absent
         // A refusal (412) is not the last word: when the store applied an
         // earlier try of this request and its answer was lost, the try
         // after it is refused by our own root. Either way, what the store
         // holds now decides, read back below.
-        _ = try storeCall { () throws(ObjectStore.Failure) in
-            try store.put(SyncEngine.rootName, rootBytes, precondition: precondition)
-        }
+        _ = try store.put(SyncEngine.rootName, rootBytes, precondition: precondition)
         // 5. Read it back: the store may have refused it, or (ignoring
         // preconditions) let another writer win.
-        let check = try storeCall { () throws(ObjectStore.Failure) in try store.get(SyncEngine.rootName) }
+        let check = try store.get(SyncEngine.rootName)
         let newHash = try SyncRoot.hash(rootBytes)
         guard let check, try SyncRoot.hash(check.bytes) == newHash else {
             // Not ours now; but ours may have been stored for a while and
@@ -358,7 +339,7 @@ extension SyncEngine {
     /// machine's clock, longer than any writer that read a root naming them
     /// takes to write its own. One the current root names again (a root
     /// that overwrote ours) is forgotten: whoever replaces it lets it go.
-    private func collect(store: ObjectStore, keys: SyncKeys, current: SyncRoot, report: inout SyncReport)
+    private func collect(store: any SyncStore, keys: SyncKeys, current: SyncRoot, report: inout SyncReport)
         throws(VaultError)
     {
         let state = try loadSyncState(keys)
@@ -395,11 +376,11 @@ extension SyncEngine {
     /// Uploads `vault-keys` again when the keyslots changed since it was last
     /// uploaded (a new passphrase, an added key file), so that machines
     /// joining later use the vault's current ones. No request otherwise.
-    private func publishKeys(store: ObjectStore, keys: SyncKeys) throws(VaultError) {
+    private func publishKeys(store: any SyncStore, keys: SyncKeys) throws(VaultError) {
         let bytes = try keysObject()
         let hash = try SyncRoot.hash(bytes)
         guard try loadSyncState(keys).keysHash != hash else { return }
-        _ = try storeCall { () throws(ObjectStore.Failure) in try store.put(SyncEngine.keysName, bytes) }
+        _ = try store.put(SyncEngine.keysName, bytes)
         try vault.update { (_: inout StateManifest) throws(VaultError) in
             var s = try loadSyncState(keys)
             s.keysHash = hash
@@ -411,16 +392,13 @@ extension SyncEngine {
     /// checks is tried again twice after a pause: a store may serve a file
     /// while another machine's write replaces it. What still fails is
     /// refused.
-    func fetchRoot(_ store: ObjectStore, _ keys: SyncKeys) throws(VaultError) -> (
-        object: ObjectStore.Object, root: SyncRoot
+    func fetchRoot(_ store: any SyncStore, _ keys: SyncKeys) throws(VaultError) -> (
+        object: StoredObject, root: SyncRoot
     )? {
         var attempt = 0
         while true {
             attempt += 1
-            guard let object = try storeCall({ () throws(ObjectStore.Failure) in try store.get(SyncEngine.rootName) })
-            else {
-                return nil
-            }
+            guard let object = try store.get(SyncEngine.rootName) else { return nil }
             do {
                 let root = try SyncRoot(
                     decoding: object.bytes, keys: keys, vaultID: vault.header.vaultID, keyEpoch: vault.header.keyEpoch)
@@ -730,36 +708,12 @@ extension SyncEngine {
         let headerBlob = try vault.header.encoded()
         w.append(UInt32(headerBlob.count))
         w.append(headerBlob)
-        let slots = try storage { () throws(StorageError) in
-            let s = try vault.database.prepare("SELECT value FROM keyslots ORDER BY slot")
-            var out: [[UInt8]] = []
-            while try s.step() { out.append(s.blob(at: 0)) }
-            return out
-        }
+        let slots = try vault.storedKeyslots()
         w.append(UInt16(slots.count))
         for slot in slots {
             w.append(UInt32(slot.count))
             w.append(slot)
         }
         return w.bytes
-    }
-}
-
-/// Runs a store call, mapping its failures to vault errors.
-func storeCall<R>(_ body: () throws(ObjectStore.Failure) -> R) throws(VaultError) -> R {
-    do {
-        return try body()
-    } catch {
-        switch error.code {
-        case .transient: throw VaultError(.transient, error.reason)
-        case .unauthorized:
-            throw VaultError(.refused, error.reason, remedy: .setStoreCredentials)
-        case .badResponse: throw VaultError(.badResponse, error.reason)
-        case .invalid: throw VaultError(.invalidInput, error.reason)
-        case .missingFolder:
-            throw VaultError(
-                .notFound, error.reason,
-                hint: "the store did not create it with MKCOL: create the folder on the server, or check the URL")
-        }
     }
 }
