@@ -50,7 +50,8 @@ let package = Package(
             dependencies: ["VaultCore", "VaultCrypto", "VaultStorage", "VaultHTTP", "VaultTestSupport"],
             resources: [.copy("Vectors")]),
         .testTarget(
-            name: "VaultSyncTests", dependencies: ["VaultSync", "VaultCore", "VaultCrypto", "VaultTestSupport"]),
+            name: "VaultSyncTests",
+            dependencies: ["VaultSync", "VaultCore", "VaultCrypto", "VaultHTTP", "VaultTestSupport"]),
         .testTarget(
             name: "VaultKitTests",
             dependencies: [

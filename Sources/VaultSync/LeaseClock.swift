@@ -1,7 +1,6 @@
 internal import FoundationEssentials
 internal import Glibc
 internal import VaultCore
-internal import VaultCrypto
 
 /// This machine's clock for leases: seconds since boot, suspend included
 /// (CLOCK_BOOTTIME), with the boot's id so that a reading from before a
@@ -99,8 +98,7 @@ extension LeaseObservations {
     /// The MAC of `blob`: BLAKE2b-256 keyed with the object-name key over
     /// the label, the vault id and the blob.
     static func mac(_ blob: [UInt8], keys: SyncKeys, vaultID: [UInt8]) throws(VaultError) -> [UInt8] {
-        let key = keys.nameKey
-        return try wrap { () throws(CryptoError) in try GenericHash.hash(label + vaultID + blob, key: key) }
+        try Secure.hash(label + vaultID + blob, key: keys.nameKey)
     }
 
     /// The stored row: the observations, then their MAC.

@@ -34,9 +34,7 @@ extension SyncKeys {
             Array("vault.fingerprint.v1".utf8) + [0] + Array((grant.accessToken ?? "").utf8) + [0]
             + Array((grant.refreshToken ?? "").utf8) + [0] + Array((grant.tokenSecret ?? "").utf8)
         defer { secureZero(&input) }
-        let key = nameKey
-        guard let hash = try? wrap({ () throws(CryptoError) in try GenericHash.hash(input, key: key, length: 16) })
-        else { return nil }
+        guard let hash = try? Secure.hash(input, key: nameKey, length: 16) else { return nil }
         return Array(hash.prefix(4)).hex
     }
 }

@@ -17,8 +17,7 @@ extension SyncEngine {
         }
         let probe = SyncState(url: url, user: user, password: password?.unsafeCopyToArray() ?? [], device: [])
         let store = try SyncEngine.store(for: probe, transport: transport, timeout: SyncEngine.defaultStoreTimeout)
-        guard let object = try storeCall({ () throws(ObjectStore.Failure) in try store.get(SyncEngine.keysName) })
-        else {
+        guard let object = try store.get(SyncEngine.keysName) else {
             throw VaultError(
                 .notFound, "the store has no vault yet",
                 remedy: .publishFromAnotherMachine)
@@ -104,11 +103,9 @@ extension SyncEngine {
 
     /// The store object name and sealing key of a pairing code.
     static func pairingKeys(_ code: SecureBytes) throws(VaultError) -> (name: String, key: SecureBytes) {
-        try wrap { () throws(CryptoError) in
-            let name = try GenericHash.hash(secret: code, personalization: Array("vault.pairname".utf8), length: 16)
-            let key = try GenericHash.hash(secret: code, personalization: Array("vault.pair".utf8), length: 32)
-            return ("p-" + name.unsafeCopyToArray().hex, key)
-        }
+        let name = try Secure.hash(secret: code, personalization: Array("vault.pairname".utf8), length: 16)
+        let key = try Secure.hash(secret: code, personalization: Array("vault.pair".utf8), length: 32)
+        return ("p-" + name.unsafeCopyToArray().hex, key)
     }
 
     /// Puts a one-time pairing offer in the store and returns its code: the
@@ -121,8 +118,8 @@ extension SyncEngine {
         guard state.markEpoch > 0 else {
             throw VaultError(.invalidInput, "this vault has not synced yet", remedy: .syncFirst)
         }
-        let raw = try wrap { () throws(CryptoError) in try Random.bytes(16) }
-        let code = try wrap { () throws(CryptoError) in try SecureBytes(copying: raw) }
+        let raw = try Secure.randomBytes(16)
+        let code = try Secure.copy(raw)
         let (name, key) = try SyncEngine.pairingKeys(code)
         var w = ByteWriter()
         w.append(UInt64(max(0, vault.time.now().epochSeconds)) + SyncEngine.pairingLifetime)
@@ -142,15 +139,10 @@ extension SyncEngine {
         w.append(slots)
         var plain = w.bytes
         defer { secureZero(&plain) }
-        let sealed = try wrap { () throws(CryptoError) in
-            let nonce = try Random.bytes(AEAD.nonceLength)
-            return nonce
-                + (try AEAD.seal(
-                    try SecureBytes(copying: plain), key: key, nonce: nonce, associatedData: Array("vault.pair.v1".utf8)
-                ))
-        }
+        let offer = try Secure.seal(try Secure.copy(plain), key: key, associatedData: Array("vault.pair.v1".utf8))
+        let sealed = offer.nonce + offer.ciphertext
         let store = try store(for: state)
-        _ = try storeCall { () throws(ObjectStore.Failure) in try store.put(name, sealed, precondition: .absent) }
+        _ = try store.put(name, sealed, precondition: .absent)
         return Base64.encodeString(raw, .urlSafeUnpadded)
     }
 
@@ -171,11 +163,11 @@ extension SyncEngine {
                 .invalidInput, "that is not a pairing code", remedy: .pairOnOtherMachine)
         }
         defer { secureZero(&raw) }
-        let code = try wrap { () throws(CryptoError) in try SecureBytes(copying: raw) }
+        let code = try Secure.copy(raw)
         let (name, key) = try pairingKeys(code)
         let probe = SyncState(url: url, user: user, password: password?.unsafeCopyToArray() ?? [], device: [])
         let store = try SyncEngine.store(for: probe, transport: transport, timeout: SyncEngine.defaultStoreTimeout)
-        guard let offer = try storeCall({ () throws(ObjectStore.Failure) in try store.get(name) }),
+        guard let offer = try store.get(name),
             offer.bytes.count > AEAD.nonceLength
         else {
             throw VaultError(.notFound, "no pairing offer for that code in the store (used, expired or mistyped)")
@@ -199,13 +191,14 @@ extension SyncEngine {
         let header = try Header(decoding: try r.read(Int(try r.u32())))
         var keyBytes = try r.read(32)
         defer { secureZero(&keyBytes) }
-        let masterKey = try wrap { () throws(CryptoError) in try SecureBytes(copying: keyBytes) }
+        let masterKey = try Secure.copy(keyBytes)
         let mark = (epoch: try r.u64(), hash: try r.read(32), parent: try r.read(32))
         // Offers made before they carried the keyslots end here.
         let offeredKeys = r.remaining > 0 ? try r.read(Int(try r.u32())) : nil
         try r.finish()
-        guard let keysObject = try storeCall({ () throws(ObjectStore.Failure) in try store.get(SyncEngine.keysName) })
-        else { throw VaultError(.notFound, "the store has no vault keys object") }
+        guard let keysObject = try store.get(SyncEngine.keysName) else {
+            throw VaultError(.notFound, "the store has no vault keys object")
+        }
         let (storedHeader, storedSlots) = try parseKeysObject(keysObject.bytes)
         guard storedHeader.vaultID == header.vaultID else {
             throw VaultError(.tampered, "the store's keys belong to another vault than the pairing offer")

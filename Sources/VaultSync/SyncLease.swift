@@ -2,7 +2,6 @@ internal import FoundationEssentials
 internal import Glibc
 internal import VaultCore
 internal import VaultCrypto
-internal import VaultHTTP
 
 extension SyncEngine {
     /// How long a lease lets its holder refresh: the token request's own
@@ -71,7 +70,7 @@ extension SyncEngine {
     /// another machine's lease is active, `changed` when the root moved on
     /// since the last sync (sync again first), `refused` when the store
     /// refused the write though no one else wrote.
-    func takeLease(_ record: [UInt8], store: ObjectStore, keys: SyncKeys) throws(VaultError) -> LeaseOutcome {
+    func takeLease(_ record: [UInt8], store: any SyncStore, keys: SyncKeys) throws(VaultError) -> LeaseOutcome {
         // The lease counts from before it is written: the holder's use of
         // it ends no later than any observer's judgement that it expired.
         let start = Monotonic.seconds()
@@ -89,21 +88,19 @@ extension SyncEngine {
         next.writer = state.device
         next.parent = hash
         next.devices = next.devices.filter { $0.id != state.device } + [(state.device, next.epoch)]
-        let id = try wrap { () throws(CryptoError) in try Random.bytes(4) }.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+        let id = try Secure.randomBytes(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
         next.leases =
             active.filter { $0.record != record }
             + [.init(record: record, device: state.device, id: id, seconds: SyncEngine.leaseSeconds)]
         let bytes = try next.encoded(with: keys)
         let newHash = try SyncRoot.hash(bytes)
-        let precondition = object.etag.map(ObjectStore.Precondition.matches) ?? .none
-        let written = try storeCall { () throws(ObjectStore.Failure) in
-            try store.put(SyncEngine.rootName, bytes, precondition: precondition)
-        }
+        let precondition = object.etag.map(WritePrecondition.matches) ?? .none
+        let written = try store.put(SyncEngine.rootName, bytes, precondition: precondition)
         if written != .stored {
             // A 412 may answer our own write sent again after its first
             // answer was lost: what the store holds decides.
-            let now = try storeCall { () throws(ObjectStore.Failure) in try store.get(SyncEngine.rootName) }
-            let current = try now.map { (o: ObjectStore.Object) throws(VaultError) in try SyncRoot.hash(o.bytes) }
+            let now = try store.get(SyncEngine.rootName)
+            let current = try now.map { (o: StoredObject) throws(VaultError) in try SyncRoot.hash(o.bytes) }
             if current == hash { return .refused }
             if current != newHash { return .changed }
         }
@@ -112,7 +109,7 @@ extension SyncEngine {
         // write then lands after the first writer's check.
         for pause in [0, SyncEngine.leaseSettle] {
             usleep(pause)
-            let check = try storeCall { () throws(ObjectStore.Failure) in try store.get(SyncEngine.rootName) }
+            let check = try store.get(SyncEngine.rootName)
             guard let check, try SyncRoot.hash(check.bytes) == newHash else { return .changed }
         }
         try vault.update { (_: inout StateManifest) throws(VaultError) in

@@ -8,22 +8,14 @@ package final class SyncKeys {
     let nameKey: SecureBytes
 
     package init(masterKey: SecureBytes) throws(VaultError) {
-        (sealKey, nameKey) = try wrap { () throws(CryptoError) in
-            (
-                try KeyDerivation.subkey(from: masterKey, id: 1, context: "vaultsyn"),
-                try KeyDerivation.subkey(from: masterKey, id: 1, context: "vaultobj")
-            )
-        }
+        sealKey = try Secure.subkey(of: masterKey, id: 1, context: "vaultsyn")
+        nameKey = try Secure.subkey(of: masterKey, id: 1, context: "vaultobj")
     }
 
     func seal(_ plain: SecureBytes, associatedData ad: [UInt8]) throws(VaultError) -> (
         nonce: [UInt8], ciphertext: [UInt8]
     ) {
-        let key = sealKey
-        return try wrap { () throws(CryptoError) in
-            let nonce = try Random.bytes(AEAD.nonceLength)
-            return (nonce, try AEAD.seal(plain, key: key, nonce: nonce, associatedData: ad))
-        }
+        try Secure.seal(plain, key: sealKey, associatedData: ad)
     }
 
     /// Opens, or throws `tampered` naming `what`.
@@ -186,7 +178,7 @@ package struct SyncRoot: Equatable {
     /// The object's bytes.
     func encoded(with keys: SyncKeys) throws(VaultError) -> [UInt8] {
         let header = headerFields
-        let plain = try wrap { () throws(CryptoError) in try SecureBytes(copying: body) }
+        let plain = try Secure.copy(body)
         let (nonce, ciphertext) = try keys.seal(plain, associatedData: Array(SyncRoot.label.utf8) + header)
         return header + nonce + ciphertext
     }
@@ -264,7 +256,7 @@ package struct SyncRoot: Equatable {
 
     /// BLAKE2b-32 of an object's bytes: how roots and buckets are pinned.
     static func hash(_ bytes: [UInt8]) throws(VaultError) -> [UInt8] {
-        try wrap { () throws(CryptoError) in try GenericHash.hash(bytes, length: 32) }
+        try Secure.hash(bytes, length: 32)
     }
 }
 
@@ -367,15 +359,10 @@ package struct SyncBucket: Equatable {
         let header = headerFields
         var raw = body
         defer { secureZero(&raw) }
-        let padded = try wrap { () throws(CryptoError) in
-            try Padding.pad(try SecureBytes(copying: raw), blockSize: SyncBucket.padBlock)
-        }
+        let padded = try Secure.pad(try Secure.copy(raw), blockSize: SyncBucket.padBlock)
         let (nonce, ciphertext) = try keys.seal(padded, associatedData: Array(SyncBucket.label.utf8) + header)
         let bytes = header + nonce + ciphertext
-        let nameKey = keys.nameKey
-        let name = try wrap { () throws(CryptoError) in
-            try GenericHash.hash(Array(SyncBucket.label.utf8) + [index] + ciphertext, key: nameKey, length: 16)
-        }
+        let name = try Secure.hash(Array(SyncBucket.label.utf8) + [index] + ciphertext, key: keys.nameKey, length: 16)
         return (name, bytes)
     }
 
@@ -401,7 +388,7 @@ package struct SyncBucket: Equatable {
         self.keyEpoch = keyEpoch
         self.index = index
         let padded = try SyncPrologue.open(bytes, reader: &r, label: SyncBucket.label, keys: keys, what: what)
-        let plain = try wrap { () throws(CryptoError) in try Padding.unpad(padded, blockSize: SyncBucket.padBlock) }
+        let plain = try Secure.unpad(padded, blockSize: SyncBucket.padBlock)
         var raw = plain.unsafeCopyToArray()
         defer { secureZero(&raw) }
         records = try SyncBucket.parseBody(raw, index: index, what: what, version: version)

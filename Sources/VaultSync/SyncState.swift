@@ -122,7 +122,7 @@ struct SyncState {
         }
         var plain = w.bytes
         defer { secureZero(&plain) }
-        let sealed = try wrap { () throws(CryptoError) in try SecureBytes(copying: plain) }
+        let sealed = try Secure.copy(plain)
         let (nonce, ciphertext) = try keys.seal(sealed, associatedData: Array(SyncState.label.utf8) + vaultID)
         return nonce + ciphertext
     }

@@ -1,0 +1,251 @@
+internal import VaultCore
+
+// Merging what the store sent into the local records, and what is sent
+// back (docs/sync.md, "Versions and merge").
+extension SyncEngine {
+    /// Merges fetched buckets into the local records (inside a write).
+    func merge(
+        _ fetched: [Int: [SyncRecord]], into manifest: inout StateManifest, state: inout SyncState,
+        report: inout SyncReport
+    ) throws(VaultError) {
+        guard !fetched.isEmpty else { return }
+        var rows: [[UInt8]: StoredRecord] = [:]
+        for row in try vault.allRows() where fetched[Int(row.id[0])] != nil { rows[row.id] = row }
+        // Records whose name is still held here by another record: written
+        // once the records of this round that free it are (a grant renamed
+        // and a new one under its old name may sit in different buckets).
+        var deferred: [DeferredWrite] = []
+        for (index, records) in fetched.sorted(by: { $0.key < $1.key }) {
+            // A record synced before but missing from its bucket now: the
+            // store lost it (a write it let another overwrite). Send it again.
+            // A record changed here since is pushed as a change anyway: its
+            // vector is raised then. Marking it "send again as it was"
+            // would push the change under the old vector, which the other
+            // machines take as the version they already have.
+            let present = Set(records.map(\.id))
+            for (id, row) in rows where Int(id[0]) == index && !present.contains(id) {
+                guard let base = state.bases[id], base.localVersion == row.version else { continue }
+                state.bases[id]?.localVersion = SyncState.Base.resend
+            }
+            for remote in records {
+                let local = rows[remote.id]
+                let base = state.bases[remote.id]
+                guard let local else {
+                    if try !applyRemote(
+                        remote, manifest: &manifest, state: &state, report: &report, renameOnClash: false)
+                    {
+                        deferred.append(.remote(remote))
+                    }
+                    report.pulled += 1
+                    continue
+                }
+                let changed = base == nil || local.version != base!.localVersion
+                let mine = changed ? VersionVector.bumped(base?.versions ?? [], by: state.device) : base!.versions
+                switch VersionVector.compare(mine, remote.versions) {
+                case .equal:
+                    if changed {
+                        // The store has this machine's vector already (sent,
+                        // then interrupted before it was recorded); the local
+                        // record may have changed again since: raise the
+                        // vector once more, so it is never taken as equal.
+                        state.bases[remote.id] = .init(localVersion: 0, versions: mine)
+                    } else {
+                        state.bases[remote.id] = .init(localVersion: local.version, versions: mine)
+                    }
+                case .newer:
+                    // Ours is newer: pushed below (a lost update comes back this way).
+                    if !changed { state.bases[remote.id]?.localVersion = SyncState.Base.resend }
+                case .older:
+                    if try !applyRemote(
+                        remote, manifest: &manifest, state: &state, report: &report, renameOnClash: false)
+                    {
+                        deferred.append(.remote(remote))
+                    }
+                    report.pulled += 1
+                case .concurrent:
+                    let localPayload = try vault.keys.open(local)
+                    let ours = SyncRecord(
+                        id: local.id, versions: mine, deleted: local.deleted,
+                        payload: try localPayload.sealedBytes().unsafeCopyToArray())
+                    guard case .conflict(let winner, _) = SyncRecord.merge(local: ours, remote: remote),
+                        let remotePayload = remote.payload.withUnsafeBytes({ Payload.read($0) })
+                    else {
+                        throw VaultError(.damaged, "a record from the store holds a malformed grant")
+                    }
+                    // Metadata and tokens merge apart; the vector decides only
+                    // the ties (docs/sync.md, "Versions and merge").
+                    let merged = GrantMerge(
+                        .init(payload: localPayload, deleted: local.deleted),
+                        .init(payload: remotePayload, deleted: remote.deleted), aWins: winner == ours)
+                    let carried = winner == remote ? remote.siblings : []
+                    if try !applyMerged(
+                        merged, id: remote.id, carrying: carried, manifest: &manifest, state: &state, report: &report,
+                        renameOnClash: false)
+                    {
+                        deferred.append(.merged(merged, id: remote.id, siblings: carried))
+                    }
+                    if merged.conflict {
+                        // The side whose metadata lost is kept until someone picks.
+                        let loser = merged.metadataFromA ? remote : ours
+                        let value = merged.metadataFromA ? ours : remote
+                        state.conflicts.removeAll { $0.id == loser.id }
+                        state.conflicts.append(
+                            .init(
+                                id: loser.id, versions: loser.versions, payload: loser.payload,
+                                device: VersionVector.author(loser.versions, over: value.versions),
+                                valueDevice: VersionVector.author(value.versions, over: loser.versions)))
+                        if !report.conflicts.contains(merged.value.name) { report.conflicts.append(merged.value.name) }
+                    }
+                    // Both sides seen: the merged vector, raised here so the
+                    // value dominates both when pushed.
+                    state.bases[remote.id] = .init(
+                        localVersion: 0, versions: VersionVector.merged(mine, remote.versions))
+                }
+            }
+        }
+        // Each pass writes what no longer clashes; what still does (two
+        // machines added grants of one name, or names swapped) is kept
+        // under a new name.
+        var progress = true
+        while !deferred.isEmpty {
+            var left: [DeferredWrite] = []
+            for write in deferred {
+                let written: Bool
+                switch write {
+                case .remote(let remote):
+                    written = try applyRemote(
+                        remote, manifest: &manifest, state: &state, report: &report, renameOnClash: !progress)
+                case .merged(let merged, let id, let siblings):
+                    written = try applyMerged(
+                        merged, id: id, carrying: siblings, manifest: &manifest, state: &state, report: &report,
+                        renameOnClash: !progress)
+                }
+                if !written { left.append(write) }
+            }
+            progress = left.count < deferred.count
+            deferred = left
+        }
+    }
+
+    /// A write of `merge` put off until the name it takes is free.
+    enum DeferredWrite {
+        case remote(SyncRecord)
+        case merged(GrantMerge, id: [UInt8], siblings: [SyncSibling])
+    }
+
+    /// Writes the merge of a local and a remote version of record `id`,
+    /// keeping the conflict the remote one carried when it was the value.
+    @discardableResult
+    private func applyMerged(
+        _ merged: GrantMerge, id: [UInt8], carrying siblings: [SyncSibling], manifest: inout StateManifest,
+        state: inout SyncState, report: inout SyncReport, renameOnClash: Bool = true
+    ) throws(VaultError) -> Bool {
+        var payload = merged.value
+        var hash = try vault.keys.nameHash(payload.name)
+        if !merged.deleted, let other = try vault.findRow(nameHash: hash, deleted: false), other.id != id {
+            guard renameOnClash else { return false }
+            payload.name = String(payload.name.prefix(58)) + "+" + Array(id.prefix(2)).hex
+            hash = try vault.keys.nameHash(payload.name)
+            report.renamed.append(payload.name)
+        }
+        let version = (manifest.entries[id]?.version ?? 0) + 1
+        try vault.putRow(
+            try vault.keys.seal(payload, id: id, version: version, deleted: merged.deleted, nameHash: hash))
+        manifest.entries[id] = .init(version: version, deleted: merged.deleted)
+        if let sibling = siblings.first, !merged.conflict {
+            state.conflicts.removeAll { $0.id == id }
+            state.conflicts.append(
+                .init(
+                    id: id, versions: sibling.versions, payload: sibling.payload, device: sibling.device,
+                    valueDevice: sibling.valueDevice))
+        }
+        return true
+    }
+
+    /// Writes a record as it came from the store.
+    @discardableResult
+    private func applyRemote(
+        _ remote: SyncRecord, manifest: inout StateManifest, state: inout SyncState, report: inout SyncReport,
+        renameOnClash: Bool = true
+    ) throws(VaultError) -> Bool {
+        guard var payload = try? remote.payload.withUnsafeBytes({ try Payload(json: $0, label: "a synced record") }),
+            payload.grant != nil || remote.deleted
+        else {
+            throw VaultError(.damaged, "a record from the store holds a malformed grant")
+        }
+        var hash = try vault.keys.nameHash(payload.name)
+        if !remote.deleted, let other = try vault.findRow(nameHash: hash, deleted: false), other.id != remote.id {
+            // The name may be freed by another record of this round (a
+            // rename or removal in another bucket): written after it.
+            guard renameOnClash else { return false }
+            // Two machines added a grant of the same name: keep both.
+            payload.name = String(payload.name.prefix(58)) + "+" + Array(remote.id.prefix(2)).hex
+            hash = try vault.keys.nameHash(payload.name)
+            report.renamed.append(payload.name)
+        }
+        let version = (manifest.entries[remote.id]?.version ?? 0) + 1
+        try vault.putRow(
+            try vault.keys.seal(payload, id: remote.id, version: version, deleted: remote.deleted, nameHash: hash))
+        manifest.entries[remote.id] = .init(version: version, deleted: remote.deleted)
+        // The record's conflict comes with it: it dominates what was known
+        // here, so its siblings (none once someone picked) are the truth.
+        let known = state.conflicts.contains { $0.id == remote.id }
+        state.conflicts.removeAll { $0.id == remote.id }
+        for sibling in remote.siblings.prefix(1) {
+            state.conflicts.append(
+                .init(
+                    id: remote.id, versions: sibling.versions, payload: sibling.payload, device: sibling.device,
+                    valueDevice: sibling.valueDevice))
+        }
+        if !known && !remote.siblings.isEmpty { report.conflicts.append(payload.name) }
+        // A renamed arrival is a local change: pushed with a raised vector.
+        let renamed = payload.name != remote.payload.withUnsafeBytes({ Payload.read($0) })?.name
+        state.bases[remote.id] = .init(localVersion: renamed ? 0 : version, versions: remote.versions)
+        return true
+    }
+
+    struct Outgoing {
+        var record: SyncRecord
+        var localVersion: UInt64
+        var changed: Bool
+    }
+
+    /// For each bucket with a local change, all its records as they should
+    /// be in the store.
+    func pendingBuckets(state: SyncState, manifest: StateManifest) throws(VaultError) -> [Int: [Outgoing]] {
+        var byBucket: [Int: [StoredRecord]] = [:]
+        for row in try vault.allRows() {
+            try vault.check(row, against: manifest)
+            byBucket[Int(row.id[0]), default: []].append(row)
+        }
+        var out: [Int: [Outgoing]] = [:]
+        for (i, rows) in byBucket {
+            let dirty = rows.contains { row in state.bases[row.id].map { $0.localVersion != row.version } ?? true }
+            guard dirty else { continue }
+            var records: [Outgoing] = []
+            for row in rows.sorted(by: { $0.id.lexicographicallyPrecedes($1.id) }) {
+                let base = state.bases[row.id]
+                // Sent again as it was (the store lost it), or changed here.
+                let changed =
+                    base.map { $0.localVersion != row.version && $0.localVersion != SyncState.Base.resend } ?? true
+                let versions = changed ? VersionVector.bumped(base?.versions ?? [], by: state.device) : base!.versions
+                var payload = try vault.keys.open(row)
+                if row.deleted { payload.grant = nil }
+                // A conflict travels with its record until someone picks.
+                let siblings = state.conflicts.filter { $0.id == row.id }.map {
+                    SyncSibling(
+                        versions: $0.versions, deleted: $0.payload.withUnsafeBytes { Payload.read($0) }?.grant == nil,
+                        payload: $0.payload, device: $0.device, valueDevice: $0.valueDevice)
+                }
+                records.append(
+                    Outgoing(
+                        record: SyncRecord(
+                            id: row.id, versions: versions, deleted: row.deleted,
+                            payload: try payload.sealedBytes().unsafeCopyToArray(), siblings: siblings),
+                        localVersion: row.version, changed: changed))
+            }
+            out[i] = records
+        }
+        return out
+    }
+}

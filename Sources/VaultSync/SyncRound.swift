@@ -1,0 +1,321 @@
+internal import VaultCore
+
+/// One round of a sync (docs/sync.md, "A sync"): what its six steps share,
+/// and one method per step, called in order by `SyncEngine.sync`. A step
+/// that finds another writer got in between returns false, and the engine
+/// starts a new round; the report carries over.
+struct SyncRound {
+    /// The engine of the vault that syncs.
+    let engine: SyncEngine
+    /// The store it syncs through.
+    let store: any SyncStore
+    /// The vault's sync keys.
+    let keys: SyncKeys
+    /// What the sync did so far, this round's work included.
+    var report: SyncReport
+    /// The sync settings as of the round's start, then as merged in step 3.
+    private(set) var state: SyncState
+    /// Step 1: the store's root (nil: it has none yet), its object and its
+    /// hash (zeros without one).
+    private(set) var root: SyncRoot?
+    private(set) var rootObject: StoredObject?
+    private(set) var rootHash = [UInt8](repeating: 0, count: 32)
+    /// Step 2: the records of each bucket that changed since it was last
+    /// merged (none for a bucket that is gone).
+    private(set) var fetched: [Int: [SyncRecord]] = [:]
+    /// Step 4: per bucket with a local change, all its records as sent.
+    private(set) var outgoing: [Int: [SyncEngine.Outgoing]] = [:]
+    /// Step 4: the root written (nil: nothing was written) and its hash.
+    private(set) var written: SyncRoot?
+    private var writtenHash: [UInt8] = []
+    /// Step 4: the bucket objects uploaded, and those the written root no
+    /// longer names.
+    private var uploaded: [[UInt8]] = []
+    private var replaced: [[UInt8]] = []
+    /// Step 4: the base of each record sent, recorded once the root is ours.
+    private var pushedBases: [[UInt8]: SyncState.Base] = [:]
+
+    /// A round starting from the sync settings as they are now.
+    init(engine: SyncEngine, store: any SyncStore, keys: SyncKeys, report: SyncReport = SyncReport())
+        throws(VaultError)
+    {
+        self.engine = engine
+        self.store = store
+        self.keys = keys
+        self.report = report
+        state = try engine.loadSyncState(keys)
+    }
+
+    var vault: Vault { engine.vault }
+
+    /// 1. Reads the root and checks it against what this machine accepted
+    /// before: a rollback or a fork is refused, a lost update of ours is
+    /// noted (`report.repaired`) and pushed again below.
+    mutating func readRoot() throws(VaultError) {
+        guard let fetchedRoot = try engine.fetchRoot(store, keys) else {
+            guard state.markEpoch == 0 else {
+                throw VaultError(
+                    .tampered,
+                    "the store has no root, but this machine synced its epoch \(state.markEpoch): the store was emptied or rolled back",
+                    hint: "check the store; local data is untouched")
+            }
+            return
+        }
+        rootObject = fetchedRoot.object
+        rootHash = try SyncRoot.hash(fetchedRoot.object.bytes)
+        if try checkMark(fetchedRoot.root, hash: rootHash) { report.repaired = true }
+        root = fetchedRoot.root
+    }
+
+    /// 2. Reads the buckets that changed since they were last merged. False
+    /// when one is gone because a newer root replaced the one read (read
+    /// again); a bucket the current root names but the store lost is
+    /// refused on a store that honours preconditions.
+    mutating func fetchChangedBuckets() throws(VaultError) -> Bool {
+        for i in 0..<256 {
+            let ref = root?.buckets[i]
+            guard (ref?.hash ?? Array(repeating: 0, count: 32)) != state.bucketHashes[i] else { continue }
+            guard let ref else {
+                fetched[i] = []
+                continue
+            }
+            guard let object = try store.get(ref.objectName) else {
+                // Gone while a newer root replaced this one: read again.
+                if try store.get(SyncEngine.rootName)?.bytes != rootObject?.bytes { return false }
+                // No machine deletes a bucket until long after the last
+                // root naming it was replaced ("Collecting old objects"),
+                // so the current root naming a missing one means the store
+                // lost or dropped it: merging around it would take what
+                // it held for nothing.
+                guard !state.honoursPreconditions else {
+                    throw VaultError(
+                        .tampered,
+                        "the store's root names bucket \(i), which the store does not have (deleted or lost)",
+                        hint: "check the store; local data is untouched")
+                }
+                // On a store that ignores If-Match, a writer slower than the
+                // collection's grace can put back a root naming a collected
+                // bucket: its records are sent again by the machines that
+                // have them.
+                fetched[i] = []
+                continue
+            }
+            guard try SyncRoot.hash(object.bytes) == ref.hash else {
+                throw VaultError(.tampered, "bucket \(i) of the store does not match its root (changed or replaced)")
+            }
+            fetched[i] = try SyncBucket(
+                decoding: object.bytes, keys: keys, vaultID: vault.header.vaultID, keyEpoch: vault.header.keyEpoch,
+                index: UInt8(i)
+            ).records
+        }
+        return true
+    }
+
+    /// 3. Merges the fetched records into the local vault, with the new
+    /// mark, in one transaction.
+    mutating func mergeFetched() throws(VaultError) {
+        try vault.update { (manifest: inout StateManifest) throws(VaultError) in
+            state = try engine.loadSyncState(keys)
+            try engine.merge(fetched, into: &manifest, state: &state, report: &report)
+            for (i, _) in fetched { state.bucketHashes[i] = root?.buckets[i]?.hash ?? Array(repeating: 0, count: 32) }
+            if let root {
+                state.markEpoch = root.epoch
+                state.markHash = rootHash
+                state.markParent = root.parent
+            }
+            try engine.saveSyncState(state, keys)
+        }
+    }
+
+    /// 4. Writes what this machine has that the store has not: a new object
+    /// per changed bucket, then a root naming them in place of the one read
+    /// in step 1 (a compare-and-swap where the store has validators). Writes
+    /// nothing when there is nothing to send and the store has a root; an
+    /// empty vault is published too, so that other machines can join.
+    mutating func writeOutgoing() throws(VaultError) {
+        let engine = engine
+        let state = state
+        outgoing = try vault.read { (manifest: StateManifest) throws(VaultError) in
+            try engine.pendingBuckets(state: state, manifest: manifest)
+        }
+        if outgoing.isEmpty, root != nil { return }
+        var next =
+            root
+            ?? SyncRoot(
+                vaultID: vault.header.vaultID, keyEpoch: vault.header.keyEpoch, epoch: 0, writer: state.device,
+                parent: Array(repeating: 0, count: 32))
+        if let root {
+            next.ancestry = Array(([(root.epoch, rootHash)] + root.ancestry).prefix(SyncRoot.maxAncestry))
+        }
+        next.epoch += 1
+        next.writer = state.device
+        next.parent = root == nil ? Array(repeating: 0, count: 32) : rootHash
+        next.devices = next.devices.filter { $0.id != state.device } + [(state.device, next.epoch)]
+        // Pushing a record ends this machine's lease on it; other leases
+        // stay while they are active by this machine's observation.
+        let pushed = Set(outgoing.values.flatMap { $0.map(\.record.id) })
+        next.leases = try engine.activeLeases(next, keys: keys).filter {
+            !($0.device == state.device && pushed.contains($0.record))
+        }
+        for (i, records) in outgoing {
+            let bucket = SyncBucket(
+                vaultID: vault.header.vaultID, keyEpoch: vault.header.keyEpoch, index: UInt8(i),
+                records: records.map(\.record))
+            let (name, bytes) = try bucket.encoded(with: keys)
+            _ = try store.put("b-" + name.hex, bytes, precondition: .absent)
+            uploaded.append(name)
+            if let old = next.buckets[i] { replaced.append(old.name) }
+            next.buckets[i] = .init(name: name, hash: try SyncRoot.hash(bytes))
+            for r in records {
+                pushedBases[r.record.id] = .init(localVersion: r.localVersion, versions: r.record.versions)
+            }
+            report.pushed += records.filter(\.changed).count
+        }
+        let rootBytes = try next.encoded(with: keys)
+        let precondition: WritePrecondition =
+            rootObject.map { $0.etag.map(WritePrecondition.matches) ?? .none } ?? .absent
+        // A refusal (412) is not the last word: when the store applied an
+        // earlier try of this request and its answer was lost, the try
+        // after it is refused by our own root. Either way, what the store
+        // holds now decides, read back in step 5.
+        _ = try store.put(SyncEngine.rootName, rootBytes, precondition: precondition)
+        written = next
+        writtenHash = try SyncRoot.hash(rootBytes)
+    }
+
+    /// 5. Reads the root back, when step 4 wrote one: the store may have
+    /// refused it, or (ignoring preconditions) let another writer win.
+    /// False when it is not ours; otherwise it becomes the new mark.
+    mutating func readBack() throws(VaultError) -> Bool {
+        guard let next = written else { return true }
+        let check = try store.get(SyncEngine.rootName)
+        guard let check, try SyncRoot.hash(check.bytes) == writtenHash else {
+            // Not ours now; but ours may have been stored for a while and
+            // read by a writer whose root names what we uploaded. Collected
+            // later, if no root names it then.
+            try retire(uploaded)
+            return false
+        }
+        let engine = engine
+        let keys = keys
+        let newHash = writtenHash
+        let outgoing = outgoing
+        let pushedBases = pushedBases
+        try vault.update { (_: inout StateManifest) throws(VaultError) in
+            var s = try engine.loadSyncState(keys)
+            s.markEpoch = next.epoch
+            s.markHash = newHash
+            s.markParent = next.parent
+            for (i, _) in outgoing { s.bucketHashes[i] = next.buckets[i]!.hash }
+            for (id, base) in pushedBases { s.bases[id] = base }
+            try engine.saveSyncState(s, keys)
+        }
+        return true
+    }
+
+    /// 6. Lets go of the buckets the written root no longer names, and
+    /// deletes those let go long enough ago. A root written beside ours may
+    /// still name them: on a store that ignores If-Match, and even on one
+    /// that checks two writers' If-Match before either writes (Apache).
+    /// They are deleted later (docs/sync.md, "Collecting old objects"), so
+    /// that a root naming a missing bucket always means the store lost it.
+    mutating func collectOldObjects() throws(VaultError) {
+        try retire(replaced)
+        guard let current = written ?? root else { return }
+        try collect(current: current)
+    }
+
+    /// Remembers bucket objects that the root just written no longer names.
+    private func retire(_ names: [[UInt8]]) throws(VaultError) {
+        guard !names.isEmpty else { return }
+        let now = vault.time.now().epochSeconds
+        try vault.update { (_: inout StateManifest) throws(VaultError) in
+            var s = try engine.loadSyncState(keys)
+            for name in names where !s.garbage.contains(where: { $0.name == name }) {
+                s.garbage.append(.init(name: name, since: now))
+            }
+            s.garbage = Array(s.garbage.suffix(SyncEngine.maxGarbage))
+            try engine.saveSyncState(s, keys)
+        }
+    }
+
+    /// Deletes remembered objects that are safe to delete: the current root
+    /// does not name them, and they were let go `garbageGrace` ago by this
+    /// machine's clock, longer than any writer that read a root naming them
+    /// takes to write its own. One the current root names again (a root
+    /// that overwrote ours) is forgotten: whoever replaces it lets it go.
+    private mutating func collect(current: SyncRoot) throws(VaultError) {
+        let state = try engine.loadSyncState(keys)
+        guard !state.garbage.isEmpty else { return }
+        let named = Set(current.buckets.compactMap { $0?.name })
+        let now = vault.time.now().epochSeconds
+        var keep: [SyncState.Garbage] = []
+        var changed = false
+        for g in state.garbage {
+            if named.contains(g.name) {
+                changed = true
+                continue
+            }
+            guard now - g.since >= SyncEngine.garbageGrace else {
+                keep.append(g)
+                continue
+            }
+            do {
+                try store.delete(SyncRoot.BucketRef(name: g.name, hash: []).objectName)
+                report.collected += 1
+                changed = true
+            } catch {
+                keep.append(g)  // tried again at the next sync
+            }
+        }
+        guard changed else { return }
+        try vault.update { (_: inout StateManifest) throws(VaultError) in
+            var s = try engine.loadSyncState(keys)
+            s.garbage = s.garbage.filter { g in keep.contains(g) || !state.garbage.contains(g) }
+            try engine.saveSyncState(s, keys)
+        }
+    }
+
+    /// Checks a root against the high-water mark. Returns true when it
+    /// replaced this machine's write on a store that ignores preconditions
+    /// (the update is pushed again); throws on a rollback or a fork.
+    ///
+    /// On a store known to ignore preconditions, writers overwrite each
+    /// other at any depth (a slow writer can even put back a lower epoch),
+    /// so a root that neither descends from the mark nor is its sibling is
+    /// still a lost update there, not proof of a fork: the version vectors
+    /// keep every local change, which is sent again (docs/sync.md).
+    func checkMark(_ root: SyncRoot, hash: [UInt8]) throws(VaultError) -> Bool {
+        guard state.markEpoch > 0 else { return false }
+        if root.epoch == state.markEpoch && hash == state.markHash { return false }
+        if root.epoch < state.markEpoch {
+            if !state.honoursPreconditions { return true }
+            throw VaultError(
+                .tampered,
+                "the store's root is older (epoch \(root.epoch)) than one this machine accepted (epoch \(state.markEpoch)): a rollback",
+                hint: "check the store; local data is untouched")
+        }
+        // A sibling of the mark, written on the same parent: the store let
+        // another writer overwrite it.
+        let sibling = root.epoch == state.markEpoch && root.parent == state.markParent
+        // Or a history that left the mark's parent through another root:
+        // it diverged exactly at the mark.
+        let throughSibling =
+            state.markEpoch > 1
+            && root.ancestry.contains { $0.epoch == state.markEpoch - 1 && $0.hash == state.markParent }
+            && !root.ancestry.contains { $0.epoch == state.markEpoch && $0.hash == state.markHash }
+        let descends =
+            root.parent == state.markHash
+            || root.ancestry.contains { $0.epoch == state.markEpoch && $0.hash == state.markHash }
+            || root.epoch - state.markEpoch > UInt64(SyncRoot.maxAncestry)
+        if descends { return false }
+        // Even a store that honours If-Match can let two writers through
+        // when it checks both before either writes (Apache does): a sibling
+        // is a lost update, sent again, never a reason to stop.
+        if sibling || throughSibling || !state.honoursPreconditions { return true }
+        throw VaultError(
+            .tampered,
+            "the store's root (epoch \(root.epoch)) does not descend from the one this machine accepted (epoch \(state.markEpoch)): a fork",
+            hint: "check the store; local data is untouched")
+    }
+}

@@ -1,0 +1,143 @@
+internal import Glibc
+internal import VaultCore
+internal import VaultCrypto
+internal import VaultHTTP
+
+/// An object as the store gave it, with the validator for a later
+/// compare-and-swap write of its name.
+struct StoredObject {
+    /// The body.
+    var bytes: [UInt8]
+    /// The store's strong validator (an HTTP ETag), when it gave one.
+    var etag: String?
+}
+
+/// What a write requires of the object already under its name.
+enum WritePrecondition: Equatable {
+    /// Nothing: an object written once, or a store without preconditions.
+    case none
+    /// No object may be there yet.
+    case absent
+    /// The object must still be the version with this validator.
+    case matches(String)
+}
+
+/// How the store answered a write.
+enum WriteOutcome: Equatable {
+    /// Stored.
+    case stored
+    /// Refused: the object under the name is not what the write required.
+    case preconditionFailed
+}
+
+/// The store a vault syncs through, as the sync engine uses it: named
+/// objects read, written (optionally as a compare-and-swap) and deleted,
+/// every failure already a `VaultError` (docs/sync.md, "Objects"). The
+/// store is only trusted to keep bytes; what they mean is the engine's.
+/// `HTTPSyncStore` is the one over WebDAV and plain HTTP.
+protocol SyncStore: AnyObject {
+    /// The object under `name`, or nil when the store has none.
+    func get(_ name: String) throws(VaultError) -> StoredObject?
+    /// Writes `bytes` under `name` when the object there meets `precondition`.
+    func put(_ name: String, _ bytes: [UInt8], precondition: WritePrecondition) throws(VaultError) -> WriteOutcome
+    /// Deletes the object under `name`; one already gone is no failure.
+    func delete(_ name: String) throws(VaultError)
+    /// Makes sure the place the objects go exists; returns the places it
+    /// created, to tell the user (without credentials).
+    func createFolder() throws(VaultError) -> [String]
+    /// Whether the store refuses writes whose precondition fails, learned by
+    /// writing (and then deleting) the object `probe`.
+    func honoursPreconditions(probe: String) throws(VaultError) -> Bool
+    /// Requests sent so far.
+    var requestCount: Int { get }
+    /// Body bytes uploaded so far.
+    var bytesSent: Int { get }
+}
+
+extension SyncStore {
+    /// Writes `bytes` under `name` whatever is there.
+    func put(_ name: String, _ bytes: [UInt8]) throws(VaultError) -> WriteOutcome {
+        try put(name, bytes, precondition: .none)
+    }
+}
+
+/// The sync store at an http(s) URL: a WebDAV collection, or any server
+/// that answers GET, PUT and DELETE under it (VaultHTTP's `ObjectStore`).
+/// The one place where the HTTP layer's `ObjectStore.Failure` becomes a
+/// `VaultError` (`HTTPSyncStore.converted`).
+final class HTTPSyncStore: SyncStore {
+    private let client: ObjectStore
+
+    /// A store at `url`, with Basic authentication when `user` is given;
+    /// each request is bounded by `timeout` seconds and tried `attempts`
+    /// times when the store fails (nil: `ObjectStore`'s default).
+    init(
+        url: String, user: String?, password: [UInt8], transport: any HTTPTransport, timeout: Double, attempts: Int?
+    ) throws(VaultError) {
+        let secret = try Secure.copy(password)
+        do {
+            client = try ObjectStore(
+                baseURL: url, user: user, password: user == nil ? nil : secret, transport: transport,
+                sleep: { usleep(UInt32($0 * 1_000_000)) })
+        } catch {
+            throw HTTPSyncStore.converted(error)
+        }
+        client.timeout = timeout
+        if let attempts { client.maximumAttempts = attempts }
+    }
+
+    var requestCount: Int { client.requestCount }
+    var bytesSent: Int { client.bytesSent }
+
+    func get(_ name: String) throws(VaultError) -> StoredObject? {
+        do {
+            return try client.get(name).map { StoredObject(bytes: $0.bytes, etag: $0.etag) }
+        } catch {
+            throw HTTPSyncStore.converted(error)
+        }
+    }
+
+    func put(_ name: String, _ bytes: [UInt8], precondition: WritePrecondition) throws(VaultError) -> WriteOutcome {
+        let required: ObjectStore.Precondition
+        switch precondition {
+        case .none: required = .none
+        case .absent: required = .absent
+        case .matches(let etag): required = .matches(etag)
+        }
+        do {
+            switch try client.put(name, bytes, precondition: required) {
+            case .stored: return .stored
+            case .preconditionFailed: return .preconditionFailed
+            }
+        } catch {
+            throw HTTPSyncStore.converted(error)
+        }
+    }
+
+    func delete(_ name: String) throws(VaultError) {
+        do { try client.delete(name) } catch { throw HTTPSyncStore.converted(error) }
+    }
+
+    func createFolder() throws(VaultError) -> [String] {
+        do { return try client.createFolder() } catch { throw HTTPSyncStore.converted(error) }
+    }
+
+    func honoursPreconditions(probe: String) throws(VaultError) -> Bool {
+        do { return try client.honoursPreconditions(probe: probe) } catch { throw HTTPSyncStore.converted(error) }
+    }
+
+    /// The vault error for a failure of the HTTP store: what the user can
+    /// do about it decides the code.
+    static func converted(_ failure: ObjectStore.Failure) -> VaultError {
+        switch failure.code {
+        case .transient: VaultError(.transient, failure.reason)
+        case .unauthorized: VaultError(.refused, failure.reason, remedy: .setStoreCredentials)
+        case .badResponse: VaultError(.badResponse, failure.reason)
+        case .invalid: VaultError(.invalidInput, failure.reason)
+        case .missingFolder:
+            VaultError(
+                .notFound, failure.reason,
+                hint: "the store did not create it with MKCOL: create the folder on the server, or check the URL")
+        }
+    }
+}

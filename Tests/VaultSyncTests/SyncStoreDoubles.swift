@@ -1,0 +1,189 @@
+import Foundation
+import Synchronization
+import Testing
+import VaultCrypto
+import VaultHTTP
+import VaultTestSupport
+
+@testable import VaultCore
+@testable import VaultSync
+
+/// A store in memory: the fast double of `SyncStore`. It honours
+/// preconditions like Apache, or ignores them like the stores docs/sync.md
+/// also supports.
+final class MemoryStore: SyncStore {
+    let honours: Bool
+    private(set) var objects: [String: StoredObject] = [:]
+    private var version = 0
+    private(set) var requestCount = 0
+    private(set) var bytesSent = 0
+
+    init(honoursPreconditions: Bool) { honours = honoursPreconditions }
+
+    func get(_ name: String) throws(VaultError) -> StoredObject? {
+        requestCount += 1
+        return objects[name]
+    }
+
+    func put(_ name: String, _ bytes: [UInt8], precondition: WritePrecondition) throws(VaultError) -> WriteOutcome {
+        requestCount += 1
+        bytesSent += bytes.count
+        if honours {
+            switch precondition {
+            case .none: break
+            case .absent where objects[name] != nil: return .preconditionFailed
+            case .matches(let etag) where objects[name]?.etag != etag: return .preconditionFailed
+            case .absent, .matches: break
+            }
+        }
+        version += 1
+        objects[name] = StoredObject(bytes: bytes, etag: "\"v\(version)\"")
+        return .stored
+    }
+
+    func delete(_ name: String) throws(VaultError) {
+        requestCount += 1
+        objects[name] = nil
+    }
+
+    func createFolder() throws(VaultError) -> [String] { [] }
+
+    func honoursPreconditions(probe: String) throws(VaultError) -> Bool {
+        _ = try put(probe, [1])
+        let stale = try put(probe, [2], precondition: .matches("\"no-such-version\""))
+        try delete(probe)
+        return stale == .preconditionFailed
+    }
+}
+
+/// Passes every call to `inner`, and runs `afterRootWrite` once, right
+/// after the next write of the root has reached the store: another
+/// machine's write landing between a round's write and its read-back.
+final class InterposingStore: SyncStore {
+    let inner: any SyncStore
+    var afterRootWrite: (() throws -> Void)?
+
+    init(_ inner: any SyncStore) { self.inner = inner }
+
+    var requestCount: Int { inner.requestCount }
+    var bytesSent: Int { inner.bytesSent }
+
+    func get(_ name: String) throws(VaultError) -> StoredObject? { try inner.get(name) }
+
+    func put(_ name: String, _ bytes: [UInt8], precondition: WritePrecondition) throws(VaultError) -> WriteOutcome {
+        let outcome = try inner.put(name, bytes, precondition: precondition)
+        if name == SyncEngine.rootName, let hook = afterRootWrite {
+            afterRootWrite = nil
+            do { try hook() } catch { throw VaultError(.internalError, "the interposed write failed: \(error)") }
+        }
+        return outcome
+    }
+
+    func delete(_ name: String) throws(VaultError) { try inner.delete(name) }
+    func createFolder() throws(VaultError) -> [String] { try inner.createFolder() }
+    func honoursPreconditions(probe: String) throws(VaultError) -> Bool {
+        try inner.honoursPreconditions(probe: probe)
+    }
+}
+
+/// A clock the test moves.
+final class MovableClock: TimeSource {
+    private let date = Mutex(Date(epochSeconds: 1_800_000_000))
+
+    func now() -> Date { date.withLock { $0 } }
+    func advance(_ seconds: Double) { date.withLock { $0 = $0.addingTimeInterval(seconds) } }
+}
+
+/// The stores the round tests run against.
+enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
+    /// Apache's WebDAV (Tools/testservers/webdav.py), which honours
+    /// If-Match and If-None-Match.
+    case apache
+    /// `MemoryStore` honouring preconditions.
+    case memory
+    /// `MemoryStore` ignoring them.
+    case memoryIgnoringPreconditions
+
+    var testDescription: String { rawValue }
+
+    static let apacheInstalled = FileManager.default.isExecutableFile(atPath: "/usr/sbin/apache2")
+}
+
+/// One store and the machines (vaults of one master key, each with its own
+/// sync settings) that sync through it, in this process.
+final class SyncBench {
+    let dir = TemporaryDirectory()
+    let kind: StoreKind
+    let store: any SyncStore
+    let clock = MovableClock()
+    private let server: FixtureServer?
+    /// The store's URL.
+    let url: String
+
+    init(_ kind: StoreKind) throws {
+        self.kind = kind
+        switch kind {
+        case .apache:
+            let file = dir.path + "/password"
+            _ = FileManager.default.createFile(
+                atPath: file, contents: Data("store password\n".utf8), attributes: [.posixPermissions: 0o600])
+            let server = try FixtureServer(script: "webdav.py", arguments: [dir.path + "/dav", file])
+            let settings = try JSONSerialization.jsonObject(with: Data(server.firstLine.utf8)) as! [String: Any]
+            url = settings["url"] as! String
+            self.server = server
+            store = try HTTPSyncStore(
+                url: url, user: "vault", password: Array("store password".utf8), transport: CurlTransport(),
+                timeout: 30, attempts: nil)
+        case .memory, .memoryIgnoringPreconditions:
+            server = nil
+            url = "http://127.0.0.1:9/store/"
+            store = MemoryStore(honoursPreconditions: kind == .memory)
+        }
+    }
+
+    /// A new machine with the vault of `first` (a new vault when nil),
+    /// connected to the store.
+    func machine(joining first: SyncEngine? = nil) throws -> SyncEngine {
+        let home = dir.path + "/machine-\(UUID().uuidString)"
+        let location = VaultLocation(directory: home + "/data", configDirectory: home + "/config")
+        let vault: Vault
+        if let first {
+            vault = try Vault.create(
+                at: location, header: first.vault.header, masterKey: try first.vault.requireMasterKey(),
+                slots: try first.vault.storedKeyslots(), time: clock)
+        } else {
+            vault = try Vault.create(at: location, key: .keyfile(TestKeys.keyfileSecret()), kdf: .minimum, time: clock)
+        }
+        let engine = SyncEngine(vault: vault, transport: CurlTransport())
+        var state = SyncState(url: url, user: nil, password: [], device: try Secure.randomBytes(16))
+        state.preconditions = try store.honoursPreconditions(probe: "probe-" + (try Secure.randomBytes(8)).hex) ? 1 : 2
+        let keys = try engine.syncKeys()
+        try engine.vault.update { (_: inout StateManifest) throws(VaultError) in try engine.saveSyncState(state, keys) }
+        return engine
+    }
+
+    /// A whole sync of `engine` through the bench's store.
+    @discardableResult
+    func sync(_ engine: SyncEngine, through store: (any SyncStore)? = nil) throws -> SyncReport {
+        try engine.sync(through: store ?? self.store, keys: try engine.syncKeys())
+    }
+
+    /// A round of `engine`, not yet started.
+    func round(_ engine: SyncEngine, through store: (any SyncStore)? = nil) throws -> SyncRound {
+        try SyncRound(engine: engine, store: store ?? self.store, keys: try engine.syncKeys())
+    }
+
+    /// The root the store holds, decoded with `engine`'s keys.
+    func root(_ engine: SyncEngine) throws -> (bytes: [UInt8], root: SyncRoot)? {
+        guard let object = try store.get(SyncEngine.rootName) else { return nil }
+        let root = try SyncRoot(
+            decoding: object.bytes, keys: try engine.syncKeys(), vaultID: engine.vault.header.vaultID,
+            keyEpoch: engine.vault.header.keyEpoch)
+        return (object.bytes, root)
+    }
+
+    /// The names of the grants `engine`'s vault holds.
+    func names(_ engine: SyncEngine) throws -> [String] {
+        try engine.vault.list(secrets: false).grants.map(\.name).sorted()
+    }
+}
