@@ -52,6 +52,8 @@ let package = Package(
         .testTarget(
             name: "VaultSyncTests", dependencies: ["VaultSync", "VaultCore", "VaultCrypto", "VaultTestSupport"]),
         .testTarget(
+            name: "VaultAgentTests", dependencies: ["VaultAgent", "VaultCore", "VaultCrypto", "VaultTestSupport"]),
+        .testTarget(
             name: "VaultKitTests",
             dependencies: [
                 "VaultKit", "VaultCore", "VaultSync", "VaultAgent", "VaultCrypto", "VaultHTTP", "VaultTestSupport",
