@@ -81,13 +81,13 @@ final class AgentResponder: Sendable {
             session = nil
             throw VaultError(.locked, "the agent is locked")
         }
-        try answer(request, with: current, session: &session, into: &w)
+        try respond(to: request, with: current, session: &session, into: &w)
         return w
     }
 
     /// Writes the answer to an operation that needs the keys.
-    private func answer(
-        _ request: AgentRequest, with current: UnlockedKeys, session: inout VaultSession?, into w: inout MessageWriter
+    private func respond(
+        to request: AgentRequest, with current: UnlockedKeys, session: inout VaultSession?, into w: inout MessageWriter
     ) throws(VaultError) {
         let keys = current.keys
         switch request {
