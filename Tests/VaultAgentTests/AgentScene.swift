@@ -40,8 +40,11 @@ struct AgentScene {
     let masterKey: SecureBytes
     let keys: KeyState
     let responder: AgentResponder
+    let transport: FakeTransport
 
-    init(options: AgentServer.Options = AgentServer.Options()) throws {
+    /// `answers`: the provider's, in order (a background refresh asks it).
+    init(options: AgentServer.Options = AgentServer.Options(), answers: [(Int, String, [(String, String)])] = []) throws
+    {
         let vault = try Vault.create(
             at: dir.location, key: .keyfile(TestKeys.keyfileSecret()), kdf: .minimum, time: clock)
         var grant = TestKeys.grant(token: AgentScene.accessToken, now: AgentScene.start)
@@ -50,11 +53,12 @@ struct AgentScene {
         vaultID = vault.header.vaultID
         masterKey = try vault.requireMasterKey()
         let log = log
+        transport = FakeTransport(answers)
         let environment = AgentEnvironment(
             location: dir.location,
             paths: AgentPaths(
                 directory: dir.path + "/run", socket: dir.path + "/run/a.sock", lock: dir.path + "/run/a.lock"),
-            options: options, transport: FakeTransport([]), time: clock, log: { log.append($0) })
+            options: options, transport: transport, time: clock, log: { log.append($0) })
         keys = KeyState(environment: environment)
         responder = AgentResponder(keys: keys, listener: AgentListener(environment: environment))
     }
