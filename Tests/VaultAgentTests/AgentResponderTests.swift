@@ -18,7 +18,7 @@ struct AgentResponderTests {
             }(),
         ]
         for request in requests {
-            let error = #expect(throws: VaultError.self) { try scene.ask(request) }
+            let error = #expect(throws: VaultError.self) { _ = try scene.ask(request) }
             #expect(error?.code == .locked && error?.reason == "the agent is locked")
         }
     }
@@ -55,19 +55,21 @@ struct AgentResponderTests {
 
         var session: VaultSession?
         var token = try scene.ask(AgentScene.tokenRequest(), session: &session)
-        #expect(try token.string() == AgentScene.accessToken)
+        // Compared aside, so that a failure prints no token.
+        let served = try token.string() == AgentScene.accessToken
+        #expect(served, "the agent served another token")
         #expect(try token.string() == "Bearer")
         #expect(try token.u64() == UInt64(AgentScene.start.addingTimeInterval(3600).epochSeconds))
         try token.finish()
         #expect(session != nil, "the connection keeps its own vault connection")
         #expect(scene.keys.refreshCandidates(now: AgentScene.start, excluding: [])?.1 == ["work"])
 
-        let missing = #expect(throws: VaultError.self) { try scene.ask(AgentScene.tokenRequest("other")) }
+        let missing = #expect(throws: VaultError.self) { _ = try scene.ask(AgentScene.tokenRequest("other")) }
         #expect(missing?.code == .notFound)
 
         _ = try scene.ask(MessageWriter(request: .lock), session: &session)
         #expect(session == nil && !scene.keys.isUnlocked)
-        let locked = #expect(throws: VaultError.self) { try scene.ask(AgentScene.tokenRequest()) }
+        let locked = #expect(throws: VaultError.self) { _ = try scene.ask(AgentScene.tokenRequest()) }
         #expect(locked?.code == .locked)
         #expect(scene.log.all == ["unlocked", "locked: lock requested"])
     }
@@ -79,7 +81,7 @@ struct AgentResponderTests {
         var load = MessageWriter(request: .load)
         load.fixed([UInt8](repeating: 5, count: 16))
         load.fixed([UInt8](repeating: 1, count: 32))
-        let error = #expect(throws: VaultError.self) { try scene.ask(load) }
+        let error = #expect(throws: VaultError.self) { _ = try scene.ask(load) }
         #expect(error?.code == .alreadyExists)
         #expect(scene.keys.isUnlocked)
     }
