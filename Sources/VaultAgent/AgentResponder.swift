@@ -89,28 +89,28 @@ final class AgentResponder: Sendable {
     private func respond(
         to request: AgentRequest, with current: UnlockedKeys, session: inout VaultSession?, into w: inout MessageWriter
     ) throws(VaultError) {
-        let keys = current.keys
+        let recordKeys = current.keys
         switch request {
         case .token(let name, let minimum, let force):
-            let vault = try self.keys.vault(current, session: &session)
+            let vault = try keys.vault(current, session: &session)
             let fresh = try environment.tokenRefresher(vault).freshGrant(
                 name, minimumValidity: TimeInterval(minimum), forceRefresh: force)
             w.string(fresh.grant.accessToken ?? "")
             w.string(fresh.grant.tokenType ?? "Bearer")
             w.u64(UInt64(bitPattern: fresh.grant.expiresAt?.epochSeconds ?? AgentProtocol.noExpiry))
         case .nameHash(let name):
-            w.fixed(try keys.nameHash(name))
+            w.fixed(try recordKeys.nameHash(name))
         case .seal(let raw, let id, let version, let deleted, let hash):
             let plain = try Secure.copy(raw)
-            let record = try keys.cipher.seal(
+            let record = try recordKeys.cipher.seal(
                 payload: plain, id: id, version: version, deleted: deleted, nameHash: hash)
             w.bytes(record.nonce)
             w.bytes(record.ciphertext)
         case .open(let rows):
-            let scratch = try keys.scratchBuffer(for: rows)
+            let scratch = try recordKeys.scratchBuffer(for: rows)
             for row in rows {
                 do throws(VaultError) {
-                    var bytes = try keys.openChecked(row, scratch: scratch) { plain, _ throws(VaultError) in
+                    var bytes = try recordKeys.openChecked(row, scratch: scratch) { plain, _ throws(VaultError) in
                         Array(plain)
                     }
                     w.u8(0)
@@ -122,10 +122,10 @@ final class AgentResponder: Sendable {
                 }
             }
         case .stateMAC(let body):
-            w.bytes(try keys.stateMAC(body))
+            w.bytes(try recordKeys.stateMAC(body))
         case .sync:
             let engine = SyncEngine(
-                vault: try self.keys.vault(current, session: &session), transport: environment.transport)
+                vault: try keys.vault(current, session: &session), transport: environment.transport)
             let report = try engine.sync()
             w.u32(UInt32(report.pulled))
             w.u32(UInt32(report.pushed))
@@ -135,7 +135,7 @@ final class AgentResponder: Sendable {
             for names in [report.conflicts, report.renamed] { w.strings(names) }
         case .conflicts:
             let engine = SyncEngine(
-                vault: try self.keys.vault(current, session: &session), transport: environment.transport)
+                vault: try keys.vault(current, session: &session), transport: environment.transport)
             w.strings(engine.isConfigured ? try engine.conflictNames() : [])
         case .hello, .load, .lock:
             break
