@@ -53,6 +53,8 @@ let package = Package(
             name: "VaultSyncTests",
             dependencies: ["VaultSync", "VaultCore", "VaultCrypto", "VaultHTTP", "VaultTestSupport"]),
         .testTarget(
+            name: "VaultAgentTests", dependencies: ["VaultAgent", "VaultCore", "VaultCrypto", "VaultTestSupport"]),
+        .testTarget(
             name: "VaultKitTests",
             dependencies: [
                 "VaultKit", "VaultCore", "VaultSync", "VaultAgent", "VaultCrypto", "VaultHTTP", "VaultTestSupport",

@@ -1,0 +1,133 @@
+internal import CPlatform
+internal import Glibc
+import Synchronization
+internal import VaultCore
+
+/// The agent's listening end: the lock file that makes it the only agent of
+/// its vault, the Unix socket, the signals it watches, and the clients it
+/// admits (same uid, at most `maxClients` at a time). The main thread binds,
+/// waits and accepts; any thread may remove the socket.
+final class AgentListener: Sendable {
+    struct Descriptors {
+        var lock: Int32 = -1
+        var socket: Int32 = -1
+        var signals: Int32 = -1
+        /// The socket file this agent bound, so it never removes another's.
+        var socketIdentity: FileIdentity?
+    }
+
+    /// What one wait saw.
+    struct Events {
+        var clientsWaiting = false
+        var signalsPending = false
+    }
+
+    static let maxClients = 64
+
+    let environment: AgentEnvironment
+    private let descriptors = Mutex(Descriptors())
+    private let clients = Mutex(0)
+
+    init(environment: AgentEnvironment) { self.environment = environment }
+
+    private var paths: AgentPaths { environment.paths }
+
+    deinit {
+        descriptors.withLock { d in
+            for fd in [d.socket, d.signals, d.lock] where fd >= 0 { close(fd) }
+        }
+    }
+
+    /// Takes the agent lock, binds the socket and starts watching signals.
+    /// `alreadyExists` when another agent serves this vault.
+    func bind() throws(VaultError) {
+        try paths.prepareDirectory()
+        let lock = open(paths.lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard lock >= 0 else { throw VaultError(.io, "cannot open \(paths.lock): \(FileSystem.errnoText())") }
+        descriptors.withLock { $0.lock = lock }
+        guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
+            throw VaultError(.alreadyExists, "an agent is already running for this vault")
+        }
+        // We hold the lock, so any socket left here is stale.
+        if FileSystem.exists(paths.socket) { unlink(paths.socket) }
+        let socket = vault_unix_listen(paths.socket)
+        guard socket >= 0 else {
+            throw VaultError(.io, "cannot listen on \(paths.socket): \(FileSystem.errnoText())")
+        }
+        let identity = FileIdentity(path: paths.socket)
+        descriptors.withLock {
+            $0.socket = socket
+            $0.socketIdentity = identity
+        }
+        // Signals are blocked here, before any serving thread exists, so
+        // every thread inherits the mask and they arrive on the descriptor.
+        let signals = vault_signal_fd()
+        guard signals >= 0 else { throw VaultError(.io, "cannot watch signals: \(FileSystem.errnoText())") }
+        descriptors.withLock { $0.signals = signals }
+    }
+
+    /// Waits up to a second for a client or a signal; nil when waiting failed.
+    func wait() -> Events? {
+        let d = descriptors.withLock { ($0.socket, $0.signals) }
+        var fds = [
+            pollfd(fd: d.0, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: d.1, events: Int16(POLLIN), revents: 0),
+        ]
+        let n = poll(&fds, nfds_t(fds.count), 1000)
+        if n < 0 && errno != EINTR { return nil }
+        return Events(clientsWaiting: fds[0].revents & Int16(POLLIN) != 0, signalsPending: fds[1].revents != 0)
+    }
+
+    /// The signals that arrived, in order.
+    func pendingSignals() -> [Int32] {
+        let fd = descriptors.withLock { $0.signals }
+        var signals: [Int32] = []
+        while case let signal = vault_signal_read(fd), signal != 0 { signals.append(signal) }
+        return signals
+    }
+
+    /// Accepts every waiting client of our uid, while there is room, and
+    /// serves each on a thread of its own.
+    func acceptClients(_ serve: @escaping @Sendable (Int32) -> Void) {
+        let listening = descriptors.withLock { $0.socket }
+        while true {
+            let fd = vault_unix_accept(listening)
+            guard fd >= 0 else { return }
+            let uid = vault_peer_uid(fd)
+            guard uid == Int64(geteuid()) else {
+                environment.log("refused a connection from uid \(uid)")
+                close(fd)
+                continue
+            }
+            let admitted = clients.withLock { count -> Bool in
+                guard count < AgentListener.maxClients else { return false }
+                count += 1
+                return true
+            }
+            guard admitted else {
+                environment.log("refused a connection: too many clients")
+                close(fd)
+                continue
+            }
+            // A thread of its own, not a shared pool: a client waiting on a
+            // stalled provider must not take a worker others need.
+            startThread { [self] in
+                serve(fd)
+                clients.withLock { $0 -= 1 }
+            }
+        }
+    }
+
+    /// True when another agent took the socket over, or someone removed it.
+    var socketWasReplaced: Bool {
+        guard let mine = descriptors.withLock({ $0.socketIdentity }) else { return false }
+        return FileIdentity(path: paths.socket) != mine
+    }
+
+    /// Unlinks the socket if it is still the one this agent bound.
+    func removeSocket() {
+        if let mine = descriptors.withLock({ $0.socketIdentity }), FileIdentity(path: paths.socket) == mine {
+            unlink(paths.socket)
+        }
+    }
+}

@@ -1,0 +1,100 @@
+internal import FoundationEssentials
+internal import Glibc
+internal import VaultCrypto
+
+/// One client's connection, served on a thread of its own: it reads framed
+/// requests within the agent's timeouts, has the responder answer each,
+/// writes the answers, and zeroes both once they are sent.
+struct ClientConnection {
+    /// A client must finish sending a request this soon after starting it.
+    static let requestTimeout: Int = 10
+    /// An idle connection is closed after this long.
+    static let idleTimeout: TimeInterval = 120
+
+    let fd: Int32
+    let responder: AgentResponder
+    var requestTimeout = ClientConnection.requestTimeout
+    var idleTimeout = ClientConnection.idleTimeout
+
+    private var environment: AgentEnvironment { responder.keys.environment }
+
+    init(fd: Int32, responder: AgentResponder) {
+        self.fd = fd
+        self.responder = responder
+    }
+
+    /// Serves the client until it hangs up, idles out, or the agent stops;
+    /// then closes the connection.
+    func serve() {
+        defer { close(fd) }
+        // The accepted socket may inherit non-blocking mode: this thread blocks.
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+        var tv = timeval(tv_sec: requestTimeout, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var session: VaultSession?
+        defer { session?.end() }
+        while waitForRequest() {
+            guard var body = receiveMessage() else { return }
+            var response = responder.answer(body, session: &session).framed
+            secureZero(&body)
+            let ok = send(response)
+            secureZero(&response)
+            guard ok else { return }
+        }
+    }
+
+    /// Waits for the first byte of a request: false when the client hung
+    /// up, stayed idle too long, or the agent is stopping.
+    func waitForRequest() -> Bool {
+        let start = environment.time.now()
+        while !responder.keys.isStopping {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let n = poll(&p, 1, 1000)
+            if n > 0 { return p.revents & Int16(POLLIN) != 0 }
+            if n < 0 && errno != EINTR { return false }
+            if environment.time.now().timeIntervalSince(start) > idleTimeout { return false }
+        }
+        return false
+    }
+
+    /// One framed message, or nil when the client hung up, was too slow
+    /// (SO_RCVTIMEO) or sent an oversized length.
+    func receiveMessage() -> [UInt8]? {
+        guard let prefix = receiveExactly(4) else { return nil }
+        let length = prefix.reduce(0) { ($0 << 8) | Int($1) }
+        guard length > 0, length <= AgentProtocol.maxLength else {
+            environment.log("refused a message of \(length) bytes")
+            return nil
+        }
+        return receiveExactly(length)
+    }
+
+    private func receiveExactly(_ count: Int) -> [UInt8]? {
+        var out = [UInt8](repeating: 0, count: count)
+        var got = 0
+        while got < count {
+            let n = out.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + got, count - got, 0) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else {
+                secureZero(&out)
+                return nil
+            }
+            got += n
+        }
+        return out
+    }
+
+    private func send(_ bytes: [UInt8]) -> Bool {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes.withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
+            }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { return false }
+            sent += n
+        }
+        return true
+    }
+}

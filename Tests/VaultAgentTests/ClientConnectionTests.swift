@@ -1,0 +1,110 @@
+import Foundation
+import Glibc
+import Testing
+import VaultTestSupport
+
+@testable import VaultAgent
+@testable import VaultCore
+
+@Suite("a client connection: frames, their size limit and the timeouts")
+struct ClientConnectionTests {
+    /// Two connected Unix sockets: the agent's end and the client's.
+    static func pair() throws -> (agent: Int32, client: Int32) {
+        var fds: [Int32] = [-1, -1]
+        try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &fds) == 0)
+        return (fds[0], fds[1])
+    }
+
+    static func write(_ bytes: [UInt8], to fd: Int32) {
+        _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress!, bytes.count, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Everything the other end sends until it closes.
+    static func readAll(_ fd: Int32) -> [UInt8] {
+        var out: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, 4096, 0) }
+            guard n > 0 else { return out }
+            out += buffer[..<n]
+        }
+    }
+
+    @Test("a length over the limit is refused before anything is read")
+    func oversized() throws {
+        let scene = try AgentScene()
+        let (agent, client) = try ClientConnectionTests.pair()
+        defer { close(client) }
+        defer { close(agent) }
+        let length = UInt32(AgentProtocol.maxLength + 1)
+        ClientConnectionTests.write(withUnsafeBytes(of: length.bigEndian, Array.init), to: client)
+        #expect(ClientConnection(fd: agent, responder: scene.responder).receiveMessage() == nil)
+        #expect(scene.log.all == ["refused a message of \(AgentProtocol.maxLength + 1) bytes"])
+    }
+
+    @Test("a length of 0 is refused")
+    func empty() throws {
+        let scene = try AgentScene()
+        let (agent, client) = try ClientConnectionTests.pair()
+        defer { close(client) }
+        defer { close(agent) }
+        ClientConnectionTests.write([0, 0, 0, 0], to: client)
+        #expect(ClientConnection(fd: agent, responder: scene.responder).receiveMessage() == nil)
+    }
+
+    @Test("requests are answered in frames until the client hangs up")
+    func serves() throws {
+        let scene = try AgentScene()
+        let (agent, client) = try ClientConnectionTests.pair()
+        defer { close(client) }
+        let responder = scene.responder
+        let done = DispatchSemaphore(value: 0)
+        startThread {
+            ClientConnection(fd: agent, responder: responder).serve()
+            done.signal()
+        }
+        let hello = AgentScene.hello(scene.vaultID)
+        ClientConnectionTests.write(hello.framed + hello.framed, to: client)
+        shutdown(client, Int32(SHUT_WR))
+        let received = ClientConnectionTests.readAll(client)
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        // Two answers of 2 + 13 bytes, each after its length.
+        #expect(received.count == 2 * 19)
+        #expect(Array(received[0..<6]) == [0, 0, 0, 15, AgentProtocol.version, 0])
+        #expect(Array(received[19..<25]) == [0, 0, 0, 15, AgentProtocol.version, 0])
+    }
+
+    @Test("a client that starts a request and stalls is dropped after the request timeout")
+    func stalledRequest() throws {
+        let scene = try AgentScene()
+        let (agent, client) = try ClientConnectionTests.pair()
+        defer { close(client) }
+        var connection = ClientConnection(fd: agent, responder: scene.responder)
+        connection.requestTimeout = 1
+        let done = DispatchSemaphore(value: 0)
+        let serving = connection
+        startThread {
+            serving.serve()
+            done.signal()
+        }
+        ClientConnectionTests.write([0, 0, 0, 20, AgentProtocol.version], to: client)
+        #expect(done.wait(timeout: .now() + 5) == .success, "the connection still waits for the rest")
+        #expect(ClientConnectionTests.readAll(client).isEmpty, "a partial request was answered")
+    }
+
+    @Test("an idle connection is closed once the idle timeout has passed, not before")
+    func idle() throws {
+        let scene = try AgentScene()
+        let (agent, client) = try ClientConnectionTests.pair()
+        defer { close(client) }
+        defer { close(agent) }
+        let connection = ClientConnection(fd: agent, responder: scene.responder)
+        let done = DispatchSemaphore(value: 0)
+        startThread {
+            if !connection.waitForRequest() { done.signal() }
+        }
+        #expect(done.wait(timeout: .now() + 1.5) == .timedOut, "closed before the idle timeout")
+        scene.clock.advance(ClientConnection.idleTimeout + 1)
+        #expect(done.wait(timeout: .now() + 5) == .success, "still open after the idle timeout")
+    }
+}
