@@ -94,7 +94,9 @@ struct MessageWriter {
     mutating func error(_ e: VaultError) {
         string(e.code.rawValue)
         string(e.reason)
-        string(e.hint ?? "")
+        // Once a free-text hint; remedies travel in their own field now,
+        // and the string stays (empty) so older clients still read the frame.
+        string("")
         string(e.oauthError ?? "")
         let remedy = e.remedy.flatMap { try? JSONEncoder().encode($0) }
         bytes(remedy.map { Array($0) } ?? [])
@@ -174,11 +176,11 @@ package struct MessageReader {
     package mutating func error() throws(VaultError) -> VaultError {
         let code = try string()
         let reason = try string()
-        let hint = try string()
+        _ = try string()  // the old hint field, always empty
         let oauthError = try string()
         let remedy = try bytes()
         return VaultError(
-            VaultError.Code(rawValue: code) ?? .internalError, reason, hint: hint.isEmpty ? nil : hint,
+            VaultError.Code(rawValue: code) ?? .internalError, reason,
             oauthError: oauthError.isEmpty ? nil : oauthError,
             remedy: remedy.isEmpty ? nil : try? JSONDecoder().decode(VaultError.Remedy.self, from: Data(remedy)))
     }

@@ -52,6 +52,56 @@ enum Remedies {
         case .addFromProvider(let provider, let grant):
             return
                 "to authorize it at \(provider)'s own endpoints: 'vault remove \(grant)', then 'vault add \(provider) \(grant)'"
+        case .tryAgainShortly: return "try again in a moment"
+        case .tryAgainInAMinute: return "try again in a minute"
+        case .tryAgainLater: return "try again later"
+        case .checkNetwork: return "check the network and try again"
+        case .setClock: return "set this machine's clock right (NTP, timedatectl) and try again; the grant was not changed"
+        case .checkStore: return "check the store; local data is untouched"
+        case .createStoreFolder:
+            return "the store did not create it with MKCOL: create the folder on the server, or check the URL"
+        case .setHome: return "set HOME, or VAULT_HOME and XDG_CONFIG_HOME"
+        case .useOwnDirectories: return "keep vault's files in directories of your own"
+        case .removeOthersWrite(let path, let orElsewhere):
+            return "run 'chmod go-w \(path)'" + (orElsewhere ? ", or keep vault's files elsewhere" : "")
+        case .removeOthersWriteIfPrivate(let path): return "run 'chmod go-w \(path)' if that is intended to be private"
+        case .makeDirectoryPrivate(let path): return "run 'chmod 700 \(path)'"
+        case .makeFilePrivate(let path):
+            return "run 'chmod 600 \(path)'; whoever could read it can try passphrases offline"
+        case .replaceWithOwnFile: return "remove it, or replace it with a file of your own"
+        case .removeOtherLinks: return "remove the other names of the file, or copy it to a new file of its own"
+        case .secretFromFileOrCommand:
+            return "write the secret to a file, or give a command's output through a *_COMMAND variable"
+        case .grantNameGrammar(let maximumLength):
+            return "use 1 to \(maximumLength) letters, digits and . _ @ + -, not starting with - or ."
+        case .nameProviderInJSON: return "add \"provider\": \"NAME\""
+        case .renameProviderFile(let file, let name):
+            return "rename the file to \(file).json, or make its \"name\" '\(name)' (or remove it)"
+        case .sectionsWithTokens(let names): return "its remotes with a token: \(names.joined(separator: ", "))"
+        case .ghTokenInKeyring:
+            return "gh keeps it in the system keyring: log in again with 'gh auth login --insecure-storage', "
+                + "or import the output of 'gh auth token' as {\"access_token\": ..., \"provider\": \"github\"}"
+        case .serviceAccountKeyIsNoGrant:
+            return "a service account key is not a grant a person authorized: it has nothing to import"
+        case .downloadServiceAccountKey:
+            return "download the key as JSON (Google Cloud console: IAM, Service accounts, Keys, Add key, JSON)"
+        case .oauth1GrantFields:
+            return "OAuth 1.0a grants keep token_secret and provider_config.client_id/client_secret"
+        case .pkcs8Key(.encrypted):
+            return
+                "decrypt it with 'openssl pkcs8 -in KEY -out KEY.pk8' (vault keeps it encrypted in the vault) and give that file"
+        case .pkcs8Key(.pkcs1):
+            return "convert it with 'openssl pkcs8 -topk8 -nocrypt -in KEY -out KEY.pk8' and give that file"
+        case .pkcs8Key(.other): return "give an unencrypted PKCS#8 RSA private key in PEM form"
+        case .offeredFlows(let flows): return "it offers: \(flows.map(\.rawValue).joined(separator: ", "))"
+        case .restartDeviceAuthorization: return "start the authorization again and enter the new code in time"
+        case .approveAtProvider: return "approve the request on the provider's page to add the grant"
+        case .checkClientAuthentication:
+            return
+                "check the client id and secret, and the client authentication the provider accepts (token_endpoint_auth_method); no grant was marked dead"
+        case .declareEmpty400IsInvalidGrant:
+            return
+                "a provider that answers a revoked refresh token with an empty 400 (glewlwyd does) needs \"empty_400_is_invalid_grant\": true in its provider file"
         }
     }
 }

@@ -36,7 +36,7 @@ public enum GrantName {
         else {
             throw VaultError(
                 .invalidInput, "invalid grant name",
-                hint: "use 1 to \(maximumLength) letters, digits and . _ @ + -, not starting with - or .")
+                remedy: .grantNameGrammar(maximumLength: maximumLength))
         }
     }
 }

@@ -27,7 +27,7 @@ extension StorageError {
     package var vaultError: VaultError {
         switch code {
         case .busy:
-            VaultError(.busy, "the vault is busy (another vault process is writing)", hint: "try again in a moment")
+            VaultError(.busy, "the vault is busy (another vault process is writing)", remedy: .tryAgainShortly)
         case .corrupt: VaultError(.damaged, "the vault file is damaged: \(reason)")
         case .io: VaultError(.io, "cannot access the vault file: \(reason)")
         case .full: VaultError(.io, "the disk is full: cannot write \(path ?? "the vault file")")

@@ -66,7 +66,7 @@ public struct TokenResponse: Sendable {
     /// The grant this response describes, as imported by `vault import`.
     public func importedGrant(now: Date) throws(VaultError) -> Grant {
         guard let provider, !provider.isEmpty else {
-            throw VaultError(.invalidInput, "the token JSON has no 'provider'", hint: "add \"provider\": \"NAME\"")
+            throw VaultError(.invalidInput, "the token JSON has no 'provider'", remedy: .nameProviderInJSON)
         }
         guard accessToken != nil || refreshToken != nil else {
             throw VaultError(.invalidInput, "the token JSON has neither 'access_token' nor 'refresh_token'")

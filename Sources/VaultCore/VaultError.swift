@@ -137,6 +137,92 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
         /// Remove the grant and add it anew from its configured provider
         /// (it keeps endpoints of its own that the provider does not have).
         case addFromProvider(provider: String, grant: String)
+
+        // Waiting.
+        /// Another process holds the vault for a moment: try again shortly.
+        case tryAgainShortly
+        /// Another machine holds the sync lease: try again in a minute.
+        case tryAgainInAMinute
+        /// The provider is unavailable for now: try again later.
+        case tryAgainLater
+        /// The network failed: check it and try again.
+        case checkNetwork
+        /// Set this machine's clock right and try again; nothing changed.
+        case setClock
+
+        // The sync store.
+        /// The store answered in a way sync cannot use; local data is untouched.
+        case checkStore
+        /// Create the store's folder on the server (it does not create it
+        /// itself), or check the URL.
+        case createStoreFolder
+
+        // Files and directories.
+        /// Set HOME (or the vault's own location variables).
+        case setHome
+        /// Keep the vault's files in directories of one's own.
+        case useOwnDirectories
+        /// Take write permission on `path` from group and others (or, with
+        /// `orElsewhere`, keep the files somewhere else).
+        case removeOthersWrite(path: String, orElsewhere: Bool)
+        /// Take write permission on `path` from group and others, if it is
+        /// meant to be private.
+        case removeOthersWriteIfPrivate(path: String)
+        /// Make the directory at `path` private to its owner.
+        case makeDirectoryPrivate(path: String)
+        /// Make the file at `path` readable by its owner only (others could
+        /// try passphrases against it offline).
+        case makeFilePrivate(path: String)
+        /// Remove the file, or replace it with one of one's own.
+        case replaceWithOwnFile
+        /// Remove the file's other names (hard links), or copy it to a new file.
+        case removeOtherLinks
+        /// Give the secret in a file, or as a command's output.
+        case secretFromFileOrCommand
+
+        // Input.
+        /// Name grants with 1 to `maximumLength` letters, digits and `. _ @ + -`,
+        /// not starting with `-` or `.`.
+        case grantNameGrammar(maximumLength: Int)
+        /// Add the provider's name to the token JSON (`"provider": "NAME"`).
+        case nameProviderInJSON
+        /// Rename the provider file to `file`.json, or make its inner name `name`.
+        case renameProviderFile(file: String, name: String)
+        /// The sections of another tool's file that hold a token.
+        case sectionsWithTokens([String])
+        /// gh keeps its token in the system keyring: log in to gh without it,
+        /// or import gh's printed token.
+        case ghTokenInKeyring
+        /// A service account's key is not a grant a person authorized.
+        case serviceAccountKeyIsNoGrant
+        /// Download the service account's key as JSON.
+        case downloadServiceAccountKey
+        /// OAuth 1.0a grants keep token_secret and the client's id and secret.
+        case oauth1GrantFields
+        /// Give the private key as unencrypted PKCS#8 PEM; `from` says what
+        /// was given instead.
+        case pkcs8Key(from: KeyForm)
+        /// The flows the provider offers.
+        case offeredFlows([Provider.Flow])
+        /// Start the device authorization again and enter the new code in time.
+        case restartDeviceAuthorization
+        /// Approve the request on the provider's page.
+        case approveAtProvider
+        /// Check the client's id and secret and the client authentication
+        /// the provider accepts; no grant was marked dead.
+        case checkClientAuthentication
+        /// Declare in the provider file that an empty 400 means invalid_grant.
+        case declareEmpty400IsInvalidGrant
+
+        /// A private key's form, for `pkcs8Key`.
+        public enum KeyForm: String, Sendable, Equatable, Codable {
+            /// An encrypted PKCS#8 key.
+            case encrypted
+            /// A PKCS#1 (`BEGIN RSA PRIVATE KEY`) key.
+            case pkcs1
+            /// Something else, or nothing recognisable.
+            case other
+        }
     }
 
     /// The reason, without secrets.

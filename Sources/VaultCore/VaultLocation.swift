@@ -30,7 +30,7 @@ public struct VaultLocation: Sendable, Equatable {
                 ?? (nonEmpty("XDG_DATA_HOME") ?? home.map { $0 + "/.local/share" }).map({ $0 + "/vault" }),
             let config = (nonEmpty("XDG_CONFIG_HOME") ?? home.map { $0 + "/.config" }).map({ $0 + "/vault" })
         else {
-            throw VaultError(.invalidInput, "HOME is not set", hint: "set HOME, or VAULT_HOME and XDG_CONFIG_HOME")
+            throw VaultError(.invalidInput, "HOME is not set", remedy: .setHome)
         }
         for path in [data, config] where !path.hasPrefix("/") {
             throw VaultError(.invalidInput, "vault paths must be absolute: \(path)")
@@ -105,12 +105,12 @@ package enum FileSystem {
             guard st.st_uid == geteuid() || st.st_uid == 0 else {
                 throw VaultError(
                     .insecurePath, "\(directory), above \(path), belongs to another user (uid \(st.st_uid))",
-                    hint: "keep vault's files in directories of your own")
+                    remedy: .useOwnDirectories)
             }
             if st.st_mode & 0o022 != 0 && st.st_mode & mode_t(S_ISVTX) == 0 {
                 throw VaultError(
                     .insecurePath, "\(directory), above \(path), is writable by other users",
-                    hint: "run 'chmod go-w \(directory)', or keep vault's files elsewhere")
+                    remedy: .removeOthersWrite(path: directory, orElsewhere: true))
             }
         }
     }
@@ -126,12 +126,12 @@ package enum FileSystem {
         guard st.st_uid == geteuid() else {
             throw VaultError(
                 .insecurePath, "\(path) belongs to another user (uid \(st.st_uid)), who could decide where tokens go",
-                hint: "remove it, or replace it with a file of your own")
+                remedy: .replaceWithOwnFile)
         }
         guard st.st_mode & 0o022 == 0 else {
             throw VaultError(
                 .insecurePath, "\(path) is writable by group or others, who could decide where tokens go",
-                hint: "run 'chmod go-w \(path)'")
+                remedy: .removeOthersWrite(path: path, orElsewhere: false))
         }
         try checkAncestors(of: real)
     }
@@ -153,7 +153,7 @@ package enum FileSystem {
         if st.st_mode & 0o022 != 0 && !fix {
             throw VaultError(
                 .insecurePath, "\(path) is writable by group or others",
-                hint: "run 'chmod go-w \(path)' if that is intended to be private")
+                remedy: .removeOthersWriteIfPrivate(path: path))
         }
         if !directory {
             // Another name for the file would outlive a replacement and let
@@ -161,14 +161,14 @@ package enum FileSystem {
             guard st.st_nlink == 1 else {
                 throw VaultError(
                     .insecurePath, "\(path) has \(st.st_nlink) hard links",
-                    hint: "remove the other names of the file, or copy it to a new file of its own")
+                    remedy: .removeOtherLinks)
             }
             // A file others could read was exposed: say so rather than tighten it quietly.
             if st.st_mode & 0o077 != 0 && !fix {
                 throw VaultError(
                     .insecurePath,
                     "\(path) is readable by group or others (mode 0\(String(st.st_mode & 0o777, radix: 8)))",
-                    hint: "run 'chmod 600 \(path)'; whoever could read it can try passphrases offline")
+                    remedy: .makeFilePrivate(path: path))
             }
         }
         let wanted: mode_t = directory ? 0o700 : 0o600
@@ -321,7 +321,7 @@ extension FileSystem {
         guard st.st_mode & S_IFMT == S_IFREG else {
             throw VaultError(
                 .invalidInput, "\(path) is not a regular file (a pipe or a device could block or change)",
-                hint: "write the secret to a file, or give a command's output through a *_COMMAND variable")
+                remedy: .secretFromFileOrCommand)
         }
         let buffer = try Secure.buffer(count: limit + 1)
         var total = 0

@@ -56,7 +56,7 @@ extension SyncEngine {
             guard Monotonic.seconds() < deadline else {
                 throw VaultError(
                     .busy, "another machine is refreshing '\(name)', or the store keeps changing",
-                    hint: "try again in a minute")
+                    remedy: .tryAgainInAMinute)
             }
             changes = outcome == .changed ? min(changes + 1, 8) : 0
             let pause = outcome == .held ? 1_000_000 : UInt32.random(in: 100_000...250_000) * UInt32(changes + 1)

@@ -57,7 +57,7 @@ struct SyncRound {
                 throw VaultError(
                     .tampered,
                     "the store has no root, but this machine synced its epoch \(state.markEpoch): the store was emptied or rolled back",
-                    hint: "check the store; local data is untouched")
+                    remedy: .checkStore)
             }
             return
         }
@@ -91,7 +91,7 @@ struct SyncRound {
                     throw VaultError(
                         .tampered,
                         "the store's root names bucket \(i), which the store does not have (deleted or lost)",
-                        hint: "check the store; local data is untouched")
+                        remedy: .checkStore)
                 }
                 // On a store that ignores If-Match, a writer slower than the
                 // collection's grace can put back a root naming a collected
@@ -293,7 +293,7 @@ struct SyncRound {
             throw VaultError(
                 .tampered,
                 "the store's root is older (epoch \(root.epoch)) than one this machine accepted (epoch \(state.markEpoch)): a rollback",
-                hint: "check the store; local data is untouched")
+                remedy: .checkStore)
         }
         // A sibling of the mark, written on the same parent: the store let
         // another writer overwrite it.
@@ -316,6 +316,6 @@ struct SyncRound {
         throw VaultError(
             .tampered,
             "the store's root (epoch \(root.epoch)) does not descend from the one this machine accepted (epoch \(state.markEpoch)): a fork",
-            hint: "check the store; local data is untouched")
+            remedy: .checkStore)
     }
 }

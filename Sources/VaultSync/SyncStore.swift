@@ -137,7 +137,7 @@ final class HTTPSyncStore: SyncStore {
         case .missingFolder:
             VaultError(
                 .notFound, failure.reason,
-                hint: "the store did not create it with MKCOL: create the folder on the server, or check the URL")
+                remedy: .createStoreFolder)
         }
     }
 }

@@ -118,7 +118,7 @@ struct MachineCredentialTests {
         #expect(error?.code == .invalidInput)
         #expect(error?.reason.hasPrefix("KEY ") == true, "\(error?.reason ?? "")")
         #expect(error?.reason.contains(expected[kind]!) == true, "\(error?.reason ?? "")")
-        if kind == .pkcs1 { #expect(error?.hint?.contains("openssl pkcs8 -topk8 -nocrypt") == true) }
+        if kind == .pkcs1 { #expect(error?.remedy == .pkcs8Key(from: .pkcs1)) }
         // Nothing signs with it either, and no secret reaches the message.
         #expect(throws: VaultError.self) {
             try JWTAssertion.sign(
@@ -291,7 +291,7 @@ struct MachineMintTests {
         #expect(ahead?.code == .providerError && ahead?.reason.contains("600 seconds ahead of the provider's") == true)
         let behind = mint((401, #"{"error":"invalid_client"}"#, [("Date", date(600))]))
         #expect(behind?.code == .providerError && behind?.reason.contains("600 seconds behind") == true)
-        #expect(behind?.hint?.contains("the grant was not changed") == true)
+        #expect(behind?.remedy == .setClock)
         // No Date header, but the answer is about the assertion's time.
         let google =
             #"{"error":"invalid_grant","error_description":"Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim."}"#

@@ -5,7 +5,7 @@ import VaultTestSupport
 @testable import VaultCore
 
 /// The one place a storage error becomes a vault error: each code keeps its
-/// message and hint, and a file of a newer schema is refused by name.
+/// message and remedy, and a file of a newer schema is refused by name.
 @Suite("storage errors as a vault user sees them")
 struct TablesTests {
     let dir = TemporaryDirectory()
@@ -15,7 +15,7 @@ struct TablesTests {
         arguments: [
             (
                 StorageError(.busy, "database is locked"), VaultError.Code.busy,
-                "the vault is busy (another vault process is writing)", "try again in a moment"
+                "the vault is busy (another vault process is writing)", .tryAgainShortly
             ),
             (StorageError(.corrupt, "malformed"), .damaged, "the vault file is damaged: malformed", nil),
             (StorageError(.io, "disk I/O error"), .io, "cannot access the vault file: disk I/O error", nil),
@@ -23,12 +23,12 @@ struct TablesTests {
             (StorageError(.full, "full"), .io, "the disk is full: cannot write the vault file", nil),
             (StorageError(.constraint, "UNIQUE failed"), .internalError, "storage error: UNIQUE failed", nil),
             (StorageError(.sqlite, "no such table"), .internalError, "storage error: no such table", nil),
-        ] as [(StorageError, VaultError.Code, String, String?)])
-    func mapping(storage: StorageError, code: VaultError.Code, reason: String, hint: String?) {
+        ] as [(StorageError, VaultError.Code, String, VaultError.Remedy?)])
+    func mapping(storage: StorageError, code: VaultError.Code, reason: String, remedy: VaultError.Remedy?) {
         let error = storage.vaultError
         #expect(error.code == code)
         #expect(error.reason == reason)
-        #expect(error.hint == hint)
+        #expect(error.remedy == remedy)
     }
 
     @Test("a vault file of a newer schema is refused, naming the schema")

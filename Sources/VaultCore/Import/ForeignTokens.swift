@@ -51,7 +51,7 @@ package enum ForeignTokens {
         guard o["type"] == .string("authorized_user") else {
             throw VaultError(
                 .invalidInput, "the gcloud credentials are not of type 'authorized_user'",
-                hint: "a service account key is not a grant a person authorized: it has nothing to import")
+                remedy: .serviceAccountKeyIsNoGrant)
         }
         guard case .string(let refresh)? = o["refresh_token"], case .string(let id)? = o["client_id"],
             case .string(let secret)? = o["client_secret"]
@@ -92,7 +92,7 @@ package enum ForeignTokens {
             guard let found = sections.first(where: { $0.0 == remote }) else {
                 throw VaultError(
                     .notFound, "rclone.conf has no remote '\(remote)'",
-                    hint: "its remotes with a token: \(withTokens.map(\.0).joined(separator: ", "))")
+                    remedy: .sectionsWithTokens(withTokens.map(\.0)))
             }
             chosen = found
         } else {
@@ -150,8 +150,7 @@ package enum ForeignTokens {
         guard let token, !token.isEmpty else {
             throw VaultError(
                 .invalidInput, "hosts.yml keeps no token for '\(host)'",
-                hint: "gh keeps it in the system keyring: log in again with 'gh auth login --insecure-storage', "
-                    + "or import the output of 'gh auth token' as {\"access_token\": ..., \"provider\": \"github\"}")
+                remedy: .ghTokenInKeyring)
         }
         var out: [String: JSONValue] = [
             "provider": .string("github"), "access_token": .string(token), "token_type": .string("bearer"),

@@ -86,7 +86,7 @@ public struct Authorizer {
         guard p.flows.contains(request.flow) else {
             throw VaultError(
                 .invalidInput, "provider '\(p.name)' does not offer the \(request.flow.rawValue) flow",
-                hint: "it offers: \(p.flows.map(\.rawValue).joined(separator: ", "))")
+                remedy: .offeredFlows(p.flows))
         }
         if p.protocolVersion == .oauth1 { return try oauth1Flow(request) }
         switch request.flow {
@@ -235,7 +235,7 @@ public struct Authorizer {
         let deadline = time.now().addingTimeInterval(min(schedule.expiresIn, request.timeout))
         let expired = VaultError(
             .timedOut, "the device code expired before it was approved",
-            hint: "start the authorization again and enter the new code in time")
+            remedy: .restartDeviceAuthorization)
         while true {
             // The wait never outlasts the deadline, whatever the provider asked.
             let left = deadline.timeIntervalSince(time.now())
@@ -261,8 +261,7 @@ public struct Authorizer {
                 case "access_denied":
                     throw VaultError(
                         .refused, "the authorization was denied at the provider (access_denied)",
-                        hint: "approve the request on the provider's page to add the grant",
-                        oauthError: "access_denied")
+                        oauthError: "access_denied", remedy: .approveAtProvider)
                 default: throw error
                 }
             }

@@ -65,20 +65,18 @@ package enum JWTAssertion {
         if pem.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") || pem.contains("Proc-Type: 4,ENCRYPTED") {
             throw VaultError(
                 .invalidInput, "\(source) is encrypted with a password, which vault cannot ask for on each use",
-                hint:
-                    "decrypt it with 'openssl pkcs8 -in KEY -out KEY.pk8' (vault keeps it encrypted in the vault) and give that file"
-            )
+                remedy: .pkcs8Key(from: .encrypted))
         }
         if pem.contains("-----BEGIN RSA PRIVATE KEY-----") {
             throw VaultError(
                 .invalidInput,
                 "\(source) is a PKCS#1 key (BEGIN RSA PRIVATE KEY); vault needs PKCS#8 (BEGIN PRIVATE KEY)",
-                hint: "convert it with 'openssl pkcs8 -topk8 -nocrypt -in KEY -out KEY.pk8' and give that file")
+                remedy: .pkcs8Key(from: .pkcs1))
         }
         guard pem.contains("-----BEGIN PRIVATE KEY-----"), pem.contains("-----END PRIVATE KEY-----") else {
             throw VaultError(
                 .invalidInput, "\(source) is not a PEM private key (-----BEGIN PRIVATE KEY-----)",
-                hint: "give an unencrypted PKCS#8 RSA private key in PEM form")
+                remedy: .pkcs8Key(from: .other))
         }
         let key = try Secure.copy(Array(pem.utf8))
         let kind: RSASignature.KeyKind

@@ -31,7 +31,7 @@ public struct ServiceAccountKey: Sendable {
         guard let w = try? JSONDecoder().decode(Wire.self, from: data) else {
             throw VaultError(
                 .invalidInput, "\(source) is not a service account key file (a JSON object with string fields)",
-                hint: "download the key as JSON (Google Cloud console: IAM, Service accounts, Keys, Add key, JSON)")
+                remedy: .downloadServiceAccountKey)
         }
         if let type = w.type, type != "service_account" {
             throw VaultError(
@@ -227,8 +227,7 @@ enum ClockCheck {
         }
         let out = VaultError(
             .providerError, "\(error.reason); \(wrong)",
-            hint: "set this machine's clock right (NTP, timedatectl) and try again; the grant was not changed",
-            oauthError: error.oauthError)
+            oauthError: error.oauthError, remedy: .setClock)
         return error.httpStatus.map { out.with(httpStatus: $0) } ?? out
     }
 }

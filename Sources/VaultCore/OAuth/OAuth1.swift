@@ -155,7 +155,7 @@ extension Grant {
         else {
             throw VaultError(
                 .invalidInput, "this is not an OAuth 1.0a grant with a consumer key and secret",
-                hint: "OAuth 1.0a grants keep token_secret and provider_config.client_id/client_secret")
+                remedy: .oauth1GrantFields)
         }
         guard let method = OAuth1SignatureMethod(rawValue: config.signatureMethod ?? "HMAC-SHA1") else {
             throw VaultError(.invalidInput, "unknown signature method '\(config.signatureMethod ?? "")'")

@@ -155,7 +155,7 @@ public struct TokenEndpoint {
             let wait = answer.retryAfter.flatMap(TokenEndpoint.retryAfterText).map { "; \($0)" } ?? ""
             return VaultError(
                 .transient, "\(what): the provider is unavailable (HTTP \(status)\(code))\(wait)",
-                hint: "try again later", oauthError: parsed.code.map { quirks.canonical($0) })
+                oauthError: parsed.code.map { quirks.canonical($0) }, remedy: .tryAgainLater)
         }
         switch parsed {
         case .malformed:
@@ -172,9 +172,7 @@ public struct TokenEndpoint {
             case "invalid_client", "unauthorized_client":
                 return VaultError(
                     .invalidClient, "\(what): the provider does not accept the client: \(said)",
-                    hint:
-                        "check the client id and secret, and the client authentication the provider accepts (token_endpoint_auth_method); no grant was marked dead",
-                    oauthError: code)
+                    oauthError: code, remedy: .checkClientAuthentication)
             case "temporarily_unavailable", "server_error":
                 return VaultError(.transient, "\(what): the provider is unavailable (\(said))", oauthError: code)
             default:
@@ -202,9 +200,7 @@ public struct TokenEndpoint {
             .badResponse,
             "\(what): the provider answered HTTP \(answer.status) with something that is not an OAuth answer"
                 + (empty ? " (an empty body)" : kind.map { " (\($0))" } ?? ""),
-            hint: bare
-                ? "a provider that answers a revoked refresh token with an empty 400 (glewlwyd does) needs \"empty_400_is_invalid_grant\": true in its provider file"
-                : nil)
+            remedy: bare ? .declareEmpty400IsInvalidGrant : nil)
     }
 
     /// True when the body, after white space, starts a JSON object.
@@ -396,7 +392,7 @@ extension HTTPError {
     /// How an HTTP failure looks to a vault user.
     func vaultError(_ what: String) -> VaultError {
         switch code {
-        case .network: VaultError(.transient, "\(what): \(reason)", hint: "check the network and try again")
+        case .network: VaultError(.transient, "\(what): \(reason)", remedy: .checkNetwork)
         case .tooLarge, .redirect: VaultError(.badResponse, "\(what): \(reason)")
         case .tls: VaultError(.badResponse, "\(what): \(reason)")
         case .refusedURL: VaultError(.invalidInput, "\(what): \(reason)")

@@ -51,7 +51,7 @@ public struct ProviderCatalog: Sendable {
                         .invalidInput,
                         "\(path) says it defines provider '\(inner)', but a provider file defines the provider "
                             + "its file is named after ('\(name)'); it is not used",
-                        hint: "rename the file to \(inner).json, or make its \"name\" '\(name)' (or remove it)")
+                        remedy: .renameProviderFile(file: inner, name: name))
                 }
                 let base = files[name]?.0
                 var merged = base.map { $0.merging(user) } ?? user
