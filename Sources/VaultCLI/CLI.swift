@@ -10,6 +10,8 @@ public enum CLI {
         do {
             return try dispatch(Array(arguments.dropFirst()), environment: environment).rawValue
         } catch {
+            // The one place a command's error becomes a message and an exit code.
+            let error = CLIError(reporting: error)
             console.error(error.message, hint: error.hint, more: error.moreHints)
             return error.exitCode.rawValue
         }
@@ -37,7 +39,7 @@ public enum CLI {
     /// Set once at start-up, before anything else runs; read by `vault exec`.
     nonisolated(unsafe) static var callerSettings: CallerSettings? = nil
 
-    static func dispatch(_ args: [String], environment: [String: String]) throws(CLIError) -> ExitCode {
+    static func dispatch(_ args: [String], environment: [String: String]) throws -> ExitCode {
         guard let first = args.first else {
             Console().out(Help.overview)
             return .usage

@@ -12,7 +12,7 @@ struct Command: Sendable {
     /// Whether `--json` is accepted; a command that takes it prints exactly
     /// one JSON document and a newline on stdout, whatever it did.
     var printsJSON = true
-    let run: @Sendable (Context) throws(CLIError) -> ExitCode
+    let run: @Sendable (Context) throws -> ExitCode
 
     /// Options shown in help, completions and the manual.
     var documentedOptions: [OptionSpec] { options.filter { !$0.hidden } }

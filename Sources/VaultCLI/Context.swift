@@ -17,10 +17,10 @@ struct Context {
     var json: Bool { arguments.flag("json") }
 
     /// Checks `VAULT_STORE_TIMEOUT` (seconds per request to the sync store).
-    func configureStore() throws(CLIError) { _ = try storeTimeout() }
+    func configureStore() throws { _ = try storeTimeout() }
 
     /// Seconds per request to the sync store: `VAULT_STORE_TIMEOUT`, or the default.
-    func storeTimeout() throws(CLIError) -> Double {
+    func storeTimeout() throws -> Double {
         guard let text = environment["VAULT_STORE_TIMEOUT"] else { return SyncEngine.defaultStoreTimeout }
         guard let seconds = Double(text), seconds >= 1, seconds <= 600 else {
             throw CLIError.usage("VAULT_STORE_TIMEOUT needs a number of seconds (1 to 600)", command: command.name)
@@ -29,12 +29,12 @@ struct Context {
     }
 
     /// The sync engine of `store`, with this command's store timeout.
-    func syncEngine(_ store: Vault) throws(CLIError) -> SyncEngine {
+    func syncEngine(_ store: Vault) throws -> SyncEngine {
         SyncEngine(vault: store, transport: transport, storeTimeout: try storeTimeout())
     }
 
-    func location() throws(CLIError) -> VaultLocation {
-        try vault { () throws(VaultError) in try VaultLocation.resolve(environment: environment) }
+    func location() throws -> VaultLocation {
+        try VaultLocation.resolve(environment: environment)
     }
 
     var unlockSources: UnlockSources {
@@ -44,7 +44,7 @@ struct Context {
     /// Opens the vault: through this vault's agent when one holds it
     /// unlocked, else by unlocking it here. A passphrase unlock is shared
     /// with the agent (started if none runs) unless VAULT_AGENT=off.
-    func openVault() throws(CLIError) -> Vault {
+    func openVault() throws -> Vault {
         let location = try location()
         guard Vault.exists(at: location) else {
             throw CLIError("no vault at \(location.databasePath)", hint: "run 'vault init' to create one")
@@ -54,7 +54,7 @@ struct Context {
             do {
                 if let store = try Vault.open(at: location, agent: agent, time: time) { return store }
             } catch {
-                if error.code == .damaged || error.code == .noVault { throw CLIError(error) }
+                if error.code == .damaged || error.code == .noVault { throw error }
                 console.warn("not using the agent: \(error.reason)")
             }
         }
@@ -70,7 +70,7 @@ struct Context {
 
     /// Opens the vault by unlocking it in this process, never through the
     /// agent: for changes to keyslots, which need the master key.
-    func openVaultDirectly() throws(CLIError) -> Vault {
+    func openVaultDirectly() throws -> Vault {
         let location = try location()
         guard Vault.exists(at: location) else {
             throw CLIError("no vault at \(location.databasePath)", hint: "run 'vault init' to create one")
@@ -83,7 +83,7 @@ struct Context {
     /// Unlocks here. A wrong passphrase typed on the terminal may be
     /// retried twice; other sources fail at once. Also says whether the
     /// key was a passphrase (worth keeping in the agent).
-    private func unlockHere(_ location: VaultLocation) throws(CLIError) -> (Vault, Bool) {
+    private func unlockHere(_ location: VaultLocation) throws -> (Vault, Bool) {
         var attempts = 0
         // A vault with a Secret Service slot opens from the keyring first.
         var keyring: (vaultID: [UInt8], slotIDs: [[UInt8]])? = nil
@@ -115,13 +115,13 @@ struct Context {
                         origin == "terminal" ? error.reason : "\(error.reason) (from \(origin))", hint: error.hint,
                         exitCode: .locked)
                 }
-                throw CLIError(error)
+                throw error
             }
         }
     }
 
     /// Exactly `count` positional arguments, named for the usage message.
-    func positionals(_ names: String...) throws(CLIError) -> [String] {
+    func positionals(_ names: String...) throws -> [String] {
         let given = arguments.positionals
         guard given.count == names.count else {
             if given.count < names.count {
@@ -133,7 +133,7 @@ struct Context {
     }
 
     /// A grant name from the command line; invalid names are usage errors.
-    func grantName(_ name: String) throws(CLIError) -> String {
+    func grantName(_ name: String) throws -> String {
         do { try GrantName.validateForCommandLine(name) } catch {
             throw CLIError("invalid grant name '\(name)'", hint: error.hint, exitCode: .usage)
         }
@@ -141,9 +141,8 @@ struct Context {
     }
 
     /// Reads all of stdin (at most `limit` bytes) into secure memory.
-    func readStandardInput(limit: Int) throws(CLIError) -> SecureBytes {
-        let buffer: SecureBytes
-        do { buffer = try SecureBytes(count: limit + 1) } catch { throw CLIError(error.reason) }
+    func readStandardInput(limit: Int) throws -> SecureBytes {
+        let buffer = try Secure.buffer(count: limit + 1)
         var total = 0
         while total <= limit {
             let n = buffer.withUnsafeMutableBytes { read(0, $0.baseAddress! + total, limit + 1 - total) }
@@ -153,18 +152,18 @@ struct Context {
             total += n
         }
         guard total <= limit else { throw CLIError("standard input is larger than \(limit) bytes") }
-        do { return try buffer.prefix(total) } catch { throw CLIError(error.reason) }
+        return try Secure.prefix(buffer, total)
     }
 
     /// Says what a command did: `message` on stderr, or with `--json` the
     /// document `value` on stdout, so that stdout holds one JSON document.
-    func report(_ message: String, json value: some Encodable) throws(CLIError) {
+    func report(_ message: String, json value: some Encodable) throws {
         if json { try printJSON(value) } else { console.info(message) }
     }
 
     /// Prints a value as JSON on stdout, then a newline: the one printer
     /// every `--json` output goes through.
-    func printJSON(_ value: some Encodable) throws(CLIError) {
+    func printJSON(_ value: some Encodable) throws {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
         do {

@@ -1,5 +1,6 @@
 internal import CPlatform
 internal import Glibc
+internal import VaultCore
 internal import VaultCrypto
 
 /// The controlling terminal, opened directly (`/dev/tty`) so prompts work
@@ -19,7 +20,7 @@ final class Terminal {
 
     /// Prompts and reads one line with echo off, straight into secure
     /// memory. Ctrl-C and other terminating signals restore the terminal.
-    func readSecret(prompt: String) throws(CLIError) -> SecureBytes {
+    func readSecret(prompt: String) throws -> SecureBytes {
         Console.write(prompt, to: fd)
         guard vault_tty_echo_off(fd) == 0 else {
             throw CLIError("cannot turn off terminal echo", exitCode: .locked)
@@ -28,10 +29,7 @@ final class Terminal {
             vault_tty_restore()
             Console.write("\n", to: fd)
         }
-        let buffer: SecureBytes
-        do { buffer = try SecureBytes(count: Terminal.maximumLength) } catch {
-            throw CLIError(error.reason)
-        }
+        let buffer = try Secure.buffer(count: Terminal.maximumLength)
         var length = 0
         var sawNewline = false
         while length < Terminal.maximumLength {
@@ -47,6 +45,6 @@ final class Terminal {
         guard sawNewline || length < Terminal.maximumLength else {
             throw CLIError("the passphrase is longer than \(Terminal.maximumLength) bytes")
         }
-        do { return try buffer.prefix(length) } catch { throw CLIError(error.reason) }
+        return try Secure.prefix(buffer, length)
     }
 }

@@ -139,7 +139,7 @@ extension Commands {
             "vault add api ci --flow client-credentials --client-id ci-bot --client-secret-file ~/ci-secret",
             "vault add google ci --service-account ~/key.json --scope https://www.googleapis.com/auth/cloud-platform",
         ]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         let args = ctx.arguments.positionals
         guard let first = args.first else { throw CLIError.usage("missing PROVIDER", command: "add") }
         guard args.count <= 2 else { throw CLIError.usage("unexpected argument '\(args[2])'", command: "add") }
@@ -153,7 +153,7 @@ extension Commands {
         for flag in ["client-key-file", "client-key-id", "subject"] where ctx.arguments.value(flag) != nil {
             throw CLIError.usage("--\(flag) needs --flow client-credentials or --service-account", command: "add")
         }
-        let requestedFlow = try ctx.arguments.value("flow").map { (text: String) throws(CLIError) -> Provider.Flow in
+        let requestedFlow = try ctx.arguments.value("flow").map { (text: String) throws -> Provider.Flow in
             guard let flow = Provider.Flow(rawValue: text), flow != .clientCredentials else {
                 throw CLIError.usage("--flow must be browser, device or paste", command: "add")
             }
@@ -190,9 +190,7 @@ extension Commands {
         }
         if let existing {
             for problem in catalog.problems(ignoring: existing.provider) { ctx.console.warn(problem.reason) }
-            provider = try vault { () throws(VaultError) in
-                try Provider(storedIn: existing, name: name, base: catalog.providers[existing.provider])
-            }
+            provider = try Provider(storedIn: existing, name: name, base: catalog.providers[existing.provider])
         } else {
             if store != nil && catalog.providers[first] == nil && !catalog.files.keys.contains(first) {
                 // Neither a grant nor a provider: say both were looked for.
@@ -206,7 +204,7 @@ extension Commands {
         }
         if let id = ctx.arguments.value("client-id") { provider.clientID = id }
         if let path = ctx.arguments.value("client-secret-file") {
-            let raw = try vault { () throws(VaultError) in try SecretFile.trimmingNewline(SecretFile.read(path: path)) }
+            let raw = try SecretFile.trimmingNewline(SecretFile.read(path: path))
             provider.clientSecret = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
         }
         guard provider.clientID != nil else {
@@ -226,11 +224,11 @@ extension Commands {
             timeout: timeout)
         let authorizer = Authorizer(
             transport: transport, ui: TerminalAuthorizationUI(environment: ctx.environment), time: ctx.time)
-        var grant = try vault { () throws(VaultError) in try authorizer.authorize(request) }
+        var grant = try authorizer.authorize(request)
         if let existing { grant.createdAt = existing.createdAt }
         let existed = existing != nil || (try? vaultStore.load(name)) != nil
         // Replacing keeps the record's id: its sync identity, as well as its name and mappings.
-        _ = try vault { () throws(VaultError) in try vaultStore.save(grant, as: name) }
+        _ = try vaultStore.save(grant, as: name)
         let now = ctx.time.now()
         if ctx.json {
             try ctx.printJSON(GrantSummary(name: name, grant: grant, now: now))
@@ -256,17 +254,17 @@ extension Commands {
 
     /// The grant stored under `name`, or nil when there is none; any other
     /// trouble reading it (a damaged record) is an error, not a new grant.
-    static func existingGrant(_ name: String, in store: Vault) throws(CLIError) -> Grant? {
+    static func existingGrant(_ name: String, in store: Vault) throws -> Grant? {
         do { return try store.load(name) } catch {
             if error.code == .notFound { return nil }
-            throw CLIError(error)
+            throw error
         }
     }
 
     /// The provider: a preset or user file, discovered when it has only an issuer or `--issuer` is given.
     static func resolveProvider(
         _ name: String, catalog: ProviderCatalog, ctx: Context, transport: CurlTransport
-    ) throws(CLIError) -> Provider {
+    ) throws -> Provider {
         let issuerFlag = ctx.arguments.value("issuer")
         for problem in issuerFlag == nil ? catalog.problems : catalog.problems(ignoring: name) {
             ctx.console.warn(problem.reason)
@@ -275,19 +273,17 @@ extension Commands {
         var overrides: [String: String] = [:]
         if let tenant = ctx.arguments.value("tenant") { overrides["tenant"] = tenant }
         if let issuer = issuerFlag ?? (known?.tokenEndpoint == nil ? known?.issuer : nil) {
-            return try vault { () throws(VaultError) in
-                try catalog.discovering(name, issuer: issuer, transport: transport)
-            }
+            return try catalog.discovering(name, issuer: issuer, transport: transport)
         }
         guard let known else {
-            throw CLIError(try vault { () throws(VaultError) in try catalog.provider(name) }.name)
+            throw CLIError(try catalog.provider(name).name)
         }
         return known.resolved(overrides)
     }
 
     /// The flow when none is asked for: device (else paste) over SSH without
     /// a display, else browser; never client credentials, which is asked for.
-    static func defaultFlow(_ ctx: Context, provider: Provider) throws(CLIError) -> Provider.Flow {
+    static func defaultFlow(_ ctx: Context, provider: Provider) throws -> Provider.Flow {
         let env = ctx.environment
         let remote =
             env["SSH_CONNECTION"] != nil && env["DISPLAY"] == nil && env["WAYLAND_DISPLAY"] == nil

@@ -7,7 +7,7 @@ extension Commands {
     /// Every file and flag is checked, and the vault unlocked, before the
     /// one token request; nothing is stored unless it succeeds.
     static func addMachineGrant(_ ctx: Context, providerName: String, name: String, transport: CurlTransport)
-        throws(CLIError) -> ExitCode
+        throws -> ExitCode
     {
         let args = ctx.arguments
         let serviceAccount = args.value("service-account")
@@ -29,20 +29,16 @@ extension Commands {
         }
         let grant: Grant
         if let path = serviceAccount {
-            let key = try vault { () throws(VaultError) in
-                try ServiceAccountKey(json: SecretFile.read(path: path, limit: 65536), source: path)
-            }
+            let key = try ServiceAccountKey(json: SecretFile.read(path: path, limit: 65536), source: path)
             let provider = try machineProvider(providerName, ctx: ctx, transport: transport, required: false)
             // Unlock first: a wrong passphrase must not waste a token request.
             let store = try ctx.openVault()
             let subject = args.value("subject")
-            grant = try vault { () throws(VaultError) in
-                let server: Provider
-                if let provider { server = provider } else { server = try keyProvider(providerName, key: key) }
-                return try MachineGrants.serviceAccount(
-                    key: key, subject: subject, scopes: scopes, provider: server, transport: transport,
-                    now: ctx.time.now())
-            }
+            let server: Provider
+            if let provider { server = provider } else { server = try keyProvider(providerName, key: key) }
+            grant = try MachineGrants.serviceAccount(
+                key: key, subject: subject, scopes: scopes, provider: server, transport: transport,
+                now: ctx.time.now())
             return try storeMachineGrant(ctx, grant, name: name, store: store)
         }
         var keyPEM: String? = nil
@@ -50,9 +46,9 @@ extension Commands {
             if args.value("client-secret-file") != nil {
                 throw CLIError.usage("give --client-secret-file or --client-key-file, not both", command: "add")
             }
-            let raw = try vault { () throws(VaultError) in try SecretFile.read(path: path, limit: 16384) }
+            let raw = try SecretFile.read(path: path, limit: 16384)
             let pem = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
-            try vault { () throws(VaultError) in try JWTAssertion.checkPrivateKey(pem, source: path) }
+            try JWTAssertion.checkPrivateKey(pem, source: path)
             keyPEM = pem
         } else if args.value("client-key-id") != nil {
             throw CLIError.usage("--client-key-id goes with --client-key-file", command: "add")
@@ -62,7 +58,7 @@ extension Commands {
         }
         if let id = args.value("client-id") { provider.clientID = id }
         if let path = args.value("client-secret-file") {
-            let raw = try vault { () throws(VaultError) in try SecretFile.trimmingNewline(SecretFile.read(path: path)) }
+            let raw = try SecretFile.trimmingNewline(SecretFile.read(path: path))
             provider.clientSecret = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
             provider.publicClient = false
         }
@@ -74,18 +70,16 @@ extension Commands {
         let store = try ctx.openVault()
         let keyID = args.value("client-key-id")
         let ready = provider
-        grant = try vault { () throws(VaultError) in
-            try MachineGrants.clientCredentials(
-                provider: ready, scopes: scopes, privateKeyPEM: keyPEM, keyID: keyID, transport: transport,
-                now: ctx.time.now())
-        }
+        grant = try MachineGrants.clientCredentials(
+            provider: ready, scopes: scopes, privateKeyPEM: keyPEM, keyID: keyID, transport: transport,
+            now: ctx.time.now())
         return try storeMachineGrant(ctx, grant, name: name, store: store)
     }
 
     /// The provider named on the command line; for a service account, nil
     /// when no provider of that name exists (the key file then says all).
     static func machineProvider(_ name: String, ctx: Context, transport: CurlTransport, required: Bool)
-        throws(CLIError) -> Provider?
+        throws -> Provider?
     {
         let catalog = ProviderCatalog.load(configDirectory: try ctx.location().configDirectory)
         if !required && ctx.arguments.value("issuer") == nil {
@@ -106,10 +100,10 @@ extension Commands {
     }
 
     static func storeMachineGrant(_ ctx: Context, _ grant: Grant, name: String, store: Vault)
-        throws(CLIError) -> ExitCode
+        throws -> ExitCode
     {
         let existed = (try? store.load(name)) != nil
-        _ = try vault { () throws(VaultError) in try store.save(grant, as: name) }
+        _ = try store.save(grant, as: name)
         if ctx.json {
             try ctx.printJSON(GrantSummary(name: name, grant: grant, now: ctx.time.now()))
         } else {

@@ -41,7 +41,7 @@ extension Context {
             console.info(
                 "the agent keeps this vault unlocked (\(options.summary)); 'vault lock' locks it")
         } catch {
-            console.warn("could not start the agent: \(error.message)")
+            console.warn("could not start the agent: \(CLIError(reporting: error).message)")
         }
     }
 }
@@ -52,8 +52,8 @@ struct AgentSettings {
     var hard: TimeInterval = 8 * 3600
     var refreshBefore: TimeInterval = 5 * 60
 
-    init(environment: [String: String], arguments: ParsedArguments?) throws(CLIError) {
-        func pick(_ option: String, _ variable: String, _ current: TimeInterval) throws(CLIError) -> TimeInterval {
+    init(environment: [String: String], arguments: ParsedArguments?) throws {
+        func pick(_ option: String, _ variable: String, _ current: TimeInterval) throws -> TimeInterval {
             guard let text = arguments?.value(option) ?? environment[variable] else { return current }
             guard let seconds = Duration.parse(text) else {
                 throw CLIError.usage(
@@ -133,7 +133,7 @@ enum AgentLauncher {
     ]
 
     static func start(_ store: Vault, paths: AgentPaths, settings: AgentSettings, environment: [String: String])
-        throws(CLIError) -> pid_t
+        throws -> pid_t
     {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0, fcntl(fds[1], F_SETFD, FD_CLOEXEC) == 0 else {
@@ -179,7 +179,7 @@ enum AgentLauncher {
         close(fds[0])
         close(ready[1])
         guard rc == 0 else { throw CLIError("cannot start the agent: \(String(cString: strerror(rc)))") }
-        try vault { () throws(VaultError) in try store.writeMasterKey(to: fds[1]) }
+        try store.writeMasterKey(to: fds[1])
         close(fds[1])
         fds[1] = -1
         if confirmed(ready[0]) { return pid }
@@ -297,7 +297,7 @@ extension Commands {
             Timeouts also come from VAULT_AGENT_IDLE_TIMEOUT and VAULT_AGENT_TIMEOUT.
             """,
         examples: ["vault agent --idle-timeout 1h", "vault agent --status", "vault lock"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         _ = try ctx.positionals()
         let settings = try AgentSettings(environment: ctx.environment, arguments: ctx.arguments)
         let location = try ctx.location()
@@ -328,7 +328,7 @@ extension Commands {
                 if ctx.json { try ctx.printJSON(AgentOutput(nil)) }
                 return .locked
             } else {
-                throw CLIError(error)
+                throw error
             }
         }
         if ctx.arguments.flag("status") {
@@ -363,8 +363,8 @@ extension Commands {
         }
         let store = try ctx.openVaultDirectly()
         if running != nil {
-            let client = try vault { () throws(VaultError) in try AgentClient.connect(paths) }
-            try vault { () throws(VaultError) in try client.load(store) }
+            let client = try AgentClient.connect(paths)
+            try client.load(store)
             let now = try? AgentClient.connect(paths, timeout: 5).status(location: location)
             try ctx.report("unlocked the running agent", json: AgentOutput(now))
             return .ok
@@ -390,7 +390,7 @@ extension Commands {
             one run with --foreground keeps running, locked.
             """,
         examples: ["vault lock"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         _ = try ctx.positionals()
         let location = try ctx.location()
         guard let paths = AgentPaths.resolve(environment: ctx.environment, location: location) else {
@@ -401,11 +401,11 @@ extension Commands {
         do throws(VaultError) {
             client = try AgentClient.connect(paths)
         } catch {
-            guard error.code == .notFound else { throw CLIError(error) }
+            guard error.code == .notFound else { throw error }
             try ctx.report("no agent is running for this vault", json: AgentOutput(nil))
             return .ok
         }
-        try vault { () throws(VaultError) in try client.lock() }
+        try client.lock()
         try ctx.report("locked", json: AgentOutput(lockedAgent: ()))
         return .ok
     }
@@ -413,15 +413,14 @@ extension Commands {
 
 extension Context {
     /// The process a command started on demand: the key arrives on stdin.
-    func serveHandedKey(location: VaultLocation, paths: AgentPaths, settings: AgentSettings) throws(CLIError)
+    func serveHandedKey(location: VaultLocation, paths: AgentPaths, settings: AgentSettings) throws
         -> ExitCode
     {
         let handed = try readStandardInput(limit: 48)
         guard handed.count == 48 else { throw CLIError("the agent expects a vault id and a key on stdin") }
         var raw = handed.unsafeCopyToArray()
         let vaultID = Array(raw[..<16])
-        let key: SecureBytes
-        do { key = try SecureBytes(copying: raw[16...]) } catch { throw CLIError(error.reason) }
+        let key = try Secure.copy(raw[16...])
         secureZero(&raw)
         let server = AgentServer(
             location: location, paths: paths, options: settings.serverOptions, transport: transport, time: time,
@@ -431,9 +430,9 @@ extension Context {
         } catch {
             // Another command started one first: it serves the vault.
             if error.code == .alreadyExists { return .ok }
-            throw CLIError(error)
+            throw error
         }
-        try vault { () throws(VaultError) in try server.unlock(vaultID: vaultID, masterKey: key) }
+        try server.unlock(vaultID: vaultID, masterKey: key)
         AgentLauncher.signalReady()
         server.run()
         return .ok
@@ -441,7 +440,7 @@ extension Context {
 
     /// `vault agent --foreground`: unlocks now if a key can be had without
     /// waiting, else starts locked; logs to stderr; stays when locked.
-    func serveInForeground(location: VaultLocation, paths: AgentPaths, settings: AgentSettings) throws(CLIError)
+    func serveInForeground(location: VaultLocation, paths: AgentPaths, settings: AgentSettings) throws
         -> ExitCode
     {
         var options = settings.serverOptions
@@ -450,10 +449,10 @@ extension Context {
         let server = AgentServer(
             location: location, paths: paths, options: options, transport: transport, time: time,
             log: { console.info("agent: \($0)") })
-        try vault { () throws(VaultError) in try server.listen() }
+        try server.listen()
         if unlockSources.available {
             let store = try openVaultDirectly()
-            try vault { () throws(VaultError) in try server.unlock(store) }
+            try server.unlock(store)
         } else {
             console.info("agent: waiting locked; the first command that unlocks the vault hands it the key")
         }

@@ -145,7 +145,7 @@ extension Commands {
             "vault completion fish > ~/.config/fish/completions/vault.fish",
         ],
         printsJSON: false
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         if ctx.arguments.positionals == ["candidates"], let words = ctx.arguments.trailing {
             let lines = CompletionCandidates(context: ctx).lines(words)
             Console.write(lines.joined(separator: "\n") + "\n", to: 1)

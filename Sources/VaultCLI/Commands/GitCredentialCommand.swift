@@ -35,7 +35,7 @@ extension Commands {
             "vault git-credential map github.com gh",
             "vault git-credential map git.example.com/team work --username oauth2",
         ]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         let args = ctx.arguments.positionals
         guard let action = args.first else {
             throw CLIError.usage("missing get, store, erase or map", command: "git-credential")
@@ -59,14 +59,14 @@ extension Commands {
         guard action != "store", let host = request.host, let proto = request.proto else { return .ok }
         let hostOnly = String(host.split(separator: ":").first ?? "")
         guard proto == "https" || (proto == "http" && URLPolicy.isLoopback(hostOnly)) else { return .ok }
-        let map = try vault { () throws(VaultError) in try GitCredentialMap.load(configDirectory: configDirectory) }
+        let map = try GitCredentialMap.load(configDirectory: configDirectory)
         let catalog = ProviderCatalog.load(configDirectory: configDirectory)
         var entry = map.entry(host: host, path: request.path)
         let store = try ctx.openVault()
         if entry == nil {
             // A preset may serve its own host when the choice is unambiguous.
             let providers = catalog.sorted.filter { $0.gitHosts.contains(host.lowercased()) }.map(\.name)
-            let grants = try vault { () throws(VaultError) in try store.list() }.grants
+            let grants = try store.list().grants
             let candidates = grants.filter { providers.contains($0.grant.provider) }
             if candidates.count == 1 {
                 entry = GitCredentialMap.Entry(grant: candidates[0].name)
@@ -78,11 +78,11 @@ extension Commands {
         guard let entry else { return .ok }
         if action == "erase" {
             if let password = request.fields["password"] {
-                _ = try vault { () throws(VaultError) in try store.markStale(entry.grant, ifAccessToken: password) }
+                _ = try store.markStale(entry.grant, ifAccessToken: password)
             }
             return .ok
         }
-        let fresh = try vault { () throws(VaultError) in try ctx.refresher(store).freshGrant(entry.grant) }
+        let fresh = try ctx.refresher(store).freshGrant(entry.grant)
         let username =
             entry.username ?? catalog.providers[fresh.grant.provider]?.gitUsername ?? "oauth2"
         let password = fresh.grant.accessToken ?? ""
@@ -99,8 +99,8 @@ extension Commands {
         return .ok
     }
 
-    static func gitMap(_ args: [String], ctx: Context, configDirectory: String) throws(CLIError) -> ExitCode {
-        var map = try vault { () throws(VaultError) in try GitCredentialMap.load(configDirectory: configDirectory) }
+    static func gitMap(_ args: [String], ctx: Context, configDirectory: String) throws -> ExitCode {
+        var map = try GitCredentialMap.load(configDirectory: configDirectory)
         if args.isEmpty {
             if ctx.json {
                 try ctx.printJSON(map.entries)
@@ -120,7 +120,7 @@ extension Commands {
             guard args.count == 1 else {
                 throw CLIError.usage("--remove takes HOST[/PATH] only", command: "git-credential")
             }
-            try vault { () throws(VaultError) in try map.set(args[0], nil) }
+            try map.set(args[0], nil)
             try ctx.report("forgot the mapping of \(args[0])", json: map.entries)
             return .ok
         }
@@ -128,13 +128,11 @@ extension Commands {
         let name = try ctx.grantName(args[1])
         // A mapping to a grant that does not exist would only fail later, inside git.
         let store = try ctx.openVault()
-        let names = try vault { () throws(VaultError) in try store.list(secrets: false) }.grants.map(\.name)
+        let names = try store.list(secrets: false).grants.map(\.name)
         guard names.contains(name) else {
             throw CLIError("grant '\(name)' not found", hint: "see 'vault list' for the grants there are")
         }
-        try vault { () throws(VaultError) in
-            try map.set(args[0], GitCredentialMap.Entry(grant: name, username: ctx.arguments.value("username")))
-        }
+        try map.set(args[0], GitCredentialMap.Entry(grant: name, username: ctx.arguments.value("username")))
         try ctx.report("\(args[0]) is served by '\(name)'", json: map.entries)
         return .ok
     }

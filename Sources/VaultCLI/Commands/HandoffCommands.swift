@@ -106,19 +106,19 @@ enum EnvFormat: String {
 
 extension Commands {
     /// Fresh grants for several names from one unlocked vault.
-    static func freshGrants(_ names: [String], ctx: Context) throws(CLIError) -> [(String, Grant)] {
+    static func freshGrants(_ names: [String], ctx: Context) throws -> [(String, Grant)] {
         let store = try ctx.openVault()
         var out: [(String, Grant)] = []
         for name in names {
-            let fresh = try vault { () throws(VaultError) in try ctx.refresher(store).freshGrant(name) }
+            let fresh = try ctx.refresher(store).freshGrant(name)
             out.append((name, fresh.grant))
         }
         return out
     }
 
-    static func variables(_ names: [String], ctx: Context) throws(CLIError) -> [(String, String)] {
+    static func variables(_ names: [String], ctx: Context) throws -> [(String, String)] {
         guard !names.isEmpty else { throw CLIError.usage("missing NAME", command: ctx.command.name) }
-        let validNames = try names.map { (n: String) throws(CLIError) -> String in try ctx.grantName(n) }
+        let validNames = try names.map { (n: String) throws -> String in try ctx.grantName(n) }
         let prefix = ctx.arguments.value("prefix")
         if let prefix {
             guard names.count == 1 else {
@@ -168,7 +168,7 @@ extension Commands {
             "eval \"$(vault env work)\"", "vault env work --format fish | source",
             "vault env work --format dotenv > .env",
         ]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         let formatName = ctx.json ? "json" : (ctx.arguments.value("format") ?? "sh")
         guard let format = EnvFormat(rawValue: formatName) else {
             throw CLIError.usage("--format must be sh, fish, dotenv or json", command: "env")
@@ -216,7 +216,7 @@ extension Commands {
             "vault exec github --prefix GH -- ./deploy.sh",
         ],
         printsJSON: false
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         guard let command = ctx.arguments.trailing, let program = command.first else {
             throw CLIError.usage("missing '-- COMMAND'", command: "exec")
         }
@@ -257,7 +257,7 @@ extension Commands {
             "vault header flickr --url 'https://api.flickr.com/services/rest?method=flickr.test.login'",
         ],
         printsJSON: false
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let grant = try freshGrants([name], ctx: ctx)[0].1
         let line: String
@@ -287,7 +287,7 @@ extension Commands {
         discussion: "Adds the protocol parameters and the signature to the URL's query (RFC 5849 section 3.5.3).",
         examples: ["curl \"$(vault sign trello --url 'https://api.trello.com/1/members/me')\""],
         printsJSON: false
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let grant = try freshGrants([name], ctx: ctx)[0].1
         let params = try oauth1Signature(grant, ctx: ctx)
@@ -297,21 +297,19 @@ extension Commands {
     }
 
     /// Signs the request given by --method, --url and --body-form.
-    static func oauth1Signature(_ grant: Grant, ctx: Context) throws(CLIError) -> [(String, String)] {
+    static func oauth1Signature(_ grant: Grant, ctx: Context) throws -> [(String, String)] {
         guard let url = ctx.arguments.value("url") else {
             throw CLIError.usage("an OAuth 1.0a signature needs --url", command: ctx.command.name)
         }
         var body: String? = nil
         if let file = ctx.arguments.value("body-form") {
-            let raw = try vault { () throws(VaultError) in try SecretFile.read(path: file) }
+            let raw = try SecretFile.read(path: file)
             body = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
         }
-        return try vault { () throws(VaultError) in
-            try OAuth1.sign(
-                method: ctx.arguments.value("method") ?? "GET", url: url, bodyForm: body,
-                credentials: grant.oauth1Credentials(), nonce: OAuth1.nonce(),
-                timestamp: ctx.time.now().epochSeconds)
-        }
+        return try OAuth1.sign(
+            method: ctx.arguments.value("method") ?? "GET", url: url, bodyForm: body,
+            credentials: grant.oauth1Credentials(), nonce: OAuth1.nonce(),
+            timestamp: ctx.time.now().epochSeconds)
     }
 
     static let xoauth2Command = Command(
@@ -336,7 +334,7 @@ extension Commands {
             "vault xoauth2 gmail --base64", "vault xoauth2 work --oauthbearer --host imap.example.com --port 993",
         ],
         printsJSON: false
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         // OAUTHBEARER's host and port fields, checked before any token is fetched.
         var kv = ""

@@ -6,7 +6,7 @@ extension Commands {
         arguments: [("COMMAND", "the command to explain")],
         examples: ["vault help", "vault help import"],
         printsJSON: false
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         let args = ctx.arguments.positionals
         guard args.count <= 1 else { throw CLIError.usage("unexpected argument '\(args[1])'", command: "help") }
         if let name = args.first {

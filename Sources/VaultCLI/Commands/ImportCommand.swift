@@ -59,9 +59,9 @@ extension Commands {
             #"vault import drive --from rclone --remote gdrive < ~/.config/rclone/rclone.conf"#,
             #"gpg -d ~/.mutt/token.gpg | vault import mail --from mutt_oauth2"#,
         ]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
-        let tool = try ctx.arguments.value("from").map { (text: String) throws(CLIError) -> ForeignTokens.Tool in
+        let tool = try ctx.arguments.value("from").map { (text: String) throws -> ForeignTokens.Tool in
             guard let tool = ForeignTokens.Tool(rawValue: text) else {
                 throw CLIError.usage("--from must be gcloud, rclone, gh or mutt_oauth2", command: "import")
             }
@@ -75,7 +75,7 @@ extension Commands {
         }
         var clientSecret: String? = nil
         if let path = ctx.arguments.value("client-secret-file") {
-            let raw = try vault { () throws(VaultError) in try SecretFile.trimmingNewline(SecretFile.read(path: path)) }
+            let raw = try SecretFile.trimmingNewline(SecretFile.read(path: path))
             clientSecret = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
         }
         let input = try ctx.readStandardInput(limit: TokenResponse.maximumSize)
@@ -83,28 +83,11 @@ extension Commands {
             throw CLIError("standard input is empty", hint: "pipe the token JSON into 'vault import \(name)'")
         }
         let now = ctx.time.now()
-        var grant = try vault { () throws(VaultError) in
-            guard let tool else { return try TokenResponse(json: input).importedGrant(now: now) }
-            let section = ctx.arguments.value(tool == .rclone ? "remote" : "host")
-            let converted = try ForeignTokens.convert(tool, input, section: section, now: now)
-            var data: Data
-            do { data = try JSONEncoder().encode(JSONValue.object(converted.object)) } catch {
-                throw VaultError(.internalError, "could not re-encode the \(tool.rawValue) token")
-            }
-            defer { data.withUnsafeMutableBytes { secureZero($0) } }
-            var bytes = [UInt8](data)
-            defer { secureZero(&bytes) }
-            let json: SecureBytes
-            do { json = try SecureBytes(copying: bytes) } catch {
-                throw VaultError(.internalError, "could not hold the \(tool.rawValue) token in locked memory")
-            }
-            return try TokenResponse(json: json).importedGrant(now: now)
-        }
+        let section = tool.flatMap { ctx.arguments.value($0 == .rclone ? "remote" : "host") }
+        var grant = try importedGrant(input, from: tool, section: section, now: now)
         let notes = try resolveClient(&grant, name: name, tool: tool, clientSecret: clientSecret, ctx: ctx)
         let store = try ctx.openVault()
-        _ = try vault { () throws(VaultError) in
-            try store.save(grant, as: name, mode: ctx.arguments.flag("replace") ? .replace : .insertOnly)
-        }
+        _ = try store.save(grant, as: name, mode: ctx.arguments.flag("replace") ? .replace : .insertOnly)
         // Said once the grant is stored, so that no warning precedes a refusal.
         for note in notes { note.warning ? ctx.console.warn(note.text) : ctx.console.info(note.text) }
         if ctx.json {
@@ -113,6 +96,27 @@ extension Commands {
             ctx.console.info("imported '\(name)' (\(grant.provider)\(grant.account.map { ", " + $0 } ?? ""))")
         }
         return .ok
+    }
+
+    /// The grant in `input`: token JSON, or another tool's token file
+    /// converted to it.
+    static func importedGrant(_ input: SecureBytes, from tool: ForeignTokens.Tool?, section: String?, now: Date) throws
+        -> Grant
+    {
+        guard let tool else { return try TokenResponse(json: input).importedGrant(now: now) }
+        let converted = try ForeignTokens.convert(tool, input, section: section, now: now)
+        var data: Data
+        do { data = try JSONEncoder().encode(JSONValue.object(converted.object)) } catch {
+            throw VaultError(.internalError, "could not re-encode the \(tool.rawValue) token")
+        }
+        defer { data.withUnsafeMutableBytes { secureZero($0) } }
+        var bytes = [UInt8](data)
+        defer { secureZero(&bytes) }
+        let json: SecureBytes
+        do { json = try SecureBytes(copying: bytes) } catch {
+            throw VaultError(.internalError, "could not hold the \(tool.rawValue) token in locked memory")
+        }
+        return try TokenResponse(json: json).importedGrant(now: now)
     }
 
     /// Completes the grant's provider configuration from the configured
@@ -124,7 +128,7 @@ extension Commands {
     /// (mutt_oauth2.py) or the JSON names none.
     static func resolveClient(
         _ grant: inout Grant, name: String, tool: ForeignTokens.Tool?, clientSecret: String?, ctx: Context
-    ) throws(CLIError) -> [(warning: Bool, text: String)] {
+    ) throws -> [(warning: Bool, text: String)] {
         var notes: [(warning: Bool, text: String)] = []
         var config = grant.providerConfiguration ?? ProviderConfiguration()
         // Where the endpoints came from is for vault to say, not the file.

@@ -26,7 +26,7 @@ extension Commands {
             "vault init",
             "vault init --keyfile ~/.config/vault/ci.key",
         ]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         _ = try ctx.positionals()
         let location = try ctx.location()
         if Vault.exists(at: location) {
@@ -36,25 +36,20 @@ extension Commands {
         let created: Vault
         let unlock: String
         if let path = ctx.unlockSources.keyfilePath {
-            let secret = try vault { () throws(VaultError) in
-                let secret = try Keyfile.generate()
-                try Keyfile.write(secret, to: path)
-                return secret
-            }
-            do throws(VaultError) {
+            let secret = try Keyfile.generate()
+            try Keyfile.write(secret, to: path)
+            do {
                 created = try Vault.create(at: location, key: .keyfile(secret), time: ctx.time)
             } catch {
                 Keyfile.discard(path: path)
-                throw CLIError(error)
+                throw error
             }
             unlock = "key file"
             ctx.console.info("wrote a new key file to \(path); keep it safe, it alone opens the vault")
         } else {
             let key = try ctx.unlockSources.newPassphrase(
                 prefix: "VAULT", fileFlag: nil, otherwise: "or make a key-file vault with 'vault init --keyfile PATH'")
-            created = try vault { () throws(VaultError) in
-                try Vault.create(at: location, key: key, kdf: kdf, time: ctx.time)
-            }
+            created = try Vault.create(at: location, key: key, kdf: kdf, time: ctx.time)
             unlock = "passphrase"
         }
         if ctx.json {
@@ -66,7 +61,7 @@ extension Commands {
     }
 
     /// KDF parameters from --kdf-memory and --kdf-passes, checked against the bounds.
-    static func kdfParameters(_ ctx: Context) throws(CLIError) -> KDFParameters {
+    static func kdfParameters(_ ctx: Context) throws -> KDFParameters {
         var kdf = KDFParameters.default
         if let text = ctx.arguments.value("kdf-memory") {
             guard let mib = UInt64(text), mib <= 1 << 20 else {

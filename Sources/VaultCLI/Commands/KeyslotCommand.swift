@@ -56,13 +56,13 @@ extension Commands {
             "vault keyslot add --secret-service",
             "vault keyslot remove 2",
         ]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         let action = ctx.arguments.positionals.first
         switch action {
         case "list":
             _ = try ctx.positionals("list")
             let store = try ctx.openVault()
-            let slots = try vault { () throws(VaultError) in try store.keyslots.list() }
+            let slots = try store.keyslots.list()
             if ctx.json {
                 try ctx.printJSON(
                     slots.map {
@@ -92,17 +92,14 @@ extension Commands {
             switch choices[0] {
             case "new-keyfile":
                 let path = ctx.arguments.value("new-keyfile")!
-                let secret = try vault { () throws(VaultError) in
-                    let secret = try Keyfile.generate()
-                    try Keyfile.write(secret, to: path)
-                    return secret
-                }
+                let secret = try Keyfile.generate()
+                try Keyfile.write(secret, to: path)
                 let number: Int64
-                do throws(VaultError) {
+                do {
                     number = try store.keyslots.add(.keyfile(secret))
                 } catch {
                     Keyfile.discard(path: path)
-                    throw CLIError(error)
+                    throw error
                 }
                 try ctx.report(
                     "added keyslot \(number): the key file \(path) opens the vault",
@@ -113,13 +110,13 @@ extension Commands {
                         "no Secret Service to use: DBUS_SESSION_BUS_ADDRESS is not set or libsecret is not installed",
                         hint: "run this in your desktop session, with libsecret-1-0 installed")
                 }
-                let number = try vault { () throws(VaultError) in try store.keyslots.addSecretService() }
+                let number = try store.keyslots.addSecretService()
                 try ctx.report(
                     "added keyslot \(number): the Secret Service opens the vault while your keyring is unlocked",
                     json: KeyslotOutput(added: number, kind: .secretService))
             default:
                 let key = try ctx.unlockSources.newPassphrase(prefix: "VAULT_NEW", fileFlag: nil)
-                let number = try vault { () throws(VaultError) in try store.keyslots.add(key, kdf: kdf) }
+                let number = try store.keyslots.add(key, kdf: kdf)
                 try ctx.report(
                     "added keyslot \(number): the new passphrase opens the vault",
                     json: KeyslotOutput(added: number, kind: .passphrase))
@@ -132,7 +129,7 @@ extension Commands {
             }
             let store = try ctx.openVaultDirectly()
             let keyring = SecretService.usable(environment: ctx.environment)
-            let problem = try vault { () throws(VaultError) in try store.keyslots.remove(number, keyring: keyring) }
+            let problem = try store.keyslots.remove(number, keyring: keyring)
             if let problem {
                 ctx.console.warn("the slot is gone, but its key stays in the keyring: \(problem.reason)")
             }

@@ -91,11 +91,11 @@ extension Commands {
             still listed.
             """,
         examples: ["vault list", "vault list --json | jq -r '.[].name'"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         _ = try ctx.positionals()
         let store = try ctx.openVault()
         // Tokens are never needed to list: they are not even read into memory.
-        let listing = try vault { () throws(VaultError) in try store.list(secrets: false) }
+        let listing = try store.list(secrets: false)
         let now = ctx.time.now()
         // Grants in a sync conflict are marked (none when this vault does
         // not sync, or an older agent cannot tell).
@@ -155,10 +155,10 @@ extension Commands {
             --reveal is given.
             """,
         examples: ["vault show work", "vault show work --json --reveal"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let store = try ctx.openVault()
-        let grant = try vault { () throws(VaultError) in try store.load(name) }
+        let grant = try store.load(name)
         let now = ctx.time.now()
         var s = GrantSummary(name: name, grant: grant, now: now)
         let reveal = ctx.arguments.flag("reveal")

@@ -9,11 +9,11 @@ extension Commands {
         usage: "rename NAME NEW-NAME",
         arguments: [("NAME", "the grant to rename"), ("NEW-NAME", "its new name, which must be free")],
         examples: ["vault rename google work-google"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         let names = try ctx.positionals("NAME", "NEW-NAME")
         let (from, to) = (try ctx.grantName(names[0]), try ctx.grantName(names[1]))
         let store = try ctx.openVault()
-        try vault { () throws(VaultError) in try store.rename(from, to: to) }
+        try store.rename(from, to: to)
         try ctx.report("renamed '\(from)' to '\(to)'", json: ["name": to, "renamed_from": from])
         return .ok
     }
@@ -35,7 +35,7 @@ extension Commands {
             vault says; delete or rotate it there.
             """,
         examples: ["vault remove old-work", "vault remove work --revoke"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let store = try ctx.openVault()
         /// What `remove --json` prints.
@@ -44,12 +44,12 @@ extension Commands {
             let revoked: String?
         }
         guard ctx.arguments.flag("revoke") else {
-            try vault { () throws(VaultError) in try store.remove(name) }
+            try store.remove(name)
             try ctx.report("removed '\(name)'", json: Removed(name: name, revoked: nil))
             return .ok
         }
-        let kind = try vault { () throws(VaultError) in try store.load(name) }.kind
-        let result = try vault { () throws(VaultError) in try ctx.refresher(store).revokeAndRemove(name) }
+        let kind = try store.load(name).kind
+        let result = try ctx.refresher(store).revokeAndRemove(name)
         // A client cannot revoke its own credentials (RFC 7009 revokes tokens).
         switch kind {
         case .serviceAccount:
@@ -94,13 +94,13 @@ extension Commands {
             """,
         examples: ["vault passwd", "VAULT_NEW_PASSPHRASE_FILE=new.txt vault passwd"],
         printsJSON: false
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         _ = try ctx.positionals()
         let kdf = try kdfParameters(ctx)
         let store = try ctx.openVaultDirectly()
         let key = try ctx.unlockSources.newPassphrase(
             prefix: "VAULT_NEW", fileFlag: ctx.arguments.value("new-passphrase-file"))
-        try vault { () throws(VaultError) in try store.keyslots.changePassphrase(to: key, kdf: kdf) }
+        try store.keyslots.changePassphrase(to: key, kdf: kdf)
         ctx.console.info("changed the passphrase")
         return .ok
     }

@@ -66,7 +66,7 @@ extension Commands {
             then says where to register an application and how to give vault its client.
             """,
         examples: ["vault providers", "vault providers --json"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         _ = try ctx.positionals()
         let catalog = ProviderCatalog.load(configDirectory: try ctx.location().configDirectory)
         if ctx.json {

@@ -81,7 +81,7 @@ struct RemoteOutput: Encodable {
 extension Context {
     /// The store's password: from --password-file, else asked on the
     /// terminal when a user is given; nil without a user.
-    func storePassword(user: String?) throws(CLIError) -> SecureBytes? {
+    func storePassword(user: String?) throws -> SecureBytes? {
         if let path = arguments.value("password-file") {
             do {
                 return try SecretFile.trimmingNewline(try SecretFile.read(path: path))
@@ -97,7 +97,7 @@ extension Context {
         return try terminal.readSecret(prompt: "Password for the store: ")
     }
 
-    func printSyncReport(_ r: SyncReport) throws(CLIError) {
+    func printSyncReport(_ r: SyncReport) throws {
         if json {
             try printJSON(
                 SyncOutput(
@@ -141,7 +141,7 @@ extension Commands {
             and 'set' says so once. Plain http is refused except to a loopback address.
             """,
         examples: ["vault remote set https://dav.example.com/vault/ --user ada", "vault remote"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         let words = ctx.arguments.positionals
         if words.isEmpty {
             let store = try ctx.openVaultDirectly()
@@ -152,7 +152,7 @@ extension Commands {
                     json: RemoteOutput(url: nil, user: nil, preconditions: nil))
                 return .ok
             }
-            let d = try vault { () throws(VaultError) in try engine.remoteDescription() }
+            let d = try engine.remoteDescription()
             if ctx.json {
                 try ctx.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))
                 return .ok
@@ -170,11 +170,9 @@ extension Commands {
         let password = try ctx.storePassword(user: user)
         let store = try ctx.openVaultDirectly()
         let engine = try ctx.syncEngine(store)
-        let created = try vault { () throws(VaultError) in
-            try engine.setRemote(url: url, user: user, password: password)
-        }
+        let created = try engine.setRemote(url: url, user: user, password: password)
         if ctx.json {
-            let d = try vault { () throws(VaultError) in try engine.remoteDescription() }
+            let d = try engine.remoteDescription()
             try ctx.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))
             return .ok
         }
@@ -202,7 +200,7 @@ extension Commands {
             reached or keeps changing; run it again.
             """,
         examples: ["vault sync", "vault sync --json"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         _ = try ctx.positionals()
         // An agent holding the vault syncs it: no passphrase needed here.
         if let agent = ctx.agentClient(try ctx.location()) {
@@ -215,12 +213,12 @@ extension Commands {
             case .failure(let error) where error.code == .locked || error.code == .unsupported:
                 break  // locked: unlock here instead
             case .failure(let error):
-                throw CLIError(error)
+                throw error
             }
         }
         let store = try ctx.openVaultDirectly()
         let engine = try ctx.syncEngine(store)
-        let report = try vault { () throws(VaultError) in try engine.sync() }
+        let report = try engine.sync()
         try ctx.printSyncReport(report)
         return .ok
     }
@@ -250,7 +248,7 @@ extension Commands {
             "vault join https://dav.example.com/vault/ --user ada",
             "vault join https://dav.example.com/vault/ --user ada --pairing-code-file code.txt",
         ]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         let url = try Context.storeURL(try ctx.positionals("URL")[0], command: "join")
         let location = try ctx.location()
         if Vault.exists(at: location) {
@@ -265,42 +263,38 @@ extension Commands {
                 throw CLIError("\(error.reason) (from --pairing-code-file)")
             }
             let text = code.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
-            (_, report) = try joining { () throws(VaultError) in
-                try SyncEngine.join(
+            do throws(VaultError) {
+                (_, report) = try SyncEngine.join(
                     at: location, url: url, user: user, password: password, pairingCode: text,
                     transport: ctx.transport, time: ctx.time)
-            }
+            } catch { throw joinFailure(error) }
         } else {
             let (key, _, _) = try ctx.unlockSources.key(joining: true)
-            (_, report) = try joining { () throws(VaultError) in
-                try SyncEngine.join(
+            do throws(VaultError) {
+                (_, report) = try SyncEngine.join(
                     at: location, url: url, user: user, password: password, key: key, transport: ctx.transport,
                     time: ctx.time)
-            }
+            } catch { throw joinFailure(error) }
         }
         ctx.console.info("joined: created a vault at \(location.databasePath) from \(url)")
         try ctx.printSyncReport(report)
         return .ok
     }
 
-    /// Runs a join: a failed join leaves no vault behind, so the hints
-    /// that name commands of an existing vault become ones for joining.
-    static func joining<R>(_ body: () throws(VaultError) -> R) throws(CLIError) -> R {
-        do { return try body() } catch {
-            let base = CLIError(error)
-            switch error.remedy {
-            case .setStoreCredentials?:
-                return try fail(base, "check the store's user (--user) and password (--password-file)")
-            case .syncAgain?, .syncFirst?:
-                return try fail(base, "run 'vault join' again; nothing was kept")
-            default:
-                throw base
-            }
+    /// Why a join failed: a failed join leaves no vault behind, so the
+    /// hints that name commands of an existing vault become ones for joining.
+    static func joinFailure(_ error: VaultError) -> CLIError {
+        let base = CLIError(error)
+        switch error.remedy {
+        case .setStoreCredentials?:
+            return CLIError(
+                base.message, hint: "check the store's user (--user) and password (--password-file)",
+                exitCode: base.exitCode)
+        case .syncAgain?, .syncFirst?:
+            return CLIError(base.message, hint: "run 'vault join' again; nothing was kept", exitCode: base.exitCode)
+        default:
+            return base
         }
-    }
-
-    private static func fail<R>(_ base: CLIError, _ hint: String) throws(CLIError) -> R {
-        throw CLIError(base.message, hint: hint, exitCode: base.exitCode)
     }
 
     static let pairCommand = Command(
@@ -315,11 +309,11 @@ extension Commands {
             """,
         examples: ["vault pair > code.txt"],
         printsJSON: false
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         _ = try ctx.positionals()
         let store = try ctx.openVaultDirectly()
         let engine = try ctx.syncEngine(store)
-        let code = try vault { () throws(VaultError) in try engine.createPairingOffer() }
+        let code = try engine.createPairingOffer()
         var bytes = Array((code + "\n").utf8)
         Console.writeAll(&bytes, fd: 1)
         secureZero(&bytes)
@@ -351,7 +345,7 @@ extension Commands {
             sync' sends the choice to the other machines, which then drop the conflict too.
             """,
         examples: ["vault conflicts", "vault conflicts resolve work --keep other"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         let words = ctx.arguments.positionals
         let store = try ctx.openVaultDirectly()
         let engine = try ctx.syncEngine(store)
@@ -360,13 +354,13 @@ extension Commands {
             guard let keep = ctx.arguments.value("keep"), keep == "current" || keep == "other" else {
                 throw CLIError.usage("--keep must be current or other", command: "conflicts")
             }
-            try vault { () throws(VaultError) in try engine.resolveConflict(name, keepOther: keep == "other") }
+            try engine.resolveConflict(name, keepOther: keep == "other")
             try ctx.report(
                 "kept the \(keep) side of '\(name)'; 'vault sync' sends the choice", json: ["name": name, "kept": keep])
             return .ok
         }
         if let word = words.first { throw CLIError.usage("unknown action '\(word)'", command: "conflicts") }
-        let conflicts = try vault { () throws(VaultError) in try engine.syncConflicts() }
+        let conflicts = try engine.syncConflicts()
         let now = ctx.time.now()
         func describe(_ g: Grant?) -> String {
             guard let g else { return "removed" }
@@ -421,7 +415,7 @@ extension Commands {
 extension Context {
     /// A store URL from the command line, which may not carry a user or
     /// password: a password there would be in every process listing.
-    static func storeURL(_ url: String, command: String) throws(CLIError) -> String {
+    static func storeURL(_ url: String, command: String) throws -> String {
         if URLPolicy.hasUserInfo(url) {
             throw CLIError.usage(
                 "the store URL carries a user or password: give them with --user and --password-file", command: command)

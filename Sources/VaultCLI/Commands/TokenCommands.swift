@@ -20,13 +20,13 @@ struct TokenOutput: Encodable {
 extension Context {
     /// The token from this vault's agent in one round trip, or nil when no
     /// agent holds the vault unlocked (the caller then opens it itself).
-    func tokenFromAgent(_ name: String, minimumValidity: Double, forceRefresh: Bool) throws(CLIError) -> AgentToken? {
+    func tokenFromAgent(_ name: String, minimumValidity: Double, forceRefresh: Bool) throws -> AgentToken? {
         guard let agent = agentClient(try location()) else { return nil }
         do {
             return try agent.token(name, minimumValidity: minimumValidity, forceRefresh: forceRefresh)
         } catch {
             if error.code == .locked || error.code == .unsupported || error.code == .io { return nil }
-            throw CLIError(error)
+            throw error
         }
     }
 
@@ -58,7 +58,7 @@ extension Commands {
             #"curl -H "Authorization: Bearer $(vault token work)" https://api.example.com/"#,
             "vault token github --min-valid 300",
         ]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         var minimum = Grant.freshnessMargin
         if let text = ctx.arguments.value("min-valid") {
@@ -74,9 +74,7 @@ extension Commands {
                 accessToken: handed.accessToken, tokenType: handed.tokenType, expiresAt: handed.expiresAtSeconds)
         } else {
             let store = try ctx.openVault()
-            let fresh = try vault { () throws(VaultError) in
-                try ctx.refresher(store).freshGrant(name, minimumValidity: minimum, forceRefresh: force)
-            }
+            let fresh = try ctx.refresher(store).freshGrant(name, minimumValidity: minimum, forceRefresh: force)
             output = TokenOutput(
                 accessToken: fresh.grant.accessToken ?? "", tokenType: fresh.grant.tokenType ?? "Bearer",
                 expiresAt: fresh.grant.expiresAt?.epochSeconds)
@@ -97,12 +95,10 @@ extension Commands {
         usage: "refresh NAME [--json]",
         arguments: [("NAME", "the grant")],
         examples: ["vault refresh work"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let store = try ctx.openVault()
-        let fresh = try vault { () throws(VaultError) in
-            try ctx.refresher(store).freshGrant(name, forceRefresh: true)
-        }
+        let fresh = try ctx.refresher(store).freshGrant(name, forceRefresh: true)
         let now = ctx.time.now()
         if ctx.json {
             try ctx.printJSON(GrantSummary(name: name, grant: fresh.grant, now: now))
@@ -125,10 +121,10 @@ extension Commands {
             answered 5xx; nothing changes.
             """,
         examples: ["vault check work && echo still good"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    ) { (ctx: Context) throws -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let store = try ctx.openVault()
-        let result = try vault { () throws(VaultError) in try ctx.refresher(store).check(name) }
+        let result = try ctx.refresher(store).check(name)
         switch result {
         case .live(let account):
             if ctx.json {
