@@ -88,7 +88,7 @@ public enum CLI {
             throw CLIError.usage("'--' is not used by 'vault \(name)'", command: name)
         }
         let context = Context(command: command, arguments: parsed, environment: environment)
-        try context.configureStore()
+        _ = try context.network.storeTimeout()  // a bad VAULT_STORE_TIMEOUT is a usage error for every command
         return try command.run(context)
     }
 }

@@ -48,3 +48,21 @@ final class Terminal {
         return try Secure.prefix(buffer, length)
     }
 }
+
+/// Standard input, read whole into secure memory: it may carry tokens.
+enum StandardInput {
+    /// Reads all of stdin (at most `limit` bytes) into secure memory.
+    static func read(limit: Int) throws -> SecureBytes {
+        let buffer = try Secure.buffer(count: limit + 1)
+        var total = 0
+        while total <= limit {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(0, $0.baseAddress! + total, limit + 1 - total) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { throw CLIError("cannot read standard input: \(String(cString: strerror(errno)))") }
+            if n == 0 { break }
+            total += n
+        }
+        guard total <= limit else { throw CLIError("standard input is larger than \(limit) bytes") }
+        return try Secure.prefix(buffer, total)
+    }
+}

@@ -6,7 +6,7 @@ internal import VaultCrypto
 internal import VaultSync
 
 /// Where the key to a vault comes from, in SPEC.md's order of precedence
-/// after a running agent (which `Context.openVault` asks first).
+/// after a running agent (which `VaultOpener.openVault` asks first).
 struct UnlockSources {
     let environment: [String: String]
     let keyfileFlag: String?

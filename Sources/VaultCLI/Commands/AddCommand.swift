@@ -167,17 +167,17 @@ extension Commands {
             timeout = v
         }
         let transport = CurlTransport(caBundle: ctx.environment["SSL_CERT_FILE"])
-        let configDirectory = try ctx.location().configDirectory
+        let configDirectory = try ctx.opener.location().configDirectory
         let catalog = ProviderCatalog.load(configDirectory: configDirectory)
 
         // One argument may name a grant to authorize again: finding out needs
         // the vault, and unlocking first means a wrong passphrase wastes no
         // authorization anyway.
-        var store: Vault? = nil
+        var opened: Vault? = nil
         var existing: Grant? = nil
         if args.count == 1 && ctx.arguments.value("issuer") == nil {
-            store = try ctx.openVault()
-            existing = try existingGrant(name, in: store!)
+            opened = try ctx.opener.openVault()
+            existing = try existingGrant(name, in: opened!)
         }
         var provider: Provider
         if let existing, existing.kind.mintsTokens {
@@ -189,10 +189,10 @@ extension Commands {
                 exitCode: .usage)
         }
         if let existing {
-            for problem in catalog.problems(ignoring: existing.provider) { ctx.console.warn(problem.reason) }
+            for problem in catalog.problems(ignoring: existing.provider) { ctx.output.warn(problem.reason) }
             provider = try Provider(storedIn: existing, name: name, base: catalog.providers[existing.provider])
         } else {
-            if store != nil && catalog.providers[first] == nil && !catalog.files.keys.contains(first) {
+            if opened != nil && catalog.providers[first] == nil && !catalog.files.keys.contains(first) {
                 // Neither a grant nor a provider: say both were looked for.
                 throw CLIError(
                     "no grant or provider named '\(first)'",
@@ -212,8 +212,8 @@ extension Commands {
         }
         let flow: Provider.Flow
         if let requestedFlow { flow = requestedFlow } else { flow = try defaultFlow(ctx, provider: provider) }
-        if store == nil { store = try ctx.openVault() }
-        let vaultStore = store!
+        if opened == nil { opened = try ctx.opener.openVault() }
+        let vault = opened!
         var scopes = ctx.arguments.values("scope")
         if existing != nil {
             // Scopes given now come on top of the grant's own.
@@ -226,25 +226,25 @@ extension Commands {
             transport: transport, ui: TerminalAuthorizationUI(environment: ctx.environment), time: ctx.time)
         var grant = try authorizer.authorize(request)
         if let existing { grant.createdAt = existing.createdAt }
-        let existed = existing != nil || (try? vaultStore.load(name)) != nil
+        let existed = existing != nil || (try? vault.load(name)) != nil
         // Replacing keeps the record's id: its sync identity, as well as its name and mappings.
-        _ = try vaultStore.save(grant, as: name)
+        _ = try vault.save(grant, as: name)
         let now = ctx.time.now()
-        if ctx.json {
-            try ctx.printJSON(GrantSummary(name: name, grant: grant, now: now))
+        if ctx.output.json {
+            try ctx.output.printJSON(GrantSummary(name: name, grant: grant, now: now))
         } else {
             let who = grant.account.map { ", \($0)" } ?? ""
             let scopes = grant.kind == .oauth1 ? "" : "; scopes: \(grant.scopes.joined(separator: " "))"
             let verb = existing != nil ? "authorized '\(name)' again" : "\(existed ? "replaced" : "added") '\(name)'"
-            ctx.console.info("\(verb) (\(provider.name)\(who)\(scopes))")
+            ctx.output.info("\(verb) (\(provider.name)\(who)\(scopes))")
             if let before = existing?.account, let after = grant.account, before != after {
-                ctx.console.warn("'\(name)' was for \(before) and is now for \(after)")
+                ctx.output.warn("'\(name)' was for \(before) and is now for \(after)")
             }
             let missing = request.effectiveScopesForDisplay.filter { !grant.scopes.contains($0) }
-            if !missing.isEmpty { ctx.console.warn("the provider did not grant: \(missing.joined(separator: " "))") }
+            if !missing.isEmpty { ctx.output.warn("the provider did not grant: \(missing.joined(separator: " "))") }
             // OAuth 1.0a token credentials do not expire and have no refresh token.
             if grant.refreshToken == nil && grant.kind == .oauth2 {
-                ctx.console.warn(
+                ctx.output.warn(
                     "the provider issued no refresh token; 'vault add \(name)' will be needed again when the access token expires"
                 )
             }
@@ -254,8 +254,8 @@ extension Commands {
 
     /// The grant stored under `name`, or nil when there is none; any other
     /// trouble reading it (a damaged record) is an error, not a new grant.
-    static func existingGrant(_ name: String, in store: Vault) throws -> Grant? {
-        do { return try store.load(name) } catch {
+    static func existingGrant(_ name: String, in vault: Vault) throws -> Grant? {
+        do { return try vault.load(name) } catch {
             if error.code == .notFound { return nil }
             throw error
         }
@@ -267,7 +267,7 @@ extension Commands {
     ) throws -> Provider {
         let issuerFlag = ctx.arguments.value("issuer")
         for problem in issuerFlag == nil ? catalog.problems : catalog.problems(ignoring: name) {
-            ctx.console.warn(problem.reason)
+            ctx.output.warn(problem.reason)
         }
         let known = catalog.providers[name]
         var overrides: [String: String] = [:]

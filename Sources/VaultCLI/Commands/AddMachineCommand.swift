@@ -32,14 +32,14 @@ extension Commands {
             let key = try ServiceAccountKey(json: SecretFile.read(path: path, limit: 65536), source: path)
             let provider = try machineProvider(providerName, ctx: ctx, transport: transport, required: false)
             // Unlock first: a wrong passphrase must not waste a token request.
-            let store = try ctx.openVault()
+            let vault = try ctx.opener.openVault()
             let subject = args.value("subject")
             let server: Provider
             if let provider { server = provider } else { server = try keyProvider(providerName, key: key) }
             grant = try MachineGrants.serviceAccount(
                 key: key, subject: subject, scopes: scopes, provider: server, transport: transport,
                 now: ctx.time.now())
-            return try storeMachineGrant(ctx, grant, name: name, store: store)
+            return try storeMachineGrant(ctx, grant, name: name, vault: vault)
         }
         var keyPEM: String? = nil
         if let path = args.value("client-key-file") {
@@ -67,13 +67,13 @@ extension Commands {
                 "client credentials need the client's secret (--client-secret-file) or key (--client-key-file)",
                 command: "add")
         }
-        let store = try ctx.openVault()
+        let vault = try ctx.opener.openVault()
         let keyID = args.value("client-key-id")
         let ready = provider
         grant = try MachineGrants.clientCredentials(
             provider: ready, scopes: scopes, privateKeyPEM: keyPEM, keyID: keyID, transport: transport,
             now: ctx.time.now())
-        return try storeMachineGrant(ctx, grant, name: name, store: store)
+        return try storeMachineGrant(ctx, grant, name: name, vault: vault)
     }
 
     /// The provider named on the command line; for a service account, nil
@@ -81,7 +81,7 @@ extension Commands {
     static func machineProvider(_ name: String, ctx: Context, transport: CurlTransport, required: Bool)
         throws -> Provider?
     {
-        let catalog = ProviderCatalog.load(configDirectory: try ctx.location().configDirectory)
+        let catalog = ProviderCatalog.load(configDirectory: try ctx.opener.location().configDirectory)
         if !required && ctx.arguments.value("issuer") == nil {
             let concerned = catalog.problems.count != catalog.problems(ignoring: name).count
             if catalog.providers[name] == nil && !concerned { return nil }
@@ -99,18 +99,18 @@ extension Commands {
         return try Provider(name: name, tokenEndpoint: uri, clientID: nil, flows: [.clientCredentials])
     }
 
-    static func storeMachineGrant(_ ctx: Context, _ grant: Grant, name: String, store: Vault)
+    static func storeMachineGrant(_ ctx: Context, _ grant: Grant, name: String, vault: Vault)
         throws -> ExitCode
     {
-        let existed = (try? store.load(name)) != nil
-        _ = try store.save(grant, as: name)
-        if ctx.json {
-            try ctx.printJSON(GrantSummary(name: name, grant: grant, now: ctx.time.now()))
+        let existed = (try? vault.load(name)) != nil
+        _ = try vault.save(grant, as: name)
+        if ctx.output.json {
+            try ctx.output.printJSON(GrantSummary(name: name, grant: grant, now: ctx.time.now()))
         } else {
             let who = grant.account.map { ", \($0)" } ?? ""
             let scopes = grant.scopes.isEmpty ? "" : "; scopes: \(grant.scopes.joined(separator: " "))"
             let kind = grant.kind == .serviceAccount ? "service account" : "client credentials"
-            ctx.console.info(
+            ctx.output.info(
                 "\(existed ? "replaced" : "added") '\(name)' (\(grant.provider), \(kind)\(who)\(scopes));"
                     + " its secret or key is now kept in the vault, and the file can be deleted")
         }

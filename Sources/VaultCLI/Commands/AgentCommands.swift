@@ -6,46 +6,6 @@ internal import VaultCore
 internal import VaultCrypto
 internal import VaultSync
 
-extension Context {
-    /// The agent's paths for this vault, or nil when agents are off
-    /// (`VAULT_AGENT=off`) or there is no `XDG_RUNTIME_DIR`.
-    func agentPaths(_ location: VaultLocation) -> AgentPaths? {
-        if environment["VAULT_AGENT"] == "off" { return nil }
-        return AgentPaths.resolve(environment: environment, location: location)
-    }
-
-    /// A connection to this vault's running agent, or nil. An agent socket
-    /// that is not safely ours is reported and ignored.
-    func agentClient(_ location: VaultLocation) -> AgentClient? {
-        guard let paths = agentPaths(location) else { return nil }
-        do {
-            return try AgentClient.connect(paths)
-        } catch {
-            if error.code != .notFound { console.warn("not using the agent: \(error.reason)") }
-            return nil
-        }
-    }
-
-    /// After a passphrase unlock: hands the key to a locked agent, or
-    /// starts one, so the next commands need no passphrase.
-    func shareUnlock(_ store: Vault, agent: AgentClient?) {
-        guard environment["VAULT_AGENT"] != "off", let paths = agentPaths(store.location) else { return }
-        if let agent {
-            do { try agent.load(store) } catch { console.warn("the agent did not take the key: \(error.reason)") }
-            return
-        }
-        do {
-            let options = try AgentSettings(environment: environment, arguments: nil)
-            // Said only once the agent confirmed it holds the vault.
-            _ = try AgentLauncher.start(store, paths: paths, settings: options, environment: environment)
-            console.info(
-                "the agent keeps this vault unlocked (\(options.summary)); 'vault lock' locks it")
-        } catch {
-            console.warn("could not start the agent: \(CLIError(reporting: error).message)")
-        }
-    }
-}
-
 /// The agent's timeouts, from `vault agent`'s options or the environment.
 struct AgentSettings {
     var idle: TimeInterval = 15 * 60
@@ -132,7 +92,7 @@ enum AgentLauncher {
         "VAULT_NEW_PASSPHRASE", "VAULT_NEW_PASSPHRASE_FILE", "VAULT_NEW_PASSPHRASE_COMMAND",
     ]
 
-    static func start(_ store: Vault, paths: AgentPaths, settings: AgentSettings, environment: [String: String])
+    static func start(_ vault: Vault, paths: AgentPaths, settings: AgentSettings, environment: [String: String])
         throws -> pid_t
     {
         var fds: [Int32] = [0, 0]
@@ -179,7 +139,7 @@ enum AgentLauncher {
         close(fds[0])
         close(ready[1])
         guard rc == 0 else { throw CLIError("cannot start the agent: \(String(cString: strerror(rc)))") }
-        try store.writeMasterKey(to: fds[1])
+        try vault.writeMasterKey(to: fds[1])
         close(fds[1])
         fds[1] = -1
         if confirmed(ready[0]) { return pid }
@@ -187,7 +147,7 @@ enum AgentLauncher {
         // vault already; otherwise say why none can.
         let status: AgentStatus
         do throws(VaultError) {
-            status = try AgentClient.connect(paths, timeout: 5).status(location: store.location)
+            status = try AgentClient.connect(paths, timeout: 5).status(location: vault.location)
         } catch {
             throw CLIError("the agent did not start: \(error.reason)", hint: error.hint)
         }
@@ -300,17 +260,17 @@ extension Commands {
     ) { (ctx: Context) throws -> ExitCode in
         _ = try ctx.positionals()
         let settings = try AgentSettings(environment: ctx.environment, arguments: ctx.arguments)
-        let location = try ctx.location()
+        let location = try ctx.opener.location()
         guard let paths = AgentPaths.resolve(environment: ctx.environment, location: location) else {
             throw CLIError(
                 "XDG_RUNTIME_DIR is not set: the agent needs a private runtime directory",
                 hint: "log in through a session manager, or set XDG_RUNTIME_DIR to a private 0700 directory")
         }
-        if ctx.json && ctx.arguments.flag("foreground") {
+        if ctx.output.json && ctx.arguments.flag("foreground") {
             throw CLIError.usage("--json is not used with --foreground", command: "agent")
         }
         if ctx.arguments.flag("key-on-stdin") {
-            return try ctx.serveHandedKey(location: location, paths: paths, settings: settings)
+            return try AgentHost(context: ctx, location: location, paths: paths, settings: settings).serveHandedKey()
         }
         guard Vault.exists(at: location) else {
             throw CLIError("no vault at \(location.databasePath)", hint: "run 'vault init' to create one")
@@ -324,56 +284,56 @@ extension Commands {
             } else if ctx.arguments.flag("status") {
                 // --status answers 0 or 77 only: an agent that cannot be used
                 // (its directory refused, say) holds nothing unlocked for us.
-                ctx.console.error(error.reason, hint: error.hint)
-                if ctx.json { try ctx.printJSON(AgentOutput(nil)) }
+                ctx.output.error(error.reason, hint: error.hint)
+                if ctx.output.json { try ctx.output.printJSON(AgentOutput(nil)) }
                 return .locked
             } else {
                 throw error
             }
         }
         if ctx.arguments.flag("status") {
-            if ctx.json {
-                try ctx.printJSON(AgentOutput(running))
+            if ctx.output.json {
+                try ctx.output.printJSON(AgentOutput(running))
                 return running?.unlocked == true ? .ok : .locked
             }
             guard let running else {
-                ctx.console.info("no agent is running for this vault")
+                ctx.output.info("no agent is running for this vault")
                 return .locked
             }
             guard running.unlocked else {
-                ctx.console.info("the agent (pid \(running.pid)) is locked")
+                ctx.output.info("the agent (pid \(running.pid)) is locked")
                 return .locked
             }
             var limits: [String] = []
             if running.idleSecondsLeft > 0 { limits.append("\(Duration.left(running.idleSecondsLeft)) idle") }
             if running.hardSecondsLeft > 0 { limits.append("\(Duration.left(running.hardSecondsLeft)) at most") }
-            ctx.console.info(
+            ctx.output.info(
                 "the agent (pid \(running.pid)) holds this vault unlocked"
                     + (limits.isEmpty ? "" : "; it locks in \(limits.joined(separator: " or "))"))
             return .ok
         }
         if ctx.arguments.flag("foreground") {
             if let running { throw CLIError("an agent is already running for this vault (pid \(running.pid))") }
-            return try ctx.serveInForeground(location: location, paths: paths, settings: settings)
+            return try AgentHost(context: ctx, location: location, paths: paths, settings: settings).serveInForeground()
         }
         if let running, running.unlocked {
-            try ctx.report(
+            try ctx.output.report(
                 "the agent (pid \(running.pid)) already holds this vault unlocked", json: AgentOutput(running))
             return .ok
         }
-        let store = try ctx.openVaultDirectly()
+        let vault = try ctx.opener.openVaultDirectly()
         if running != nil {
             let client = try AgentClient.connect(paths)
-            try client.load(store)
+            try client.load(vault)
             let now = try? AgentClient.connect(paths, timeout: 5).status(location: location)
-            try ctx.report("unlocked the running agent", json: AgentOutput(now))
+            try ctx.output.report("unlocked the running agent", json: AgentOutput(now))
             return .ok
         }
-        let pid = try AgentLauncher.start(store, paths: paths, settings: settings, environment: ctx.environment)
+        let pid = try AgentLauncher.start(vault, paths: paths, settings: settings, environment: ctx.environment)
         // Wait until it answers, so the next command finds it.
         for _ in 0..<100 {
             if let s = try? AgentClient.connect(paths, timeout: 5).status(location: location), s.unlocked {
-                try ctx.report("agent started (pid \(pid)); it \(settings.summary)", json: AgentOutput(s))
+                try ctx.output.report("agent started (pid \(pid)); it \(settings.summary)", json: AgentOutput(s))
                 return .ok
             }
             usleep(50_000)
@@ -392,9 +352,9 @@ extension Commands {
         examples: ["vault lock"]
     ) { (ctx: Context) throws -> ExitCode in
         _ = try ctx.positionals()
-        let location = try ctx.location()
+        let location = try ctx.opener.location()
         guard let paths = AgentPaths.resolve(environment: ctx.environment, location: location) else {
-            try ctx.report("no agent is running (XDG_RUNTIME_DIR is not set)", json: AgentOutput(nil))
+            try ctx.output.report("no agent is running (XDG_RUNTIME_DIR is not set)", json: AgentOutput(nil))
             return .ok
         }
         let client: AgentClient
@@ -402,28 +362,34 @@ extension Commands {
             client = try AgentClient.connect(paths)
         } catch {
             guard error.code == .notFound else { throw error }
-            try ctx.report("no agent is running for this vault", json: AgentOutput(nil))
+            try ctx.output.report("no agent is running for this vault", json: AgentOutput(nil))
             return .ok
         }
         try client.lock()
-        try ctx.report("locked", json: AgentOutput(lockedAgent: ()))
+        try ctx.output.report("locked", json: AgentOutput(lockedAgent: ()))
         return .ok
     }
 }
 
-extension Context {
+/// This process as the agent: it listens on the vault's socket and
+/// serves until it locks (`vault agent`).
+struct AgentHost {
+    let context: Context
+    let location: VaultLocation
+    let paths: AgentPaths
+    let settings: AgentSettings
+
     /// The process a command started on demand: the key arrives on stdin.
-    func serveHandedKey(location: VaultLocation, paths: AgentPaths, settings: AgentSettings) throws
-        -> ExitCode
-    {
-        let handed = try readStandardInput(limit: 48)
+    func serveHandedKey() throws -> ExitCode {
+        let handed = try StandardInput.read(limit: 48)
         guard handed.count == 48 else { throw CLIError("the agent expects a vault id and a key on stdin") }
         var raw = handed.unsafeCopyToArray()
         let vaultID = Array(raw[..<16])
         let key = try Secure.copy(raw[16...])
         secureZero(&raw)
         let server = AgentServer(
-            location: location, paths: paths, options: settings.serverOptions, transport: transport, time: time,
+            location: location, paths: paths, options: settings.serverOptions, transport: context.network.transport,
+            time: context.time,
             log: { _ in })
         do {
             try server.listen()
@@ -440,19 +406,18 @@ extension Context {
 
     /// `vault agent --foreground`: unlocks now if a key can be had without
     /// waiting, else starts locked; logs to stderr; stays when locked.
-    func serveInForeground(location: VaultLocation, paths: AgentPaths, settings: AgentSettings) throws
-        -> ExitCode
-    {
+    func serveInForeground() throws -> ExitCode {
         var options = settings.serverOptions
         options.exitWhenLocked = false
-        let console = console
+        let console = context.output.console
         let server = AgentServer(
-            location: location, paths: paths, options: options, transport: transport, time: time,
+            location: location, paths: paths, options: options, transport: context.network.transport,
+            time: context.time,
             log: { console.info("agent: \($0)") })
         try server.listen()
-        if unlockSources.available {
-            let store = try openVaultDirectly()
-            try server.unlock(store)
+        if context.opener.unlockSources.available {
+            let vault = try context.opener.openVaultDirectly()
+            try server.unlock(vault)
         } else {
             console.info("agent: waiting locked; the first command that unlocks the vault hands it the key")
         }

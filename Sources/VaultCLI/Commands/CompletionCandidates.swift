@@ -75,7 +75,7 @@ struct CompletionCandidates {
         switch Self.argument(for: command.name, positionals: positionals) {
         case .grant: return ["words"] + grantNames()
         case .provider:
-            let configDirectory = (try? context.location())?.configDirectory
+            let configDirectory = (try? context.opener.location())?.configDirectory
             let providers = configDirectory.map { ProviderCatalog.load(configDirectory: $0).sorted.map(\.name) } ?? []
             return ["words"] + providers + grantNames()
         case .command: return ["words"] + Commands.all.map(\.name)
@@ -87,15 +87,15 @@ struct CompletionCandidates {
     /// The grant names, if the vault opens without asking anyone: through
     /// its agent, or with a key file. Otherwise none.
     func grantNames() -> [String] {
-        guard let location = try? context.location(), Vault.exists(at: location) else { return [] }
-        var store: Vault? = nil
-        if let paths = context.agentPaths(location), let agent = try? AgentClient.connect(paths, timeout: 2) {
-            store = try? Vault.open(at: location, agent: agent, time: context.time)
+        guard let location = try? context.opener.location(), Vault.exists(at: location) else { return [] }
+        var vault: Vault? = nil
+        if let paths = context.agents.paths(for: location), let agent = try? AgentClient.connect(paths, timeout: 2) {
+            vault = try? Vault.open(at: location, agent: agent, time: context.time)
         }
-        if store == nil, let path = context.unlockSources.keyfilePath, let key = try? Keyfile.read(path: path) {
-            store = try? Vault.open(at: location, key: .keyfile(key), time: context.time)
+        if vault == nil, let path = context.opener.unlockSources.keyfilePath, let key = try? Keyfile.read(path: path) {
+            vault = try? Vault.open(at: location, key: .keyfile(key), time: context.time)
         }
-        guard let store, let listing = try? store.list(secrets: false) else { return [] }
+        guard let vault, let listing = try? vault.list(secrets: false) else { return [] }
         return listing.grants.map(\.name)
     }
 }

@@ -107,10 +107,10 @@ enum EnvFormat: String {
 extension Commands {
     /// Fresh grants for several names from one unlocked vault.
     static func freshGrants(_ names: [String], ctx: Context) throws -> [(String, Grant)] {
-        let store = try ctx.openVault()
+        let vault = try ctx.opener.openVault()
         var out: [(String, Grant)] = []
         for name in names {
-            let fresh = try ctx.refresher(store).freshGrant(name)
+            let fresh = try ctx.network.refresher(vault).freshGrant(name)
             out.append((name, fresh.grant))
         }
         return out
@@ -169,7 +169,7 @@ extension Commands {
             "vault env work --format dotenv > .env",
         ]
     ) { (ctx: Context) throws -> ExitCode in
-        let formatName = ctx.json ? "json" : (ctx.arguments.value("format") ?? "sh")
+        let formatName = ctx.output.json ? "json" : (ctx.arguments.value("format") ?? "sh")
         guard let format = EnvFormat(rawValue: formatName) else {
             throw CLIError.usage("--format must be sh, fish, dotenv or json", command: "env")
         }
@@ -181,7 +181,7 @@ extension Commands {
                     hint: "use --format json, sh or fish, or 'vault exec'")
             }
             for (name, value) in pairs where EnvFormat.pythonDotenvExpands(value) {
-                ctx.console.warn(
+                ctx.output.warn(
                     "\(name) holds '${...}', which python-dotenv expands unless read with interpolate=False (Docker Compose reads it as is)"
                 )
             }
@@ -189,7 +189,7 @@ extension Commands {
         if format == .json {
             var object: [String: String] = [:]
             for (k, v) in pairs { object[k] = v }
-            try ctx.printJSON(object)
+            try ctx.output.printJSON(object)
         } else {
             var text = pairs.map { format.line($0.0, $0.1) }.joined(separator: "\n") + "\n"
             var bytes = Array(text.utf8)

@@ -13,9 +13,9 @@ extension Commands {
             guard let command = Commands.named(name) else {
                 throw CLIError.usage("unknown command '\(name)'", command: nil)
             }
-            ctx.console.out(Help.text(for: command))
+            ctx.output.out(Help.text(for: command))
         } else {
-            ctx.console.out(Help.overview)
+            ctx.output.out(Help.overview)
         }
         return .ok
     }

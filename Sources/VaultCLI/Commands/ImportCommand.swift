@@ -78,7 +78,7 @@ extension Commands {
             let raw = try SecretFile.trimmingNewline(SecretFile.read(path: path))
             clientSecret = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
         }
-        let input = try ctx.readStandardInput(limit: TokenResponse.maximumSize)
+        let input = try StandardInput.read(limit: TokenResponse.maximumSize)
         guard input.count > 0 else {
             throw CLIError("standard input is empty", hint: "pipe the token JSON into 'vault import \(name)'")
         }
@@ -86,14 +86,14 @@ extension Commands {
         let section = tool.flatMap { ctx.arguments.value($0 == .rclone ? "remote" : "host") }
         var grant = try importedGrant(input, from: tool, section: section, now: now)
         let notes = try resolveClient(&grant, name: name, tool: tool, clientSecret: clientSecret, ctx: ctx)
-        let store = try ctx.openVault()
-        _ = try store.save(grant, as: name, mode: ctx.arguments.flag("replace") ? .replace : .insertOnly)
+        let vault = try ctx.opener.openVault()
+        _ = try vault.save(grant, as: name, mode: ctx.arguments.flag("replace") ? .replace : .insertOnly)
         // Said once the grant is stored, so that no warning precedes a refusal.
-        for note in notes { note.warning ? ctx.console.warn(note.text) : ctx.console.info(note.text) }
-        if ctx.json {
-            try ctx.printJSON(GrantSummary(name: name, grant: grant, now: now))
+        for note in notes { note.warning ? ctx.output.warn(note.text) : ctx.output.info(note.text) }
+        if ctx.output.json {
+            try ctx.output.printJSON(GrantSummary(name: name, grant: grant, now: now))
         } else {
-            ctx.console.info("imported '\(name)' (\(grant.provider)\(grant.account.map { ", " + $0 } ?? ""))")
+            ctx.output.info("imported '\(name)' (\(grant.provider)\(grant.account.map { ", " + $0 } ?? ""))")
         }
         return .ok
     }
@@ -137,7 +137,8 @@ extension Commands {
         if givenClient == nil && clientSecret != nil {
             throw CLIError.usage("--client-secret-file goes with --client-id", command: "import")
         }
-        let catalog = ProviderCatalog.load(configDirectory: try ctx.location().configDirectory, only: grant.provider)
+        let catalog = ProviderCatalog.load(
+            configDirectory: try ctx.opener.location().configDirectory, only: grant.provider)
         // The endpoints and the client come from one source together: the
         // configured provider (with the file's client, yours, or the
         // provider's), or the file alone (with its own client, or none).

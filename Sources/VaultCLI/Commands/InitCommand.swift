@@ -28,14 +28,14 @@ extension Commands {
         ]
     ) { (ctx: Context) throws -> ExitCode in
         _ = try ctx.positionals()
-        let location = try ctx.location()
+        let location = try ctx.opener.location()
         if Vault.exists(at: location) {
             throw CLIError("a vault already exists at \(location.databasePath)")
         }
         let kdf = try kdfParameters(ctx)
         let created: Vault
         let unlock: String
-        if let path = ctx.unlockSources.keyfilePath {
+        if let path = ctx.opener.unlockSources.keyfilePath {
             let secret = try Keyfile.generate()
             try Keyfile.write(secret, to: path)
             do {
@@ -45,17 +45,17 @@ extension Commands {
                 throw error
             }
             unlock = "key file"
-            ctx.console.info("wrote a new key file to \(path); keep it safe, it alone opens the vault")
+            ctx.output.info("wrote a new key file to \(path); keep it safe, it alone opens the vault")
         } else {
-            let key = try ctx.unlockSources.newPassphrase(
+            let key = try ctx.opener.unlockSources.newPassphrase(
                 prefix: "VAULT", fileFlag: nil, otherwise: "or make a key-file vault with 'vault init --keyfile PATH'")
             created = try Vault.create(at: location, key: key, kdf: kdf, time: ctx.time)
             unlock = "passphrase"
         }
-        if ctx.json {
-            try ctx.printJSON(["path": created.location.databasePath, "unlock": unlock])
+        if ctx.output.json {
+            try ctx.output.printJSON(["path": created.location.databasePath, "unlock": unlock])
         } else {
-            ctx.console.info("created a vault at \(created.location.databasePath)")
+            ctx.output.info("created a vault at \(created.location.databasePath)")
         }
         return .ok
     }

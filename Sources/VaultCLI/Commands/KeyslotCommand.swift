@@ -61,10 +61,10 @@ extension Commands {
         switch action {
         case "list":
             _ = try ctx.positionals("list")
-            let store = try ctx.openVault()
-            let slots = try store.keyslots.list()
-            if ctx.json {
-                try ctx.printJSON(
+            let vault = try ctx.opener.openVault()
+            let slots = try vault.keyslots.list()
+            if ctx.output.json {
+                try ctx.output.printJSON(
                     slots.map {
                         KeyslotOutput(
                             slot: $0.number, kind: $0.kind?.rawValue ?? "damaged",
@@ -78,7 +78,7 @@ extension Commands {
                 let details = s.kdf.map { "Argon2id, \($0.memoryBytes >> 20) MiB, \($0.passes) passes" } ?? "-"
                 rows.append(["\(s.number)", s.kind?.rawValue ?? "damaged", details])
             }
-            Format.table(rows).forEach { ctx.console.out($0) }
+            Format.table(rows).forEach { ctx.output.out($0) }
             return .ok
         case "add":
             _ = try ctx.positionals("add")
@@ -88,7 +88,7 @@ extension Commands {
                     "add needs one of --new-keyfile PATH, --secret-service, --passphrase", command: "keyslot")
             }
             let kdf = try kdfParameters(ctx)
-            let store = try ctx.openVaultDirectly()
+            let vault = try ctx.opener.openVaultDirectly()
             switch choices[0] {
             case "new-keyfile":
                 let path = ctx.arguments.value("new-keyfile")!
@@ -96,12 +96,12 @@ extension Commands {
                 try Keyfile.write(secret, to: path)
                 let number: Int64
                 do {
-                    number = try store.keyslots.add(.keyfile(secret))
+                    number = try vault.keyslots.add(.keyfile(secret))
                 } catch {
                     Keyfile.discard(path: path)
                     throw error
                 }
-                try ctx.report(
+                try ctx.output.report(
                     "added keyslot \(number): the key file \(path) opens the vault",
                     json: KeyslotOutput(added: number, kind: .keyfile))
             case "secret-service":
@@ -110,14 +110,14 @@ extension Commands {
                         "no Secret Service to use: DBUS_SESSION_BUS_ADDRESS is not set or libsecret is not installed",
                         hint: "run this in your desktop session, with libsecret-1-0 installed")
                 }
-                let number = try store.keyslots.addSecretService()
-                try ctx.report(
+                let number = try vault.keyslots.addSecretService()
+                try ctx.output.report(
                     "added keyslot \(number): the Secret Service opens the vault while your keyring is unlocked",
                     json: KeyslotOutput(added: number, kind: .secretService))
             default:
-                let key = try ctx.unlockSources.newPassphrase(prefix: "VAULT_NEW", fileFlag: nil)
-                let number = try store.keyslots.add(key, kdf: kdf)
-                try ctx.report(
+                let key = try ctx.opener.unlockSources.newPassphrase(prefix: "VAULT_NEW", fileFlag: nil)
+                let number = try vault.keyslots.add(key, kdf: kdf)
+                try ctx.output.report(
                     "added keyslot \(number): the new passphrase opens the vault",
                     json: KeyslotOutput(added: number, kind: .passphrase))
             }
@@ -127,13 +127,13 @@ extension Commands {
             guard let number = Int64(text), number > 0 else {
                 throw CLIError.usage("SLOT must be a slot number from 'vault keyslot list'", command: "keyslot")
             }
-            let store = try ctx.openVaultDirectly()
+            let vault = try ctx.opener.openVaultDirectly()
             let keyring = SecretService.usable(environment: ctx.environment)
-            let problem = try store.keyslots.remove(number, keyring: keyring)
+            let problem = try vault.keyslots.remove(number, keyring: keyring)
             if let problem {
-                ctx.console.warn("the slot is gone, but its key stays in the keyring: \(problem.reason)")
+                ctx.output.warn("the slot is gone, but its key stays in the keyring: \(problem.reason)")
             }
-            try ctx.report("removed keyslot \(number)", json: ["removed_slot": number])
+            try ctx.output.report("removed keyslot \(number)", json: ["removed_slot": number])
             return .ok
         case nil:
             throw CLIError.usage("missing list, add or remove", command: "keyslot")

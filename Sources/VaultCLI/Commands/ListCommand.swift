@@ -93,18 +93,18 @@ extension Commands {
         examples: ["vault list", "vault list --json | jq -r '.[].name'"]
     ) { (ctx: Context) throws -> ExitCode in
         _ = try ctx.positionals()
-        let store = try ctx.openVault()
+        let vault = try ctx.opener.openVault()
         // Tokens are never needed to list: they are not even read into memory.
-        let listing = try store.list(secrets: false)
+        let listing = try vault.list(secrets: false)
         let now = ctx.time.now()
         // Grants in a sync conflict are marked (none when this vault does
         // not sync, or an older agent cannot tell).
         let conflicted = Set(
-            store.isThroughAgent
-                ? ((try? ctx.agentClient(try ctx.location())?.conflictNames()) ?? [])
-                : ((try? ctx.syncEngine(store).conflictNames()) ?? []))
-        if ctx.json {
-            try ctx.printJSON(
+            vault.isThroughAgent
+                ? ((try? ctx.agents.client(for: try ctx.opener.location())?.conflictNames()) ?? [])
+                : ((try? ctx.network.syncEngine(vault).conflictNames()) ?? []))
+        if ctx.output.json {
+            try ctx.output.printJSON(
                 listing.grants.map {
                     var summary = GrantSummary(name: $0.name, grant: $0.grant, now: now)
                     if conflicted.contains($0.name) { summary.conflict = true }
@@ -131,14 +131,14 @@ extension Commands {
             // One write for the whole table.
             Console.write(Format.table(rows).joined(separator: "\n") + "\n", to: 1)
         } else if listing.problems.isEmpty {
-            ctx.console.info("the vault holds no grants; add one with 'vault add PROVIDER' or 'vault import NAME'")
+            ctx.output.info("the vault holds no grants; add one with 'vault add PROVIDER' or 'vault import NAME'")
         }
-        if !ctx.json && !conflicted.isEmpty {
-            ctx.console.warn(
+        if !ctx.output.json && !conflicted.isEmpty {
+            ctx.output.warn(
                 "changed on two machines at once: \(conflicted.sorted().joined(separator: ", ")); see 'vault conflicts'"
             )
         }
-        for problem in listing.problems { ctx.console.error(problem.reason) }
+        for problem in listing.problems { ctx.output.error(problem.reason) }
         return listing.problems.isEmpty ? .ok : .failure
     }
 
@@ -157,8 +157,8 @@ extension Commands {
         examples: ["vault show work", "vault show work --json --reveal"]
     ) { (ctx: Context) throws -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
-        let store = try ctx.openVault()
-        let grant = try store.load(name)
+        let vault = try ctx.opener.openVault()
+        let grant = try vault.load(name)
         let now = ctx.time.now()
         var s = GrantSummary(name: name, grant: grant, now: now)
         let reveal = ctx.arguments.flag("reveal")
@@ -173,8 +173,8 @@ extension Commands {
             s.idToken = grant.idToken
             s.tokenSecret = grant.tokenSecret
         }
-        if ctx.json {
-            try ctx.printJSON(s)
+        if ctx.output.json {
+            try ctx.output.printJSON(s)
             return .ok
         }
         func present(_ has: Bool) -> String { has ? (reveal ? "" : "present (use --reveal to show)") : "none" }
@@ -208,7 +208,7 @@ extension Commands {
         rows.append(["created:", Format.timestamp(grant.createdAt)])
         rows.append(["refreshed:", grant.refreshedAt.map(Format.timestamp) ?? "-"])
         if grant.dead { rows.append(["dead because:", grant.deadReason ?? "refused by the provider"]) }
-        for line in Format.table(rows) { ctx.console.out(line) }
+        for line in Format.table(rows) { ctx.output.out(line) }
         return .ok
     }
 }

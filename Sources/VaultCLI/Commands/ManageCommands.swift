@@ -12,9 +12,9 @@ extension Commands {
     ) { (ctx: Context) throws -> ExitCode in
         let names = try ctx.positionals("NAME", "NEW-NAME")
         let (from, to) = (try ctx.grantName(names[0]), try ctx.grantName(names[1]))
-        let store = try ctx.openVault()
-        try store.rename(from, to: to)
-        try ctx.report("renamed '\(from)' to '\(to)'", json: ["name": to, "renamed_from": from])
+        let vault = try ctx.opener.openVault()
+        try vault.rename(from, to: to)
+        try ctx.output.report("renamed '\(from)' to '\(to)'", json: ["name": to, "renamed_from": from])
         return .ok
     }
 
@@ -37,27 +37,27 @@ extension Commands {
         examples: ["vault remove old-work", "vault remove work --revoke"]
     ) { (ctx: Context) throws -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
-        let store = try ctx.openVault()
+        let vault = try ctx.opener.openVault()
         /// What `remove --json` prints.
         struct Removed: Encodable {
             let name: String
             let revoked: String?
         }
         guard ctx.arguments.flag("revoke") else {
-            try store.remove(name)
-            try ctx.report("removed '\(name)'", json: Removed(name: name, revoked: nil))
+            try vault.remove(name)
+            try ctx.output.report("removed '\(name)'", json: Removed(name: name, revoked: nil))
             return .ok
         }
-        let kind = try store.load(name).kind
-        let result = try ctx.refresher(store).revokeAndRemove(name)
+        let kind = try vault.load(name).kind
+        let result = try ctx.network.refresher(vault).revokeAndRemove(name)
         // A client cannot revoke its own credentials (RFC 7009 revokes tokens).
         switch kind {
         case .serviceAccount:
-            ctx.console.warn(
+            ctx.output.warn(
                 "the service account's key stays valid at the provider: delete or disable it there (Google: IAM, Service accounts, Keys) if it should no longer work"
             )
         case .clientCredentials:
-            ctx.console.warn(
+            ctx.output.warn(
                 "the client's secret or key stays valid at the provider: rotate or delete it there if it should no longer work"
             )
         case .oauth1, .oauth2:
@@ -65,14 +65,14 @@ extension Commands {
         }
         switch result {
         case .revoked(let type):
-            try ctx.report(
+            try ctx.output.report(
                 "revoked the \(type.replacing("_", with: " ")) at the provider and removed '\(name)'",
                 json: Removed(name: name, revoked: type))
         case .unsupported:
-            ctx.console.warn(
+            ctx.output.warn(
                 "the provider has no revocation endpoint; the grant stays valid there until it expires or you revoke it in your account settings"
             )
-            try ctx.report("removed '\(name)'", json: Removed(name: name, revoked: nil))
+            try ctx.output.report("removed '\(name)'", json: Removed(name: name, revoked: nil))
         }
         return .ok
     }
@@ -97,11 +97,11 @@ extension Commands {
     ) { (ctx: Context) throws -> ExitCode in
         _ = try ctx.positionals()
         let kdf = try kdfParameters(ctx)
-        let store = try ctx.openVaultDirectly()
-        let key = try ctx.unlockSources.newPassphrase(
+        let vault = try ctx.opener.openVaultDirectly()
+        let key = try ctx.opener.unlockSources.newPassphrase(
             prefix: "VAULT_NEW", fileFlag: ctx.arguments.value("new-passphrase-file"))
-        try store.keyslots.changePassphrase(to: key, kdf: kdf)
-        ctx.console.info("changed the passphrase")
+        try vault.keyslots.changePassphrase(to: key, kdf: kdf)
+        ctx.output.info("changed the passphrase")
         return .ok
     }
 }

@@ -68,9 +68,9 @@ extension Commands {
         examples: ["vault providers", "vault providers --json"]
     ) { (ctx: Context) throws -> ExitCode in
         _ = try ctx.positionals()
-        let catalog = ProviderCatalog.load(configDirectory: try ctx.location().configDirectory)
-        if ctx.json {
-            try ctx.printJSON(catalog.sorted.map(ProviderSummary.init))
+        let catalog = ProviderCatalog.load(configDirectory: try ctx.opener.location().configDirectory)
+        if ctx.output.json {
+            try ctx.output.printJSON(catalog.sorted.map(ProviderSummary.init))
         } else {
             var rows = [["NAME", "FLOWS", "CLIENT", "ENDPOINT", "SOURCE"]]
             for p in catalog.sorted {
@@ -81,9 +81,9 @@ extension Commands {
                     p.source,
                 ])
             }
-            for line in Format.table(rows) { ctx.console.out(line) }
+            for line in Format.table(rows) { ctx.output.out(line) }
         }
-        for problem in catalog.problems { ctx.console.error(problem.reason) }
+        for problem in catalog.problems { ctx.output.error(problem.reason) }
         return catalog.problems.isEmpty ? .ok : .failure
     }
 }

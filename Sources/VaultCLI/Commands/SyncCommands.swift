@@ -78,11 +78,11 @@ struct RemoteOutput: Encodable {
     enum CodingKeys: String, CodingKey { case url, user, preconditions }
 }
 
-extension Context {
+extension Commands {
     /// The store's password: from --password-file, else asked on the
     /// terminal when a user is given; nil without a user.
-    func storePassword(user: String?) throws -> SecureBytes? {
-        if let path = arguments.value("password-file") {
+    static func storePassword(_ ctx: Context, user: String?) throws -> SecureBytes? {
+        if let path = ctx.arguments.value("password-file") {
             do {
                 return try SecretFile.trimmingNewline(try SecretFile.read(path: path))
             } catch {
@@ -97,9 +97,10 @@ extension Context {
         return try terminal.readSecret(prompt: "Password for the store: ")
     }
 
-    func printSyncReport(_ r: SyncReport) throws {
-        if json {
-            try printJSON(
+    /// What a sync did: counts on stderr, or the `--json` document.
+    static func printSyncReport(_ r: SyncReport, to output: Output) throws {
+        if output.json {
+            try output.printJSON(
                 SyncOutput(
                     pulled: r.pulled, pushed: r.pushed, conflicts: r.conflicts, renamed: r.renamed,
                     repaired: r.repaired, requests: r.requests, bytesSent: r.bytesSent,
@@ -108,14 +109,14 @@ extension Context {
         }
         let collected =
             r.collected == 0 ? "" : ", \(r.collected) old object\(r.collected == 1 ? "" : "s") deleted"
-        console.info("synced: \(r.pulled) received, \(r.pushed) sent (\(r.requests) requests\(collected))")
+        output.info("synced: \(r.pulled) received, \(r.pushed) sent (\(r.requests) requests\(collected))")
         // The store's quirk was told when it was found ('vault remote set').
-        if r.repaired { console.info("the store had lost an update from this machine; sent again") }
+        if r.repaired { output.info("the store had lost an update from this machine; sent again") }
         for name in r.renamed {
-            console.info("'\(name)': a grant of the same name came from another machine; kept both")
+            output.info("'\(name)': a grant of the same name came from another machine; kept both")
         }
         for name in r.conflicts {
-            console.warn("'\(name)' was changed on two machines at once; both kept, see 'vault conflicts'")
+            output.warn("'\(name)' was changed on two machines at once; both kept, see 'vault conflicts'")
         }
     }
 }
@@ -144,47 +145,47 @@ extension Commands {
     ) { (ctx: Context) throws -> ExitCode in
         let words = ctx.arguments.positionals
         if words.isEmpty {
-            let store = try ctx.openVaultDirectly()
-            let engine = try ctx.syncEngine(store)
-            guard try ctx.syncEngine(store).isConfigured else {
-                try ctx.report(
+            let vault = try ctx.opener.openVaultDirectly()
+            let engine = try ctx.network.syncEngine(vault)
+            guard try ctx.network.syncEngine(vault).isConfigured else {
+                try ctx.output.report(
                     "no store is set; set one with 'vault remote set URL'",
                     json: RemoteOutput(url: nil, user: nil, preconditions: nil))
                 return .ok
             }
             let d = try engine.remoteDescription()
-            if ctx.json {
-                try ctx.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))
+            if ctx.output.json {
+                try ctx.output.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))
                 return .ok
             }
-            ctx.console.out(Console.escaped(d.url + (d.user.map { " (user \($0))" } ?? "")))
-            if !d.preconditions { ctx.console.info("this store ignores If-Match; lost updates are repaired") }
+            ctx.output.out(Console.escaped(d.url + (d.user.map { " (user \($0))" } ?? "")))
+            if !d.preconditions { ctx.output.info("this store ignores If-Match; lost updates are repaired") }
             if let device = try? engine.deviceLabel() {
-                ctx.console.info("this machine is \(device) in 'vault conflicts'")
+                ctx.output.info("this machine is \(device) in 'vault conflicts'")
             }
             return .ok
         }
         guard words[0] == "set" else { throw CLIError.usage("unknown action '\(words[0])'", command: "remote") }
-        let url = try Context.storeURL(try ctx.positionals("set", "URL")[1], command: "remote")
+        let url = try storeURL(try ctx.positionals("set", "URL")[1], command: "remote")
         let user = ctx.arguments.value("user")
-        let password = try ctx.storePassword(user: user)
-        let store = try ctx.openVaultDirectly()
-        let engine = try ctx.syncEngine(store)
+        let password = try storePassword(ctx, user: user)
+        let vault = try ctx.opener.openVaultDirectly()
+        let engine = try ctx.network.syncEngine(vault)
         let created = try engine.setRemote(url: url, user: user, password: password)
-        if ctx.json {
+        if ctx.output.json {
             let d = try engine.remoteDescription()
-            try ctx.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))
+            try ctx.output.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))
             return .ok
         }
-        for folder in created { ctx.console.info("created the folder \(folder)") }
+        for folder in created { ctx.output.info("created the folder \(folder)") }
         if let d = try? engine.remoteDescription(), !d.preconditions {
-            ctx.console.info(
+            ctx.output.info(
                 "this store ignores If-Match; lost updates are repaired, and old objects are collected later")
-            ctx.console.warn(
+            ctx.output.warn(
                 "such a store could also show an old state or hide other machines' changes without vault noticing "
                     + "(docs/sync.md); prefer a store that honours If-Match (Apache mod_dav, WsgiDAV)")
         }
-        ctx.console.info("this vault syncs with \(url); run 'vault sync'")
+        ctx.output.info("this vault syncs with \(url); run 'vault sync'")
         return .ok
     }
 
@@ -203,12 +204,12 @@ extension Commands {
     ) { (ctx: Context) throws -> ExitCode in
         _ = try ctx.positionals()
         // An agent holding the vault syncs it: no passphrase needed here.
-        if let agent = ctx.agentClient(try ctx.location()) {
+        if let agent = ctx.agents.client(for: try ctx.opener.location()) {
             let outcome: Result<SyncReport, VaultError>
             do throws(VaultError) { outcome = .success(try agent.sync()) } catch { outcome = .failure(error) }
             switch outcome {
             case .success(let report):
-                try ctx.printSyncReport(report)
+                try printSyncReport(report, to: ctx.output)
                 return .ok
             case .failure(let error) where error.code == .locked || error.code == .unsupported:
                 break  // locked: unlock here instead
@@ -216,10 +217,10 @@ extension Commands {
                 throw error
             }
         }
-        let store = try ctx.openVaultDirectly()
-        let engine = try ctx.syncEngine(store)
+        let vault = try ctx.opener.openVaultDirectly()
+        let engine = try ctx.network.syncEngine(vault)
         let report = try engine.sync()
-        try ctx.printSyncReport(report)
+        try printSyncReport(report, to: ctx.output)
         return .ok
     }
 
@@ -249,13 +250,13 @@ extension Commands {
             "vault join https://dav.example.com/vault/ --user ada --pairing-code-file code.txt",
         ]
     ) { (ctx: Context) throws -> ExitCode in
-        let url = try Context.storeURL(try ctx.positionals("URL")[0], command: "join")
-        let location = try ctx.location()
+        let url = try storeURL(try ctx.positionals("URL")[0], command: "join")
+        let location = try ctx.opener.location()
         if Vault.exists(at: location) {
             throw CLIError("a vault already exists at \(location.databasePath)")
         }
         let user = ctx.arguments.value("user")
-        let password = try ctx.storePassword(user: user)
+        let password = try storePassword(ctx, user: user)
         let report: SyncReport
         if let file = ctx.arguments.value("pairing-code-file") {
             let code: SecureBytes
@@ -266,18 +267,18 @@ extension Commands {
             do throws(VaultError) {
                 (_, report) = try SyncEngine.join(
                     at: location, url: url, user: user, password: password, pairingCode: text,
-                    transport: ctx.transport, time: ctx.time)
+                    transport: ctx.network.transport, time: ctx.time)
             } catch { throw joinFailure(error) }
         } else {
-            let (key, _, _) = try ctx.unlockSources.key(joining: true)
+            let (key, _, _) = try ctx.opener.unlockSources.key(joining: true)
             do throws(VaultError) {
                 (_, report) = try SyncEngine.join(
-                    at: location, url: url, user: user, password: password, key: key, transport: ctx.transport,
+                    at: location, url: url, user: user, password: password, key: key, transport: ctx.network.transport,
                     time: ctx.time)
             } catch { throw joinFailure(error) }
         }
-        ctx.console.info("joined: created a vault at \(location.databasePath) from \(url)")
-        try ctx.printSyncReport(report)
+        ctx.output.info("joined: created a vault at \(location.databasePath) from \(url)")
+        try printSyncReport(report, to: ctx.output)
         return .ok
     }
 
@@ -311,13 +312,13 @@ extension Commands {
         printsJSON: false
     ) { (ctx: Context) throws -> ExitCode in
         _ = try ctx.positionals()
-        let store = try ctx.openVaultDirectly()
-        let engine = try ctx.syncEngine(store)
+        let vault = try ctx.opener.openVaultDirectly()
+        let engine = try ctx.network.syncEngine(vault)
         let code = try engine.createPairingOffer()
         var bytes = Array((code + "\n").utf8)
         Console.writeAll(&bytes, fd: 1)
         secureZero(&bytes)
-        ctx.console.info(
+        ctx.output.info(
             "on the new machine, within ten minutes: vault join URL --pairing-code-file FILE (with this code in FILE)")
         return .ok
     }
@@ -347,15 +348,15 @@ extension Commands {
         examples: ["vault conflicts", "vault conflicts resolve work --keep other"]
     ) { (ctx: Context) throws -> ExitCode in
         let words = ctx.arguments.positionals
-        let store = try ctx.openVaultDirectly()
-        let engine = try ctx.syncEngine(store)
+        let vault = try ctx.opener.openVaultDirectly()
+        let engine = try ctx.network.syncEngine(vault)
         if words.first == "resolve" {
             let name = try ctx.grantName(try ctx.positionals("resolve", "NAME")[1])
             guard let keep = ctx.arguments.value("keep"), keep == "current" || keep == "other" else {
                 throw CLIError.usage("--keep must be current or other", command: "conflicts")
             }
             try engine.resolveConflict(name, keepOther: keep == "other")
-            try ctx.report(
+            try ctx.output.report(
                 "kept the \(keep) side of '\(name)'; 'vault sync' sends the choice", json: ["name": name, "kept": keep])
             return .ok
         }
@@ -377,8 +378,8 @@ extension Commands {
                 changed: g.map { Format.timestamp($0.refreshedAt ?? $0.createdAt) }, account: g?.account,
                 expires: g?.expiresAt.map(Format.timestamp), fingerprint: fingerprint)
         }
-        if ctx.json {
-            try ctx.printJSON(
+        if ctx.output.json {
+            try ctx.output.printJSON(
                 conflicts.map {
                     ConflictRow(
                         name: $0.name, current: describe($0.current), other: describe($0.other),
@@ -387,7 +388,7 @@ extension Commands {
             return .ok
         }
         guard !conflicts.isEmpty else {
-            ctx.console.info("no conflicts")
+            ctx.output.info("no conflicts")
             return .ok
         }
         // What tells the sides apart: the machine that made each, when,
@@ -407,12 +408,12 @@ extension Commands {
                         ])
             }
         }
-        Format.table(rows).forEach { ctx.console.out($0) }
+        Format.table(rows).forEach { ctx.output.out($0) }
         return .ok
     }
 }
 
-extension Context {
+extension Commands {
     /// A store URL from the command line, which may not carry a user or
     /// password: a password there would be in every process listing.
     static func storeURL(_ url: String, command: String) throws -> String {

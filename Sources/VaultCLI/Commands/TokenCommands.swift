@@ -17,23 +17,6 @@ struct TokenOutput: Encodable {
     }
 }
 
-extension Context {
-    /// The token from this vault's agent in one round trip, or nil when no
-    /// agent holds the vault unlocked (the caller then opens it itself).
-    func tokenFromAgent(_ name: String, minimumValidity: Double, forceRefresh: Bool) throws -> AgentToken? {
-        guard let agent = agentClient(try location()) else { return nil }
-        do {
-            return try agent.token(name, minimumValidity: minimumValidity, forceRefresh: forceRefresh)
-        } catch {
-            if error.code == .locked || error.code == .unsupported || error.code == .io { return nil }
-            throw error
-        }
-    }
-
-    /// The HTTP transport; libcurl itself is loaded only when a request is made.
-    var transport: CurlTransport { CurlTransport(caBundle: environment["SSL_CERT_FILE"]) }
-}
-
 extension Commands {
     static let tokenCommand = Command(
         name: "token",
@@ -69,19 +52,21 @@ extension Commands {
         }
         let force = ctx.arguments.flag("force-refresh")
         let output: TokenOutput
-        if let handed = try ctx.tokenFromAgent(name, minimumValidity: minimum, forceRefresh: force) {
+        if let handed = try ctx.agents.token(
+            name, at: ctx.opener.location(), minimumValidity: minimum, forceRefresh: force)
+        {
             output = TokenOutput(
                 accessToken: handed.accessToken, tokenType: handed.tokenType, expiresAt: handed.expiresAtSeconds)
         } else {
-            let store = try ctx.openVault()
-            let fresh = try ctx.refresher(store).freshGrant(name, minimumValidity: minimum, forceRefresh: force)
+            let vault = try ctx.opener.openVault()
+            let fresh = try ctx.network.refresher(vault).freshGrant(name, minimumValidity: minimum, forceRefresh: force)
             output = TokenOutput(
                 accessToken: fresh.grant.accessToken ?? "", tokenType: fresh.grant.tokenType ?? "Bearer",
                 expiresAt: fresh.grant.expiresAt?.epochSeconds)
         }
         let token = output.accessToken
-        if ctx.json {
-            try ctx.printJSON(output)
+        if ctx.output.json {
+            try ctx.output.printJSON(output)
         } else {
             var bytes = Array((token + "\n").utf8)
             Console.writeAll(&bytes, fd: 1)
@@ -97,14 +82,14 @@ extension Commands {
         examples: ["vault refresh work"]
     ) { (ctx: Context) throws -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
-        let store = try ctx.openVault()
-        let fresh = try ctx.refresher(store).freshGrant(name, forceRefresh: true)
+        let vault = try ctx.opener.openVault()
+        let fresh = try ctx.network.refresher(vault).freshGrant(name, forceRefresh: true)
         let now = ctx.time.now()
-        if ctx.json {
-            try ctx.printJSON(GrantSummary(name: name, grant: fresh.grant, now: now))
+        if ctx.output.json {
+            try ctx.output.printJSON(GrantSummary(name: name, grant: fresh.grant, now: now))
         } else {
             let until = fresh.grant.expiresAt.map { " until \(Format.timestamp($0))" } ?? ""
-            ctx.console.info("refreshed '\(name)'; the access token is valid\(until)")
+            ctx.output.info("refreshed '\(name)'; the access token is valid\(until)")
         }
         return .ok
     }
@@ -123,14 +108,14 @@ extension Commands {
         examples: ["vault check work && echo still good"]
     ) { (ctx: Context) throws -> ExitCode in
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
-        let store = try ctx.openVault()
-        let result = try ctx.refresher(store).check(name)
+        let vault = try ctx.opener.openVault()
+        let result = try ctx.network.refresher(vault).check(name)
         switch result {
         case .live(let account):
-            if ctx.json {
-                try ctx.printJSON(["name": name, "state": "live", "account": account ?? ""])
+            if ctx.output.json {
+                try ctx.output.printJSON(["name": name, "state": "live", "account": account ?? ""])
             } else {
-                ctx.console.info("'\(name)' is live\(account.map { " (\($0))" } ?? "")")
+                ctx.output.info("'\(name)' is live\(account.map { " (\($0))" } ?? "")")
             }
         }
         return .ok
