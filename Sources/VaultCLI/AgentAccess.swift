@@ -50,7 +50,7 @@ struct AgentAccess {
             return
         }
         do {
-            let options = try AgentSettings(environment: environment, arguments: nil)
+            let options = try AgentSettings(environment: environment, options: nil)
             // Said only once the agent confirmed it holds the vault.
             _ = try AgentLauncher.start(vault, paths: paths, settings: options, environment: environment)
             output.info(

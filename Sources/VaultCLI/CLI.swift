@@ -59,7 +59,7 @@ public enum CLI {
         var leading: [String] = []
         while let a = rest.first, a.hasPrefix("-"), a != "--" {
             leading.append(rest.removeFirst())
-            if (a == "--keyfile"), let v = rest.first {
+            if GlobalOptions.all.contains(where: { $0.takesValue && "--" + $0.name == a }), let v = rest.first {
                 leading.append(v)
                 rest.removeFirst()
             }
@@ -79,7 +79,7 @@ public enum CLI {
                 error.message, hint: "put '--' before the program: vault exec NAME... -- COMMAND [ARGUMENT...]",
                 exitCode: .usage)
         }
-        if parsed.flag("help") {
+        if parsed.flag(GlobalOptions.help.name) {
             Console().out(Help.text(for: command))
             return .ok
         }

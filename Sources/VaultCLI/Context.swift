@@ -17,12 +17,13 @@ struct Context {
         self.command = command
         self.arguments = arguments
         self.environment = environment
-        output = Output(json: arguments.flag("json"))
+        output = Output(json: arguments.flag(GlobalOptions.json.name))
         network = Network(environment: environment, command: command.name)
         agents = AgentAccess(environment: environment, output: output)
         opener = VaultOpener(
             environment: environment,
-            unlockSources: UnlockSources(environment: environment, keyfileFlag: arguments.value("keyfile")),
+            unlockSources: UnlockSources(
+                environment: environment, keyfileFlag: arguments.value(GlobalOptions.keyfile.name)),
             time: time, output: output, agents: agents, network: network)
     }
 

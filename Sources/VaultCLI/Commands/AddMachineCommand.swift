@@ -2,28 +2,24 @@ internal import FoundationEssentials
 internal import VaultCore
 internal import VaultHTTP
 
-extension Commands {
+extension AddCommand {
     /// `vault add` for a machine: client credentials or a service account.
     /// Every file and flag is checked, and the vault unlocked, before the
     /// one token request; nothing is stored unless it succeeds.
-    static func addMachineGrant(_ ctx: Context, providerName: String, name: String, transport: CurlTransport)
+    func addMachineGrant(_ ctx: Context, providerName: String, name: String, transport: CurlTransport)
         throws -> ExitCode
     {
-        let args = ctx.arguments
-        let serviceAccount = args.value("service-account")
-        if serviceAccount != nil, args.value("flow") != nil {
+        if serviceAccount != nil, flow != nil {
             throw CLIError.usage(
                 "--service-account takes no --flow (it is its own: RFC 7523 JWT bearer)", command: "add")
         }
         let personOnly =
-            ["login-hint", "timeout"]
-            + (serviceAccount != nil
-                ? ["client-id", "client-secret-file", "client-key-file", "client-key-id"] : ["subject"])
-        for flag in personOnly where args.value(flag) != nil {
+            [$loginHint, $timeout]
+            + (serviceAccount != nil ? [$clientID, $clientSecretFile, $clientKeyFile, $clientKeyID] : [$subject])
+        for option in personOnly where option.given {
             let with = serviceAccount != nil ? "--service-account" : "--flow client-credentials"
-            throw CLIError.usage("--\(flag) does not go with \(with)", command: "add")
+            throw CLIError.usage("--\(option.spec.name) does not go with \(with)", command: "add")
         }
-        let scopes = args.values("scope")
         for scope in scopes where !ProviderText.isScope(scope) {
             throw CLIError.usage("--scope '\(scope)' is not a scope (printable, no spaces or quotes)", command: "add")
         }
@@ -33,7 +29,6 @@ extension Commands {
             let provider = try machineProvider(providerName, ctx: ctx, transport: transport, required: false)
             // Unlock first: a wrong passphrase must not waste a token request.
             let vault = try ctx.opener.openVault()
-            let subject = args.value("subject")
             let server: Provider
             if let provider { server = provider } else { server = try keyProvider(providerName, key: key) }
             grant = try MachineGrants.serviceAccount(
@@ -42,22 +37,22 @@ extension Commands {
             return try storeMachineGrant(ctx, grant, name: name, vault: vault)
         }
         var keyPEM: String? = nil
-        if let path = args.value("client-key-file") {
-            if args.value("client-secret-file") != nil {
+        if let path = clientKeyFile {
+            if clientSecretFile != nil {
                 throw CLIError.usage("give --client-secret-file or --client-key-file, not both", command: "add")
             }
             let raw = try SecretFile.read(path: path, limit: 16384)
             let pem = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
             try JWTAssertion.checkPrivateKey(pem, source: path)
             keyPEM = pem
-        } else if args.value("client-key-id") != nil {
+        } else if clientKeyID != nil {
             throw CLIError.usage("--client-key-id goes with --client-key-file", command: "add")
         }
         guard var provider = try machineProvider(providerName, ctx: ctx, transport: transport, required: true) else {
             throw CLIError("unknown provider '\(providerName)'")
         }
-        if let id = args.value("client-id") { provider.clientID = id }
-        if let path = args.value("client-secret-file") {
+        if let id = clientID { provider.clientID = id }
+        if let path = clientSecretFile {
             let raw = try SecretFile.trimmingNewline(SecretFile.read(path: path))
             provider.clientSecret = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
             provider.publicClient = false
@@ -68,7 +63,7 @@ extension Commands {
                 command: "add")
         }
         let vault = try ctx.opener.openVault()
-        let keyID = args.value("client-key-id")
+        let keyID = clientKeyID
         let ready = provider
         grant = try MachineGrants.clientCredentials(
             provider: ready, scopes: scopes, privateKeyPEM: keyPEM, keyID: keyID, transport: transport,
@@ -78,11 +73,11 @@ extension Commands {
 
     /// The provider named on the command line; for a service account, nil
     /// when no provider of that name exists (the key file then says all).
-    static func machineProvider(_ name: String, ctx: Context, transport: CurlTransport, required: Bool)
+    func machineProvider(_ name: String, ctx: Context, transport: CurlTransport, required: Bool)
         throws -> Provider?
     {
         let catalog = ProviderCatalog.load(configDirectory: try ctx.opener.location().configDirectory)
-        if !required && ctx.arguments.value("issuer") == nil {
+        if !required && issuer == nil {
             let concerned = catalog.problems.count != catalog.problems(ignoring: name).count
             if catalog.providers[name] == nil && !concerned { return nil }
         }
@@ -90,7 +85,7 @@ extension Commands {
     }
 
     /// A provider made of a key file alone: its token_uri.
-    static func keyProvider(_ name: String, key: ServiceAccountKey) throws(VaultError) -> Provider {
+    func keyProvider(_ name: String, key: ServiceAccountKey) throws(VaultError) -> Provider {
         guard let uri = key.tokenURI else {
             throw VaultError(
                 .invalidInput, "the key file has no token_uri and no provider '\(name)' says where to get tokens",
@@ -99,7 +94,7 @@ extension Commands {
         return try Provider(name: name, tokenEndpoint: uri, clientID: nil, flows: [.clientCredentials])
     }
 
-    static func storeMachineGrant(_ ctx: Context, _ grant: Grant, name: String, vault: Vault)
+    func storeMachineGrant(_ ctx: Context, _ grant: Grant, name: String, vault: Vault)
         throws -> ExitCode
     {
         let existed = (try? vault.load(name)) != nil

@@ -6,25 +6,38 @@ internal import VaultCore
 internal import VaultCrypto
 internal import VaultSync
 
+/// `vault agent`'s timeouts, as options.
+struct AgentTimeouts: OptionGroup {
+    @Option("idle-timeout", value: "DURATION", help: "lock after this long unused (default 15m; 0: never)")
+    var idle: String?
+    @Option("timeout", value: "DURATION", help: "lock this long after unlocking (default 8h; 0: never)")
+    var hard: String?
+    @Option(
+        "refresh-before", value: "DURATION",
+        help: "refresh recently used grants this long before they expire (default 5m)")
+    var refreshBefore: String?
+}
+
 /// The agent's timeouts, from `vault agent`'s options or the environment.
 struct AgentSettings {
     var idle: TimeInterval = 15 * 60
     var hard: TimeInterval = 8 * 3600
     var refreshBefore: TimeInterval = 5 * 60
 
-    init(environment: [String: String], arguments: ParsedArguments?) throws {
-        func pick(_ option: String, _ variable: String, _ current: TimeInterval) throws -> TimeInterval {
-            guard let text = arguments?.value(option) ?? environment[variable] else { return current }
+    /// `options`: `vault agent`'s, which come before the environment.
+    init(environment: [String: String], options: AgentTimeouts?) throws {
+        func pick(_ option: Option?, _ variable: String, _ current: TimeInterval) throws -> TimeInterval {
+            let given = option?.wrappedValue
+            guard let text = given ?? environment[variable] else { return current }
             guard let seconds = Duration.parse(text) else {
-                throw CLIError.usage(
-                    "\(arguments?.value(option) != nil ? "--\(option)" : variable) needs a duration such as 90s, 15m or 8h",
-                    command: "agent")
+                let source = option.flatMap { given != nil ? "--\($0.spec.name)" : nil } ?? variable
+                throw CLIError.usage("\(source) needs a duration such as 90s, 15m or 8h", command: "agent")
             }
             return seconds
         }
-        idle = try pick("idle-timeout", "VAULT_AGENT_IDLE_TIMEOUT", idle)
-        hard = try pick("timeout", "VAULT_AGENT_TIMEOUT", hard)
-        refreshBefore = try pick("refresh-before", "VAULT_AGENT_REFRESH_BEFORE", refreshBefore)
+        idle = try pick(options?.$idle, "VAULT_AGENT_IDLE_TIMEOUT", idle)
+        hard = try pick(options?.$hard, "VAULT_AGENT_TIMEOUT", hard)
+        refreshBefore = try pick(options?.$refreshBefore, "VAULT_AGENT_REFRESH_BEFORE", refreshBefore)
     }
 
     var serverOptions: AgentServer.Options {
@@ -226,151 +239,6 @@ struct AgentOutput: Encodable {
     }
 }
 
-extension Commands {
-    static let agentCommand = Command(
-        name: "agent",
-        abstract: "Keep the vault unlocked for a while in a per-user agent.",
-        usage: "agent [--foreground] [--idle-timeout DURATION] [--timeout DURATION] [--status]",
-        options: [
-            OptionSpec(name: "foreground", valueName: nil, help: "serve in this process (for a systemd user unit)"),
-            OptionSpec(
-                name: "idle-timeout", valueName: "DURATION", help: "lock after this long unused (default 15m; 0: never)"
-            ),
-            OptionSpec(
-                name: "timeout", valueName: "DURATION", help: "lock this long after unlocking (default 8h; 0: never)"),
-            OptionSpec(
-                name: "refresh-before", valueName: "DURATION",
-                help: "refresh recently used grants this long before they expire (default 5m)"),
-            OptionSpec(name: "status", valueName: nil, help: "say whether an agent holds this vault unlocked"),
-            OptionSpec(name: "key-on-stdin", valueName: nil, help: "", hidden: true),
-        ],
-        discussion: """
-            The agent holds the vault's keys in locked, guarded memory and answers the
-            commands of the same user over a Unix socket in $XDG_RUNTIME_DIR/vault; it never
-            hands out the master key. Every command that unlocks with a passphrase starts one
-            (VAULT_AGENT=off disables it). It locks after the idle timeout, after the hard
-            timeout, on 'vault lock', SIGHUP or SIGTERM. While unlocked it refreshes the grants
-            used since unlocking before they expire, so 'vault token' rarely waits for the
-            network. With --foreground it logs to stderr, and when no passphrase can be asked
-            it starts locked and takes the key from the first command that unlocks.
-            --status exits 0 when an agent holds the vault unlocked, 77 otherwise.
-            Timeouts also come from VAULT_AGENT_IDLE_TIMEOUT and VAULT_AGENT_TIMEOUT.
-            """,
-        examples: ["vault agent --idle-timeout 1h", "vault agent --status", "vault lock"]
-    ) { (ctx: Context) throws -> ExitCode in
-        _ = try ctx.positionals()
-        let settings = try AgentSettings(environment: ctx.environment, arguments: ctx.arguments)
-        let location = try ctx.opener.location()
-        guard let paths = AgentPaths.resolve(environment: ctx.environment, location: location) else {
-            throw CLIError(
-                "XDG_RUNTIME_DIR is not set: the agent needs a private runtime directory",
-                hint: "log in through a session manager, or set XDG_RUNTIME_DIR to a private 0700 directory")
-        }
-        if ctx.output.json && ctx.arguments.flag("foreground") {
-            throw CLIError.usage("--json is not used with --foreground", command: "agent")
-        }
-        if ctx.arguments.flag("key-on-stdin") {
-            return try AgentHost(context: ctx, location: location, paths: paths, settings: settings).serveHandedKey()
-        }
-        guard Vault.exists(at: location) else {
-            throw CLIError("no vault at \(location.databasePath)", hint: "run 'vault init' to create one")
-        }
-        let running: AgentStatus?
-        do throws(VaultError) {
-            running = try AgentClient.connect(paths).status(location: location)
-        } catch {
-            if error.code == .notFound {
-                running = nil
-            } else if ctx.arguments.flag("status") {
-                // --status answers 0 or 77 only: an agent that cannot be used
-                // (its directory refused, say) holds nothing unlocked for us.
-                ctx.output.error(error.reason, hint: error.hint)
-                if ctx.output.json { try ctx.output.printJSON(AgentOutput(nil)) }
-                return .locked
-            } else {
-                throw error
-            }
-        }
-        if ctx.arguments.flag("status") {
-            if ctx.output.json {
-                try ctx.output.printJSON(AgentOutput(running))
-                return running?.unlocked == true ? .ok : .locked
-            }
-            guard let running else {
-                ctx.output.info("no agent is running for this vault")
-                return .locked
-            }
-            guard running.unlocked else {
-                ctx.output.info("the agent (pid \(running.pid)) is locked")
-                return .locked
-            }
-            var limits: [String] = []
-            if running.idleSecondsLeft > 0 { limits.append("\(Duration.left(running.idleSecondsLeft)) idle") }
-            if running.hardSecondsLeft > 0 { limits.append("\(Duration.left(running.hardSecondsLeft)) at most") }
-            ctx.output.info(
-                "the agent (pid \(running.pid)) holds this vault unlocked"
-                    + (limits.isEmpty ? "" : "; it locks in \(limits.joined(separator: " or "))"))
-            return .ok
-        }
-        if ctx.arguments.flag("foreground") {
-            if let running { throw CLIError("an agent is already running for this vault (pid \(running.pid))") }
-            return try AgentHost(context: ctx, location: location, paths: paths, settings: settings).serveInForeground()
-        }
-        if let running, running.unlocked {
-            try ctx.output.report(
-                "the agent (pid \(running.pid)) already holds this vault unlocked", json: AgentOutput(running))
-            return .ok
-        }
-        let vault = try ctx.opener.openVaultDirectly()
-        if running != nil {
-            let client = try AgentClient.connect(paths)
-            try client.load(vault)
-            let now = try? AgentClient.connect(paths, timeout: 5).status(location: location)
-            try ctx.output.report("unlocked the running agent", json: AgentOutput(now))
-            return .ok
-        }
-        let pid = try AgentLauncher.start(vault, paths: paths, settings: settings, environment: ctx.environment)
-        // Wait until it answers, so the next command finds it.
-        for _ in 0..<100 {
-            if let s = try? AgentClient.connect(paths, timeout: 5).status(location: location), s.unlocked {
-                try ctx.output.report("agent started (pid \(pid)); it \(settings.summary)", json: AgentOutput(s))
-                return .ok
-            }
-            usleep(50_000)
-        }
-        throw CLIError("the agent did not start", hint: "run 'vault agent --foreground' to see why")
-    }
-
-    static let lockCommand = Command(
-        name: "lock",
-        abstract: "Make the agent forget the vault's keys.",
-        usage: "lock",
-        discussion: """
-            The next command asks for the passphrase again. An agent started on demand exits;
-            one run with --foreground keeps running, locked.
-            """,
-        examples: ["vault lock"]
-    ) { (ctx: Context) throws -> ExitCode in
-        _ = try ctx.positionals()
-        let location = try ctx.opener.location()
-        guard let paths = AgentPaths.resolve(environment: ctx.environment, location: location) else {
-            try ctx.output.report("no agent is running (XDG_RUNTIME_DIR is not set)", json: AgentOutput(nil))
-            return .ok
-        }
-        let client: AgentClient
-        do throws(VaultError) {
-            client = try AgentClient.connect(paths)
-        } catch {
-            guard error.code == .notFound else { throw error }
-            try ctx.output.report("no agent is running for this vault", json: AgentOutput(nil))
-            return .ok
-        }
-        try client.lock()
-        try ctx.output.report("locked", json: AgentOutput(lockedAgent: ()))
-        return .ok
-    }
-}
-
 /// This process as the agent: it listens on the vault's socket and
 /// serves until it locks (`vault agent`).
 struct AgentHost {
@@ -423,6 +291,154 @@ struct AgentHost {
         }
         console.info("agent: listening on \(paths.socket) (\(settings.summary))")
         server.run()
+        return .ok
+    }
+}
+
+/// `vault agent`.
+struct AgentCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        name: "agent",
+        abstract: "Keep the vault unlocked for a while in a per-user agent.",
+        usage: "agent [{foreground}] [{idle-timeout}] [{timeout}] [{status}]",
+        discussion: """
+            The agent holds the vault's keys in locked, guarded memory and answers the
+            commands of the same user over a Unix socket in $XDG_RUNTIME_DIR/vault; it never
+            hands out the master key. Every command that unlocks with a passphrase starts one
+            (VAULT_AGENT=off disables it). It locks after the idle timeout, after the hard
+            timeout, on 'vault lock', SIGHUP or SIGTERM. While unlocked it refreshes the grants
+            used since unlocking before they expire, so 'vault token' rarely waits for the
+            network. With --foreground it logs to stderr, and when no passphrase can be asked
+            it starts locked and takes the key from the first command that unlocks.
+            --status exits 0 when an agent holds the vault unlocked, 77 otherwise.
+            Timeouts also come from VAULT_AGENT_IDLE_TIMEOUT and VAULT_AGENT_TIMEOUT.
+            """,
+        examples: ["vault agent --idle-timeout 1h", "vault agent --status", "vault lock"]
+    )
+
+    @Flag("foreground", help: "serve in this process (for a systemd user unit)")
+    var foreground: Bool
+    let timeouts = AgentTimeouts()
+    @Flag("status", help: "say whether an agent holds this vault unlocked")
+    var status: Bool
+    @Flag("key-on-stdin", help: "", hidden: true)
+    var keyOnStdin: Bool
+
+    func run(_ ctx: Context) throws -> ExitCode {
+        _ = try ctx.positionals()
+        let settings = try AgentSettings(environment: ctx.environment, options: timeouts)
+        let location = try ctx.opener.location()
+        guard let paths = AgentPaths.resolve(environment: ctx.environment, location: location) else {
+            throw CLIError(
+                "XDG_RUNTIME_DIR is not set: the agent needs a private runtime directory",
+                hint: "log in through a session manager, or set XDG_RUNTIME_DIR to a private 0700 directory")
+        }
+        if ctx.output.json && foreground {
+            throw CLIError.usage("--json is not used with --foreground", command: "agent")
+        }
+        if keyOnStdin {
+            return try AgentHost(context: ctx, location: location, paths: paths, settings: settings).serveHandedKey()
+        }
+        guard Vault.exists(at: location) else {
+            throw CLIError("no vault at \(location.databasePath)", hint: "run 'vault init' to create one")
+        }
+        let running: AgentStatus?
+        do throws(VaultError) {
+            running = try AgentClient.connect(paths).status(location: location)
+        } catch {
+            if error.code == .notFound {
+                running = nil
+            } else if status {
+                // --status answers 0 or 77 only: an agent that cannot be used
+                // (its directory refused, say) holds nothing unlocked for us.
+                ctx.output.error(error.reason, hint: error.hint)
+                if ctx.output.json { try ctx.output.printJSON(AgentOutput(nil)) }
+                return .locked
+            } else {
+                throw error
+            }
+        }
+        if status {
+            if ctx.output.json {
+                try ctx.output.printJSON(AgentOutput(running))
+                return running?.unlocked == true ? .ok : .locked
+            }
+            guard let running else {
+                ctx.output.info("no agent is running for this vault")
+                return .locked
+            }
+            guard running.unlocked else {
+                ctx.output.info("the agent (pid \(running.pid)) is locked")
+                return .locked
+            }
+            var limits: [String] = []
+            if running.idleSecondsLeft > 0 { limits.append("\(Duration.left(running.idleSecondsLeft)) idle") }
+            if running.hardSecondsLeft > 0 { limits.append("\(Duration.left(running.hardSecondsLeft)) at most") }
+            ctx.output.info(
+                "the agent (pid \(running.pid)) holds this vault unlocked"
+                    + (limits.isEmpty ? "" : "; it locks in \(limits.joined(separator: " or "))"))
+            return .ok
+        }
+        if foreground {
+            if let running { throw CLIError("an agent is already running for this vault (pid \(running.pid))") }
+            return try AgentHost(context: ctx, location: location, paths: paths, settings: settings).serveInForeground()
+        }
+        if let running, running.unlocked {
+            try ctx.output.report(
+                "the agent (pid \(running.pid)) already holds this vault unlocked", json: AgentOutput(running))
+            return .ok
+        }
+        let vault = try ctx.opener.openVaultDirectly()
+        if running != nil {
+            let client = try AgentClient.connect(paths)
+            try client.load(vault)
+            let now = try? AgentClient.connect(paths, timeout: 5).status(location: location)
+            try ctx.output.report("unlocked the running agent", json: AgentOutput(now))
+            return .ok
+        }
+        let pid = try AgentLauncher.start(vault, paths: paths, settings: settings, environment: ctx.environment)
+        // Wait until it answers, so the next command finds it.
+        for _ in 0..<100 {
+            if let s = try? AgentClient.connect(paths, timeout: 5).status(location: location), s.unlocked {
+                try ctx.output.report("agent started (pid \(pid)); it \(settings.summary)", json: AgentOutput(s))
+                return .ok
+            }
+            usleep(50_000)
+        }
+        throw CLIError("the agent did not start", hint: "run 'vault agent --foreground' to see why")
+    }
+}
+
+/// `vault lock`.
+struct LockCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        name: "lock",
+        abstract: "Make the agent forget the vault's keys.",
+        usage: "lock",
+        discussion: """
+            The next command asks for the passphrase again. An agent started on demand exits;
+            one run with --foreground keeps running, locked.
+            """,
+        examples: ["vault lock"]
+    )
+
+    func run(_ ctx: Context) throws -> ExitCode {
+        _ = try ctx.positionals()
+        let location = try ctx.opener.location()
+        guard let paths = AgentPaths.resolve(environment: ctx.environment, location: location) else {
+            try ctx.output.report("no agent is running (XDG_RUNTIME_DIR is not set)", json: AgentOutput(nil))
+            return .ok
+        }
+        let client: AgentClient
+        do throws(VaultError) {
+            client = try AgentClient.connect(paths)
+        } catch {
+            guard error.code == .notFound else { throw error }
+            try ctx.output.report("no agent is running for this vault", json: AgentOutput(nil))
+            return .ok
+        }
+        try client.lock()
+        try ctx.output.report("locked", json: AgentOutput(lockedAgent: ()))
         return .ok
     }
 }

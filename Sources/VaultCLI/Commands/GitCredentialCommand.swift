@@ -5,20 +5,56 @@ internal import VaultCore
 internal import VaultHTTP
 internal import VaultSync
 
-extension Commands {
-    static let gitCredentialCommand = Command(
+extension GitCredentialCommand {
+
+    func gitMap(_ args: [String], ctx: Context, configDirectory: String) throws -> ExitCode {
+        var map = try GitCredentialMap.load(configDirectory: configDirectory)
+        if args.isEmpty {
+            if ctx.output.json {
+                try ctx.output.printJSON(map.entries)
+            } else {
+                let rows =
+                    [["HOST", "GRANT", "USERNAME"]]
+                    + map.entries.sorted { $0.key < $1.key }.map { [$0.key, $0.value.grant, $0.value.username ?? "-"] }
+                if map.entries.isEmpty {
+                    ctx.output.info("no git hosts are mapped; presets serve their own hosts")
+                } else {
+                    for line in Format.table(rows) { ctx.output.out(line) }
+                }
+            }
+            return .ok
+        }
+        if remove {
+            guard args.count == 1 else {
+                throw CLIError.usage("--remove takes HOST[/PATH] only", command: "git-credential")
+            }
+            try map.set(args[0], nil)
+            try ctx.output.report("forgot the mapping of \(args[0])", json: map.entries)
+            return .ok
+        }
+        guard args.count == 2 else { throw CLIError.usage("map needs HOST[/PATH] and NAME", command: "git-credential") }
+        let name = try ctx.grantName(args[1])
+        // A mapping to a grant that does not exist would only fail later, inside git.
+        let vault = try ctx.opener.openVault()
+        let names = try vault.list(secrets: false).grants.map(\.name)
+        guard names.contains(name) else {
+            throw CLIError("grant '\(name)' not found", hint: "see 'vault list' for the grants there are")
+        }
+        try map.set(args[0], GitCredentialMap.Entry(grant: name, username: username))
+        try ctx.output.report("\(args[0]) is served by '\(name)'", json: map.entries)
+        return .ok
+    }
+}
+
+/// `vault git-credential`.
+struct GitCredentialCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "git-credential",
         abstract: "Serve git credentials from grants (git's credential helper protocol).",
-        usage: "git-credential get|store|erase | git-credential map [HOST[/PATH] [NAME] [--username U] [--remove]]",
+        usage: "git-credential get|store|erase | git-credential map [HOST[/PATH] [NAME] [{username}] [{remove}]]",
         arguments: [
             ("get|store|erase", "what git asks, with its request on stdin"),
             ("map HOST[/PATH] NAME", "make grant NAME serve HOST (and PATH, when git sends one)"),
-        ],
-        options: [
-            OptionSpec(
-                name: "username", valueName: "U",
-                help: "map: the user name to send (default: the provider's, else oauth2)"),
-            OptionSpec(name: "remove", valueName: nil, help: "map: forget the mapping of HOST[/PATH]"),
         ],
         discussion: """
             Set it up with: git config --global credential.helper '!vault git-credential'
@@ -35,7 +71,14 @@ extension Commands {
             "vault git-credential map github.com gh",
             "vault git-credential map git.example.com/team work --username oauth2",
         ]
-    ) { (ctx: Context) throws -> ExitCode in
+    )
+
+    @Option("username", value: "U", help: "map: the user name to send (default: the provider's, else oauth2)")
+    var username: String?
+    @Flag("remove", help: "map: forget the mapping of HOST[/PATH]")
+    var remove: Bool
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let args = ctx.arguments.positionals
         guard let action = args.first else {
             throw CLIError.usage("missing get, store, erase or map", command: "git-credential")
@@ -98,44 +141,6 @@ extension Commands {
         if let expiry = fresh.grant.expiresAt { answer += "password_expiry_utc=\(expiry.epochSeconds)\n" }
         var bytes = Array(answer.utf8)
         Console.writeAll(&bytes, fd: 1)
-        return .ok
-    }
-
-    static func gitMap(_ args: [String], ctx: Context, configDirectory: String) throws -> ExitCode {
-        var map = try GitCredentialMap.load(configDirectory: configDirectory)
-        if args.isEmpty {
-            if ctx.output.json {
-                try ctx.output.printJSON(map.entries)
-            } else {
-                let rows =
-                    [["HOST", "GRANT", "USERNAME"]]
-                    + map.entries.sorted { $0.key < $1.key }.map { [$0.key, $0.value.grant, $0.value.username ?? "-"] }
-                if map.entries.isEmpty {
-                    ctx.output.info("no git hosts are mapped; presets serve their own hosts")
-                } else {
-                    for line in Format.table(rows) { ctx.output.out(line) }
-                }
-            }
-            return .ok
-        }
-        if ctx.arguments.flag("remove") {
-            guard args.count == 1 else {
-                throw CLIError.usage("--remove takes HOST[/PATH] only", command: "git-credential")
-            }
-            try map.set(args[0], nil)
-            try ctx.output.report("forgot the mapping of \(args[0])", json: map.entries)
-            return .ok
-        }
-        guard args.count == 2 else { throw CLIError.usage("map needs HOST[/PATH] and NAME", command: "git-credential") }
-        let name = try ctx.grantName(args[1])
-        // A mapping to a grant that does not exist would only fail later, inside git.
-        let vault = try ctx.opener.openVault()
-        let names = try vault.list(secrets: false).grants.map(\.name)
-        guard names.contains(name) else {
-            throw CLIError("grant '\(name)' not found", hint: "see 'vault list' for the grants there are")
-        }
-        try map.set(args[0], GitCredentialMap.Entry(grant: name, username: ctx.arguments.value("username")))
-        try ctx.output.report("\(args[0]) is served by '\(name)'", json: map.entries)
         return .ok
     }
 }

@@ -26,20 +26,13 @@ struct KeyslotOutput: Encodable {
     }
 }
 
-extension Commands {
-    static let keyslotCommand = Command(
+/// `vault keyslot`.
+struct KeyslotCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "keyslot",
         abstract: "List, add or remove the ways to unlock the vault.",
-        usage: "keyslot list|add|remove [--keyfile PATH | --secret-service | --passphrase] [SLOT]",
+        usage: "keyslot list|add|remove [{new-keyfile} | {secret-service} | {passphrase}] [SLOT]",
         arguments: [("list", "show the keyslots"), ("add", "add one slot"), ("remove SLOT", "remove slot SLOT")],
-        options: [
-            OptionSpec(
-                name: "new-keyfile", valueName: "PATH", help: "add: write a new key file to PATH and a slot it opens"),
-            OptionSpec(
-                name: "secret-service", valueName: nil,
-                help: "add: keep a new key in the Secret Service (an unlocked keyring), and a slot it opens"),
-            OptionSpec(name: "passphrase", valueName: nil, help: "add: a passphrase slot, on a vault without one"),
-        ] + kdfOptions,
         discussion: """
             Each keyslot wraps the vault's master key; grants are never re-encrypted. Adding or
             removing a slot needs the master key, so the vault is unlocked here (never through the
@@ -56,7 +49,18 @@ extension Commands {
             "vault keyslot add --secret-service",
             "vault keyslot remove 2",
         ]
-    ) { (ctx: Context) throws -> ExitCode in
+    )
+
+    @Option("new-keyfile", value: "PATH", help: "add: write a new key file to PATH and a slot it opens")
+    var newKeyfile: String?
+    @Flag(
+        "secret-service", help: "add: keep a new key in the Secret Service (an unlocked keyring), and a slot it opens")
+    var secretService: Bool
+    @Flag("passphrase", help: "add: a passphrase slot, on a vault without one")
+    var passphrase: Bool
+    let kdf = KDFOptions()
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let action = ctx.arguments.positionals.first
         switch action {
         case "list":
@@ -82,16 +86,15 @@ extension Commands {
             return .ok
         case "add":
             _ = try ctx.positionals("add")
-            let choices = ["new-keyfile", "secret-service", "passphrase"].filter { ctx.arguments.options[$0] != nil }
-            guard choices.count == 1 else {
+            let kinds: [any OptionDeclaration] = [$newKeyfile, $secretService, $passphrase]
+            guard kinds.filter(\.given).count == 1 else {
                 throw CLIError.usage(
-                    "add needs one of --new-keyfile PATH, --secret-service, --passphrase", command: "keyslot")
+                    "add needs one of " + kinds.map(\.spec.label).joined(separator: ", "), command: "keyslot")
             }
-            let kdf = try kdfParameters(ctx)
+            let kdf = try self.kdf.parameters(command: "keyslot")
             let vault = try ctx.opener.openVaultDirectly()
-            switch choices[0] {
-            case "new-keyfile":
-                let path = ctx.arguments.value("new-keyfile")!
+            switch (newKeyfile, secretService) {
+            case (let path?, _):
                 let secret = try Keyfile.generate()
                 try Keyfile.write(secret, to: path)
                 let number: Int64
@@ -104,7 +107,7 @@ extension Commands {
                 try ctx.output.report(
                     "added keyslot \(number): the key file \(path) opens the vault",
                     json: KeyslotOutput(added: number, kind: .keyfile))
-            case "secret-service":
+            case (nil, true):
                 guard SecretService.usable(environment: ctx.environment) else {
                     throw CLIError(
                         "no Secret Service to use: DBUS_SESSION_BUS_ADDRESS is not set or libsecret is not installed",

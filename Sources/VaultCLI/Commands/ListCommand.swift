@@ -77,11 +77,12 @@ struct GrantSummary: Encodable {
     }
 }
 
-extension Commands {
-    static let listCommand = Command(
+/// `vault list`.
+struct ListCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "list",
         abstract: "List the stored grants with their state.",
-        usage: "list [--json]",
+        usage: "list [{json}]",
         discussion: """
             One grant a line: name, provider, account, state and expiry, and the refresh token's
             expiry when a provider gave one. The state is fresh (access token valid for more
@@ -91,7 +92,9 @@ extension Commands {
             still listed.
             """,
         examples: ["vault list", "vault list --json | jq -r '.[].name'"]
-    ) { (ctx: Context) throws -> ExitCode in
+    )
+
+    func run(_ ctx: Context) throws -> ExitCode {
         _ = try ctx.positionals()
         let vault = try ctx.opener.openVault()
         // Tokens are never needed to list: they are not even read into memory.
@@ -141,13 +144,15 @@ extension Commands {
         for problem in listing.problems { ctx.output.error(problem.reason) }
         return listing.problems.isEmpty ? .ok : .failure
     }
+}
 
-    static let showCommand = Command(
+/// `vault show`.
+struct ShowCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "show",
         abstract: "Show a grant's details; secrets only with --reveal.",
-        usage: "show NAME [--reveal] [--json]",
+        usage: "show NAME [{reveal}] [{json}]",
         arguments: [("NAME", "the grant to show")],
-        options: [OptionSpec(name: "reveal", valueName: nil, help: "include the tokens themselves")],
         discussion: """
             Shows the grant's provider, account, state, expiry (and the refresh token's, when
             the provider gave one), scopes and dates. --json adds the provider's last token
@@ -155,13 +160,18 @@ extension Commands {
             --reveal is given.
             """,
         examples: ["vault show work", "vault show work --json --reveal"]
-    ) { (ctx: Context) throws -> ExitCode in
+    )
+
+    @Flag("reveal", help: "include the tokens themselves")
+    var reveal: Bool
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let vault = try ctx.opener.openVault()
         let grant = try vault.load(name)
         let now = ctx.time.now()
         var s = GrantSummary(name: name, grant: grant, now: now)
-        let reveal = ctx.arguments.flag("reveal")
+        let reveal = reveal
         let response = grant.tokenResponse.map { JSONValue.object($0) }
         s.tokenResponse = reveal ? response : response?.redacted()
         if let config = grant.providerConfiguration, config.namesEndpoints {

@@ -2,14 +2,17 @@ internal import VaultAgent
 internal import VaultCore
 internal import VaultSync
 
-extension Commands {
-    static let renameCommand = Command(
+/// `vault rename`.
+struct RenameCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "rename",
         abstract: "Give a grant a new name.",
         usage: "rename NAME NEW-NAME",
         arguments: [("NAME", "the grant to rename"), ("NEW-NAME", "its new name, which must be free")],
         examples: ["vault rename google work-google"]
-    ) { (ctx: Context) throws -> ExitCode in
+    )
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let names = try ctx.positionals("NAME", "NEW-NAME")
         let (from, to) = (try ctx.grantName(names[0]), try ctx.grantName(names[1]))
         let vault = try ctx.opener.openVault()
@@ -17,15 +20,15 @@ extension Commands {
         try ctx.output.report("renamed '\(from)' to '\(to)'", json: ["name": to, "renamed_from": from])
         return .ok
     }
+}
 
-    static let removeCommand = Command(
+/// `vault remove`.
+struct RemoveCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "remove",
         abstract: "Delete a grant from the vault, optionally revoking it first.",
-        usage: "remove NAME [--revoke]",
+        usage: "remove NAME [{revoke}]",
         arguments: [("NAME", "the grant to delete")],
-        options: [
-            OptionSpec(name: "revoke", valueName: nil, help: "revoke the grant at the provider first (RFC 7009)")
-        ],
         discussion: """
             With --revoke, the refresh token (else the access token) is revoked at the provider's
             revocation endpoint before the grant is deleted; if the revocation fails the grant is
@@ -35,7 +38,12 @@ extension Commands {
             vault says; delete or rotate it there.
             """,
         examples: ["vault remove old-work", "vault remove work --revoke"]
-    ) { (ctx: Context) throws -> ExitCode in
+    )
+
+    @Flag("revoke", help: "revoke the grant at the provider first (RFC 7009)")
+    var revoke: Bool
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let vault = try ctx.opener.openVault()
         /// What `remove --json` prints.
@@ -43,7 +51,7 @@ extension Commands {
             let name: String
             let revoked: String?
         }
-        guard ctx.arguments.flag("revoke") else {
+        guard revoke else {
             try vault.remove(name)
             try ctx.output.report("removed '\(name)'", json: Removed(name: name, revoked: nil))
             return .ok
@@ -76,14 +84,14 @@ extension Commands {
         }
         return .ok
     }
+}
 
-    static let passwdCommand = Command(
+/// `vault passwd`.
+struct PasswdCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "passwd",
         abstract: "Change the vault's passphrase without re-encrypting grants.",
-        usage: "passwd [--new-passphrase-file FILE] [--kdf-memory MIB] [--kdf-passes N]",
-        options: [
-            OptionSpec(name: "new-passphrase-file", valueName: "FILE", help: "read the new passphrase from FILE")
-        ] + kdfOptions,
+        usage: "passwd [{new-passphrase-file}] [{kdf-memory}] [{kdf-passes}]",
         discussion: """
             The vault is unlocked as usual (key file, VAULT_PASSPHRASE_COMMAND, ..., terminal).
             The new passphrase comes from --new-passphrase-file, VAULT_NEW_PASSPHRASE_COMMAND,
@@ -94,12 +102,18 @@ extension Commands {
             """,
         examples: ["vault passwd", "VAULT_NEW_PASSPHRASE_FILE=new.txt vault passwd"],
         printsJSON: false
-    ) { (ctx: Context) throws -> ExitCode in
+    )
+
+    @Option("new-passphrase-file", value: "FILE", help: "read the new passphrase from FILE")
+    var newPassphraseFile: String?
+    let kdf = KDFOptions()
+
+    func run(_ ctx: Context) throws -> ExitCode {
         _ = try ctx.positionals()
-        let kdf = try kdfParameters(ctx)
+        let kdf = try self.kdf.parameters(command: "passwd")
         let vault = try ctx.opener.openVaultDirectly()
         let key = try ctx.opener.unlockSources.newPassphrase(
-            prefix: "VAULT_NEW", fileFlag: ctx.arguments.value("new-passphrase-file"))
+            prefix: "VAULT_NEW", fileFlag: newPassphraseFile)
         try vault.keyslots.changePassphrase(to: key, kdf: kdf)
         ctx.output.info("changed the passphrase")
         return .ok

@@ -53,11 +53,12 @@ struct ProviderSummary: Encodable {
     }
 }
 
-extension Commands {
-    static let providersCommand = Command(
+/// `vault providers`.
+struct ProvidersCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "providers",
         abstract: "List the OAuth providers vault knows.",
-        usage: "providers [--json]",
+        usage: "providers [{json}]",
         discussion: """
             Presets ship with vault (Google, Microsoft, GitHub, GitLab, LinkedIn). A JSON file in
             $XDG_CONFIG_HOME/vault/providers/ adds a provider, or overrides the fields of a preset
@@ -66,7 +67,9 @@ extension Commands {
             then says where to register an application and how to give vault its client.
             """,
         examples: ["vault providers", "vault providers --json"]
-    ) { (ctx: Context) throws -> ExitCode in
+    )
+
+    func run(_ ctx: Context) throws -> ExitCode {
         _ = try ctx.positionals()
         let catalog = ProviderCatalog.load(configDirectory: try ctx.opener.location().configDirectory)
         if ctx.output.json {

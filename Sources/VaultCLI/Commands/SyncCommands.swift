@@ -78,11 +78,17 @@ struct RemoteOutput: Encodable {
     enum CodingKeys: String, CodingKey { case url, user, preconditions }
 }
 
-extension Commands {
+/// How to log in to the sync store (`remote set`, `join`).
+struct StoreOptions: OptionGroup {
+    @Option("user", value: "USER", help: "the store's user name (Basic authentication)")
+    var user: String?
+    @Option("password-file", value: "F", help: "read the store's password from file F")
+    var passwordFile: String?
+
     /// The store's password: from --password-file, else asked on the
     /// terminal when a user is given; nil without a user.
-    static func storePassword(_ ctx: Context, user: String?) throws -> SecureBytes? {
-        if let path = ctx.arguments.value("password-file") {
+    func password(user: String?) throws -> SecureBytes? {
+        if let path = passwordFile {
             do {
                 return try SecretFile.trimmingNewline(try SecretFile.read(path: path))
             } catch {
@@ -96,7 +102,9 @@ extension Commands {
         }
         return try terminal.readSecret(prompt: "Password for the store: ")
     }
+}
 
+extension Commands {
     /// What a sync did: counts on stderr, or the `--json` document.
     static func printSyncReport(_ r: SyncReport, to output: Output) throws {
         if output.json {
@@ -122,17 +130,43 @@ extension Commands {
 }
 
 extension Commands {
-    static let storeOptions = [
-        OptionSpec(name: "user", valueName: "USER", help: "the store's user name (Basic authentication)"),
-        OptionSpec(name: "password-file", valueName: "F", help: "read the store's password from file F"),
-    ]
+    /// Why a join failed: a failed join leaves no vault behind, so the
+    /// hints that name commands of an existing vault become ones for joining.
+    static func joinFailure(_ error: VaultError) -> CLIError {
+        let base = CLIError(error)
+        switch error.remedy {
+        case .setStoreCredentials?:
+            return CLIError(
+                base.message, hint: "check the store's user (--user) and password (--password-file)",
+                exitCode: base.exitCode)
+        case .syncAgain?, .syncFirst?:
+            return CLIError(base.message, hint: "run 'vault join' again; nothing was kept", exitCode: base.exitCode)
+        default:
+            return base
+        }
+    }
 
-    static let remoteCommand = Command(
+}
+
+extension Commands {
+    /// A store URL from the command line, which may not carry a user or
+    /// password: a password there would be in every process listing.
+    static func storeURL(_ url: String, command: String) throws -> String {
+        if URLPolicy.hasUserInfo(url) {
+            throw CLIError.usage(
+                "the store URL carries a user or password: give them with --user and --password-file", command: command)
+        }
+        return url
+    }
+}
+
+/// `vault remote`.
+struct RemoteCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "remote",
         abstract: "Show or set the store this vault syncs with.",
-        usage: "remote [set URL [--user USER] [--password-file F]]",
+        usage: "remote [set URL [{user}] [{password-file}]]",
         arguments: [("set URL", "sync with the WebDAV collection or HTTP base URL")],
-        options: storeOptions,
         discussion: """
             The store only ever sees ciphertext (docs/sync.md). Its user name and password are kept
             inside the vault, encrypted; the password comes from --password-file or is asked on the
@@ -142,7 +176,11 @@ extension Commands {
             and 'set' says so once. Plain http is refused except to a loopback address.
             """,
         examples: ["vault remote set https://dav.example.com/vault/ --user ada", "vault remote"]
-    ) { (ctx: Context) throws -> ExitCode in
+    )
+
+    let store = StoreOptions()
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let words = ctx.arguments.positionals
         if words.isEmpty {
             let vault = try ctx.opener.openVaultDirectly()
@@ -166,9 +204,9 @@ extension Commands {
             return .ok
         }
         guard words[0] == "set" else { throw CLIError.usage("unknown action '\(words[0])'", command: "remote") }
-        let url = try storeURL(try ctx.positionals("set", "URL")[1], command: "remote")
-        let user = ctx.arguments.value("user")
-        let password = try storePassword(ctx, user: user)
+        let url = try Commands.storeURL(try ctx.positionals("set", "URL")[1], command: "remote")
+        let user = store.user
+        let password = try store.password(user: user)
         let vault = try ctx.opener.openVaultDirectly()
         let engine = try ctx.network.syncEngine(vault)
         let created = try engine.setRemote(url: url, user: user, password: password)
@@ -188,11 +226,14 @@ extension Commands {
         ctx.output.info("this vault syncs with \(url); run 'vault sync'")
         return .ok
     }
+}
 
-    static let syncCommand = Command(
+/// `vault sync`.
+struct SyncCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "sync",
         abstract: "Sync the grants with the store, both ways.",
-        usage: "sync [--json]",
+        usage: "sync [{json}]",
         discussion: """
             Takes what other machines changed and sends what this one changed. Concurrent changes
             to one grant keep both sides ('vault conflicts'); nothing is dropped silently. A store
@@ -201,7 +242,9 @@ extension Commands {
             reached or keeps changing; run it again.
             """,
         examples: ["vault sync", "vault sync --json"]
-    ) { (ctx: Context) throws -> ExitCode in
+    )
+
+    func run(_ ctx: Context) throws -> ExitCode {
         _ = try ctx.positionals()
         // An agent holding the vault syncs it: no passphrase needed here.
         if let agent = ctx.agents.client(for: try ctx.opener.location()) {
@@ -209,7 +252,7 @@ extension Commands {
             do throws(VaultError) { outcome = .success(try agent.sync()) } catch { outcome = .failure(error) }
             switch outcome {
             case .success(let report):
-                try printSyncReport(report, to: ctx.output)
+                try Commands.printSyncReport(report, to: ctx.output)
                 return .ok
             case .failure(let error) where error.code == .locked || error.code == .unsupported:
                 break  // locked: unlock here instead
@@ -220,20 +263,18 @@ extension Commands {
         let vault = try ctx.opener.openVaultDirectly()
         let engine = try ctx.network.syncEngine(vault)
         let report = try engine.sync()
-        try printSyncReport(report, to: ctx.output)
+        try Commands.printSyncReport(report, to: ctx.output)
         return .ok
     }
+}
 
-    static let joinCommand = Command(
+/// `vault join`.
+struct JoinCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "join",
         abstract: "Create this machine's vault from a store another machine syncs to.",
-        usage: "join URL [--user USER] [--password-file F] [--pairing-code-file F]",
+        usage: "join URL [{user}] [{password-file}] [{pairing-code-file}]",
         arguments: [("URL", "the store, as given to 'vault remote set' on the other machine")],
-        options: storeOptions + [
-            OptionSpec(
-                name: "pairing-code-file", valueName: "F",
-                help: "join with the one-time code 'vault pair' printed on the other machine")
-        ],
         discussion: """
             Opens the store's copy of the vault's keyslots with the vault's passphrase (from the
             usual sources: VAULT_PASSPHRASE_COMMAND, _FILE, VAULT_PASSPHRASE or the terminal) or
@@ -249,16 +290,23 @@ extension Commands {
             "vault join https://dav.example.com/vault/ --user ada",
             "vault join https://dav.example.com/vault/ --user ada --pairing-code-file code.txt",
         ]
-    ) { (ctx: Context) throws -> ExitCode in
-        let url = try storeURL(try ctx.positionals("URL")[0], command: "join")
+    )
+
+    let store = StoreOptions()
+    @Option(
+        "pairing-code-file", value: "F", help: "join with the one-time code 'vault pair' printed on the other machine")
+    var pairingCodeFile: String?
+
+    func run(_ ctx: Context) throws -> ExitCode {
+        let url = try Commands.storeURL(try ctx.positionals("URL")[0], command: "join")
         let location = try ctx.opener.location()
         if Vault.exists(at: location) {
             throw CLIError("a vault already exists at \(location.databasePath)")
         }
-        let user = ctx.arguments.value("user")
-        let password = try storePassword(ctx, user: user)
+        let user = store.user
+        let password = try store.password(user: user)
         let report: SyncReport
-        if let file = ctx.arguments.value("pairing-code-file") {
+        if let file = pairingCodeFile {
             let code: SecureBytes
             do throws(VaultError) { code = try SecretFile.read(path: file) } catch {
                 throw CLIError("\(error.reason) (from --pairing-code-file)")
@@ -268,37 +316,24 @@ extension Commands {
                 (_, report) = try SyncEngine.join(
                     at: location, url: url, user: user, password: password, pairingCode: text,
                     transport: ctx.network.transport, time: ctx.time)
-            } catch { throw joinFailure(error) }
+            } catch { throw Commands.joinFailure(error) }
         } else {
             let (key, _, _) = try ctx.opener.unlockSources.key(joining: true)
             do throws(VaultError) {
                 (_, report) = try SyncEngine.join(
                     at: location, url: url, user: user, password: password, key: key, transport: ctx.network.transport,
                     time: ctx.time)
-            } catch { throw joinFailure(error) }
+            } catch { throw Commands.joinFailure(error) }
         }
         ctx.output.info("joined: created a vault at \(location.databasePath) from \(url)")
-        try printSyncReport(report, to: ctx.output)
+        try Commands.printSyncReport(report, to: ctx.output)
         return .ok
     }
+}
 
-    /// Why a join failed: a failed join leaves no vault behind, so the
-    /// hints that name commands of an existing vault become ones for joining.
-    static func joinFailure(_ error: VaultError) -> CLIError {
-        let base = CLIError(error)
-        switch error.remedy {
-        case .setStoreCredentials?:
-            return CLIError(
-                base.message, hint: "check the store's user (--user) and password (--password-file)",
-                exitCode: base.exitCode)
-        case .syncAgain?, .syncFirst?:
-            return CLIError(base.message, hint: "run 'vault join' again; nothing was kept", exitCode: base.exitCode)
-        default:
-            return base
-        }
-    }
-
-    static let pairCommand = Command(
+/// `vault pair`.
+struct PairCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "pair",
         abstract: "Print a one-time code that lets another machine join without the passphrase.",
         usage: "pair",
@@ -310,7 +345,9 @@ extension Commands {
             """,
         examples: ["vault pair > code.txt"],
         printsJSON: false
-    ) { (ctx: Context) throws -> ExitCode in
+    )
+
+    func run(_ ctx: Context) throws -> ExitCode {
         _ = try ctx.positionals()
         let vault = try ctx.opener.openVaultDirectly()
         let engine = try ctx.network.syncEngine(vault)
@@ -324,17 +361,13 @@ extension Commands {
     }
 }
 
-extension Commands {
-    static let conflictsCommand = Command(
+/// `vault conflicts`.
+struct ConflictsCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "conflicts",
         abstract: "Show grants changed on two machines at once, and pick a side.",
-        usage: "conflicts [resolve NAME --keep current|other] [--json]",
+        usage: "conflicts [resolve NAME {keep:choices}] [{json}]",
         arguments: [("resolve NAME", "end the conflict on NAME")],
-        options: [
-            OptionSpec(
-                name: "keep", valueName: "SIDE", help: "current (the value now) or other (the side kept aside)",
-                choices: ["current", "other"])
-        ],
         discussion: """
             When two machines change one grant between syncs, every machine takes the same side as
             the value and keeps the other; the other side travels through the store, so every
@@ -346,13 +379,20 @@ extension Commands {
             sync' sends the choice to the other machines, which then drop the conflict too.
             """,
         examples: ["vault conflicts", "vault conflicts resolve work --keep other"]
-    ) { (ctx: Context) throws -> ExitCode in
+    )
+
+    @Option(
+        "keep", value: "SIDE", help: "current (the value now) or other (the side kept aside)",
+        choices: ["current", "other"])
+    var keep: String?
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let words = ctx.arguments.positionals
         let vault = try ctx.opener.openVaultDirectly()
         let engine = try ctx.network.syncEngine(vault)
         if words.first == "resolve" {
             let name = try ctx.grantName(try ctx.positionals("resolve", "NAME")[1])
-            guard let keep = ctx.arguments.value("keep"), keep == "current" || keep == "other" else {
+            guard let keep = keep, keep == "current" || keep == "other" else {
                 throw CLIError.usage("--keep must be current or other", command: "conflicts")
             }
             try engine.resolveConflict(name, keepOther: keep == "other")
@@ -410,17 +450,5 @@ extension Commands {
         }
         Format.table(rows).forEach { ctx.output.out($0) }
         return .ok
-    }
-}
-
-extension Commands {
-    /// A store URL from the command line, which may not carry a user or
-    /// password: a password there would be in every process listing.
-    static func storeURL(_ url: String, command: String) throws -> String {
-        if URLPolicy.hasUserInfo(url) {
-            throw CLIError.usage(
-                "the store URL carries a user or password: give them with --user and --password-file", command: command)
-        }
-        return url
     }
 }

@@ -17,16 +17,13 @@ struct TokenOutput: Encodable {
     }
 }
 
-extension Commands {
-    static let tokenCommand = Command(
+/// `vault token`.
+struct TokenCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "token",
         abstract: "Print a fresh access token, refreshing it first when needed.",
-        usage: "token NAME [--min-valid SECONDS] [--force-refresh] [--json]",
+        usage: "token NAME [{min-valid}] [{force-refresh}] [{json}]",
         arguments: [("NAME", "the grant")],
-        options: [
-            OptionSpec(name: "min-valid", valueName: "SECONDS", help: "refresh when fewer seconds remain (default 60)"),
-            OptionSpec(name: "force-refresh", valueName: nil, help: "refresh even if the token is fresh"),
-        ],
         discussion: """
             Prints the access token and a newline, nothing else. Concurrent calls share one
             refresh: the first takes that grant's refresh lock and refreshes, the others wait
@@ -41,16 +38,23 @@ extension Commands {
             #"curl -H "Authorization: Bearer $(vault token work)" https://api.example.com/"#,
             "vault token github --min-valid 300",
         ]
-    ) { (ctx: Context) throws -> ExitCode in
+    )
+
+    @Option("min-valid", value: "SECONDS", help: "refresh when fewer seconds remain (default 60)")
+    var minValid: String?
+    @Flag("force-refresh", help: "refresh even if the token is fresh")
+    var forceRefresh: Bool
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         var minimum = Grant.freshnessMargin
-        if let text = ctx.arguments.value("min-valid") {
+        if let text = minValid {
             guard let v = Double(text), v >= 0, v < 1e7 else {
                 throw CLIError.usage("--min-valid needs a number of seconds", command: "token")
             }
             minimum = v
         }
-        let force = ctx.arguments.flag("force-refresh")
+        let force = forceRefresh
         let output: TokenOutput
         if let handed = try ctx.agents.token(
             name, at: ctx.opener.location(), minimumValidity: minimum, forceRefresh: force)
@@ -73,14 +77,19 @@ extension Commands {
         }
         return .ok
     }
+}
 
-    static let refreshCommand = Command(
+/// `vault refresh`.
+struct RefreshCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "refresh",
         abstract: "Refresh a grant's access token now.",
-        usage: "refresh NAME [--json]",
+        usage: "refresh NAME [{json}]",
         arguments: [("NAME", "the grant")],
         examples: ["vault refresh work"]
-    ) { (ctx: Context) throws -> ExitCode in
+    )
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let vault = try ctx.opener.openVault()
         let fresh = try ctx.network.refresher(vault).freshGrant(name, forceRefresh: true)
@@ -93,11 +102,14 @@ extension Commands {
         }
         return .ok
     }
+}
 
-    static let checkCommand = Command(
+/// `vault check`.
+struct CheckCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "check",
         abstract: "Ask the provider whether a grant still works (userinfo probe).",
-        usage: "check NAME [--json]",
+        usage: "check NAME [{json}]",
         arguments: [("NAME", "the grant")],
         discussion: """
             Calls the provider's userinfo endpoint with a fresh token, as GTMAppAuth's validity
@@ -106,7 +118,9 @@ extension Commands {
             answered 5xx; nothing changes.
             """,
         examples: ["vault check work && echo still good"]
-    ) { (ctx: Context) throws -> ExitCode in
+    )
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let vault = try ctx.opener.openVault()
         let result = try ctx.network.refresher(vault).check(name)
