@@ -8,6 +8,13 @@ protocol VaultCommand: SendableMetatype {
     init()
     /// Runs the command once its options are bound.
     func run(_ ctx: Context) throws -> ExitCode
+    /// What the positional argument after `positionals` is, for completion.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument
+}
+
+extension VaultCommand {
+    /// No positional argument to complete.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument { .nothing }
 }
 
 /// What a command says about itself, beyond its options.
@@ -34,6 +41,8 @@ struct Command: Sendable {
     /// The command's own options, in declaration order.
     let options: [OptionSpec]
     let run: @Sendable (Context) throws -> ExitCode
+    /// What the positional argument after the given ones is, for completion.
+    let argument: @Sendable ([String]) -> CompletionCandidates.Argument
 
     init<C: VaultCommand>(_ type: C.Type) {
         configuration = C.configuration
@@ -43,6 +52,7 @@ struct Command: Sendable {
             Declarations.bind(command, to: ctx.arguments)
             return try command.run(ctx)
         }
+        argument = { C.argument(after: $0) }
     }
 
     var name: String { configuration.name }

@@ -58,58 +58,6 @@ struct TerminalAuthorizationUI: AuthorizationUI {
     }
 }
 
-extension AddCommand {
-
-    /// The grant stored under `name`, or nil when there is none; any other
-    /// trouble reading it (a damaged record) is an error, not a new grant.
-    func existingGrant(_ name: String, in vault: Vault) throws -> Grant? {
-        do { return try vault.load(name) } catch {
-            if error.code == .notFound { return nil }
-            throw error
-        }
-    }
-
-    /// The provider: a preset or user file, discovered when it has only an issuer or `--issuer` is given.
-    func resolveProvider(
-        _ name: String, catalog: ProviderCatalog, ctx: Context, transport: CurlTransport
-    ) throws -> Provider {
-        let issuerFlag = issuer
-        for problem in issuerFlag == nil ? catalog.problems : catalog.problems(ignoring: name) {
-            ctx.output.warn(problem.reason)
-        }
-        let known = catalog.providers[name]
-        var overrides: [String: String] = [:]
-        if let tenant = tenant { overrides["tenant"] = tenant }
-        if let issuer = issuerFlag ?? (known?.tokenEndpoint == nil ? known?.issuer : nil) {
-            return try catalog.discovering(name, issuer: issuer, transport: transport)
-        }
-        guard let known else {
-            throw CLIError(try catalog.provider(name).name)
-        }
-        return known.resolved(overrides)
-    }
-
-    /// The flow when none is asked for: device (else paste) over SSH without
-    /// a display, else browser; never client credentials, which is asked for.
-    func defaultFlow(_ ctx: Context, provider: Provider) throws -> Provider.Flow {
-        let env = ctx.environment
-        let remote =
-            env["SSH_CONNECTION"] != nil && env["DISPLAY"] == nil && env["WAYLAND_DISPLAY"] == nil
-            && env["BROWSER"] == nil
-        if remote {
-            if provider.flows.contains(.device) { return .device }
-            if provider.flows.contains(.paste) { return .paste }
-        }
-        let personal = provider.flows.filter { $0 != .clientCredentials }
-        guard let first = personal.first else {
-            throw CLIError.usage(
-                "provider '\(provider.name)' offers only client credentials: add --flow client-credentials",
-                command: "add")
-        }
-        return personal.contains(.browser) ? .browser : first
-    }
-}
-
 extension AuthorizationRequest {
     var effectiveScopesForDisplay: [String] { scopes.isEmpty ? provider.scopes : scopes }
 }
@@ -203,6 +151,11 @@ struct AddCommand: VaultCommand {
     var tenant: String?
     @Option("timeout", value: "SECONDS", help: "how long to wait for the person (default 300)")
     var timeout: String?
+
+    /// PROVIDER, or a grant to authorize again.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .provider : .nothing
+    }
 
     func run(_ ctx: Context) throws -> ExitCode {
         let args = ctx.arguments.positionals
@@ -316,5 +269,57 @@ struct AddCommand: VaultCommand {
             }
         }
         return .ok
+    }
+}
+
+extension AddCommand {
+
+    /// The grant stored under `name`, or nil when there is none; any other
+    /// trouble reading it (a damaged record) is an error, not a new grant.
+    func existingGrant(_ name: String, in vault: Vault) throws -> Grant? {
+        do { return try vault.load(name) } catch {
+            if error.code == .notFound { return nil }
+            throw error
+        }
+    }
+
+    /// The provider: a preset or user file, discovered when it has only an issuer or `--issuer` is given.
+    func resolveProvider(
+        _ name: String, catalog: ProviderCatalog, ctx: Context, transport: CurlTransport
+    ) throws -> Provider {
+        let issuerFlag = issuer
+        for problem in issuerFlag == nil ? catalog.problems : catalog.problems(ignoring: name) {
+            ctx.output.warn(problem.reason)
+        }
+        let known = catalog.providers[name]
+        var overrides: [String: String] = [:]
+        if let tenant = tenant { overrides["tenant"] = tenant }
+        if let issuer = issuerFlag ?? (known?.tokenEndpoint == nil ? known?.issuer : nil) {
+            return try catalog.discovering(name, issuer: issuer, transport: transport)
+        }
+        guard let known else {
+            throw CLIError(try catalog.provider(name).name)
+        }
+        return known.resolved(overrides)
+    }
+
+    /// The flow when none is asked for: device (else paste) over SSH without
+    /// a display, else browser; never client credentials, which is asked for.
+    func defaultFlow(_ ctx: Context, provider: Provider) throws -> Provider.Flow {
+        let env = ctx.environment
+        let remote =
+            env["SSH_CONNECTION"] != nil && env["DISPLAY"] == nil && env["WAYLAND_DISPLAY"] == nil
+            && env["BROWSER"] == nil
+        if remote {
+            if provider.flows.contains(.device) { return .device }
+            if provider.flows.contains(.paste) { return .paste }
+        }
+        let personal = provider.flows.filter { $0 != .clientCredentials }
+        guard let first = personal.first else {
+            throw CLIError.usage(
+                "provider '\(provider.name)' offers only client credentials: add --flow client-credentials",
+                command: "add")
+        }
+        return personal.contains(.browser) ? .browser : first
     }
 }

@@ -20,27 +20,6 @@ struct CompletionCandidates {
         case nothing
     }
 
-    /// The positional arguments each command takes, by position (the
-    /// last one repeats where the command takes several).
-    static func argument(for command: String, positionals p: [String]) -> Argument {
-        switch (command, p.count) {
-        case ("show", 0), ("token", 0), ("refresh", 0), ("check", 0), ("remove", 0), ("rename", 0), ("header", 0),
-            ("sign", 0), ("xoauth2", 0):
-            return .grant
-        case ("env", _), ("exec", _): return .grant
-        case ("add", 0): return .provider
-        case ("help", 0): return .command
-        case ("completion", 0): return .words(["bash", "zsh", "fish"])
-        case ("git-credential", 0): return .words(["get", "store", "erase", "map"])
-        case ("git-credential", 2) where p[0] == "map": return .grant
-        case ("conflicts", 0): return .words(["resolve"])
-        case ("conflicts", 1) where p[0] == "resolve": return .grant
-        case ("keyslot", 0): return .words(["list", "add", "remove"])
-        case ("remote", 0): return .words(["set"])
-        default: return .nothing
-        }
-    }
-
     /// `words`: what follows `vault` on the command line, the word being
     /// completed last (possibly empty).
     func lines(_ words: [String]) -> [String] {
@@ -72,7 +51,7 @@ struct CompletionCandidates {
                 positionals.append(word)
             }
         }
-        switch Self.argument(for: command.name, positionals: positionals) {
+        switch command.argument(positionals) {
         case .grant: return ["words"] + grantNames()
         case .provider:
             let configDirectory = (try? context.opener.location())?.configDirectory

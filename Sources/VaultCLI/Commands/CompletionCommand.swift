@@ -148,6 +148,11 @@ struct CompletionCommand: VaultCommand {
         printsJSON: false
     )
 
+    /// SHELL.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .words(["bash", "zsh", "fish"]) : .nothing
+    }
+
     func run(_ ctx: Context) throws -> ExitCode {
         if ctx.arguments.positionals == ["candidates"], let words = ctx.arguments.trailing {
             let lines = CompletionCandidates(context: ctx).lines(words)

@@ -5,47 +5,6 @@ internal import VaultCore
 internal import VaultHTTP
 internal import VaultSync
 
-extension GitCredentialCommand {
-
-    func gitMap(_ args: [String], ctx: Context, configDirectory: String) throws -> ExitCode {
-        var map = try GitCredentialMap.load(configDirectory: configDirectory)
-        if args.isEmpty {
-            if ctx.output.json {
-                try ctx.output.printJSON(map.entries)
-            } else {
-                let rows =
-                    [["HOST", "GRANT", "USERNAME"]]
-                    + map.entries.sorted { $0.key < $1.key }.map { [$0.key, $0.value.grant, $0.value.username ?? "-"] }
-                if map.entries.isEmpty {
-                    ctx.output.info("no git hosts are mapped; presets serve their own hosts")
-                } else {
-                    for line in Format.table(rows) { ctx.output.out(line) }
-                }
-            }
-            return .ok
-        }
-        if remove {
-            guard args.count == 1 else {
-                throw CLIError.usage("--remove takes HOST[/PATH] only", command: "git-credential")
-            }
-            try map.set(args[0], nil)
-            try ctx.output.report("forgot the mapping of \(args[0])", json: map.entries)
-            return .ok
-        }
-        guard args.count == 2 else { throw CLIError.usage("map needs HOST[/PATH] and NAME", command: "git-credential") }
-        let name = try ctx.grantName(args[1])
-        // A mapping to a grant that does not exist would only fail later, inside git.
-        let vault = try ctx.opener.openVault()
-        let names = try vault.list(secrets: false).grants.map(\.name)
-        guard names.contains(name) else {
-            throw CLIError("grant '\(name)' not found", hint: "see 'vault list' for the grants there are")
-        }
-        try map.set(args[0], GitCredentialMap.Entry(grant: name, username: username))
-        try ctx.output.report("\(args[0]) is served by '\(name)'", json: map.entries)
-        return .ok
-    }
-}
-
 /// `vault git-credential`.
 struct GitCredentialCommand: VaultCommand {
     static let configuration = CommandConfiguration(
@@ -77,6 +36,15 @@ struct GitCredentialCommand: VaultCommand {
     var username: String?
     @Flag("remove", help: "map: forget the mapping of HOST[/PATH]")
     var remove: Bool
+
+    /// The action; after `map HOST`, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        switch positionals.count {
+        case 0: return .words(["get", "store", "erase", "map"])
+        case 2 where positionals[0] == "map": return .grant
+        default: return .nothing
+        }
+    }
 
     func run(_ ctx: Context) throws -> ExitCode {
         let args = ctx.arguments.positionals
@@ -141,6 +109,47 @@ struct GitCredentialCommand: VaultCommand {
         if let expiry = fresh.grant.expiresAt { answer += "password_expiry_utc=\(expiry.epochSeconds)\n" }
         var bytes = Array(answer.utf8)
         Console.writeAll(&bytes, fd: 1)
+        return .ok
+    }
+}
+
+extension GitCredentialCommand {
+
+    func gitMap(_ args: [String], ctx: Context, configDirectory: String) throws -> ExitCode {
+        var map = try GitCredentialMap.load(configDirectory: configDirectory)
+        if args.isEmpty {
+            if ctx.output.json {
+                try ctx.output.printJSON(map.entries)
+            } else {
+                let rows =
+                    [["HOST", "GRANT", "USERNAME"]]
+                    + map.entries.sorted { $0.key < $1.key }.map { [$0.key, $0.value.grant, $0.value.username ?? "-"] }
+                if map.entries.isEmpty {
+                    ctx.output.info("no git hosts are mapped; presets serve their own hosts")
+                } else {
+                    for line in Format.table(rows) { ctx.output.out(line) }
+                }
+            }
+            return .ok
+        }
+        if remove {
+            guard args.count == 1 else {
+                throw CLIError.usage("--remove takes HOST[/PATH] only", command: "git-credential")
+            }
+            try map.set(args[0], nil)
+            try ctx.output.report("forgot the mapping of \(args[0])", json: map.entries)
+            return .ok
+        }
+        guard args.count == 2 else { throw CLIError.usage("map needs HOST[/PATH] and NAME", command: "git-credential") }
+        let name = try ctx.grantName(args[1])
+        // A mapping to a grant that does not exist would only fail later, inside git.
+        let vault = try ctx.opener.openVault()
+        let names = try vault.list(secrets: false).grants.map(\.name)
+        guard names.contains(name) else {
+            throw CLIError("grant '\(name)' not found", hint: "see 'vault list' for the grants there are")
+        }
+        try map.set(args[0], GitCredentialMap.Entry(grant: name, username: username))
+        try ctx.output.report("\(args[0]) is served by '\(name)'", json: map.entries)
         return .ok
     }
 }

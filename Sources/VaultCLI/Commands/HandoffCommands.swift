@@ -197,6 +197,11 @@ struct EnvCommand: VaultCommand {
     @Option("prefix", value: "PREFIX", help: "variable name prefix (default: the grant name in upper case)")
     var prefix: String?
 
+    /// NAME..., grants.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        .grant
+    }
+
     func run(_ ctx: Context) throws -> ExitCode {
         let formatName = ctx.output.json ? "json" : (format ?? "sh")
         guard let format = EnvFormat(rawValue: formatName) else {
@@ -252,6 +257,11 @@ struct ExecCommand: VaultCommand {
     @Option("prefix", value: "PREFIX", help: "variable name prefix (default: the grant name in upper case)")
     var prefix: String?
 
+    /// NAME..., grants.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        .grant
+    }
+
     func run(_ ctx: Context) throws -> ExitCode {
         guard let command = ctx.arguments.trailing, let program = command.first else {
             throw CLIError.usage("missing '-- COMMAND'", command: "exec")
@@ -292,6 +302,11 @@ struct HeaderCommand: VaultCommand {
 
     let signing = SigningOptions()
 
+    /// NAME, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .grant : .nothing
+    }
+
     func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let grant = try Commands.freshGrants([name], ctx: ctx)[0].1
@@ -327,6 +342,11 @@ struct SignCommand: VaultCommand {
     )
 
     let signing = SigningOptions()
+
+    /// NAME, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .grant : .nothing
+    }
 
     func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
@@ -367,6 +387,11 @@ struct XOAuth2Command: VaultCommand {
     var host: String?
     @Option("port", value: "PORT", help: "OAUTHBEARER: the server's port")
     var port: String?
+
+    /// NAME, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .grant : .nothing
+    }
 
     func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])

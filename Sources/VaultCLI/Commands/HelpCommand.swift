@@ -65,6 +65,11 @@ struct HelpCommand: VaultCommand {
         printsJSON: false
     )
 
+    /// COMMAND.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .command : .nothing
+    }
+
     func run(_ ctx: Context) throws -> ExitCode {
         let args = ctx.arguments.positionals
         guard args.count <= 1 else { throw CLIError.usage("unexpected argument '\(args[1])'", command: "help") }

@@ -5,6 +5,107 @@ internal import VaultCrypto
 internal import VaultHTTP
 internal import VaultSync
 
+/// `vault import`.
+struct ImportCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        name: "import",
+        abstract: "Store a grant given as JSON on stdin, or from another tool's token file.",
+        usage: "import NAME [{replace}] [{from:choices}] [{remote}] [{host}] [{client-id}] [{client-secret-file}]",
+        arguments: [("NAME", "the name to store the grant under")],
+        discussion: """
+            Standard input holds one JSON object: the fields of an OAuth token response
+            (access_token, refresh_token, token_type, expires_in or expires_at in seconds since
+            the epoch, refresh_token_expires_in, scope, id_token), plus "provider" and optionally
+            "account", "token_secret" (OAuth 1.0a) and "provider_config" (endpoints and client,
+            for refresh). Other fields are kept as the token response ('vault show --json').
+            Tokens must be printable ASCII and expiry times sensible, as in a refresh.
+
+            A refresh token needs a token endpoint and the client it was issued to. What
+            provider_config lacks comes from the configured provider of that name (a preset,
+            or a provider file in $XDG_CONFIG_HOME/vault/providers/), its client included;
+            --client-id and --client-secret-file name the client instead. vault warns when
+            it does not know the provider, and when the grant cannot be refreshed ('vault list'
+            then never shows it as refreshable).
+
+            --from reads another tool's file from stdin (secrets never go on a command line):
+              gcloud       application_default_credentials.json (type authorized_user): refreshable,
+                           with gcloud's client from the file and Google's token endpoint.
+              rclone       rclone.conf; --remote picks the remote (needed when several have a
+                           token). drive is Google, onedrive Microsoft. Refreshable when the
+                           remote has its own client_id and client_secret; tokens of rclone's
+                           built-in client work until they expire.
+              gh           hosts.yml; --host picks the host. GitHub OAuth app tokens do not expire
+                           and have no refresh token: nothing to refresh. gh 2.40 and later keep the
+                           token in the system keyring instead (see 'gh auth login --insecure-storage').
+              mutt_oauth2  the token file, decrypted: gpg -d TOKENFILE | vault import NAME --from
+                           mutt_oauth2. Refreshable with the client the file names, else the
+                           configured provider's (google, microsoft), which must be the client
+                           registered in mutt_oauth2.py, or --client-id and --client-secret-file.
+            """,
+        examples: [
+            #"vault import work < token.json"#,
+            #"printf '%s' "$RESPONSE" | vault import github --replace"#,
+            #"vault import gcloud --from gcloud < ~/.config/gcloud/application_default_credentials.json"#,
+            #"vault import drive --from rclone --remote gdrive < ~/.config/rclone/rclone.conf"#,
+            #"gpg -d ~/.mutt/token.gpg | vault import mail --from mutt_oauth2"#,
+        ]
+    )
+
+    @Flag("replace", help: "overwrite a grant of the same name")
+    var replace: Bool
+    @Option(
+        "from", value: "TOOL", help: "read that tool's own token file from stdin",
+        choices: ForeignTokens.Tool.allCases.map(\.rawValue))
+    var from: String?
+    @Option("remote", value: "R", help: "--from rclone: the remote whose token to import")
+    var remote: String?
+    @Option("host", value: "H", help: "--from gh: the host (default github.com)")
+    var host: String?
+    @Option("client-id", value: "ID", help: "the client the tokens were issued to")
+    var clientID: String?
+    @Option("client-secret-file", value: "F", help: "read that client's secret from file F")
+    var clientSecretFile: String?
+
+    func run(_ ctx: Context) throws -> ExitCode {
+        let name = try ctx.grantName(ctx.positionals("NAME")[0])
+        let tool = try from.map { (text: String) throws -> ForeignTokens.Tool in
+            guard let tool = ForeignTokens.Tool(rawValue: text) else {
+                throw CLIError.usage("--from must be gcloud, rclone, gh or mutt_oauth2", command: "import")
+            }
+            return tool
+        }
+        if remote != nil && tool != .rclone {
+            throw CLIError.usage("--remote goes with --from rclone", command: "import")
+        }
+        if host != nil && tool != .gh {
+            throw CLIError.usage("--host goes with --from gh", command: "import")
+        }
+        var clientSecret: String? = nil
+        if let path = clientSecretFile {
+            let raw = try SecretFile.trimmingNewline(SecretFile.read(path: path))
+            clientSecret = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        }
+        let input = try StandardInput.read(limit: TokenResponse.maximumSize)
+        guard input.count > 0 else {
+            throw CLIError("standard input is empty", hint: "pipe the token JSON into 'vault import \(name)'")
+        }
+        let now = ctx.time.now()
+        let section = tool.flatMap { $0 == .rclone ? remote : host }
+        var grant = try importedGrant(input, from: tool, section: section, now: now)
+        let notes = try resolveClient(&grant, name: name, tool: tool, clientSecret: clientSecret, ctx: ctx)
+        let vault = try ctx.opener.openVault()
+        _ = try vault.save(grant, as: name, mode: replace ? .replace : .insertOnly)
+        // Said once the grant is stored, so that no warning precedes a refusal.
+        for note in notes { note.warning ? ctx.output.warn(note.text) : ctx.output.info(note.text) }
+        if ctx.output.json {
+            try ctx.output.printJSON(GrantSummary(name: name, grant: grant, now: now))
+        } else {
+            ctx.output.info("imported '\(name)' (\(grant.provider)\(grant.account.map { ", " + $0 } ?? ""))")
+        }
+        return .ok
+    }
+}
+
 extension ImportCommand {
 
     /// The grant in `input`: token JSON, or another tool's token file
@@ -130,106 +231,5 @@ extension ImportCommand {
             notes.append((true, "'\(name)' cannot be refreshed: \(missing)\(why)"))
         }
         return notes
-    }
-}
-
-/// `vault import`.
-struct ImportCommand: VaultCommand {
-    static let configuration = CommandConfiguration(
-        name: "import",
-        abstract: "Store a grant given as JSON on stdin, or from another tool's token file.",
-        usage: "import NAME [{replace}] [{from:choices}] [{remote}] [{host}] [{client-id}] [{client-secret-file}]",
-        arguments: [("NAME", "the name to store the grant under")],
-        discussion: """
-            Standard input holds one JSON object: the fields of an OAuth token response
-            (access_token, refresh_token, token_type, expires_in or expires_at in seconds since
-            the epoch, refresh_token_expires_in, scope, id_token), plus "provider" and optionally
-            "account", "token_secret" (OAuth 1.0a) and "provider_config" (endpoints and client,
-            for refresh). Other fields are kept as the token response ('vault show --json').
-            Tokens must be printable ASCII and expiry times sensible, as in a refresh.
-
-            A refresh token needs a token endpoint and the client it was issued to. What
-            provider_config lacks comes from the configured provider of that name (a preset,
-            or a provider file in $XDG_CONFIG_HOME/vault/providers/), its client included;
-            --client-id and --client-secret-file name the client instead. vault warns when
-            it does not know the provider, and when the grant cannot be refreshed ('vault list'
-            then never shows it as refreshable).
-
-            --from reads another tool's file from stdin (secrets never go on a command line):
-              gcloud       application_default_credentials.json (type authorized_user): refreshable,
-                           with gcloud's client from the file and Google's token endpoint.
-              rclone       rclone.conf; --remote picks the remote (needed when several have a
-                           token). drive is Google, onedrive Microsoft. Refreshable when the
-                           remote has its own client_id and client_secret; tokens of rclone's
-                           built-in client work until they expire.
-              gh           hosts.yml; --host picks the host. GitHub OAuth app tokens do not expire
-                           and have no refresh token: nothing to refresh. gh 2.40 and later keep the
-                           token in the system keyring instead (see 'gh auth login --insecure-storage').
-              mutt_oauth2  the token file, decrypted: gpg -d TOKENFILE | vault import NAME --from
-                           mutt_oauth2. Refreshable with the client the file names, else the
-                           configured provider's (google, microsoft), which must be the client
-                           registered in mutt_oauth2.py, or --client-id and --client-secret-file.
-            """,
-        examples: [
-            #"vault import work < token.json"#,
-            #"printf '%s' "$RESPONSE" | vault import github --replace"#,
-            #"vault import gcloud --from gcloud < ~/.config/gcloud/application_default_credentials.json"#,
-            #"vault import drive --from rclone --remote gdrive < ~/.config/rclone/rclone.conf"#,
-            #"gpg -d ~/.mutt/token.gpg | vault import mail --from mutt_oauth2"#,
-        ]
-    )
-
-    @Flag("replace", help: "overwrite a grant of the same name")
-    var replace: Bool
-    @Option(
-        "from", value: "TOOL", help: "read that tool's own token file from stdin",
-        choices: ForeignTokens.Tool.allCases.map(\.rawValue))
-    var from: String?
-    @Option("remote", value: "R", help: "--from rclone: the remote whose token to import")
-    var remote: String?
-    @Option("host", value: "H", help: "--from gh: the host (default github.com)")
-    var host: String?
-    @Option("client-id", value: "ID", help: "the client the tokens were issued to")
-    var clientID: String?
-    @Option("client-secret-file", value: "F", help: "read that client's secret from file F")
-    var clientSecretFile: String?
-
-    func run(_ ctx: Context) throws -> ExitCode {
-        let name = try ctx.grantName(ctx.positionals("NAME")[0])
-        let tool = try from.map { (text: String) throws -> ForeignTokens.Tool in
-            guard let tool = ForeignTokens.Tool(rawValue: text) else {
-                throw CLIError.usage("--from must be gcloud, rclone, gh or mutt_oauth2", command: "import")
-            }
-            return tool
-        }
-        if remote != nil && tool != .rclone {
-            throw CLIError.usage("--remote goes with --from rclone", command: "import")
-        }
-        if host != nil && tool != .gh {
-            throw CLIError.usage("--host goes with --from gh", command: "import")
-        }
-        var clientSecret: String? = nil
-        if let path = clientSecretFile {
-            let raw = try SecretFile.trimmingNewline(SecretFile.read(path: path))
-            clientSecret = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
-        }
-        let input = try StandardInput.read(limit: TokenResponse.maximumSize)
-        guard input.count > 0 else {
-            throw CLIError("standard input is empty", hint: "pipe the token JSON into 'vault import \(name)'")
-        }
-        let now = ctx.time.now()
-        let section = tool.flatMap { $0 == .rclone ? remote : host }
-        var grant = try importedGrant(input, from: tool, section: section, now: now)
-        let notes = try resolveClient(&grant, name: name, tool: tool, clientSecret: clientSecret, ctx: ctx)
-        let vault = try ctx.opener.openVault()
-        _ = try vault.save(grant, as: name, mode: replace ? .replace : .insertOnly)
-        // Said once the grant is stored, so that no warning precedes a refusal.
-        for note in notes { note.warning ? ctx.output.warn(note.text) : ctx.output.info(note.text) }
-        if ctx.output.json {
-            try ctx.output.printJSON(GrantSummary(name: name, grant: grant, now: now))
-        } else {
-            ctx.output.info("imported '\(name)' (\(grant.provider)\(grant.account.map { ", " + $0 } ?? ""))")
-        }
-        return .ok
     }
 }

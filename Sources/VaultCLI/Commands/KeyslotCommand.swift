@@ -60,6 +60,11 @@ struct KeyslotCommand: VaultCommand {
     var passphrase: Bool
     let kdf = KDFOptions()
 
+    /// The action.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .words(["list", "add", "remove"]) : .nothing
+    }
+
     func run(_ ctx: Context) throws -> ExitCode {
         let action = ctx.arguments.positionals.first
         switch action {

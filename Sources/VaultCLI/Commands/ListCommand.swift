@@ -165,6 +165,11 @@ struct ShowCommand: VaultCommand {
     @Flag("reveal", help: "include the tokens themselves")
     var reveal: Bool
 
+    /// NAME, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .grant : .nothing
+    }
+
     func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let vault = try ctx.opener.openVault()

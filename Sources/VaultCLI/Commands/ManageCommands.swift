@@ -12,6 +12,11 @@ struct RenameCommand: VaultCommand {
         examples: ["vault rename google work-google"]
     )
 
+    /// NAME, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .grant : .nothing
+    }
+
     func run(_ ctx: Context) throws -> ExitCode {
         let names = try ctx.positionals("NAME", "NEW-NAME")
         let (from, to) = (try ctx.grantName(names[0]), try ctx.grantName(names[1]))
@@ -42,6 +47,11 @@ struct RemoveCommand: VaultCommand {
 
     @Flag("revoke", help: "revoke the grant at the provider first (RFC 7009)")
     var revoke: Bool
+
+    /// NAME, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .grant : .nothing
+    }
 
     func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])

@@ -180,6 +180,11 @@ struct RemoteCommand: VaultCommand {
 
     let store = StoreOptions()
 
+    /// `set`.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .words(["set"]) : .nothing
+    }
+
     func run(_ ctx: Context) throws -> ExitCode {
         let words = ctx.arguments.positionals
         if words.isEmpty {
@@ -385,6 +390,15 @@ struct ConflictsCommand: VaultCommand {
         "keep", value: "SIDE", help: "current (the value now) or other (the side kept aside)",
         choices: ["current", "other"])
     var keep: String?
+
+    /// `resolve`, then a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        switch positionals.count {
+        case 0: return .words(["resolve"])
+        case 1 where positionals[0] == "resolve": return .grant
+        default: return .nothing
+        }
+    }
 
     func run(_ ctx: Context) throws -> ExitCode {
         let words = ctx.arguments.positionals

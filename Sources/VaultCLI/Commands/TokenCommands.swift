@@ -45,6 +45,11 @@ struct TokenCommand: VaultCommand {
     @Flag("force-refresh", help: "refresh even if the token is fresh")
     var forceRefresh: Bool
 
+    /// NAME, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .grant : .nothing
+    }
+
     func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         var minimum = Grant.freshnessMargin
@@ -89,6 +94,11 @@ struct RefreshCommand: VaultCommand {
         examples: ["vault refresh work"]
     )
 
+    /// NAME, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .grant : .nothing
+    }
+
     func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let vault = try ctx.opener.openVault()
@@ -119,6 +129,11 @@ struct CheckCommand: VaultCommand {
             """,
         examples: ["vault check work && echo still good"]
     )
+
+    /// NAME, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .grant : .nothing
+    }
 
     func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
