@@ -60,7 +60,7 @@ let package = Package(
                 "VaultKit", "VaultCore", "VaultSync", "VaultAgent", "VaultCrypto", "VaultHTTP", "VaultTestSupport",
             ]),
         .testTarget(
-            name: "VaultCLITests", dependencies: ["VaultTestSupport", "VaultHTTP", "VaultCrypto"],
+            name: "VaultCLITests", dependencies: ["VaultTestSupport", "VaultHTTP", "VaultCrypto", "VaultCLI"],
             exclude: ["Transcripts"]),
     ]
 )

@@ -14,17 +14,105 @@ struct OptionSpec: Sendable {
 
     /// Whether its value is a file name (for completion).
     var takesFile: Bool { ["PATH", "F", "FILE", "KEY.json"].contains(valueName ?? "") }
+
+    /// `--name VALUE`, as usage and help show it.
+    var label: String { "--\(name)" + (valueName.map { " " + $0 } ?? "") }
+}
+
+/// A declared option of a command: what it accepts, and where its parsed
+/// value goes. Commands declare them as stored properties; `Declarations`
+/// finds them.
+protocol OptionDeclaration: AnyObject {
+    var spec: OptionSpec { get }
+    /// Whether the command line gave it.
+    var given: Bool { get }
+    /// Takes this option's value from a parsed command line.
+    func bind(_ parsed: ParsedArguments)
+}
+
+/// A set of options several commands share: a struct whose stored
+/// properties are option declarations (swift-argument-parser's
+/// `@OptionGroup`). A command holds one as a stored property.
+protocol OptionGroup {}
+
+/// `--name`: given or not.
+@propertyWrapper
+final class Flag: OptionDeclaration {
+    let spec: OptionSpec
+    private(set) var wrappedValue = false
+
+    init(_ name: String, help: String, hidden: Bool = false) {
+        spec = OptionSpec(name: name, valueName: nil, help: help, hidden: hidden)
+    }
+
+    /// The declaration itself (`$name`), for messages that name the option.
+    var projectedValue: Flag { self }
+    var given: Bool { wrappedValue }
+
+    func bind(_ parsed: ParsedArguments) { wrappedValue = parsed.flag(spec.name) }
+}
+
+/// `--name VALUE`, at most once.
+@propertyWrapper
+final class Option: OptionDeclaration {
+    let spec: OptionSpec
+    private(set) var wrappedValue: String? = nil
+
+    /// `choices`: the values it takes, when they are a fixed set (for completion).
+    init(_ name: String, value valueName: String, help: String, choices: [String] = []) {
+        spec = OptionSpec(name: name, valueName: valueName, help: help, choices: choices)
+    }
+
+    /// The declaration itself (`$name`), for messages that name the option.
+    var projectedValue: Option { self }
+    var given: Bool { wrappedValue != nil }
+
+    func bind(_ parsed: ParsedArguments) { wrappedValue = parsed.value(spec.name) }
+}
+
+/// `--name VALUE`, as many times as wanted.
+@propertyWrapper
+final class RepeatedOption: OptionDeclaration {
+    let spec: OptionSpec
+    private(set) var wrappedValue: [String] = []
+
+    init(_ name: String, value valueName: String, help: String) {
+        spec = OptionSpec(name: name, valueName: valueName, help: help, repeatable: true)
+    }
+
+    /// The declaration itself (`$name`), for messages that name the option.
+    var projectedValue: RepeatedOption { self }
+    var given: Bool { !wrappedValue.isEmpty }
+
+    func bind(_ parsed: ParsedArguments) { wrappedValue = parsed.values(spec.name) }
+}
+
+/// Finds the option declarations of a command or group, in the order they
+/// are declared, groups included where they stand.
+enum Declarations {
+    static func all(of value: Any) -> [any OptionDeclaration] {
+        Mirror(reflecting: value).children.flatMap { child -> [any OptionDeclaration] in
+            if let declaration = child.value as? any OptionDeclaration { return [declaration] }
+            if child.value is any OptionGroup { return all(of: child.value) }
+            return []
+        }
+    }
+
+    static func options(of value: Any) -> [OptionSpec] { all(of: value).map(\.spec) }
+
+    static func bind(_ value: Any, to parsed: ParsedArguments) {
+        for declaration in all(of: value) { declaration.bind(parsed) }
+    }
 }
 
 /// Options shared by commands: `--keyfile` and `--help` by all, `--json`
 /// by those that print data (`Command.printsJSON`).
 enum GlobalOptions {
     static let json = OptionSpec(name: "json", valueName: nil, help: "print data as JSON")
-    static let all: [OptionSpec] = [
-        json,
-        OptionSpec(name: "keyfile", valueName: "PATH", help: "unlock with this key file (also VAULT_KEYFILE)"),
-        OptionSpec(name: "help", valueName: nil, help: "show help for the command"),
-    ]
+    static let keyfile = OptionSpec(
+        name: "keyfile", valueName: "PATH", help: "unlock with this key file (also VAULT_KEYFILE)")
+    static let help = OptionSpec(name: "help", valueName: nil, help: "show help for the command")
+    static let all: [OptionSpec] = [json, keyfile, help]
 }
 
 /// A parsed command line: the options given and the positional arguments.
@@ -58,7 +146,7 @@ enum ArgumentParser {
                 break
             }
             if arg == "-h" {
-                parsed.options["help", default: []].append("")
+                parsed.options[GlobalOptions.help.name, default: []].append("")
                 continue
             }
             guard arg.hasPrefix("--"), arg.count > 2 else {

@@ -10,6 +10,8 @@ public enum CLI {
         do {
             return try dispatch(Array(arguments.dropFirst()), environment: environment).rawValue
         } catch {
+            // The one place a command's error becomes a message and an exit code.
+            let error = CLIError(reporting: error)
             console.error(error.message, hint: error.hint, more: error.moreHints)
             return error.exitCode.rawValue
         }
@@ -37,7 +39,7 @@ public enum CLI {
     /// Set once at start-up, before anything else runs; read by `vault exec`.
     nonisolated(unsafe) static var callerSettings: CallerSettings? = nil
 
-    static func dispatch(_ args: [String], environment: [String: String]) throws(CLIError) -> ExitCode {
+    static func dispatch(_ args: [String], environment: [String: String]) throws -> ExitCode {
         guard let first = args.first else {
             Console().out(Help.overview)
             return .usage
@@ -57,7 +59,7 @@ public enum CLI {
         var leading: [String] = []
         while let a = rest.first, a.hasPrefix("-"), a != "--" {
             leading.append(rest.removeFirst())
-            if (a == "--keyfile"), let v = rest.first {
+            if GlobalOptions.all.contains(where: { $0.takesValue && "--" + $0.name == a }), let v = rest.first {
                 leading.append(v)
                 rest.removeFirst()
             }
@@ -77,7 +79,7 @@ public enum CLI {
                 error.message, hint: "put '--' before the program: vault exec NAME... -- COMMAND [ARGUMENT...]",
                 exitCode: .usage)
         }
-        if parsed.flag("help") {
+        if parsed.flag(GlobalOptions.help.name) {
             Console().out(Help.text(for: command))
             return .ok
         }
@@ -86,7 +88,7 @@ public enum CLI {
             throw CLIError.usage("'--' is not used by 'vault \(name)'", command: name)
         }
         let context = Context(command: command, arguments: parsed, environment: environment)
-        try context.configureStore()
+        _ = try context.network.storeTimeout()  // a bad VAULT_STORE_TIMEOUT is a usage error for every command
         return try command.run(context)
     }
 }

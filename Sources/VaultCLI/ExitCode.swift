@@ -1,5 +1,6 @@
 internal import VaultAgent
 internal import VaultCore
+internal import VaultCrypto
 internal import VaultSync
 
 /// The exit codes of SPEC.md.
@@ -35,6 +36,18 @@ struct CLIError: Error {
     static func usage(_ message: String, command: String?) -> CLIError {
         let help = command.map { "see 'vault \($0) --help'" } ?? "see 'vault help'"
         return CLIError(message, hint: help, exitCode: .usage)
+    }
+
+    /// Whatever a command threw, as the CLI reports it: a `VaultError`
+    /// by its code, a crypto failure as the core maps it.
+    init(reporting error: any Error) {
+        switch error {
+        case let error as CLIError: self = error
+        case let error as VaultError: self.init(error)
+        case let error as CryptoError: self.init(VaultError(error))
+        // Never the error's own text: it could quote input.
+        default: self.init("internal error (\(type(of: error)))")
+        }
     }
 
     init(_ error: VaultError) {

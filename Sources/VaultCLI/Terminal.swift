@@ -1,5 +1,6 @@
 internal import CPlatform
 internal import Glibc
+internal import VaultCore
 internal import VaultCrypto
 
 /// The controlling terminal, opened directly (`/dev/tty`) so prompts work
@@ -19,7 +20,7 @@ final class Terminal {
 
     /// Prompts and reads one line with echo off, straight into secure
     /// memory. Ctrl-C and other terminating signals restore the terminal.
-    func readSecret(prompt: String) throws(CLIError) -> SecureBytes {
+    func readSecret(prompt: String) throws -> SecureBytes {
         Console.write(prompt, to: fd)
         guard vault_tty_echo_off(fd) == 0 else {
             throw CLIError("cannot turn off terminal echo", exitCode: .locked)
@@ -28,10 +29,7 @@ final class Terminal {
             vault_tty_restore()
             Console.write("\n", to: fd)
         }
-        let buffer: SecureBytes
-        do { buffer = try SecureBytes(count: Terminal.maximumLength) } catch {
-            throw CLIError(error.reason)
-        }
+        let buffer = try Secure.buffer(count: Terminal.maximumLength)
         var length = 0
         var sawNewline = false
         while length < Terminal.maximumLength {
@@ -47,6 +45,24 @@ final class Terminal {
         guard sawNewline || length < Terminal.maximumLength else {
             throw CLIError("the passphrase is longer than \(Terminal.maximumLength) bytes")
         }
-        do { return try buffer.prefix(length) } catch { throw CLIError(error.reason) }
+        return try Secure.prefix(buffer, length)
+    }
+}
+
+/// Standard input, read whole into secure memory: it may carry tokens.
+enum StandardInput {
+    /// Reads all of stdin (at most `limit` bytes) into secure memory.
+    static func read(limit: Int) throws -> SecureBytes {
+        let buffer = try Secure.buffer(count: limit + 1)
+        var total = 0
+        while total <= limit {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(0, $0.baseAddress! + total, limit + 1 - total) }
+            if n < 0 && errno == EINTR { continue }
+            guard n >= 0 else { throw CLIError("cannot read standard input: \(String(cString: strerror(errno)))") }
+            if n == 0 { break }
+            total += n
+        }
+        guard total <= limit else { throw CLIError("standard input is larger than \(limit) bytes") }
+        return try Secure.prefix(buffer, total)
     }
 }

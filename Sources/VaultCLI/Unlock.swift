@@ -6,7 +6,7 @@ internal import VaultCrypto
 internal import VaultSync
 
 /// Where the key to a vault comes from, in SPEC.md's order of precedence
-/// after a running agent (which `Context.openVault` asks first).
+/// after a running agent (which `VaultOpener.openVault` asks first).
 struct UnlockSources {
     let environment: [String: String]
     let keyfileFlag: String?
@@ -30,7 +30,7 @@ struct UnlockSources {
     /// each slot's own item first, then an item stored before slots had
     /// their own.
     /// `joining`: the vault is the store's, not yet on this machine.
-    func key(secretServiceVault: (vaultID: [UInt8], slotIDs: [[UInt8]])? = nil, joining: Bool = false) throws(CLIError)
+    func key(secretServiceVault: (vaultID: [UInt8], slotIDs: [[UInt8]])? = nil, joining: Bool = false) throws
         -> (
             KeySource, origin: String, interactive: Bool
         )
@@ -71,12 +71,12 @@ struct UnlockSources {
         }
         let raw = try terminal.readSecret(
             prompt: joining ? "Passphrase of the vault in the store: " : "Passphrase for the vault: ")
-        return (try vault { () throws(VaultError) in try KeySource.passphrase(utf8: raw) }, "terminal", true)
+        return (try KeySource.passphrase(utf8: raw), "terminal", true)
     }
 
     /// A passphrase from `<prefix>_PASSPHRASE_COMMAND`, `_FILE` or the
     /// variable itself, or nil when none is set.
-    func nonInteractivePassphrase(prefix: String) throws(CLIError) -> (KeySource, String)? {
+    func nonInteractivePassphrase(prefix: String) throws -> (KeySource, String)? {
         if let command = env("\(prefix)_PASSPHRASE_COMMAND") {
             let variable = "\(prefix)_PASSPHRASE_COMMAND"
             var timeout = PassphraseCommand.defaultTimeout
@@ -103,7 +103,7 @@ struct UnlockSources {
                 throw CLIError("the passphrase is not valid UTF-8 (from \(prefix)_PASSPHRASE)", exitCode: .locked)
             }
             return (
-                try vault { () throws(VaultError) in try KeySource.passphrase(normalizing: text) },
+                try KeySource.passphrase(normalizing: text),
                 "\(prefix)_PASSPHRASE"
             )
         }
@@ -113,7 +113,7 @@ struct UnlockSources {
     /// A new passphrase: from the non-interactive sources named by
     /// `prefix`, else asked twice on the terminal. `otherwise` ends the
     /// hint given without a terminal (another way to do without one).
-    func newPassphrase(prefix: String, fileFlag: String?, otherwise: String? = nil) throws(CLIError) -> KeySource {
+    func newPassphrase(prefix: String, fileFlag: String?, otherwise: String? = nil) throws -> KeySource {
         if let path = fileFlag {
             let raw: SecureBytes
             do { raw = try SecretFile.read(path: path) } catch {
@@ -135,7 +135,7 @@ struct UnlockSources {
         return try passphrase(first, origin: "terminal")
     }
 
-    private func passphrase(_ raw: SecureBytes, origin: String) throws(CLIError) -> KeySource {
+    private func passphrase(_ raw: SecureBytes, origin: String) throws -> KeySource {
         do {
             return try KeySource.passphrase(utf8: SecretFile.trimmingNewline(raw))
         } catch {
@@ -152,7 +152,7 @@ struct UnlockSources {
 enum PassphraseCommand {
     static let limit = 4096
 
-    static func run(_ command: String, variable: String, timeout: Double = defaultTimeout) throws(CLIError)
+    static func run(_ command: String, variable: String, timeout: Double = defaultTimeout) throws
         -> SecureBytes
     {
         var fds: [Int32] = [0, 0]
@@ -173,11 +173,11 @@ enum PassphraseCommand {
             throw CLIError("cannot run \(variable): \(String(cString: strerror(rc)))", exitCode: .locked)
         }
         let output: SecureBytes
-        do { output = try SecureBytes(count: limit + 1) } catch {
+        do { output = try Secure.buffer(count: limit + 1) } catch {
             close(fds[0])
             kill(pid, SIGKILL)
             while waitpid(pid, nil, 0) < 0 && errno == EINTR {}
-            throw CLIError(error.reason)
+            throw error
         }
         // Reading stops when the command exits, even if a child it left in
         // the background still holds the pipe open, and after `timeout`.
@@ -217,7 +217,7 @@ enum PassphraseCommand {
                 exitCode: .locked)
         }
         guard total <= limit else { throw CLIError("\(variable) printed more than \(limit) bytes", exitCode: .locked) }
-        do { return try output.prefix(total) } catch { throw CLIError(error.reason) }
+        return try Secure.prefix(output, total)
     }
 
     static func errnoText() -> String { String(cString: strerror(errno)) }
@@ -247,9 +247,4 @@ enum MonotonicClock {
         clock_gettime(CLOCK_MONOTONIC, &t)
         return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
     }
-}
-
-/// Runs VaultKit calls, mapping their errors.
-func vault<R>(_ body: () throws(VaultError) -> R) throws(CLIError) -> R {
-    do { return try body() } catch { throw CLIError(error) }
 }

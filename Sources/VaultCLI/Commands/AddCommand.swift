@@ -58,45 +58,23 @@ struct TerminalAuthorizationUI: AuthorizationUI {
     }
 }
 
-extension Commands {
-    static let addCommand = Command(
+extension AuthorizationRequest {
+    var effectiveScopesForDisplay: [String] { scopes.isEmpty ? provider.scopes : scopes }
+}
+
+/// `vault add`.
+struct AddCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "add",
         abstract: "Authorize with a provider and store the grant, or authorize a grant again.",
         usage:
-            "add PROVIDER [NAME] [--scope S]... [--client-id ID] [--client-secret-file F] [--flow browser|device|paste|client-credentials] [--client-key-file F [--client-key-id KID]] [--service-account KEY.json [--subject USER]] [--login-hint EMAIL] [--issuer URL] [--tenant T] [--timeout SECONDS]",
+            "add PROVIDER [NAME] [{scope}]... [{client-id}] [{client-secret-file}] [{flow:choices}] [{client-key-file} [{client-key-id}]] [{service-account} [{subject}]] [{login-hint}] [{issuer}] [{tenant}] [{timeout}]",
         arguments: [
             ("PROVIDER", "a provider from 'vault providers', or a new name with --issuer"),
             (
                 "NAME",
                 "the name to store the grant under (default: PROVIDER); alone, an existing grant to authorize again"
             ),
-        ],
-        options: [
-            OptionSpec(
-                name: "scope", valueName: "S",
-                help: "a scope to ask for (repeatable; default: the provider's; for a grant: added to its own)",
-                repeatable: true),
-            OptionSpec(name: "client-id", valueName: "ID", help: "the OAuth client id (else the provider file's)"),
-            OptionSpec(name: "client-secret-file", valueName: "F", help: "read the client secret from file F"),
-            OptionSpec(
-                name: "flow", valueName: "FLOW",
-                help: "browser, device, paste or client-credentials (default: browser; device over SSH)",
-                choices: ["browser", "device", "paste", "client-credentials"]),
-            OptionSpec(
-                name: "client-key-file", valueName: "F",
-                help: "client credentials: authenticate with the PKCS#8 RSA key in file F (private_key_jwt)"),
-            OptionSpec(
-                name: "client-key-id", valueName: "KID", help: "the client key's id, sent as the assertions' kid"),
-            OptionSpec(
-                name: "service-account", valueName: "KEY.json",
-                help: "a service account's key file (Google's JSON format): tokens by RFC 7523 JWT bearer"),
-            OptionSpec(
-                name: "subject", valueName: "USER",
-                help: "with --service-account: act for USER (domain-wide delegation)"),
-            OptionSpec(name: "login-hint", valueName: "EMAIL", help: "suggest this account to the provider"),
-            OptionSpec(name: "issuer", valueName: "URL", help: "discover an OpenID Connect provider from its issuer"),
-            OptionSpec(name: "tenant", valueName: "T", help: "the tenant, for providers that have one (Microsoft)"),
-            OptionSpec(name: "timeout", valueName: "SECONDS", help: "how long to wait for the person (default 300)"),
         ],
         discussion: """
             The browser flow listens on 127.0.0.1 for the redirect, opens the authorization page
@@ -139,45 +117,86 @@ extension Commands {
             "vault add api ci --flow client-credentials --client-id ci-bot --client-secret-file ~/ci-secret",
             "vault add google ci --service-account ~/key.json --scope https://www.googleapis.com/auth/cloud-platform",
         ]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    @RepeatedOption(
+        "scope", value: "S",
+        help: "a scope to ask for (repeatable; default: the provider's; for a grant: added to its own)")
+    var scopes: [String]
+    @Option("client-id", value: "ID", help: "the OAuth client id (else the provider file's)")
+    var clientID: String?
+    @Option("client-secret-file", value: "F", help: "read the client secret from file F")
+    var clientSecretFile: String?
+    @Option(
+        "flow", value: "FLOW", help: "browser, device, paste or client-credentials (default: browser; device over SSH)",
+        choices: ["browser", "device", "paste", "client-credentials"])
+    var flow: String?
+    @Option(
+        "client-key-file", value: "F",
+        help: "client credentials: authenticate with the PKCS#8 RSA key in file F (private_key_jwt)")
+    var clientKeyFile: String?
+    @Option("client-key-id", value: "KID", help: "the client key's id, sent as the assertions' kid")
+    var clientKeyID: String?
+    @Option(
+        "service-account", value: "KEY.json",
+        help: "a service account's key file (Google's JSON format): tokens by RFC 7523 JWT bearer")
+    var serviceAccount: String?
+    @Option("subject", value: "USER", help: "with --service-account: act for USER (domain-wide delegation)")
+    var subject: String?
+    @Option("login-hint", value: "EMAIL", help: "suggest this account to the provider")
+    var loginHint: String?
+    @Option("issuer", value: "URL", help: "discover an OpenID Connect provider from its issuer")
+    var issuer: String?
+    @Option("tenant", value: "T", help: "the tenant, for providers that have one (Microsoft)")
+    var tenant: String?
+    @Option("timeout", value: "SECONDS", help: "how long to wait for the person (default 300)")
+    var timeout: String?
+
+    /// PROVIDER, or a grant to authorize again.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .provider : .nothing
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let args = ctx.arguments.positionals
         guard let first = args.first else { throw CLIError.usage("missing PROVIDER", command: "add") }
         guard args.count <= 2 else { throw CLIError.usage("unexpected argument '\(args[2])'", command: "add") }
         let name = try ctx.grantName(args.count == 2 ? args[1] : first)
         _ = try ctx.grantName(first)
-        if ctx.arguments.value("service-account") != nil || ctx.arguments.value("flow") == "client-credentials" {
+        if serviceAccount != nil || flow == "client-credentials" {
             return try addMachineGrant(
                 ctx, providerName: first, name: name,
                 transport: CurlTransport(caBundle: ctx.environment["SSL_CERT_FILE"]))
         }
-        for flag in ["client-key-file", "client-key-id", "subject"] where ctx.arguments.value(flag) != nil {
-            throw CLIError.usage("--\(flag) needs --flow client-credentials or --service-account", command: "add")
+        for option in [$clientKeyFile, $clientKeyID, $subject] where option.given {
+            throw CLIError.usage(
+                "--\(option.spec.name) needs --flow client-credentials or --service-account", command: "add")
         }
-        let requestedFlow = try ctx.arguments.value("flow").map { (text: String) throws(CLIError) -> Provider.Flow in
+        let requestedFlow = try flow.map { (text: String) throws -> Provider.Flow in
             guard let flow = Provider.Flow(rawValue: text), flow != .clientCredentials else {
                 throw CLIError.usage("--flow must be browser, device or paste", command: "add")
             }
             return flow
         }
         var timeout = 300.0
-        if let t = ctx.arguments.value("timeout") {
+        if let t = self.timeout {
             guard let v = Double(t), v > 0, v <= 86400 else {
                 throw CLIError.usage("--timeout needs a number of seconds", command: "add")
             }
             timeout = v
         }
         let transport = CurlTransport(caBundle: ctx.environment["SSL_CERT_FILE"])
-        let configDirectory = try ctx.location().configDirectory
+        let configDirectory = try ctx.opener.location().configDirectory
         let catalog = ProviderCatalog.load(configDirectory: configDirectory)
 
         // One argument may name a grant to authorize again: finding out needs
         // the vault, and unlocking first means a wrong passphrase wastes no
         // authorization anyway.
-        var store: Vault? = nil
+        var opened: Vault? = nil
         var existing: Grant? = nil
-        if args.count == 1 && ctx.arguments.value("issuer") == nil {
-            store = try ctx.openVault()
-            existing = try existingGrant(name, in: store!)
+        if args.count == 1 && issuer == nil {
+            opened = try ctx.opener.openVault()
+            existing = try existingGrant(name, in: opened!)
         }
         var provider: Provider
         if let existing, existing.kind.mintsTokens {
@@ -189,12 +208,10 @@ extension Commands {
                 exitCode: .usage)
         }
         if let existing {
-            for problem in catalog.problems(ignoring: existing.provider) { ctx.console.warn(problem.reason) }
-            provider = try vault { () throws(VaultError) in
-                try Provider(storedIn: existing, name: name, base: catalog.providers[existing.provider])
-            }
+            for problem in catalog.problems(ignoring: existing.provider) { ctx.output.warn(problem.reason) }
+            provider = try Provider(storedIn: existing, name: name, base: catalog.providers[existing.provider])
         } else {
-            if store != nil && catalog.providers[first] == nil && !catalog.files.keys.contains(first) {
+            if opened != nil && catalog.providers[first] == nil && !catalog.files.keys.contains(first) {
                 // Neither a grant nor a provider: say both were looked for.
                 throw CLIError(
                     "no grant or provider named '\(first)'",
@@ -204,9 +221,9 @@ extension Commands {
             }
             provider = try resolveProvider(first, catalog: catalog, ctx: ctx, transport: transport)
         }
-        if let id = ctx.arguments.value("client-id") { provider.clientID = id }
-        if let path = ctx.arguments.value("client-secret-file") {
-            let raw = try vault { () throws(VaultError) in try SecretFile.trimmingNewline(SecretFile.read(path: path)) }
+        if let id = clientID { provider.clientID = id }
+        if let path = clientSecretFile {
+            let raw = try SecretFile.trimmingNewline(SecretFile.read(path: path))
             provider.clientSecret = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
         }
         guard provider.clientID != nil else {
@@ -214,80 +231,81 @@ extension Commands {
         }
         let flow: Provider.Flow
         if let requestedFlow { flow = requestedFlow } else { flow = try defaultFlow(ctx, provider: provider) }
-        if store == nil { store = try ctx.openVault() }
-        let vaultStore = store!
-        var scopes = ctx.arguments.values("scope")
+        if opened == nil { opened = try ctx.opener.openVault() }
+        let vault = opened!
+        var scopes = scopes
         if existing != nil {
             // Scopes given now come on top of the grant's own.
             scopes = provider.scopes + scopes.filter { !provider.scopes.contains($0) }
         }
         let request = AuthorizationRequest(
-            provider: provider, flow: flow, scopes: scopes, loginHint: ctx.arguments.value("login-hint"),
+            provider: provider, flow: flow, scopes: scopes, loginHint: loginHint,
             timeout: timeout)
         let authorizer = Authorizer(
             transport: transport, ui: TerminalAuthorizationUI(environment: ctx.environment), time: ctx.time)
-        var grant = try vault { () throws(VaultError) in try authorizer.authorize(request) }
+        var grant = try authorizer.authorize(request)
         if let existing { grant.createdAt = existing.createdAt }
-        let existed = existing != nil || (try? vaultStore.load(name)) != nil
+        let existed = existing != nil || (try? vault.load(name)) != nil
         // Replacing keeps the record's id: its sync identity, as well as its name and mappings.
-        _ = try vault { () throws(VaultError) in try vaultStore.save(grant, as: name) }
+        _ = try vault.save(grant, as: name)
         let now = ctx.time.now()
-        if ctx.json {
-            try ctx.printJSON(GrantSummary(name: name, grant: grant, now: now))
+        if ctx.output.json {
+            try ctx.output.printJSON(GrantSummary(name: name, grant: grant, now: now))
         } else {
             let who = grant.account.map { ", \($0)" } ?? ""
             let scopes = grant.kind == .oauth1 ? "" : "; scopes: \(grant.scopes.joined(separator: " "))"
             let verb = existing != nil ? "authorized '\(name)' again" : "\(existed ? "replaced" : "added") '\(name)'"
-            ctx.console.info("\(verb) (\(provider.name)\(who)\(scopes))")
+            ctx.output.info("\(verb) (\(provider.name)\(who)\(scopes))")
             if let before = existing?.account, let after = grant.account, before != after {
-                ctx.console.warn("'\(name)' was for \(before) and is now for \(after)")
+                ctx.output.warn("'\(name)' was for \(before) and is now for \(after)")
             }
             let missing = request.effectiveScopesForDisplay.filter { !grant.scopes.contains($0) }
-            if !missing.isEmpty { ctx.console.warn("the provider did not grant: \(missing.joined(separator: " "))") }
+            if !missing.isEmpty { ctx.output.warn("the provider did not grant: \(missing.joined(separator: " "))") }
             // OAuth 1.0a token credentials do not expire and have no refresh token.
             if grant.refreshToken == nil && grant.kind == .oauth2 {
-                ctx.console.warn(
+                ctx.output.warn(
                     "the provider issued no refresh token; 'vault add \(name)' will be needed again when the access token expires"
                 )
             }
         }
         return .ok
     }
+}
+
+extension AddCommand {
 
     /// The grant stored under `name`, or nil when there is none; any other
     /// trouble reading it (a damaged record) is an error, not a new grant.
-    static func existingGrant(_ name: String, in store: Vault) throws(CLIError) -> Grant? {
-        do { return try store.load(name) } catch {
+    func existingGrant(_ name: String, in vault: Vault) throws -> Grant? {
+        do { return try vault.load(name) } catch {
             if error.code == .notFound { return nil }
-            throw CLIError(error)
+            throw error
         }
     }
 
     /// The provider: a preset or user file, discovered when it has only an issuer or `--issuer` is given.
-    static func resolveProvider(
+    func resolveProvider(
         _ name: String, catalog: ProviderCatalog, ctx: Context, transport: CurlTransport
-    ) throws(CLIError) -> Provider {
-        let issuerFlag = ctx.arguments.value("issuer")
+    ) throws -> Provider {
+        let issuerFlag = issuer
         for problem in issuerFlag == nil ? catalog.problems : catalog.problems(ignoring: name) {
-            ctx.console.warn(problem.reason)
+            ctx.output.warn(problem.reason)
         }
         let known = catalog.providers[name]
         var overrides: [String: String] = [:]
-        if let tenant = ctx.arguments.value("tenant") { overrides["tenant"] = tenant }
+        if let tenant = tenant { overrides["tenant"] = tenant }
         if let issuer = issuerFlag ?? (known?.tokenEndpoint == nil ? known?.issuer : nil) {
-            return try vault { () throws(VaultError) in
-                try catalog.discovering(name, issuer: issuer, transport: transport)
-            }
+            return try catalog.discovering(name, issuer: issuer, transport: transport)
         }
         guard let known else {
-            throw CLIError(try vault { () throws(VaultError) in try catalog.provider(name) }.name)
+            throw CLIError(try catalog.provider(name).name)
         }
         return known.resolved(overrides)
     }
 
     /// The flow when none is asked for: device (else paste) over SSH without
     /// a display, else browser; never client credentials, which is asked for.
-    static func defaultFlow(_ ctx: Context, provider: Provider) throws(CLIError) -> Provider.Flow {
+    func defaultFlow(_ ctx: Context, provider: Provider) throws -> Provider.Flow {
         let env = ctx.environment
         let remote =
             env["SSH_CONNECTION"] != nil && env["DISPLAY"] == nil && env["WAYLAND_DISPLAY"] == nil
@@ -304,8 +322,4 @@ extension Commands {
         }
         return personal.contains(.browser) ? .browser : first
     }
-}
-
-extension AuthorizationRequest {
-    var effectiveScopesForDisplay: [String] { scopes.isEmpty ? provider.scopes : scopes }
 }

@@ -2,67 +2,58 @@ internal import FoundationEssentials
 internal import VaultCore
 internal import VaultHTTP
 
-extension Commands {
+extension AddCommand {
     /// `vault add` for a machine: client credentials or a service account.
     /// Every file and flag is checked, and the vault unlocked, before the
     /// one token request; nothing is stored unless it succeeds.
-    static func addMachineGrant(_ ctx: Context, providerName: String, name: String, transport: CurlTransport)
-        throws(CLIError) -> ExitCode
+    func addMachineGrant(_ ctx: Context, providerName: String, name: String, transport: CurlTransport)
+        throws -> ExitCode
     {
-        let args = ctx.arguments
-        let serviceAccount = args.value("service-account")
-        if serviceAccount != nil, args.value("flow") != nil {
+        if serviceAccount != nil, flow != nil {
             throw CLIError.usage(
                 "--service-account takes no --flow (it is its own: RFC 7523 JWT bearer)", command: "add")
         }
         let personOnly =
-            ["login-hint", "timeout"]
-            + (serviceAccount != nil
-                ? ["client-id", "client-secret-file", "client-key-file", "client-key-id"] : ["subject"])
-        for flag in personOnly where args.value(flag) != nil {
+            [$loginHint, $timeout]
+            + (serviceAccount != nil ? [$clientID, $clientSecretFile, $clientKeyFile, $clientKeyID] : [$subject])
+        for option in personOnly where option.given {
             let with = serviceAccount != nil ? "--service-account" : "--flow client-credentials"
-            throw CLIError.usage("--\(flag) does not go with \(with)", command: "add")
+            throw CLIError.usage("--\(option.spec.name) does not go with \(with)", command: "add")
         }
-        let scopes = args.values("scope")
         for scope in scopes where !ProviderText.isScope(scope) {
             throw CLIError.usage("--scope '\(scope)' is not a scope (printable, no spaces or quotes)", command: "add")
         }
         let grant: Grant
         if let path = serviceAccount {
-            let key = try vault { () throws(VaultError) in
-                try ServiceAccountKey(json: SecretFile.read(path: path, limit: 65536), source: path)
-            }
+            let key = try ServiceAccountKey(json: SecretFile.read(path: path, limit: 65536), source: path)
             let provider = try machineProvider(providerName, ctx: ctx, transport: transport, required: false)
             // Unlock first: a wrong passphrase must not waste a token request.
-            let store = try ctx.openVault()
-            let subject = args.value("subject")
-            grant = try vault { () throws(VaultError) in
-                let server: Provider
-                if let provider { server = provider } else { server = try keyProvider(providerName, key: key) }
-                return try MachineGrants.serviceAccount(
-                    key: key, subject: subject, scopes: scopes, provider: server, transport: transport,
-                    now: ctx.time.now())
-            }
-            return try storeMachineGrant(ctx, grant, name: name, store: store)
+            let vault = try ctx.opener.openVault()
+            let server: Provider
+            if let provider { server = provider } else { server = try keyProvider(providerName, key: key) }
+            grant = try MachineGrants.serviceAccount(
+                key: key, subject: subject, scopes: scopes, provider: server, transport: transport,
+                now: ctx.time.now())
+            return try storeMachineGrant(ctx, grant, name: name, vault: vault)
         }
         var keyPEM: String? = nil
-        if let path = args.value("client-key-file") {
-            if args.value("client-secret-file") != nil {
+        if let path = clientKeyFile {
+            if clientSecretFile != nil {
                 throw CLIError.usage("give --client-secret-file or --client-key-file, not both", command: "add")
             }
-            let raw = try vault { () throws(VaultError) in try SecretFile.read(path: path, limit: 16384) }
+            let raw = try SecretFile.read(path: path, limit: 16384)
             let pem = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
-            try vault { () throws(VaultError) in try JWTAssertion.checkPrivateKey(pem, source: path) }
+            try JWTAssertion.checkPrivateKey(pem, source: path)
             keyPEM = pem
-        } else if args.value("client-key-id") != nil {
+        } else if clientKeyID != nil {
             throw CLIError.usage("--client-key-id goes with --client-key-file", command: "add")
         }
         guard var provider = try machineProvider(providerName, ctx: ctx, transport: transport, required: true) else {
             throw CLIError("unknown provider '\(providerName)'")
         }
-        if let id = args.value("client-id") { provider.clientID = id }
-        if let path = args.value("client-secret-file") {
-            let raw = try vault { () throws(VaultError) in try SecretFile.trimmingNewline(SecretFile.read(path: path)) }
+        if let id = clientID { provider.clientID = id }
+        if let path = clientSecretFile {
+            let raw = try SecretFile.trimmingNewline(SecretFile.read(path: path))
             provider.clientSecret = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
             provider.publicClient = false
         }
@@ -71,24 +62,22 @@ extension Commands {
                 "client credentials need the client's secret (--client-secret-file) or key (--client-key-file)",
                 command: "add")
         }
-        let store = try ctx.openVault()
-        let keyID = args.value("client-key-id")
+        let vault = try ctx.opener.openVault()
+        let keyID = clientKeyID
         let ready = provider
-        grant = try vault { () throws(VaultError) in
-            try MachineGrants.clientCredentials(
-                provider: ready, scopes: scopes, privateKeyPEM: keyPEM, keyID: keyID, transport: transport,
-                now: ctx.time.now())
-        }
-        return try storeMachineGrant(ctx, grant, name: name, store: store)
+        grant = try MachineGrants.clientCredentials(
+            provider: ready, scopes: scopes, privateKeyPEM: keyPEM, keyID: keyID, transport: transport,
+            now: ctx.time.now())
+        return try storeMachineGrant(ctx, grant, name: name, vault: vault)
     }
 
     /// The provider named on the command line; for a service account, nil
     /// when no provider of that name exists (the key file then says all).
-    static func machineProvider(_ name: String, ctx: Context, transport: CurlTransport, required: Bool)
-        throws(CLIError) -> Provider?
+    func machineProvider(_ name: String, ctx: Context, transport: CurlTransport, required: Bool)
+        throws -> Provider?
     {
-        let catalog = ProviderCatalog.load(configDirectory: try ctx.location().configDirectory)
-        if !required && ctx.arguments.value("issuer") == nil {
+        let catalog = ProviderCatalog.load(configDirectory: try ctx.opener.location().configDirectory)
+        if !required && issuer == nil {
             let concerned = catalog.problems.count != catalog.problems(ignoring: name).count
             if catalog.providers[name] == nil && !concerned { return nil }
         }
@@ -96,7 +85,7 @@ extension Commands {
     }
 
     /// A provider made of a key file alone: its token_uri.
-    static func keyProvider(_ name: String, key: ServiceAccountKey) throws(VaultError) -> Provider {
+    func keyProvider(_ name: String, key: ServiceAccountKey) throws(VaultError) -> Provider {
         guard let uri = key.tokenURI else {
             throw VaultError(
                 .invalidInput, "the key file has no token_uri and no provider '\(name)' says where to get tokens",
@@ -105,18 +94,18 @@ extension Commands {
         return try Provider(name: name, tokenEndpoint: uri, clientID: nil, flows: [.clientCredentials])
     }
 
-    static func storeMachineGrant(_ ctx: Context, _ grant: Grant, name: String, store: Vault)
-        throws(CLIError) -> ExitCode
+    func storeMachineGrant(_ ctx: Context, _ grant: Grant, name: String, vault: Vault)
+        throws -> ExitCode
     {
-        let existed = (try? store.load(name)) != nil
-        _ = try vault { () throws(VaultError) in try store.save(grant, as: name) }
-        if ctx.json {
-            try ctx.printJSON(GrantSummary(name: name, grant: grant, now: ctx.time.now()))
+        let existed = (try? vault.load(name)) != nil
+        _ = try vault.save(grant, as: name)
+        if ctx.output.json {
+            try ctx.output.printJSON(GrantSummary(name: name, grant: grant, now: ctx.time.now()))
         } else {
             let who = grant.account.map { ", \($0)" } ?? ""
             let scopes = grant.scopes.isEmpty ? "" : "; scopes: \(grant.scopes.joined(separator: " "))"
             let kind = grant.kind == .serviceAccount ? "service account" : "client credentials"
-            ctx.console.info(
+            ctx.output.info(
                 "\(existed ? "replaced" : "added") '\(name)' (\(grant.provider), \(kind)\(who)\(scopes));"
                     + " its secret or key is now kept in the vault, and the file can be deleted")
         }

@@ -6,44 +6,16 @@ internal import VaultCore
 internal import VaultCrypto
 internal import VaultSync
 
-extension Context {
-    /// The agent's paths for this vault, or nil when agents are off
-    /// (`VAULT_AGENT=off`) or there is no `XDG_RUNTIME_DIR`.
-    func agentPaths(_ location: VaultLocation) -> AgentPaths? {
-        if environment["VAULT_AGENT"] == "off" { return nil }
-        return AgentPaths.resolve(environment: environment, location: location)
-    }
-
-    /// A connection to this vault's running agent, or nil. An agent socket
-    /// that is not safely ours is reported and ignored.
-    func agentClient(_ location: VaultLocation) -> AgentClient? {
-        guard let paths = agentPaths(location) else { return nil }
-        do {
-            return try AgentClient.connect(paths)
-        } catch {
-            if error.code != .notFound { console.warn("not using the agent: \(error.reason)") }
-            return nil
-        }
-    }
-
-    /// After a passphrase unlock: hands the key to a locked agent, or
-    /// starts one, so the next commands need no passphrase.
-    func shareUnlock(_ store: Vault, agent: AgentClient?) {
-        guard environment["VAULT_AGENT"] != "off", let paths = agentPaths(store.location) else { return }
-        if let agent {
-            do { try agent.load(store) } catch { console.warn("the agent did not take the key: \(error.reason)") }
-            return
-        }
-        do {
-            let options = try AgentSettings(environment: environment, arguments: nil)
-            // Said only once the agent confirmed it holds the vault.
-            _ = try AgentLauncher.start(store, paths: paths, settings: options, environment: environment)
-            console.info(
-                "the agent keeps this vault unlocked (\(options.summary)); 'vault lock' locks it")
-        } catch {
-            console.warn("could not start the agent: \(error.message)")
-        }
-    }
+/// `vault agent`'s timeouts, as options.
+struct AgentTimeouts: OptionGroup {
+    @Option("idle-timeout", value: "DURATION", help: "lock after this long unused (default 15m; 0: never)")
+    var idle: String?
+    @Option("timeout", value: "DURATION", help: "lock this long after unlocking (default 8h; 0: never)")
+    var hard: String?
+    @Option(
+        "refresh-before", value: "DURATION",
+        help: "refresh recently used grants this long before they expire (default 5m)")
+    var refreshBefore: String?
 }
 
 /// The agent's timeouts, from `vault agent`'s options or the environment.
@@ -52,19 +24,20 @@ struct AgentSettings {
     var hard: TimeInterval = 8 * 3600
     var refreshBefore: TimeInterval = 5 * 60
 
-    init(environment: [String: String], arguments: ParsedArguments?) throws(CLIError) {
-        func pick(_ option: String, _ variable: String, _ current: TimeInterval) throws(CLIError) -> TimeInterval {
-            guard let text = arguments?.value(option) ?? environment[variable] else { return current }
+    /// `options`: `vault agent`'s, which come before the environment.
+    init(environment: [String: String], options: AgentTimeouts?) throws {
+        func pick(_ option: Option?, _ variable: String, _ current: TimeInterval) throws -> TimeInterval {
+            let given = option?.wrappedValue
+            guard let text = given ?? environment[variable] else { return current }
             guard let seconds = Duration.parse(text) else {
-                throw CLIError.usage(
-                    "\(arguments?.value(option) != nil ? "--\(option)" : variable) needs a duration such as 90s, 15m or 8h",
-                    command: "agent")
+                let source = option.flatMap { given != nil ? "--\($0.spec.name)" : nil } ?? variable
+                throw CLIError.usage("\(source) needs a duration such as 90s, 15m or 8h", command: "agent")
             }
             return seconds
         }
-        idle = try pick("idle-timeout", "VAULT_AGENT_IDLE_TIMEOUT", idle)
-        hard = try pick("timeout", "VAULT_AGENT_TIMEOUT", hard)
-        refreshBefore = try pick("refresh-before", "VAULT_AGENT_REFRESH_BEFORE", refreshBefore)
+        idle = try pick(options?.$idle, "VAULT_AGENT_IDLE_TIMEOUT", idle)
+        hard = try pick(options?.$hard, "VAULT_AGENT_TIMEOUT", hard)
+        refreshBefore = try pick(options?.$refreshBefore, "VAULT_AGENT_REFRESH_BEFORE", refreshBefore)
     }
 
     var serverOptions: AgentServer.Options {
@@ -132,8 +105,8 @@ enum AgentLauncher {
         "VAULT_NEW_PASSPHRASE", "VAULT_NEW_PASSPHRASE_FILE", "VAULT_NEW_PASSPHRASE_COMMAND",
     ]
 
-    static func start(_ store: Vault, paths: AgentPaths, settings: AgentSettings, environment: [String: String])
-        throws(CLIError) -> pid_t
+    static func start(_ vault: Vault, paths: AgentPaths, settings: AgentSettings, environment: [String: String])
+        throws -> pid_t
     {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0, fcntl(fds[1], F_SETFD, FD_CLOEXEC) == 0 else {
@@ -179,7 +152,7 @@ enum AgentLauncher {
         close(fds[0])
         close(ready[1])
         guard rc == 0 else { throw CLIError("cannot start the agent: \(String(cString: strerror(rc)))") }
-        try vault { () throws(VaultError) in try store.writeMasterKey(to: fds[1]) }
+        try vault.writeMasterKey(to: fds[1])
         close(fds[1])
         fds[1] = -1
         if confirmed(ready[0]) { return pid }
@@ -187,7 +160,7 @@ enum AgentLauncher {
         // vault already; otherwise say why none can.
         let status: AgentStatus
         do throws(VaultError) {
-            status = try AgentClient.connect(paths, timeout: 5).status(location: store.location)
+            status = try AgentClient.connect(paths, timeout: 5).status(location: vault.location)
         } catch {
             throw CLIError("the agent did not start: \(error.reason)", hint: error.hint)
         }
@@ -266,24 +239,68 @@ struct AgentOutput: Encodable {
     }
 }
 
-extension Commands {
-    static let agentCommand = Command(
+/// This process as the agent: it listens on the vault's socket and
+/// serves until it locks (`vault agent`).
+struct AgentHost {
+    let context: Context
+    let location: VaultLocation
+    let paths: AgentPaths
+    let settings: AgentSettings
+
+    /// The process a command started on demand: the key arrives on stdin.
+    func serveHandedKey() throws -> ExitCode {
+        let handed = try StandardInput.read(limit: 48)
+        guard handed.count == 48 else { throw CLIError("the agent expects a vault id and a key on stdin") }
+        var raw = handed.unsafeCopyToArray()
+        let vaultID = Array(raw[..<16])
+        let key = try Secure.copy(raw[16...])
+        secureZero(&raw)
+        let server = AgentServer(
+            location: location, paths: paths, options: settings.serverOptions, transport: context.network.transport,
+            time: context.time,
+            log: { _ in })
+        do {
+            try server.listen()
+        } catch {
+            // Another command started one first: it serves the vault.
+            if error.code == .alreadyExists { return .ok }
+            throw error
+        }
+        try server.unlock(vaultID: vaultID, masterKey: key)
+        AgentLauncher.signalReady()
+        server.run()
+        return .ok
+    }
+
+    /// `vault agent --foreground`: unlocks now if a key can be had without
+    /// waiting, else starts locked; logs to stderr; stays when locked.
+    func serveInForeground() throws -> ExitCode {
+        var options = settings.serverOptions
+        options.exitWhenLocked = false
+        let console = context.output.console
+        let server = AgentServer(
+            location: location, paths: paths, options: options, transport: context.network.transport,
+            time: context.time,
+            log: { console.info("agent: \($0)") })
+        try server.listen()
+        if context.opener.unlockSources.available {
+            let vault = try context.opener.openVaultDirectly()
+            try server.unlock(vault)
+        } else {
+            console.info("agent: waiting locked; the first command that unlocks the vault hands it the key")
+        }
+        console.info("agent: listening on \(paths.socket) (\(settings.summary))")
+        server.run()
+        return .ok
+    }
+}
+
+/// `vault agent`.
+struct AgentCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "agent",
         abstract: "Keep the vault unlocked for a while in a per-user agent.",
-        usage: "agent [--foreground] [--idle-timeout DURATION] [--timeout DURATION] [--status]",
-        options: [
-            OptionSpec(name: "foreground", valueName: nil, help: "serve in this process (for a systemd user unit)"),
-            OptionSpec(
-                name: "idle-timeout", valueName: "DURATION", help: "lock after this long unused (default 15m; 0: never)"
-            ),
-            OptionSpec(
-                name: "timeout", valueName: "DURATION", help: "lock this long after unlocking (default 8h; 0: never)"),
-            OptionSpec(
-                name: "refresh-before", valueName: "DURATION",
-                help: "refresh recently used grants this long before they expire (default 5m)"),
-            OptionSpec(name: "status", valueName: nil, help: "say whether an agent holds this vault unlocked"),
-            OptionSpec(name: "key-on-stdin", valueName: nil, help: "", hidden: true),
-        ],
+        usage: "agent [{foreground}] [{idle-timeout}] [{timeout}] [{status}]",
         discussion: """
             The agent holds the vault's keys in locked, guarded memory and answers the
             commands of the same user over a Unix socket in $XDG_RUNTIME_DIR/vault; it never
@@ -297,20 +314,30 @@ extension Commands {
             Timeouts also come from VAULT_AGENT_IDLE_TIMEOUT and VAULT_AGENT_TIMEOUT.
             """,
         examples: ["vault agent --idle-timeout 1h", "vault agent --status", "vault lock"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    @Flag("foreground", help: "serve in this process (for a systemd user unit)")
+    var foreground: Bool
+    let timeouts = AgentTimeouts()
+    @Flag("status", help: "say whether an agent holds this vault unlocked")
+    var status: Bool
+    @Flag("key-on-stdin", help: "", hidden: true)
+    var keyOnStdin: Bool
+
+    func run(_ ctx: Context) throws -> ExitCode {
         _ = try ctx.positionals()
-        let settings = try AgentSettings(environment: ctx.environment, arguments: ctx.arguments)
-        let location = try ctx.location()
+        let settings = try AgentSettings(environment: ctx.environment, options: timeouts)
+        let location = try ctx.opener.location()
         guard let paths = AgentPaths.resolve(environment: ctx.environment, location: location) else {
             throw CLIError(
                 "XDG_RUNTIME_DIR is not set: the agent needs a private runtime directory",
                 hint: "log in through a session manager, or set XDG_RUNTIME_DIR to a private 0700 directory")
         }
-        if ctx.json && ctx.arguments.flag("foreground") {
+        if ctx.output.json && foreground {
             throw CLIError.usage("--json is not used with --foreground", command: "agent")
         }
-        if ctx.arguments.flag("key-on-stdin") {
-            return try ctx.serveHandedKey(location: location, paths: paths, settings: settings)
+        if keyOnStdin {
+            return try AgentHost(context: ctx, location: location, paths: paths, settings: settings).serveHandedKey()
         }
         guard Vault.exists(at: location) else {
             throw CLIError("no vault at \(location.databasePath)", hint: "run 'vault init' to create one")
@@ -321,67 +348,70 @@ extension Commands {
         } catch {
             if error.code == .notFound {
                 running = nil
-            } else if ctx.arguments.flag("status") {
+            } else if status {
                 // --status answers 0 or 77 only: an agent that cannot be used
                 // (its directory refused, say) holds nothing unlocked for us.
-                ctx.console.error(error.reason, hint: error.hint)
-                if ctx.json { try ctx.printJSON(AgentOutput(nil)) }
+                ctx.output.error(error.reason, hint: error.hint)
+                if ctx.output.json { try ctx.output.printJSON(AgentOutput(nil)) }
                 return .locked
             } else {
-                throw CLIError(error)
+                throw error
             }
         }
-        if ctx.arguments.flag("status") {
-            if ctx.json {
-                try ctx.printJSON(AgentOutput(running))
+        if status {
+            if ctx.output.json {
+                try ctx.output.printJSON(AgentOutput(running))
                 return running?.unlocked == true ? .ok : .locked
             }
             guard let running else {
-                ctx.console.info("no agent is running for this vault")
+                ctx.output.info("no agent is running for this vault")
                 return .locked
             }
             guard running.unlocked else {
-                ctx.console.info("the agent (pid \(running.pid)) is locked")
+                ctx.output.info("the agent (pid \(running.pid)) is locked")
                 return .locked
             }
             var limits: [String] = []
             if running.idleSecondsLeft > 0 { limits.append("\(Duration.left(running.idleSecondsLeft)) idle") }
             if running.hardSecondsLeft > 0 { limits.append("\(Duration.left(running.hardSecondsLeft)) at most") }
-            ctx.console.info(
+            ctx.output.info(
                 "the agent (pid \(running.pid)) holds this vault unlocked"
                     + (limits.isEmpty ? "" : "; it locks in \(limits.joined(separator: " or "))"))
             return .ok
         }
-        if ctx.arguments.flag("foreground") {
+        if foreground {
             if let running { throw CLIError("an agent is already running for this vault (pid \(running.pid))") }
-            return try ctx.serveInForeground(location: location, paths: paths, settings: settings)
+            return try AgentHost(context: ctx, location: location, paths: paths, settings: settings).serveInForeground()
         }
         if let running, running.unlocked {
-            try ctx.report(
+            try ctx.output.report(
                 "the agent (pid \(running.pid)) already holds this vault unlocked", json: AgentOutput(running))
             return .ok
         }
-        let store = try ctx.openVaultDirectly()
+        let vault = try ctx.opener.openVaultDirectly()
         if running != nil {
-            let client = try vault { () throws(VaultError) in try AgentClient.connect(paths) }
-            try vault { () throws(VaultError) in try client.load(store) }
+            let client = try AgentClient.connect(paths)
+            try client.load(vault)
             let now = try? AgentClient.connect(paths, timeout: 5).status(location: location)
-            try ctx.report("unlocked the running agent", json: AgentOutput(now))
+            try ctx.output.report("unlocked the running agent", json: AgentOutput(now))
             return .ok
         }
-        let pid = try AgentLauncher.start(store, paths: paths, settings: settings, environment: ctx.environment)
+        let pid = try AgentLauncher.start(vault, paths: paths, settings: settings, environment: ctx.environment)
         // Wait until it answers, so the next command finds it.
         for _ in 0..<100 {
             if let s = try? AgentClient.connect(paths, timeout: 5).status(location: location), s.unlocked {
-                try ctx.report("agent started (pid \(pid)); it \(settings.summary)", json: AgentOutput(s))
+                try ctx.output.report("agent started (pid \(pid)); it \(settings.summary)", json: AgentOutput(s))
                 return .ok
             }
             usleep(50_000)
         }
         throw CLIError("the agent did not start", hint: "run 'vault agent --foreground' to see why")
     }
+}
 
-    static let lockCommand = Command(
+/// `vault lock`.
+struct LockCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "lock",
         abstract: "Make the agent forget the vault's keys.",
         usage: "lock",
@@ -390,75 +420,25 @@ extension Commands {
             one run with --foreground keeps running, locked.
             """,
         examples: ["vault lock"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    func run(_ ctx: Context) throws -> ExitCode {
         _ = try ctx.positionals()
-        let location = try ctx.location()
+        let location = try ctx.opener.location()
         guard let paths = AgentPaths.resolve(environment: ctx.environment, location: location) else {
-            try ctx.report("no agent is running (XDG_RUNTIME_DIR is not set)", json: AgentOutput(nil))
+            try ctx.output.report("no agent is running (XDG_RUNTIME_DIR is not set)", json: AgentOutput(nil))
             return .ok
         }
         let client: AgentClient
         do throws(VaultError) {
             client = try AgentClient.connect(paths)
         } catch {
-            guard error.code == .notFound else { throw CLIError(error) }
-            try ctx.report("no agent is running for this vault", json: AgentOutput(nil))
+            guard error.code == .notFound else { throw error }
+            try ctx.output.report("no agent is running for this vault", json: AgentOutput(nil))
             return .ok
         }
-        try vault { () throws(VaultError) in try client.lock() }
-        try ctx.report("locked", json: AgentOutput(lockedAgent: ()))
-        return .ok
-    }
-}
-
-extension Context {
-    /// The process a command started on demand: the key arrives on stdin.
-    func serveHandedKey(location: VaultLocation, paths: AgentPaths, settings: AgentSettings) throws(CLIError)
-        -> ExitCode
-    {
-        let handed = try readStandardInput(limit: 48)
-        guard handed.count == 48 else { throw CLIError("the agent expects a vault id and a key on stdin") }
-        var raw = handed.unsafeCopyToArray()
-        let vaultID = Array(raw[..<16])
-        let key: SecureBytes
-        do { key = try SecureBytes(copying: raw[16...]) } catch { throw CLIError(error.reason) }
-        secureZero(&raw)
-        let server = AgentServer(
-            location: location, paths: paths, options: settings.serverOptions, transport: transport, time: time,
-            log: { _ in })
-        do {
-            try server.listen()
-        } catch {
-            // Another command started one first: it serves the vault.
-            if error.code == .alreadyExists { return .ok }
-            throw CLIError(error)
-        }
-        try vault { () throws(VaultError) in try server.unlock(vaultID: vaultID, masterKey: key) }
-        AgentLauncher.signalReady()
-        server.run()
-        return .ok
-    }
-
-    /// `vault agent --foreground`: unlocks now if a key can be had without
-    /// waiting, else starts locked; logs to stderr; stays when locked.
-    func serveInForeground(location: VaultLocation, paths: AgentPaths, settings: AgentSettings) throws(CLIError)
-        -> ExitCode
-    {
-        var options = settings.serverOptions
-        options.exitWhenLocked = false
-        let console = console
-        let server = AgentServer(
-            location: location, paths: paths, options: options, transport: transport, time: time,
-            log: { console.info("agent: \($0)") })
-        try vault { () throws(VaultError) in try server.listen() }
-        if unlockSources.available {
-            let store = try openVaultDirectly()
-            try vault { () throws(VaultError) in try server.unlock(store) }
-        } else {
-            console.info("agent: waiting locked; the first command that unlocks the vault hands it the key")
-        }
-        console.info("agent: listening on \(paths.socket) (\(settings.summary))")
-        server.run()
+        try client.lock()
+        try ctx.output.report("locked", json: AgentOutput(lockedAgent: ()))
         return .ok
     }
 }

@@ -20,27 +20,6 @@ struct CompletionCandidates {
         case nothing
     }
 
-    /// The positional arguments each command takes, by position (the
-    /// last one repeats where the command takes several).
-    static func argument(for command: String, positionals p: [String]) -> Argument {
-        switch (command, p.count) {
-        case ("show", 0), ("token", 0), ("refresh", 0), ("check", 0), ("remove", 0), ("rename", 0), ("header", 0),
-            ("sign", 0), ("xoauth2", 0):
-            return .grant
-        case ("env", _), ("exec", _): return .grant
-        case ("add", 0): return .provider
-        case ("help", 0): return .command
-        case ("completion", 0): return .words(["bash", "zsh", "fish"])
-        case ("git-credential", 0): return .words(["get", "store", "erase", "map"])
-        case ("git-credential", 2) where p[0] == "map": return .grant
-        case ("conflicts", 0): return .words(["resolve"])
-        case ("conflicts", 1) where p[0] == "resolve": return .grant
-        case ("keyslot", 0): return .words(["list", "add", "remove"])
-        case ("remote", 0): return .words(["set"])
-        default: return .nothing
-        }
-    }
-
     /// `words`: what follows `vault` on the command line, the word being
     /// completed last (possibly empty).
     func lines(_ words: [String]) -> [String] {
@@ -72,10 +51,10 @@ struct CompletionCandidates {
                 positionals.append(word)
             }
         }
-        switch Self.argument(for: command.name, positionals: positionals) {
+        switch command.argument(positionals) {
         case .grant: return ["words"] + grantNames()
         case .provider:
-            let configDirectory = (try? context.location())?.configDirectory
+            let configDirectory = (try? context.opener.location())?.configDirectory
             let providers = configDirectory.map { ProviderCatalog.load(configDirectory: $0).sorted.map(\.name) } ?? []
             return ["words"] + providers + grantNames()
         case .command: return ["words"] + Commands.all.map(\.name)
@@ -87,15 +66,15 @@ struct CompletionCandidates {
     /// The grant names, if the vault opens without asking anyone: through
     /// its agent, or with a key file. Otherwise none.
     func grantNames() -> [String] {
-        guard let location = try? context.location(), Vault.exists(at: location) else { return [] }
-        var store: Vault? = nil
-        if let paths = context.agentPaths(location), let agent = try? AgentClient.connect(paths, timeout: 2) {
-            store = try? Vault.open(at: location, agent: agent, time: context.time)
+        guard let location = try? context.opener.location(), Vault.exists(at: location) else { return [] }
+        var vault: Vault? = nil
+        if let paths = context.agents.paths(for: location), let agent = try? AgentClient.connect(paths, timeout: 2) {
+            vault = try? Vault.open(at: location, agent: agent, time: context.time)
         }
-        if store == nil, let path = context.unlockSources.keyfilePath, let key = try? Keyfile.read(path: path) {
-            store = try? Vault.open(at: location, key: .keyfile(key), time: context.time)
+        if vault == nil, let path = context.opener.unlockSources.keyfilePath, let key = try? Keyfile.read(path: path) {
+            vault = try? Vault.open(at: location, key: .keyfile(key), time: context.time)
         }
-        guard let store, let listing = try? store.list(secrets: false) else { return [] }
+        guard let vault, let listing = try? vault.list(secrets: false) else { return [] }
         return listing.grants.map(\.name)
     }
 }

@@ -128,8 +128,9 @@ enum Completion {
     }
 }
 
-extension Commands {
-    static let completionCommand = Command(
+/// `vault completion`.
+struct CompletionCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "completion",
         abstract: "Print a shell completion script (bash, zsh or fish).",
         usage: "completion bash|zsh|fish",
@@ -145,7 +146,14 @@ extension Commands {
             "vault completion fish > ~/.config/fish/completions/vault.fish",
         ],
         printsJSON: false
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    /// SHELL.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .words(["bash", "zsh", "fish"]) : .nothing
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
         if ctx.arguments.positionals == ["candidates"], let words = ctx.arguments.trailing {
             let lines = CompletionCandidates(context: ctx).lines(words)
             Console.write(lines.joined(separator: "\n") + "\n", to: 1)

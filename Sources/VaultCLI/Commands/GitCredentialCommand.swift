@@ -5,20 +5,15 @@ internal import VaultCore
 internal import VaultHTTP
 internal import VaultSync
 
-extension Commands {
-    static let gitCredentialCommand = Command(
+/// `vault git-credential`.
+struct GitCredentialCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "git-credential",
         abstract: "Serve git credentials from grants (git's credential helper protocol).",
-        usage: "git-credential get|store|erase | git-credential map [HOST[/PATH] [NAME] [--username U] [--remove]]",
+        usage: "git-credential get|store|erase | git-credential map [HOST[/PATH] [NAME] [{username}] [{remove}]]",
         arguments: [
             ("get|store|erase", "what git asks, with its request on stdin"),
             ("map HOST[/PATH] NAME", "make grant NAME serve HOST (and PATH, when git sends one)"),
-        ],
-        options: [
-            OptionSpec(
-                name: "username", valueName: "U",
-                help: "map: the user name to send (default: the provider's, else oauth2)"),
-            OptionSpec(name: "remove", valueName: nil, help: "map: forget the mapping of HOST[/PATH]"),
         ],
         discussion: """
             Set it up with: git config --global credential.helper '!vault git-credential'
@@ -35,54 +30,72 @@ extension Commands {
             "vault git-credential map github.com gh",
             "vault git-credential map git.example.com/team work --username oauth2",
         ]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    @Option("username", value: "U", help: "map: the user name to send (default: the provider's, else oauth2)")
+    var username: String?
+    @Flag("remove", help: "map: forget the mapping of HOST[/PATH]")
+    var remove: Bool
+
+    /// The action; after `map HOST`, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        switch positionals.count {
+        case 0: return .words(["get", "store", "erase", "map"])
+        case 2 where positionals[0] == "map": return .grant
+        default: return .nothing
+        }
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let args = ctx.arguments.positionals
         guard let action = args.first else {
             throw CLIError.usage("missing get, store, erase or map", command: "git-credential")
         }
-        let configDirectory = try ctx.location().configDirectory
+        let configDirectory = try ctx.opener.location().configDirectory
         switch action {
         case "map":
             return try gitMap(Array(args.dropFirst()), ctx: ctx, configDirectory: configDirectory)
         case "get", "store", "erase":
             // git reads its own key=value protocol here, never JSON.
-            if ctx.json { throw CLIError.usage("--json is only for 'git-credential map'", command: "git-credential") }
+            if ctx.output.json {
+                throw CLIError.usage("--json is only for 'git-credential map'", command: "git-credential")
+            }
             guard args.count == 1 else {
                 throw CLIError.usage("unexpected argument '\(args[1])'", command: "git-credential")
             }
         default:
             throw CLIError.usage("unknown action '\(action)'", command: "git-credential")
         }
-        let input = try ctx.readStandardInput(limit: 65536)
+        let input = try StandardInput.read(limit: 65536)
         let request = GitCredentialRequest(input.withUnsafeBytes { String(decoding: $0, as: UTF8.self) })
         // 'store' tells a helper that credentials worked; vault has nothing to keep.
         guard action != "store", let host = request.host, let proto = request.proto else { return .ok }
         let hostOnly = String(host.split(separator: ":").first ?? "")
         guard proto == "https" || (proto == "http" && URLPolicy.isLoopback(hostOnly)) else { return .ok }
-        let map = try vault { () throws(VaultError) in try GitCredentialMap.load(configDirectory: configDirectory) }
+        let map = try GitCredentialMap.load(configDirectory: configDirectory)
         let catalog = ProviderCatalog.load(configDirectory: configDirectory)
         var entry = map.entry(host: host, path: request.path)
-        let store = try ctx.openVault()
+        let vault = try ctx.opener.openVault()
         if entry == nil {
             // A preset may serve its own host when the choice is unambiguous.
             let providers = catalog.sorted.filter { $0.gitHosts.contains(host.lowercased()) }.map(\.name)
-            let grants = try vault { () throws(VaultError) in try store.list() }.grants
+            let grants = try vault.list().grants
             let candidates = grants.filter { providers.contains($0.grant.provider) }
             if candidates.count == 1 {
                 entry = GitCredentialMap.Entry(grant: candidates[0].name)
             } else if candidates.count > 1 {
-                ctx.console.warn(
+                ctx.output.warn(
                     "several grants could serve \(host); choose one with 'vault git-credential map \(host) NAME'")
             }
         }
         guard let entry else { return .ok }
         if action == "erase" {
             if let password = request.fields["password"] {
-                _ = try vault { () throws(VaultError) in try store.markStale(entry.grant, ifAccessToken: password) }
+                _ = try vault.markStale(entry.grant, ifAccessToken: password)
             }
             return .ok
         }
-        let fresh = try vault { () throws(VaultError) in try ctx.refresher(store).freshGrant(entry.grant) }
+        let fresh = try ctx.network.refresher(vault).freshGrant(entry.grant)
         let username =
             entry.username ?? catalog.providers[fresh.grant.provider]?.gitUsername ?? "oauth2"
         let password = fresh.grant.accessToken ?? ""
@@ -98,44 +111,45 @@ extension Commands {
         Console.writeAll(&bytes, fd: 1)
         return .ok
     }
+}
 
-    static func gitMap(_ args: [String], ctx: Context, configDirectory: String) throws(CLIError) -> ExitCode {
-        var map = try vault { () throws(VaultError) in try GitCredentialMap.load(configDirectory: configDirectory) }
+extension GitCredentialCommand {
+
+    func gitMap(_ args: [String], ctx: Context, configDirectory: String) throws -> ExitCode {
+        var map = try GitCredentialMap.load(configDirectory: configDirectory)
         if args.isEmpty {
-            if ctx.json {
-                try ctx.printJSON(map.entries)
+            if ctx.output.json {
+                try ctx.output.printJSON(map.entries)
             } else {
                 let rows =
                     [["HOST", "GRANT", "USERNAME"]]
                     + map.entries.sorted { $0.key < $1.key }.map { [$0.key, $0.value.grant, $0.value.username ?? "-"] }
                 if map.entries.isEmpty {
-                    ctx.console.info("no git hosts are mapped; presets serve their own hosts")
+                    ctx.output.info("no git hosts are mapped; presets serve their own hosts")
                 } else {
-                    for line in Format.table(rows) { ctx.console.out(line) }
+                    for line in Format.table(rows) { ctx.output.out(line) }
                 }
             }
             return .ok
         }
-        if ctx.arguments.flag("remove") {
+        if remove {
             guard args.count == 1 else {
                 throw CLIError.usage("--remove takes HOST[/PATH] only", command: "git-credential")
             }
-            try vault { () throws(VaultError) in try map.set(args[0], nil) }
-            try ctx.report("forgot the mapping of \(args[0])", json: map.entries)
+            try map.set(args[0], nil)
+            try ctx.output.report("forgot the mapping of \(args[0])", json: map.entries)
             return .ok
         }
         guard args.count == 2 else { throw CLIError.usage("map needs HOST[/PATH] and NAME", command: "git-credential") }
         let name = try ctx.grantName(args[1])
         // A mapping to a grant that does not exist would only fail later, inside git.
-        let store = try ctx.openVault()
-        let names = try vault { () throws(VaultError) in try store.list(secrets: false) }.grants.map(\.name)
+        let vault = try ctx.opener.openVault()
+        let names = try vault.list(secrets: false).grants.map(\.name)
         guard names.contains(name) else {
             throw CLIError("grant '\(name)' not found", hint: "see 'vault list' for the grants there are")
         }
-        try vault { () throws(VaultError) in
-            try map.set(args[0], GitCredentialMap.Entry(grant: name, username: ctx.arguments.value("username")))
-        }
-        try ctx.report("\(args[0]) is served by '\(name)'", json: map.entries)
+        try map.set(args[0], GitCredentialMap.Entry(grant: name, username: username))
+        try ctx.output.report("\(args[0]) is served by '\(name)'", json: map.entries)
         return .ok
     }
 }

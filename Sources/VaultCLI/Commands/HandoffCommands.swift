@@ -104,22 +104,47 @@ enum EnvFormat: String {
     }
 }
 
+/// The request an OAuth 1.0a signature covers (`header`, `sign`).
+struct SigningOptions: OptionGroup {
+    @Option("method", value: "M", help: "OAuth 1.0a: the request's HTTP method (default GET)")
+    var method: String?
+    @Option("url", value: "U", help: "OAuth 1.0a: the request's URL, query included")
+    var url: String?
+    @Option("body-form", value: "F", help: "OAuth 1.0a: a form-encoded request body to sign, from file F")
+    var bodyForm: String?
+
+    /// Signs the request given by --method, --url and --body-form.
+    func signature(_ grant: Grant, ctx: Context) throws -> [(String, String)] {
+        guard let url else {
+            throw CLIError.usage("an OAuth 1.0a signature needs --url", command: ctx.command.name)
+        }
+        var body: String? = nil
+        if let file = bodyForm {
+            let raw = try SecretFile.read(path: file)
+            body = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        }
+        return try OAuth1.sign(
+            method: method ?? "GET", url: url, bodyForm: body, credentials: grant.oauth1Credentials(),
+            nonce: OAuth1.nonce(), timestamp: ctx.time.now().epochSeconds)
+    }
+}
+
 extension Commands {
-    /// Fresh grants for several names from one unlocked vault.
-    static func freshGrants(_ names: [String], ctx: Context) throws(CLIError) -> [(String, Grant)] {
-        let store = try ctx.openVault()
+    /// Fresh grants for several names from one unlocked vault. from one unlocked vault.
+    static func freshGrants(_ names: [String], ctx: Context) throws -> [(String, Grant)] {
+        let vault = try ctx.opener.openVault()
         var out: [(String, Grant)] = []
         for name in names {
-            let fresh = try vault { () throws(VaultError) in try ctx.refresher(store).freshGrant(name) }
+            let fresh = try ctx.network.refresher(vault).freshGrant(name)
             out.append((name, fresh.grant))
         }
         return out
     }
 
-    static func variables(_ names: [String], ctx: Context) throws(CLIError) -> [(String, String)] {
+    /// The variables of grants `names`, named with `prefix` (`--prefix`) or each grant's own.
+    static func variables(_ names: [String], prefix: String?, ctx: Context) throws -> [(String, String)] {
         guard !names.isEmpty else { throw CLIError.usage("missing NAME", command: ctx.command.name) }
-        let validNames = try names.map { (n: String) throws(CLIError) -> String in try ctx.grantName(n) }
-        let prefix = ctx.arguments.value("prefix")
+        let validNames = try names.map { (n: String) throws -> String in try ctx.grantName(n) }
         if let prefix {
             guard names.count == 1 else {
                 throw CLIError.usage("--prefix works with one NAME", command: ctx.command.name)
@@ -141,20 +166,15 @@ extension Commands {
         return pairs
     }
 
-    static let prefixOption = OptionSpec(
-        name: "prefix", valueName: "PREFIX", help: "variable name prefix (default: the grant name in upper case)")
+}
 
-    static let envCommand = Command(
+/// `vault env`.
+struct EnvCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "env",
         abstract: "Print shell lines that export fresh tokens and their metadata.",
-        usage: "env NAME... [--format sh|fish|dotenv|json] [--prefix PREFIX]",
+        usage: "env NAME... [{format:choices}] [{prefix}]",
         arguments: [("NAME", "one or more grants")],
-        options: [
-            OptionSpec(
-                name: "format", valueName: "FORMAT", help: "sh (default), fish, dotenv or json",
-                choices: ["sh", "fish", "dotenv", "json"]),
-            prefixOption,
-        ],
         discussion: """
             For a grant named work: WORK_ACCESS_TOKEN, WORK_TOKEN_TYPE, WORK_TOKEN_EXPIRES_AT
             (seconds since the epoch), WORK_TOKEN_EXPIRES (ISO 8601), WORK_ACCOUNT, WORK_SCOPES
@@ -168,12 +188,26 @@ extension Commands {
             "eval \"$(vault env work)\"", "vault env work --format fish | source",
             "vault env work --format dotenv > .env",
         ]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
-        let formatName = ctx.json ? "json" : (ctx.arguments.value("format") ?? "sh")
+    )
+
+    @Option(
+        "format", value: "FORMAT", help: "sh (default), fish, dotenv or json",
+        choices: ["sh", "fish", "dotenv", "json"])
+    var format: String?
+    @Option("prefix", value: "PREFIX", help: "variable name prefix (default: the grant name in upper case)")
+    var prefix: String?
+
+    /// NAME..., grants.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        .grant
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
+        let formatName = ctx.output.json ? "json" : (format ?? "sh")
         guard let format = EnvFormat(rawValue: formatName) else {
             throw CLIError.usage("--format must be sh, fish, dotenv or json", command: "env")
         }
-        let pairs = try variables(ctx.arguments.positionals, ctx: ctx)
+        let pairs = try Commands.variables(ctx.arguments.positionals, prefix: prefix, ctx: ctx)
         if format == .dotenv {
             for (name, value) in pairs where EnvFormat.dotenvQuoted(value) == nil {
                 throw CLIError(
@@ -181,7 +215,7 @@ extension Commands {
                     hint: "use --format json, sh or fish, or 'vault exec'")
             }
             for (name, value) in pairs where EnvFormat.pythonDotenvExpands(value) {
-                ctx.console.warn(
+                ctx.output.warn(
                     "\(name) holds '${...}', which python-dotenv expands unless read with interpolate=False (Docker Compose reads it as is)"
                 )
             }
@@ -189,7 +223,7 @@ extension Commands {
         if format == .json {
             var object: [String: String] = [:]
             for (k, v) in pairs { object[k] = v }
-            try ctx.printJSON(object)
+            try ctx.output.printJSON(object)
         } else {
             var text = pairs.map { format.line($0.0, $0.1) }.joined(separator: "\n") + "\n"
             var bytes = Array(text.utf8)
@@ -198,13 +232,15 @@ extension Commands {
         }
         return .ok
     }
+}
 
-    static let execCommand = Command(
+/// `vault exec`.
+struct ExecCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "exec",
         abstract: "Run a command with fresh tokens in its environment.",
-        usage: "exec NAME... [--prefix PREFIX] -- COMMAND [ARGUMENT...]",
+        usage: "exec NAME... [{prefix}] -- COMMAND [ARGUMENT...]",
         arguments: [("NAME", "one or more grants"), ("COMMAND", "the program to run, found in PATH")],
-        options: [prefixOption],
         discussion: """
             Sets the variables 'vault env' prints, then replaces itself with COMMAND: its stdin,
             stdout and stderr are yours, signals reach it directly, and its exit status is vault's.
@@ -216,11 +252,21 @@ extension Commands {
             "vault exec github --prefix GH -- ./deploy.sh",
         ],
         printsJSON: false
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    @Option("prefix", value: "PREFIX", help: "variable name prefix (default: the grant name in upper case)")
+    var prefix: String?
+
+    /// NAME..., grants.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        .grant
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
         guard let command = ctx.arguments.trailing, let program = command.first else {
             throw CLIError.usage("missing '-- COMMAND'", command: "exec")
         }
-        let pairs = try variables(ctx.arguments.positionals, ctx: ctx)
+        let pairs = try Commands.variables(ctx.arguments.positionals, prefix: prefix, ctx: ctx)
         for (k, v) in pairs { setenv(k, v, 1) }
         if let caller = CLI.callerSettings {
             umask(caller.umask)
@@ -233,20 +279,15 @@ extension Commands {
         throw CLIError(
             "cannot run '\(program)': \(reason.lowercased())", exitCode: errno == ENOENT ? .usage : .failure)
     }
+}
 
-    static let signingOptions = [
-        OptionSpec(name: "method", valueName: "M", help: "OAuth 1.0a: the request's HTTP method (default GET)"),
-        OptionSpec(name: "url", valueName: "U", help: "OAuth 1.0a: the request's URL, query included"),
-        OptionSpec(
-            name: "body-form", valueName: "F", help: "OAuth 1.0a: a form-encoded request body to sign, from file F"),
-    ]
-
-    static let headerCommand = Command(
+/// `vault header`.
+struct HeaderCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "header",
         abstract: "Print an Authorization header with a fresh token (or an OAuth 1.0a signature).",
-        usage: "header NAME [--method M --url U [--body-form F]]",
+        usage: "header NAME [{method} {url} [{body-form}]]",
         arguments: [("NAME", "the grant")],
-        options: signingOptions,
         discussion: """
             Prints 'Authorization: Bearer TOKEN', ready for curl -H @-. For an OAuth 1.0a grant it
             prints a signed 'Authorization: OAuth ...' header for the request given by --method,
@@ -257,12 +298,21 @@ extension Commands {
             "vault header flickr --url 'https://api.flickr.com/services/rest?method=flickr.test.login'",
         ],
         printsJSON: false
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    let signing = SigningOptions()
+
+    /// NAME, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .grant : .nothing
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
-        let grant = try freshGrants([name], ctx: ctx)[0].1
+        let grant = try Commands.freshGrants([name], ctx: ctx)[0].1
         let line: String
         if grant.kind == .oauth1 {
-            line = "Authorization: " + OAuth1.authorizationHeader(try oauth1Signature(grant, ctx: ctx))
+            line = "Authorization: " + OAuth1.authorizationHeader(try signing.signature(grant, ctx: ctx))
         } else {
             let token = grant.accessToken ?? ""
             // A header value ends at a line break: refuse what would start another header.
@@ -277,55 +327,44 @@ extension Commands {
         Console.writeAll(&bytes, fd: 1)
         return .ok
     }
+}
 
-    static let signCommand = Command(
+/// `vault sign`.
+struct SignCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "sign",
         abstract: "Print a URL signed with an OAuth 1.0a grant (query-string signing).",
-        usage: "sign NAME --url U [--method M] [--body-form F]",
+        usage: "sign NAME {url} [{method}] [{body-form}]",
         arguments: [("NAME", "an OAuth 1.0a grant")],
-        options: signingOptions,
         discussion: "Adds the protocol parameters and the signature to the URL's query (RFC 5849 section 3.5.3).",
         examples: ["curl \"$(vault sign trello --url 'https://api.trello.com/1/members/me')\""],
         printsJSON: false
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    let signing = SigningOptions()
+
+    /// NAME, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .grant : .nothing
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
-        let grant = try freshGrants([name], ctx: ctx)[0].1
-        let params = try oauth1Signature(grant, ctx: ctx)
-        var bytes = Array((OAuth1.signedURL(ctx.arguments.value("url") ?? "", params) + "\n").utf8)
+        let grant = try Commands.freshGrants([name], ctx: ctx)[0].1
+        let params = try signing.signature(grant, ctx: ctx)
+        var bytes = Array((OAuth1.signedURL(signing.url ?? "", params) + "\n").utf8)
         Console.writeAll(&bytes, fd: 1)
         return .ok
     }
+}
 
-    /// Signs the request given by --method, --url and --body-form.
-    static func oauth1Signature(_ grant: Grant, ctx: Context) throws(CLIError) -> [(String, String)] {
-        guard let url = ctx.arguments.value("url") else {
-            throw CLIError.usage("an OAuth 1.0a signature needs --url", command: ctx.command.name)
-        }
-        var body: String? = nil
-        if let file = ctx.arguments.value("body-form") {
-            let raw = try vault { () throws(VaultError) in try SecretFile.read(path: file) }
-            body = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
-        }
-        return try vault { () throws(VaultError) in
-            try OAuth1.sign(
-                method: ctx.arguments.value("method") ?? "GET", url: url, bodyForm: body,
-                credentials: grant.oauth1Credentials(), nonce: OAuth1.nonce(),
-                timestamp: ctx.time.now().epochSeconds)
-        }
-    }
-
-    static let xoauth2Command = Command(
+/// `vault xoauth2`.
+struct XOAuth2Command: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "xoauth2",
         abstract: "Print the SASL XOAUTH2 (or OAUTHBEARER) response for IMAP and SMTP.",
-        usage: "xoauth2 NAME [--base64] [--user USER] [--oauthbearer [--host HOST] [--port PORT]]",
+        usage: "xoauth2 NAME [{base64}] [{user}] [{oauthbearer} [{host}] [{port}]]",
         arguments: [("NAME", "the grant")],
-        options: [
-            OptionSpec(name: "base64", valueName: nil, help: "print it base64-encoded, as sent on the wire"),
-            OptionSpec(name: "user", valueName: "USER", help: "the login (default: the grant's account)"),
-            OptionSpec(name: "oauthbearer", valueName: nil, help: "RFC 7628 OAUTHBEARER instead of XOAUTH2"),
-            OptionSpec(name: "host", valueName: "HOST", help: "OAUTHBEARER: the server's host name"),
-            OptionSpec(name: "port", valueName: "PORT", help: "OAUTHBEARER: the server's port"),
-        ],
         discussion: """
             XOAUTH2: user=USER^Aauth=Bearer TOKEN^A^A. OAUTHBEARER: n,a=USER,^A[host=HOST^A]
             [port=PORT^A]auth=Bearer TOKEN^A^A. Mail clients usually want --base64; some (msmtp's
@@ -336,25 +375,43 @@ extension Commands {
             "vault xoauth2 gmail --base64", "vault xoauth2 work --oauthbearer --host imap.example.com --port 993",
         ],
         printsJSON: false
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    @Flag("base64", help: "print it base64-encoded, as sent on the wire")
+    var base64: Bool
+    @Option("user", value: "USER", help: "the login (default: the grant's account)")
+    var user: String?
+    @Flag("oauthbearer", help: "RFC 7628 OAUTHBEARER instead of XOAUTH2")
+    var oauthbearer: Bool
+    @Option("host", value: "HOST", help: "OAUTHBEARER: the server's host name")
+    var host: String?
+    @Option("port", value: "PORT", help: "OAUTHBEARER: the server's port")
+    var port: String?
+
+    /// NAME, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .grant : .nothing
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         // OAUTHBEARER's host and port fields, checked before any token is fetched.
         var kv = ""
-        if let host = ctx.arguments.value("host") {
+        if let host = host {
             guard OutputGrammar.isSASLHost(host) else {
                 throw CLIError.usage(
                     "--host must be a host name or an IP address, not \(host.debugDescription)", command: "xoauth2")
             }
             kv += "host=\(host)\u{1}"
         }
-        if let port = ctx.arguments.value("port") {
+        if let port = port {
             guard OutputGrammar.isSASLPort(port) else {
                 throw CLIError.usage("--port must be a number from 1 to 65535", command: "xoauth2")
             }
             kv += "port=\(port)\u{1}"
         }
-        let grant = try freshGrants([name], ctx: ctx)[0].1
-        guard let user = ctx.arguments.value("user") ?? grant.account else {
+        let grant = try Commands.freshGrants([name], ctx: ctx)[0].1
+        guard let user = user ?? grant.account else {
             throw CLIError("grant '\(name)' names no account", hint: "pass --user LOGIN")
         }
         let token = grant.accessToken ?? ""
@@ -371,7 +428,7 @@ extension Commands {
                 hint: "run 'vault refresh \(name)', or 'vault add \(name)' to authorize it again")
         }
         let response: String
-        if ctx.arguments.flag("oauthbearer") {
+        if oauthbearer {
             // RFC 7628 section 3.1; the authzid in the GS2 header escapes , and =.
             let authzid = user.replacing("=", with: "=3D").replacing(",", with: "=2C")
             response = "n,a=\(authzid),\u{1}\(kv)auth=Bearer \(token)\u{1}\u{1}"
@@ -379,7 +436,7 @@ extension Commands {
             response = "user=\(user)\u{1}auth=Bearer \(token)\u{1}\u{1}"
         }
         var bytes =
-            ctx.arguments.flag("base64")
+            base64
             ? Array((Base64.encodeString(Array(response.utf8), .standard) + "\n").utf8) : Array(response.utf8)
         Console.writeAll(&bytes, fd: 1)
         return .ok

@@ -1,26 +1,3 @@
-extension Commands {
-    static let helpCommand = Command(
-        name: "help",
-        abstract: "Show help for vault or one of its commands.",
-        usage: "help [COMMAND]",
-        arguments: [("COMMAND", "the command to explain")],
-        examples: ["vault help", "vault help import"],
-        printsJSON: false
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
-        let args = ctx.arguments.positionals
-        guard args.count <= 1 else { throw CLIError.usage("unexpected argument '\(args[1])'", command: "help") }
-        if let name = args.first {
-            guard let command = Commands.named(name) else {
-                throw CLIError.usage("unknown command '\(name)'", command: nil)
-            }
-            ctx.console.out(Help.text(for: command))
-        } else {
-            ctx.console.out(Help.overview)
-        }
-        return .ok
-    }
-}
-
 /// Help text in the OVERVIEW / USAGE / ARGUMENTS / OPTIONS shape.
 enum Help {
     static let version = "0.1.0"
@@ -69,10 +46,41 @@ enum Help {
     }
 
     private static func optionLines(_ options: [OptionSpec]) -> [String] {
-        let labels = options.map { "--\($0.name)" + ($0.valueName.map { " " + $0 } ?? "") }
+        let labels = options.map(\.label)
         let width = max(labels.map(\.count).max() ?? 0, 17)
         return zip(labels, options).map { label, o in
             "  \(label)\(String(repeating: " ", count: width - label.count + 2))\(o.help)"
         }
+    }
+}
+
+/// `vault help`.
+struct HelpCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        name: "help",
+        abstract: "Show help for vault or one of its commands.",
+        usage: "help [COMMAND]",
+        arguments: [("COMMAND", "the command to explain")],
+        examples: ["vault help", "vault help import"],
+        printsJSON: false
+    )
+
+    /// COMMAND.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .command : .nothing
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
+        let args = ctx.arguments.positionals
+        guard args.count <= 1 else { throw CLIError.usage("unexpected argument '\(args[1])'", command: "help") }
+        if let name = args.first {
+            guard let command = Commands.named(name) else {
+                throw CLIError.usage("unknown command '\(name)'", command: nil)
+            }
+            ctx.output.out(Help.text(for: command))
+        } else {
+            ctx.output.out(Help.overview)
+        }
+        return .ok
     }
 }

@@ -5,23 +5,13 @@ internal import VaultCrypto
 internal import VaultHTTP
 internal import VaultSync
 
-extension Commands {
-    static let importCommand = Command(
+/// `vault import`.
+struct ImportCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "import",
         abstract: "Store a grant given as JSON on stdin, or from another tool's token file.",
-        usage:
-            "import NAME [--replace] [--from gcloud|rclone|gh|mutt_oauth2] [--remote R] [--host H] [--client-id ID] [--client-secret-file F]",
+        usage: "import NAME [{replace}] [{from:choices}] [{remote}] [{host}] [{client-id}] [{client-secret-file}]",
         arguments: [("NAME", "the name to store the grant under")],
-        options: [
-            OptionSpec(name: "replace", valueName: nil, help: "overwrite a grant of the same name"),
-            OptionSpec(
-                name: "from", valueName: "TOOL", help: "read that tool's own token file from stdin",
-                choices: ForeignTokens.Tool.allCases.map(\.rawValue)),
-            OptionSpec(name: "remote", valueName: "R", help: "--from rclone: the remote whose token to import"),
-            OptionSpec(name: "host", valueName: "H", help: "--from gh: the host (default github.com)"),
-            OptionSpec(name: "client-id", valueName: "ID", help: "the client the tokens were issued to"),
-            OptionSpec(name: "client-secret-file", valueName: "F", help: "read that client's secret from file F"),
-        ],
         discussion: """
             Standard input holds one JSON object: the fields of an OAuth token response
             (access_token, refresh_token, token_type, expires_in or expires_at in seconds since
@@ -59,60 +49,84 @@ extension Commands {
             #"vault import drive --from rclone --remote gdrive < ~/.config/rclone/rclone.conf"#,
             #"gpg -d ~/.mutt/token.gpg | vault import mail --from mutt_oauth2"#,
         ]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    @Flag("replace", help: "overwrite a grant of the same name")
+    var replace: Bool
+    @Option(
+        "from", value: "TOOL", help: "read that tool's own token file from stdin",
+        choices: ForeignTokens.Tool.allCases.map(\.rawValue))
+    var from: String?
+    @Option("remote", value: "R", help: "--from rclone: the remote whose token to import")
+    var remote: String?
+    @Option("host", value: "H", help: "--from gh: the host (default github.com)")
+    var host: String?
+    @Option("client-id", value: "ID", help: "the client the tokens were issued to")
+    var clientID: String?
+    @Option("client-secret-file", value: "F", help: "read that client's secret from file F")
+    var clientSecretFile: String?
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
-        let tool = try ctx.arguments.value("from").map { (text: String) throws(CLIError) -> ForeignTokens.Tool in
+        let tool = try from.map { (text: String) throws -> ForeignTokens.Tool in
             guard let tool = ForeignTokens.Tool(rawValue: text) else {
                 throw CLIError.usage("--from must be gcloud, rclone, gh or mutt_oauth2", command: "import")
             }
             return tool
         }
-        if ctx.arguments.value("remote") != nil && tool != .rclone {
+        if remote != nil && tool != .rclone {
             throw CLIError.usage("--remote goes with --from rclone", command: "import")
         }
-        if ctx.arguments.value("host") != nil && tool != .gh {
+        if host != nil && tool != .gh {
             throw CLIError.usage("--host goes with --from gh", command: "import")
         }
         var clientSecret: String? = nil
-        if let path = ctx.arguments.value("client-secret-file") {
-            let raw = try vault { () throws(VaultError) in try SecretFile.trimmingNewline(SecretFile.read(path: path)) }
+        if let path = clientSecretFile {
+            let raw = try SecretFile.trimmingNewline(SecretFile.read(path: path))
             clientSecret = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
         }
-        let input = try ctx.readStandardInput(limit: TokenResponse.maximumSize)
+        let input = try StandardInput.read(limit: TokenResponse.maximumSize)
         guard input.count > 0 else {
             throw CLIError("standard input is empty", hint: "pipe the token JSON into 'vault import \(name)'")
         }
         let now = ctx.time.now()
-        var grant = try vault { () throws(VaultError) in
-            guard let tool else { return try TokenResponse(json: input).importedGrant(now: now) }
-            let section = ctx.arguments.value(tool == .rclone ? "remote" : "host")
-            let converted = try ForeignTokens.convert(tool, input, section: section, now: now)
-            var data: Data
-            do { data = try JSONEncoder().encode(JSONValue.object(converted.object)) } catch {
-                throw VaultError(.internalError, "could not re-encode the \(tool.rawValue) token")
-            }
-            defer { data.withUnsafeMutableBytes { secureZero($0) } }
-            var bytes = [UInt8](data)
-            defer { secureZero(&bytes) }
-            let json: SecureBytes
-            do { json = try SecureBytes(copying: bytes) } catch {
-                throw VaultError(.internalError, "could not hold the \(tool.rawValue) token in locked memory")
-            }
-            return try TokenResponse(json: json).importedGrant(now: now)
-        }
+        let section = tool.flatMap { $0 == .rclone ? remote : host }
+        var grant = try importedGrant(input, from: tool, section: section, now: now)
         let notes = try resolveClient(&grant, name: name, tool: tool, clientSecret: clientSecret, ctx: ctx)
-        let store = try ctx.openVault()
-        _ = try vault { () throws(VaultError) in
-            try store.save(grant, as: name, mode: ctx.arguments.flag("replace") ? .replace : .insertOnly)
-        }
+        let vault = try ctx.opener.openVault()
+        _ = try vault.save(grant, as: name, mode: replace ? .replace : .insertOnly)
         // Said once the grant is stored, so that no warning precedes a refusal.
-        for note in notes { note.warning ? ctx.console.warn(note.text) : ctx.console.info(note.text) }
-        if ctx.json {
-            try ctx.printJSON(GrantSummary(name: name, grant: grant, now: now))
+        for note in notes { note.warning ? ctx.output.warn(note.text) : ctx.output.info(note.text) }
+        if ctx.output.json {
+            try ctx.output.printJSON(GrantSummary(name: name, grant: grant, now: now))
         } else {
-            ctx.console.info("imported '\(name)' (\(grant.provider)\(grant.account.map { ", " + $0 } ?? ""))")
+            ctx.output.info("imported '\(name)' (\(grant.provider)\(grant.account.map { ", " + $0 } ?? ""))")
         }
         return .ok
+    }
+}
+
+extension ImportCommand {
+
+    /// The grant in `input`: token JSON, or another tool's token file
+    /// converted to it.
+    func importedGrant(_ input: SecureBytes, from tool: ForeignTokens.Tool?, section: String?, now: Date) throws
+        -> Grant
+    {
+        guard let tool else { return try TokenResponse(json: input).importedGrant(now: now) }
+        let converted = try ForeignTokens.convert(tool, input, section: section, now: now)
+        var data: Data
+        do { data = try JSONEncoder().encode(JSONValue.object(converted.object)) } catch {
+            throw VaultError(.internalError, "could not re-encode the \(tool.rawValue) token")
+        }
+        defer { data.withUnsafeMutableBytes { secureZero($0) } }
+        var bytes = [UInt8](data)
+        defer { secureZero(&bytes) }
+        let json: SecureBytes
+        do { json = try SecureBytes(copying: bytes) } catch {
+            throw VaultError(.internalError, "could not hold the \(tool.rawValue) token in locked memory")
+        }
+        return try TokenResponse(json: json).importedGrant(now: now)
     }
 
     /// Completes the grant's provider configuration from the configured
@@ -122,18 +136,19 @@ extension Commands {
     /// works only with the client it was issued to, so a configured
     /// client is taken only where the tool uses the user's own
     /// (mutt_oauth2.py) or the JSON names none.
-    static func resolveClient(
+    func resolveClient(
         _ grant: inout Grant, name: String, tool: ForeignTokens.Tool?, clientSecret: String?, ctx: Context
-    ) throws(CLIError) -> [(warning: Bool, text: String)] {
+    ) throws -> [(warning: Bool, text: String)] {
         var notes: [(warning: Bool, text: String)] = []
         var config = grant.providerConfiguration ?? ProviderConfiguration()
         // Where the endpoints came from is for vault to say, not the file.
         config.endpointsSource = nil
-        let givenClient = ctx.arguments.value("client-id")
+        let givenClient = clientID
         if givenClient == nil && clientSecret != nil {
             throw CLIError.usage("--client-secret-file goes with --client-id", command: "import")
         }
-        let catalog = ProviderCatalog.load(configDirectory: try ctx.location().configDirectory, only: grant.provider)
+        let catalog = ProviderCatalog.load(
+            configDirectory: try ctx.opener.location().configDirectory, only: grant.provider)
         // The endpoints and the client come from one source together: the
         // configured provider (with the file's client, yours, or the
         // provider's), or the file alone (with its own client, or none).

@@ -2,19 +2,43 @@ internal import VaultAgent
 internal import VaultCore
 internal import VaultSync
 
-extension Commands {
-    static let kdfOptions = [
-        OptionSpec(
-            name: "kdf-memory", valueName: "MIB",
-            help: "Argon2id memory in MiB (default 256, at least 64); lower only on very small machines"),
-        OptionSpec(name: "kdf-passes", valueName: "N", help: "Argon2id passes (default 3, 2 to 20)"),
-    ]
+/// The Argon2id cost of a new passphrase (`init`, `passwd`, `keyslot add`).
+struct KDFOptions: OptionGroup {
+    @Option(
+        "kdf-memory", value: "MIB",
+        help: "Argon2id memory in MiB (default 256, at least 64); lower only on very small machines")
+    var memory: String?
+    @Option("kdf-passes", value: "N", help: "Argon2id passes (default 3, 2 to 20)")
+    var passes: String?
 
-    static let initCommand = Command(
+    /// KDF parameters from --kdf-memory and --kdf-passes, checked against the bounds.
+    func parameters(command: String) throws -> KDFParameters {
+        var kdf = KDFParameters.default
+        if let text = memory {
+            guard let mib = UInt64(text), mib <= 1 << 20 else {
+                throw CLIError.usage("--kdf-memory needs a whole number of MiB", command: command)
+            }
+            kdf.memoryBytes = mib << 20
+        }
+        if let text = passes {
+            guard let passes = UInt32(text) else {
+                throw CLIError.usage("--kdf-passes needs a whole number", command: command)
+            }
+            kdf.passes = passes
+        }
+        do { try kdf.validate() } catch {
+            throw CLIError.usage(error.reason, command: command)
+        }
+        return kdf
+    }
+}
+
+/// `vault init`.
+struct InitCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "init",
         abstract: "Create a new vault.",
-        usage: "init [--keyfile PATH] [--kdf-memory MIB] [--kdf-passes N]",
-        options: kdfOptions,
+        usage: "init [{keyfile}] [{kdf-memory}] [{kdf-passes}]",
         discussion: """
             The new passphrase comes from VAULT_PASSPHRASE_COMMAND, VAULT_PASSPHRASE_FILE or
             VAULT_PASSPHRASE when set, else it is asked twice on the terminal. With --keyfile
@@ -26,63 +50,41 @@ extension Commands {
             "vault init",
             "vault init --keyfile ~/.config/vault/ci.key",
         ]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    let kdf = KDFOptions()
+
+    func run(_ ctx: Context) throws -> ExitCode {
         _ = try ctx.positionals()
-        let location = try ctx.location()
+        let location = try ctx.opener.location()
         if Vault.exists(at: location) {
             throw CLIError("a vault already exists at \(location.databasePath)")
         }
-        let kdf = try kdfParameters(ctx)
+        let kdf = try self.kdf.parameters(command: "init")
         let created: Vault
         let unlock: String
-        if let path = ctx.unlockSources.keyfilePath {
-            let secret = try vault { () throws(VaultError) in
-                let secret = try Keyfile.generate()
-                try Keyfile.write(secret, to: path)
-                return secret
-            }
-            do throws(VaultError) {
+        if let path = ctx.opener.unlockSources.keyfilePath {
+            let secret = try Keyfile.generate()
+            try Keyfile.write(secret, to: path)
+            do {
                 created = try Vault.create(at: location, key: .keyfile(secret), time: ctx.time)
             } catch {
                 Keyfile.discard(path: path)
-                throw CLIError(error)
+                throw error
             }
             unlock = "key file"
-            ctx.console.info("wrote a new key file to \(path); keep it safe, it alone opens the vault")
+            ctx.output.info("wrote a new key file to \(path); keep it safe, it alone opens the vault")
         } else {
-            let key = try ctx.unlockSources.newPassphrase(
+            let key = try ctx.opener.unlockSources.newPassphrase(
                 prefix: "VAULT", fileFlag: nil, otherwise: "or make a key-file vault with 'vault init --keyfile PATH'")
-            created = try vault { () throws(VaultError) in
-                try Vault.create(at: location, key: key, kdf: kdf, time: ctx.time)
-            }
+            created = try Vault.create(at: location, key: key, kdf: kdf, time: ctx.time)
             unlock = "passphrase"
         }
-        if ctx.json {
-            try ctx.printJSON(["path": created.location.databasePath, "unlock": unlock])
+        if ctx.output.json {
+            try ctx.output.printJSON(["path": created.location.databasePath, "unlock": unlock])
         } else {
-            ctx.console.info("created a vault at \(created.location.databasePath)")
+            ctx.output.info("created a vault at \(created.location.databasePath)")
         }
         return .ok
-    }
-
-    /// KDF parameters from --kdf-memory and --kdf-passes, checked against the bounds.
-    static func kdfParameters(_ ctx: Context) throws(CLIError) -> KDFParameters {
-        var kdf = KDFParameters.default
-        if let text = ctx.arguments.value("kdf-memory") {
-            guard let mib = UInt64(text), mib <= 1 << 20 else {
-                throw CLIError.usage("--kdf-memory needs a whole number of MiB", command: ctx.command.name)
-            }
-            kdf.memoryBytes = mib << 20
-        }
-        if let text = ctx.arguments.value("kdf-passes") {
-            guard let passes = UInt32(text) else {
-                throw CLIError.usage("--kdf-passes needs a whole number", command: ctx.command.name)
-            }
-            kdf.passes = passes
-        }
-        do { try kdf.validate() } catch {
-            throw CLIError.usage(error.reason, command: ctx.command.name)
-        }
-        return kdf
     }
 }

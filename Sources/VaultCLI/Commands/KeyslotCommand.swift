@@ -26,20 +26,13 @@ struct KeyslotOutput: Encodable {
     }
 }
 
-extension Commands {
-    static let keyslotCommand = Command(
+/// `vault keyslot`.
+struct KeyslotCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "keyslot",
         abstract: "List, add or remove the ways to unlock the vault.",
-        usage: "keyslot list|add|remove [--keyfile PATH | --secret-service | --passphrase] [SLOT]",
+        usage: "keyslot list|add|remove [{new-keyfile} | {secret-service} | {passphrase}] [SLOT]",
         arguments: [("list", "show the keyslots"), ("add", "add one slot"), ("remove SLOT", "remove slot SLOT")],
-        options: [
-            OptionSpec(
-                name: "new-keyfile", valueName: "PATH", help: "add: write a new key file to PATH and a slot it opens"),
-            OptionSpec(
-                name: "secret-service", valueName: nil,
-                help: "add: keep a new key in the Secret Service (an unlocked keyring), and a slot it opens"),
-            OptionSpec(name: "passphrase", valueName: nil, help: "add: a passphrase slot, on a vault without one"),
-        ] + kdfOptions,
         discussion: """
             Each keyslot wraps the vault's master key; grants are never re-encrypted. Adding or
             removing a slot needs the master key, so the vault is unlocked here (never through the
@@ -56,15 +49,31 @@ extension Commands {
             "vault keyslot add --secret-service",
             "vault keyslot remove 2",
         ]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    @Option("new-keyfile", value: "PATH", help: "add: write a new key file to PATH and a slot it opens")
+    var newKeyfile: String?
+    @Flag(
+        "secret-service", help: "add: keep a new key in the Secret Service (an unlocked keyring), and a slot it opens")
+    var secretService: Bool
+    @Flag("passphrase", help: "add: a passphrase slot, on a vault without one")
+    var passphrase: Bool
+    let kdf = KDFOptions()
+
+    /// The action.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .words(["list", "add", "remove"]) : .nothing
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let action = ctx.arguments.positionals.first
         switch action {
         case "list":
             _ = try ctx.positionals("list")
-            let store = try ctx.openVault()
-            let slots = try vault { () throws(VaultError) in try store.keyslots.list() }
-            if ctx.json {
-                try ctx.printJSON(
+            let vault = try ctx.opener.openVault()
+            let slots = try vault.keyslots.list()
+            if ctx.output.json {
+                try ctx.output.printJSON(
                     slots.map {
                         KeyslotOutput(
                             slot: $0.number, kind: $0.kind?.rawValue ?? "damaged",
@@ -78,49 +87,45 @@ extension Commands {
                 let details = s.kdf.map { "Argon2id, \($0.memoryBytes >> 20) MiB, \($0.passes) passes" } ?? "-"
                 rows.append(["\(s.number)", s.kind?.rawValue ?? "damaged", details])
             }
-            Format.table(rows).forEach { ctx.console.out($0) }
+            Format.table(rows).forEach { ctx.output.out($0) }
             return .ok
         case "add":
             _ = try ctx.positionals("add")
-            let choices = ["new-keyfile", "secret-service", "passphrase"].filter { ctx.arguments.options[$0] != nil }
-            guard choices.count == 1 else {
+            let kinds: [any OptionDeclaration] = [$newKeyfile, $secretService, $passphrase]
+            guard kinds.filter(\.given).count == 1 else {
                 throw CLIError.usage(
-                    "add needs one of --new-keyfile PATH, --secret-service, --passphrase", command: "keyslot")
+                    "add needs one of " + kinds.map(\.spec.label).joined(separator: ", "), command: "keyslot")
             }
-            let kdf = try kdfParameters(ctx)
-            let store = try ctx.openVaultDirectly()
-            switch choices[0] {
-            case "new-keyfile":
-                let path = ctx.arguments.value("new-keyfile")!
-                let secret = try vault { () throws(VaultError) in
-                    let secret = try Keyfile.generate()
-                    try Keyfile.write(secret, to: path)
-                    return secret
-                }
+            let kdf = try self.kdf.parameters(command: "keyslot")
+            let vault = try ctx.opener.openVaultDirectly()
+            switch (newKeyfile, secretService) {
+            case (let path?, _):
+                let secret = try Keyfile.generate()
+                try Keyfile.write(secret, to: path)
                 let number: Int64
-                do throws(VaultError) {
-                    number = try store.keyslots.add(.keyfile(secret))
+                do {
+                    number = try vault.keyslots.add(.keyfile(secret))
                 } catch {
                     Keyfile.discard(path: path)
-                    throw CLIError(error)
+                    throw error
                 }
-                try ctx.report(
+                try ctx.output.report(
                     "added keyslot \(number): the key file \(path) opens the vault",
                     json: KeyslotOutput(added: number, kind: .keyfile))
-            case "secret-service":
+            case (nil, true):
                 guard SecretService.usable(environment: ctx.environment) else {
                     throw CLIError(
                         "no Secret Service to use: DBUS_SESSION_BUS_ADDRESS is not set or libsecret is not installed",
                         hint: "run this in your desktop session, with libsecret-1-0 installed")
                 }
-                let number = try vault { () throws(VaultError) in try store.keyslots.addSecretService() }
-                try ctx.report(
+                let number = try vault.keyslots.addSecretService()
+                try ctx.output.report(
                     "added keyslot \(number): the Secret Service opens the vault while your keyring is unlocked",
                     json: KeyslotOutput(added: number, kind: .secretService))
             default:
-                let key = try ctx.unlockSources.newPassphrase(prefix: "VAULT_NEW", fileFlag: nil)
-                let number = try vault { () throws(VaultError) in try store.keyslots.add(key, kdf: kdf) }
-                try ctx.report(
+                let key = try ctx.opener.unlockSources.newPassphrase(prefix: "VAULT_NEW", fileFlag: nil)
+                let number = try vault.keyslots.add(key, kdf: kdf)
+                try ctx.output.report(
                     "added keyslot \(number): the new passphrase opens the vault",
                     json: KeyslotOutput(added: number, kind: .passphrase))
             }
@@ -130,13 +135,13 @@ extension Commands {
             guard let number = Int64(text), number > 0 else {
                 throw CLIError.usage("SLOT must be a slot number from 'vault keyslot list'", command: "keyslot")
             }
-            let store = try ctx.openVaultDirectly()
+            let vault = try ctx.opener.openVaultDirectly()
             let keyring = SecretService.usable(environment: ctx.environment)
-            let problem = try vault { () throws(VaultError) in try store.keyslots.remove(number, keyring: keyring) }
+            let problem = try vault.keyslots.remove(number, keyring: keyring)
             if let problem {
-                ctx.console.warn("the slot is gone, but its key stays in the keyring: \(problem.reason)")
+                ctx.output.warn("the slot is gone, but its key stays in the keyring: \(problem.reason)")
             }
-            try ctx.report("removed keyslot \(number)", json: ["removed_slot": number])
+            try ctx.output.report("removed keyslot \(number)", json: ["removed_slot": number])
             return .ok
         case nil:
             throw CLIError.usage("missing list, add or remove", command: "keyslot")

@@ -77,11 +77,12 @@ struct GrantSummary: Encodable {
     }
 }
 
-extension Commands {
-    static let listCommand = Command(
+/// `vault list`.
+struct ListCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "list",
         abstract: "List the stored grants with their state.",
-        usage: "list [--json]",
+        usage: "list [{json}]",
         discussion: """
             One grant a line: name, provider, account, state and expiry, and the refresh token's
             expiry when a provider gave one. The state is fresh (access token valid for more
@@ -91,20 +92,22 @@ extension Commands {
             still listed.
             """,
         examples: ["vault list", "vault list --json | jq -r '.[].name'"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    func run(_ ctx: Context) throws -> ExitCode {
         _ = try ctx.positionals()
-        let store = try ctx.openVault()
+        let vault = try ctx.opener.openVault()
         // Tokens are never needed to list: they are not even read into memory.
-        let listing = try vault { () throws(VaultError) in try store.list(secrets: false) }
+        let listing = try vault.list(secrets: false)
         let now = ctx.time.now()
         // Grants in a sync conflict are marked (none when this vault does
         // not sync, or an older agent cannot tell).
         let conflicted = Set(
-            store.isThroughAgent
-                ? ((try? ctx.agentClient(try ctx.location())?.conflictNames()) ?? [])
-                : ((try? ctx.syncEngine(store).conflictNames()) ?? []))
-        if ctx.json {
-            try ctx.printJSON(
+            vault.isThroughAgent
+                ? ((try? ctx.agents.client(for: try ctx.opener.location())?.conflictNames()) ?? [])
+                : ((try? ctx.network.syncEngine(vault).conflictNames()) ?? []))
+        if ctx.output.json {
+            try ctx.output.printJSON(
                 listing.grants.map {
                     var summary = GrantSummary(name: $0.name, grant: $0.grant, now: now)
                     if conflicted.contains($0.name) { summary.conflict = true }
@@ -131,23 +134,25 @@ extension Commands {
             // One write for the whole table.
             Console.write(Format.table(rows).joined(separator: "\n") + "\n", to: 1)
         } else if listing.problems.isEmpty {
-            ctx.console.info("the vault holds no grants; add one with 'vault add PROVIDER' or 'vault import NAME'")
+            ctx.output.info("the vault holds no grants; add one with 'vault add PROVIDER' or 'vault import NAME'")
         }
-        if !ctx.json && !conflicted.isEmpty {
-            ctx.console.warn(
+        if !ctx.output.json && !conflicted.isEmpty {
+            ctx.output.warn(
                 "changed on two machines at once: \(conflicted.sorted().joined(separator: ", ")); see 'vault conflicts'"
             )
         }
-        for problem in listing.problems { ctx.console.error(problem.reason) }
+        for problem in listing.problems { ctx.output.error(problem.reason) }
         return listing.problems.isEmpty ? .ok : .failure
     }
+}
 
-    static let showCommand = Command(
+/// `vault show`.
+struct ShowCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "show",
         abstract: "Show a grant's details; secrets only with --reveal.",
-        usage: "show NAME [--reveal] [--json]",
+        usage: "show NAME [{reveal}] [{json}]",
         arguments: [("NAME", "the grant to show")],
-        options: [OptionSpec(name: "reveal", valueName: nil, help: "include the tokens themselves")],
         discussion: """
             Shows the grant's provider, account, state, expiry (and the refresh token's, when
             the provider gave one), scopes and dates. --json adds the provider's last token
@@ -155,13 +160,23 @@ extension Commands {
             --reveal is given.
             """,
         examples: ["vault show work", "vault show work --json --reveal"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    @Flag("reveal", help: "include the tokens themselves")
+    var reveal: Bool
+
+    /// NAME, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .grant : .nothing
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
-        let store = try ctx.openVault()
-        let grant = try vault { () throws(VaultError) in try store.load(name) }
+        let vault = try ctx.opener.openVault()
+        let grant = try vault.load(name)
         let now = ctx.time.now()
         var s = GrantSummary(name: name, grant: grant, now: now)
-        let reveal = ctx.arguments.flag("reveal")
+        let reveal = reveal
         let response = grant.tokenResponse.map { JSONValue.object($0) }
         s.tokenResponse = reveal ? response : response?.redacted()
         if let config = grant.providerConfiguration, config.namesEndpoints {
@@ -173,8 +188,8 @@ extension Commands {
             s.idToken = grant.idToken
             s.tokenSecret = grant.tokenSecret
         }
-        if ctx.json {
-            try ctx.printJSON(s)
+        if ctx.output.json {
+            try ctx.output.printJSON(s)
             return .ok
         }
         func present(_ has: Bool) -> String { has ? (reveal ? "" : "present (use --reveal to show)") : "none" }
@@ -208,7 +223,7 @@ extension Commands {
         rows.append(["created:", Format.timestamp(grant.createdAt)])
         rows.append(["refreshed:", grant.refreshedAt.map(Format.timestamp) ?? "-"])
         if grant.dead { rows.append(["dead because:", grant.deadReason ?? "refused by the provider"]) }
-        for line in Format.table(rows) { ctx.console.out(line) }
+        for line in Format.table(rows) { ctx.output.out(line) }
         return .ok
     }
 }

@@ -53,11 +53,12 @@ struct ProviderSummary: Encodable {
     }
 }
 
-extension Commands {
-    static let providersCommand = Command(
+/// `vault providers`.
+struct ProvidersCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "providers",
         abstract: "List the OAuth providers vault knows.",
-        usage: "providers [--json]",
+        usage: "providers [{json}]",
         discussion: """
             Presets ship with vault (Google, Microsoft, GitHub, GitLab, LinkedIn). A JSON file in
             $XDG_CONFIG_HOME/vault/providers/ adds a provider, or overrides the fields of a preset
@@ -66,11 +67,13 @@ extension Commands {
             then says where to register an application and how to give vault its client.
             """,
         examples: ["vault providers", "vault providers --json"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    func run(_ ctx: Context) throws -> ExitCode {
         _ = try ctx.positionals()
-        let catalog = ProviderCatalog.load(configDirectory: try ctx.location().configDirectory)
-        if ctx.json {
-            try ctx.printJSON(catalog.sorted.map(ProviderSummary.init))
+        let catalog = ProviderCatalog.load(configDirectory: try ctx.opener.location().configDirectory)
+        if ctx.output.json {
+            try ctx.output.printJSON(catalog.sorted.map(ProviderSummary.init))
         } else {
             var rows = [["NAME", "FLOWS", "CLIENT", "ENDPOINT", "SOURCE"]]
             for p in catalog.sorted {
@@ -81,9 +84,9 @@ extension Commands {
                     p.source,
                 ])
             }
-            for line in Format.table(rows) { ctx.console.out(line) }
+            for line in Format.table(rows) { ctx.output.out(line) }
         }
-        for problem in catalog.problems { ctx.console.error(problem.reason) }
+        for problem in catalog.problems { ctx.output.error(problem.reason) }
         return catalog.problems.isEmpty ? .ok : .failure
     }
 }

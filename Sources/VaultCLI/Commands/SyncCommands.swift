@@ -78,11 +78,17 @@ struct RemoteOutput: Encodable {
     enum CodingKeys: String, CodingKey { case url, user, preconditions }
 }
 
-extension Context {
+/// How to log in to the sync store (`remote set`, `join`).
+struct StoreOptions: OptionGroup {
+    @Option("user", value: "USER", help: "the store's user name (Basic authentication)")
+    var user: String?
+    @Option("password-file", value: "F", help: "read the store's password from file F")
+    var passwordFile: String?
+
     /// The store's password: from --password-file, else asked on the
     /// terminal when a user is given; nil without a user.
-    func storePassword(user: String?) throws(CLIError) -> SecureBytes? {
-        if let path = arguments.value("password-file") {
+    func password(user: String?) throws -> SecureBytes? {
+        if let path = passwordFile {
             do {
                 return try SecretFile.trimmingNewline(try SecretFile.read(path: path))
             } catch {
@@ -96,10 +102,13 @@ extension Context {
         }
         return try terminal.readSecret(prompt: "Password for the store: ")
     }
+}
 
-    func printSyncReport(_ r: SyncReport) throws(CLIError) {
-        if json {
-            try printJSON(
+extension Commands {
+    /// What a sync did: counts on stderr, or the `--json` document.
+    static func printSyncReport(_ r: SyncReport, to output: Output) throws {
+        if output.json {
+            try output.printJSON(
                 SyncOutput(
                     pulled: r.pulled, pushed: r.pushed, conflicts: r.conflicts, renamed: r.renamed,
                     repaired: r.repaired, requests: r.requests, bytesSent: r.bytesSent,
@@ -108,30 +117,56 @@ extension Context {
         }
         let collected =
             r.collected == 0 ? "" : ", \(r.collected) old object\(r.collected == 1 ? "" : "s") deleted"
-        console.info("synced: \(r.pulled) received, \(r.pushed) sent (\(r.requests) requests\(collected))")
+        output.info("synced: \(r.pulled) received, \(r.pushed) sent (\(r.requests) requests\(collected))")
         // The store's quirk was told when it was found ('vault remote set').
-        if r.repaired { console.info("the store had lost an update from this machine; sent again") }
+        if r.repaired { output.info("the store had lost an update from this machine; sent again") }
         for name in r.renamed {
-            console.info("'\(name)': a grant of the same name came from another machine; kept both")
+            output.info("'\(name)': a grant of the same name came from another machine; kept both")
         }
         for name in r.conflicts {
-            console.warn("'\(name)' was changed on two machines at once; both kept, see 'vault conflicts'")
+            output.warn("'\(name)' was changed on two machines at once; both kept, see 'vault conflicts'")
         }
     }
 }
 
 extension Commands {
-    static let storeOptions = [
-        OptionSpec(name: "user", valueName: "USER", help: "the store's user name (Basic authentication)"),
-        OptionSpec(name: "password-file", valueName: "F", help: "read the store's password from file F"),
-    ]
+    /// Why a join failed: a failed join leaves no vault behind, so the
+    /// hints that name commands of an existing vault become ones for joining.
+    static func joinFailure(_ error: VaultError) -> CLIError {
+        let base = CLIError(error)
+        switch error.remedy {
+        case .setStoreCredentials?:
+            return CLIError(
+                base.message, hint: "check the store's user (--user) and password (--password-file)",
+                exitCode: base.exitCode)
+        case .syncAgain?, .syncFirst?:
+            return CLIError(base.message, hint: "run 'vault join' again; nothing was kept", exitCode: base.exitCode)
+        default:
+            return base
+        }
+    }
 
-    static let remoteCommand = Command(
+}
+
+extension Commands {
+    /// A store URL from the command line, which may not carry a user or
+    /// password: a password there would be in every process listing.
+    static func storeURL(_ url: String, command: String) throws -> String {
+        if URLPolicy.hasUserInfo(url) {
+            throw CLIError.usage(
+                "the store URL carries a user or password: give them with --user and --password-file", command: command)
+        }
+        return url
+    }
+}
+
+/// `vault remote`.
+struct RemoteCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "remote",
         abstract: "Show or set the store this vault syncs with.",
-        usage: "remote [set URL [--user USER] [--password-file F]]",
+        usage: "remote [set URL [{user}] [{password-file}]]",
         arguments: [("set URL", "sync with the WebDAV collection or HTTP base URL")],
-        options: storeOptions,
         discussion: """
             The store only ever sees ciphertext (docs/sync.md). Its user name and password are kept
             inside the vault, encrypted; the password comes from --password-file or is asked on the
@@ -141,59 +176,69 @@ extension Commands {
             and 'set' says so once. Plain http is refused except to a loopback address.
             """,
         examples: ["vault remote set https://dav.example.com/vault/ --user ada", "vault remote"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    let store = StoreOptions()
+
+    /// `set`.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .words(["set"]) : .nothing
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let words = ctx.arguments.positionals
         if words.isEmpty {
-            let store = try ctx.openVaultDirectly()
-            let engine = try ctx.syncEngine(store)
-            guard try ctx.syncEngine(store).isConfigured else {
-                try ctx.report(
+            let vault = try ctx.opener.openVaultDirectly()
+            let engine = try ctx.network.syncEngine(vault)
+            guard try ctx.network.syncEngine(vault).isConfigured else {
+                try ctx.output.report(
                     "no store is set; set one with 'vault remote set URL'",
                     json: RemoteOutput(url: nil, user: nil, preconditions: nil))
                 return .ok
             }
-            let d = try vault { () throws(VaultError) in try engine.remoteDescription() }
-            if ctx.json {
-                try ctx.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))
+            let d = try engine.remoteDescription()
+            if ctx.output.json {
+                try ctx.output.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))
                 return .ok
             }
-            ctx.console.out(Console.escaped(d.url + (d.user.map { " (user \($0))" } ?? "")))
-            if !d.preconditions { ctx.console.info("this store ignores If-Match; lost updates are repaired") }
+            ctx.output.out(Console.escaped(d.url + (d.user.map { " (user \($0))" } ?? "")))
+            if !d.preconditions { ctx.output.info("this store ignores If-Match; lost updates are repaired") }
             if let device = try? engine.deviceLabel() {
-                ctx.console.info("this machine is \(device) in 'vault conflicts'")
+                ctx.output.info("this machine is \(device) in 'vault conflicts'")
             }
             return .ok
         }
         guard words[0] == "set" else { throw CLIError.usage("unknown action '\(words[0])'", command: "remote") }
-        let url = try Context.storeURL(try ctx.positionals("set", "URL")[1], command: "remote")
-        let user = ctx.arguments.value("user")
-        let password = try ctx.storePassword(user: user)
-        let store = try ctx.openVaultDirectly()
-        let engine = try ctx.syncEngine(store)
-        let created = try vault { () throws(VaultError) in
-            try engine.setRemote(url: url, user: user, password: password)
-        }
-        if ctx.json {
-            let d = try vault { () throws(VaultError) in try engine.remoteDescription() }
-            try ctx.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))
+        let url = try Commands.storeURL(try ctx.positionals("set", "URL")[1], command: "remote")
+        let user = store.user
+        let password = try store.password(user: user)
+        let vault = try ctx.opener.openVaultDirectly()
+        let engine = try ctx.network.syncEngine(vault)
+        let created = try engine.setRemote(url: url, user: user, password: password)
+        if ctx.output.json {
+            let d = try engine.remoteDescription()
+            try ctx.output.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))
             return .ok
         }
-        for folder in created { ctx.console.info("created the folder \(folder)") }
+        for folder in created { ctx.output.info("created the folder \(folder)") }
         if let d = try? engine.remoteDescription(), !d.preconditions {
-            ctx.console.info(
+            ctx.output.info(
                 "this store ignores If-Match; lost updates are repaired, and old objects are collected later")
-            ctx.console.warn(
+            ctx.output.warn(
                 "such a store could also show an old state or hide other machines' changes without vault noticing "
                     + "(docs/sync.md); prefer a store that honours If-Match (Apache mod_dav, WsgiDAV)")
         }
-        ctx.console.info("this vault syncs with \(url); run 'vault sync'")
+        ctx.output.info("this vault syncs with \(url); run 'vault sync'")
         return .ok
     }
+}
 
-    static let syncCommand = Command(
+/// `vault sync`.
+struct SyncCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "sync",
         abstract: "Sync the grants with the store, both ways.",
-        usage: "sync [--json]",
+        usage: "sync [{json}]",
         discussion: """
             Takes what other machines changed and sends what this one changed. Concurrent changes
             to one grant keep both sides ('vault conflicts'); nothing is dropped silently. A store
@@ -202,39 +247,39 @@ extension Commands {
             reached or keeps changing; run it again.
             """,
         examples: ["vault sync", "vault sync --json"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    func run(_ ctx: Context) throws -> ExitCode {
         _ = try ctx.positionals()
         // An agent holding the vault syncs it: no passphrase needed here.
-        if let agent = ctx.agentClient(try ctx.location()) {
+        if let agent = ctx.agents.client(for: try ctx.opener.location()) {
             let outcome: Result<SyncReport, VaultError>
             do throws(VaultError) { outcome = .success(try agent.sync()) } catch { outcome = .failure(error) }
             switch outcome {
             case .success(let report):
-                try ctx.printSyncReport(report)
+                try Commands.printSyncReport(report, to: ctx.output)
                 return .ok
             case .failure(let error) where error.code == .locked || error.code == .unsupported:
                 break  // locked: unlock here instead
             case .failure(let error):
-                throw CLIError(error)
+                throw error
             }
         }
-        let store = try ctx.openVaultDirectly()
-        let engine = try ctx.syncEngine(store)
-        let report = try vault { () throws(VaultError) in try engine.sync() }
-        try ctx.printSyncReport(report)
+        let vault = try ctx.opener.openVaultDirectly()
+        let engine = try ctx.network.syncEngine(vault)
+        let report = try engine.sync()
+        try Commands.printSyncReport(report, to: ctx.output)
         return .ok
     }
+}
 
-    static let joinCommand = Command(
+/// `vault join`.
+struct JoinCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "join",
         abstract: "Create this machine's vault from a store another machine syncs to.",
-        usage: "join URL [--user USER] [--password-file F] [--pairing-code-file F]",
+        usage: "join URL [{user}] [{password-file}] [{pairing-code-file}]",
         arguments: [("URL", "the store, as given to 'vault remote set' on the other machine")],
-        options: storeOptions + [
-            OptionSpec(
-                name: "pairing-code-file", valueName: "F",
-                help: "join with the one-time code 'vault pair' printed on the other machine")
-        ],
         discussion: """
             Opens the store's copy of the vault's keyslots with the vault's passphrase (from the
             usual sources: VAULT_PASSPHRASE_COMMAND, _FILE, VAULT_PASSPHRASE or the terminal) or
@@ -250,60 +295,50 @@ extension Commands {
             "vault join https://dav.example.com/vault/ --user ada",
             "vault join https://dav.example.com/vault/ --user ada --pairing-code-file code.txt",
         ]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
-        let url = try Context.storeURL(try ctx.positionals("URL")[0], command: "join")
-        let location = try ctx.location()
+    )
+
+    let store = StoreOptions()
+    @Option(
+        "pairing-code-file", value: "F", help: "join with the one-time code 'vault pair' printed on the other machine")
+    var pairingCodeFile: String?
+
+    func run(_ ctx: Context) throws -> ExitCode {
+        let url = try Commands.storeURL(try ctx.positionals("URL")[0], command: "join")
+        let location = try ctx.opener.location()
         if Vault.exists(at: location) {
             throw CLIError("a vault already exists at \(location.databasePath)")
         }
-        let user = ctx.arguments.value("user")
-        let password = try ctx.storePassword(user: user)
+        let user = store.user
+        let password = try store.password(user: user)
         let report: SyncReport
-        if let file = ctx.arguments.value("pairing-code-file") {
+        if let file = pairingCodeFile {
             let code: SecureBytes
             do throws(VaultError) { code = try SecretFile.read(path: file) } catch {
                 throw CLIError("\(error.reason) (from --pairing-code-file)")
             }
             let text = code.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
-            (_, report) = try joining { () throws(VaultError) in
-                try SyncEngine.join(
+            do throws(VaultError) {
+                (_, report) = try SyncEngine.join(
                     at: location, url: url, user: user, password: password, pairingCode: text,
-                    transport: ctx.transport, time: ctx.time)
-            }
+                    transport: ctx.network.transport, time: ctx.time)
+            } catch { throw Commands.joinFailure(error) }
         } else {
-            let (key, _, _) = try ctx.unlockSources.key(joining: true)
-            (_, report) = try joining { () throws(VaultError) in
-                try SyncEngine.join(
-                    at: location, url: url, user: user, password: password, key: key, transport: ctx.transport,
+            let (key, _, _) = try ctx.opener.unlockSources.key(joining: true)
+            do throws(VaultError) {
+                (_, report) = try SyncEngine.join(
+                    at: location, url: url, user: user, password: password, key: key, transport: ctx.network.transport,
                     time: ctx.time)
-            }
+            } catch { throw Commands.joinFailure(error) }
         }
-        ctx.console.info("joined: created a vault at \(location.databasePath) from \(url)")
-        try ctx.printSyncReport(report)
+        ctx.output.info("joined: created a vault at \(location.databasePath) from \(url)")
+        try Commands.printSyncReport(report, to: ctx.output)
         return .ok
     }
+}
 
-    /// Runs a join: a failed join leaves no vault behind, so the hints
-    /// that name commands of an existing vault become ones for joining.
-    static func joining<R>(_ body: () throws(VaultError) -> R) throws(CLIError) -> R {
-        do { return try body() } catch {
-            let base = CLIError(error)
-            switch error.remedy {
-            case .setStoreCredentials?:
-                return try fail(base, "check the store's user (--user) and password (--password-file)")
-            case .syncAgain?, .syncFirst?:
-                return try fail(base, "run 'vault join' again; nothing was kept")
-            default:
-                throw base
-            }
-        }
-    }
-
-    private static func fail<R>(_ base: CLIError, _ hint: String) throws(CLIError) -> R {
-        throw CLIError(base.message, hint: hint, exitCode: base.exitCode)
-    }
-
-    static let pairCommand = Command(
+/// `vault pair`.
+struct PairCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "pair",
         abstract: "Print a one-time code that lets another machine join without the passphrase.",
         usage: "pair",
@@ -315,31 +350,29 @@ extension Commands {
             """,
         examples: ["vault pair > code.txt"],
         printsJSON: false
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    func run(_ ctx: Context) throws -> ExitCode {
         _ = try ctx.positionals()
-        let store = try ctx.openVaultDirectly()
-        let engine = try ctx.syncEngine(store)
-        let code = try vault { () throws(VaultError) in try engine.createPairingOffer() }
+        let vault = try ctx.opener.openVaultDirectly()
+        let engine = try ctx.network.syncEngine(vault)
+        let code = try engine.createPairingOffer()
         var bytes = Array((code + "\n").utf8)
         Console.writeAll(&bytes, fd: 1)
         secureZero(&bytes)
-        ctx.console.info(
+        ctx.output.info(
             "on the new machine, within ten minutes: vault join URL --pairing-code-file FILE (with this code in FILE)")
         return .ok
     }
 }
 
-extension Commands {
-    static let conflictsCommand = Command(
+/// `vault conflicts`.
+struct ConflictsCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "conflicts",
         abstract: "Show grants changed on two machines at once, and pick a side.",
-        usage: "conflicts [resolve NAME --keep current|other] [--json]",
+        usage: "conflicts [resolve NAME {keep:choices}] [{json}]",
         arguments: [("resolve NAME", "end the conflict on NAME")],
-        options: [
-            OptionSpec(
-                name: "keep", valueName: "SIDE", help: "current (the value now) or other (the side kept aside)",
-                choices: ["current", "other"])
-        ],
         discussion: """
             When two machines change one grant between syncs, every machine takes the same side as
             the value and keeps the other; the other side travels through the store, so every
@@ -351,22 +384,38 @@ extension Commands {
             sync' sends the choice to the other machines, which then drop the conflict too.
             """,
         examples: ["vault conflicts", "vault conflicts resolve work --keep other"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    @Option(
+        "keep", value: "SIDE", help: "current (the value now) or other (the side kept aside)",
+        choices: ["current", "other"])
+    var keep: String?
+
+    /// `resolve`, then a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        switch positionals.count {
+        case 0: return .words(["resolve"])
+        case 1 where positionals[0] == "resolve": return .grant
+        default: return .nothing
+        }
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let words = ctx.arguments.positionals
-        let store = try ctx.openVaultDirectly()
-        let engine = try ctx.syncEngine(store)
+        let vault = try ctx.opener.openVaultDirectly()
+        let engine = try ctx.network.syncEngine(vault)
         if words.first == "resolve" {
             let name = try ctx.grantName(try ctx.positionals("resolve", "NAME")[1])
-            guard let keep = ctx.arguments.value("keep"), keep == "current" || keep == "other" else {
+            guard let keep = keep, keep == "current" || keep == "other" else {
                 throw CLIError.usage("--keep must be current or other", command: "conflicts")
             }
-            try vault { () throws(VaultError) in try engine.resolveConflict(name, keepOther: keep == "other") }
-            try ctx.report(
+            try engine.resolveConflict(name, keepOther: keep == "other")
+            try ctx.output.report(
                 "kept the \(keep) side of '\(name)'; 'vault sync' sends the choice", json: ["name": name, "kept": keep])
             return .ok
         }
         if let word = words.first { throw CLIError.usage("unknown action '\(word)'", command: "conflicts") }
-        let conflicts = try vault { () throws(VaultError) in try engine.syncConflicts() }
+        let conflicts = try engine.syncConflicts()
         let now = ctx.time.now()
         func describe(_ g: Grant?) -> String {
             guard let g else { return "removed" }
@@ -383,8 +432,8 @@ extension Commands {
                 changed: g.map { Format.timestamp($0.refreshedAt ?? $0.createdAt) }, account: g?.account,
                 expires: g?.expiresAt.map(Format.timestamp), fingerprint: fingerprint)
         }
-        if ctx.json {
-            try ctx.printJSON(
+        if ctx.output.json {
+            try ctx.output.printJSON(
                 conflicts.map {
                     ConflictRow(
                         name: $0.name, current: describe($0.current), other: describe($0.other),
@@ -393,7 +442,7 @@ extension Commands {
             return .ok
         }
         guard !conflicts.isEmpty else {
-            ctx.console.info("no conflicts")
+            ctx.output.info("no conflicts")
             return .ok
         }
         // What tells the sides apart: the machine that made each, when,
@@ -413,19 +462,7 @@ extension Commands {
                         ])
             }
         }
-        Format.table(rows).forEach { ctx.console.out($0) }
+        Format.table(rows).forEach { ctx.output.out($0) }
         return .ok
-    }
-}
-
-extension Context {
-    /// A store URL from the command line, which may not carry a user or
-    /// password: a password there would be in every process listing.
-    static func storeURL(_ url: String, command: String) throws(CLIError) -> String {
-        if URLPolicy.hasUserInfo(url) {
-            throw CLIError.usage(
-                "the store URL carries a user or password: give them with --user and --password-file", command: command)
-        }
-        return url
     }
 }

@@ -17,33 +17,13 @@ struct TokenOutput: Encodable {
     }
 }
 
-extension Context {
-    /// The token from this vault's agent in one round trip, or nil when no
-    /// agent holds the vault unlocked (the caller then opens it itself).
-    func tokenFromAgent(_ name: String, minimumValidity: Double, forceRefresh: Bool) throws(CLIError) -> AgentToken? {
-        guard let agent = agentClient(try location()) else { return nil }
-        do {
-            return try agent.token(name, minimumValidity: minimumValidity, forceRefresh: forceRefresh)
-        } catch {
-            if error.code == .locked || error.code == .unsupported || error.code == .io { return nil }
-            throw CLIError(error)
-        }
-    }
-
-    /// The HTTP transport; libcurl itself is loaded only when a request is made.
-    var transport: CurlTransport { CurlTransport(caBundle: environment["SSL_CERT_FILE"]) }
-}
-
-extension Commands {
-    static let tokenCommand = Command(
+/// `vault token`.
+struct TokenCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "token",
         abstract: "Print a fresh access token, refreshing it first when needed.",
-        usage: "token NAME [--min-valid SECONDS] [--force-refresh] [--json]",
+        usage: "token NAME [{min-valid}] [{force-refresh}] [{json}]",
         arguments: [("NAME", "the grant")],
-        options: [
-            OptionSpec(name: "min-valid", valueName: "SECONDS", help: "refresh when fewer seconds remain (default 60)"),
-            OptionSpec(name: "force-refresh", valueName: nil, help: "refresh even if the token is fresh"),
-        ],
         discussion: """
             Prints the access token and a newline, nothing else. Concurrent calls share one
             refresh: the first takes that grant's refresh lock and refreshes, the others wait
@@ -58,65 +38,88 @@ extension Commands {
             #"curl -H "Authorization: Bearer $(vault token work)" https://api.example.com/"#,
             "vault token github --min-valid 300",
         ]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    @Option("min-valid", value: "SECONDS", help: "refresh when fewer seconds remain (default 60)")
+    var minValid: String?
+    @Flag("force-refresh", help: "refresh even if the token is fresh")
+    var forceRefresh: Bool
+
+    /// NAME, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .grant : .nothing
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         var minimum = Grant.freshnessMargin
-        if let text = ctx.arguments.value("min-valid") {
+        if let text = minValid {
             guard let v = Double(text), v >= 0, v < 1e7 else {
                 throw CLIError.usage("--min-valid needs a number of seconds", command: "token")
             }
             minimum = v
         }
-        let force = ctx.arguments.flag("force-refresh")
+        let force = forceRefresh
         let output: TokenOutput
-        if let handed = try ctx.tokenFromAgent(name, minimumValidity: minimum, forceRefresh: force) {
+        if let handed = try ctx.agents.token(
+            name, at: ctx.opener.location(), minimumValidity: minimum, forceRefresh: force)
+        {
             output = TokenOutput(
                 accessToken: handed.accessToken, tokenType: handed.tokenType, expiresAt: handed.expiresAtSeconds)
         } else {
-            let store = try ctx.openVault()
-            let fresh = try vault { () throws(VaultError) in
-                try ctx.refresher(store).freshGrant(name, minimumValidity: minimum, forceRefresh: force)
-            }
+            let vault = try ctx.opener.openVault()
+            let fresh = try ctx.network.refresher(vault).freshGrant(name, minimumValidity: minimum, forceRefresh: force)
             output = TokenOutput(
                 accessToken: fresh.grant.accessToken ?? "", tokenType: fresh.grant.tokenType ?? "Bearer",
                 expiresAt: fresh.grant.expiresAt?.epochSeconds)
         }
         let token = output.accessToken
-        if ctx.json {
-            try ctx.printJSON(output)
+        if ctx.output.json {
+            try ctx.output.printJSON(output)
         } else {
             var bytes = Array((token + "\n").utf8)
             Console.writeAll(&bytes, fd: 1)
         }
         return .ok
     }
+}
 
-    static let refreshCommand = Command(
+/// `vault refresh`.
+struct RefreshCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "refresh",
         abstract: "Refresh a grant's access token now.",
-        usage: "refresh NAME [--json]",
+        usage: "refresh NAME [{json}]",
         arguments: [("NAME", "the grant")],
         examples: ["vault refresh work"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    /// NAME, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .grant : .nothing
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
-        let store = try ctx.openVault()
-        let fresh = try vault { () throws(VaultError) in
-            try ctx.refresher(store).freshGrant(name, forceRefresh: true)
-        }
+        let vault = try ctx.opener.openVault()
+        let fresh = try ctx.network.refresher(vault).freshGrant(name, forceRefresh: true)
         let now = ctx.time.now()
-        if ctx.json {
-            try ctx.printJSON(GrantSummary(name: name, grant: fresh.grant, now: now))
+        if ctx.output.json {
+            try ctx.output.printJSON(GrantSummary(name: name, grant: fresh.grant, now: now))
         } else {
             let until = fresh.grant.expiresAt.map { " until \(Format.timestamp($0))" } ?? ""
-            ctx.console.info("refreshed '\(name)'; the access token is valid\(until)")
+            ctx.output.info("refreshed '\(name)'; the access token is valid\(until)")
         }
         return .ok
     }
+}
 
-    static let checkCommand = Command(
+/// `vault check`.
+struct CheckCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
         name: "check",
         abstract: "Ask the provider whether a grant still works (userinfo probe).",
-        usage: "check NAME [--json]",
+        usage: "check NAME [{json}]",
         arguments: [("NAME", "the grant")],
         discussion: """
             Calls the provider's userinfo endpoint with a fresh token, as GTMAppAuth's validity
@@ -125,16 +128,23 @@ extension Commands {
             answered 5xx; nothing changes.
             """,
         examples: ["vault check work && echo still good"]
-    ) { (ctx: Context) throws(CLIError) -> ExitCode in
+    )
+
+    /// NAME, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .grant : .nothing
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
-        let store = try ctx.openVault()
-        let result = try vault { () throws(VaultError) in try ctx.refresher(store).check(name) }
+        let vault = try ctx.opener.openVault()
+        let result = try ctx.network.refresher(vault).check(name)
         switch result {
         case .live(let account):
-            if ctx.json {
-                try ctx.printJSON(["name": name, "state": "live", "account": account ?? ""])
+            if ctx.output.json {
+                try ctx.output.printJSON(["name": name, "state": "live", "account": account ?? ""])
             } else {
-                ctx.console.info("'\(name)' is live\(account.map { " (\($0))" } ?? "")")
+                ctx.output.info("'\(name)' is live\(account.map { " (\($0))" } ?? "")")
             }
         }
         return .ok

@@ -1,0 +1,62 @@
+internal import VaultAgent
+internal import VaultCore
+
+/// This vault's agent as a command sees it: where it listens, a
+/// connection to it, a token in one round trip, and handing it the key
+/// after a passphrase unlock.
+struct AgentAccess {
+    let environment: [String: String]
+    let output: Output
+
+    /// The agent's paths for this vault, or nil when agents are off
+    /// (`VAULT_AGENT=off`) or there is no `XDG_RUNTIME_DIR`.
+    func paths(for location: VaultLocation) -> AgentPaths? {
+        if environment["VAULT_AGENT"] == "off" { return nil }
+        return AgentPaths.resolve(environment: environment, location: location)
+    }
+
+    /// A connection to this vault's running agent, or nil. An agent socket
+    /// that is not safely ours is reported and ignored.
+    func client(for location: VaultLocation) -> AgentClient? {
+        guard let paths = paths(for: location) else { return nil }
+        do {
+            return try AgentClient.connect(paths)
+        } catch {
+            if error.code != .notFound { output.warn("not using the agent: \(error.reason)") }
+            return nil
+        }
+    }
+
+    /// The token from this vault's agent in one round trip, or nil when no
+    /// agent holds the vault unlocked (the caller then opens it itself).
+    func token(_ name: String, at location: VaultLocation, minimumValidity: Double, forceRefresh: Bool) throws
+        -> AgentToken?
+    {
+        guard let agent = client(for: location) else { return nil }
+        do {
+            return try agent.token(name, minimumValidity: minimumValidity, forceRefresh: forceRefresh)
+        } catch {
+            if error.code == .locked || error.code == .unsupported || error.code == .io { return nil }
+            throw error
+        }
+    }
+
+    /// After a passphrase unlock: hands the key to a locked agent, or
+    /// starts one, so the next commands need no passphrase.
+    func shareUnlock(_ vault: Vault, agent: AgentClient?) {
+        guard environment["VAULT_AGENT"] != "off", let paths = paths(for: vault.location) else { return }
+        if let agent {
+            do { try agent.load(vault) } catch { output.warn("the agent did not take the key: \(error.reason)") }
+            return
+        }
+        do {
+            let options = try AgentSettings(environment: environment, options: nil)
+            // Said only once the agent confirmed it holds the vault.
+            _ = try AgentLauncher.start(vault, paths: paths, settings: options, environment: environment)
+            output.info(
+                "the agent keeps this vault unlocked (\(options.summary)); 'vault lock' locks it")
+        } catch {
+            output.warn("could not start the agent: \(CLIError(reporting: error).message)")
+        }
+    }
+}

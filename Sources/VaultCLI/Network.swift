@@ -1,0 +1,32 @@
+internal import VaultCore
+internal import VaultHTTP
+internal import VaultSync
+
+/// How a command reaches providers and the sync store: the HTTP
+/// transport, and the refresher and sync engine that use it.
+struct Network {
+    let environment: [String: String]
+    /// The command, named in usage errors.
+    let command: String
+
+    /// The HTTP transport; libcurl itself is loaded only when a request is made.
+    var transport: CurlTransport { CurlTransport(caBundle: environment["SSL_CERT_FILE"]) }
+
+    /// Seconds per request to the sync store: `VAULT_STORE_TIMEOUT`, or the default.
+    func storeTimeout() throws -> Double {
+        guard let text = environment["VAULT_STORE_TIMEOUT"] else { return SyncEngine.defaultStoreTimeout }
+        guard let seconds = Double(text), seconds >= 1, seconds <= 600 else {
+            throw CLIError.usage("VAULT_STORE_TIMEOUT needs a number of seconds (1 to 600)", command: command)
+        }
+        return seconds
+    }
+
+    /// The sync engine of `vault`, with this command's store timeout.
+    func syncEngine(_ vault: Vault) throws -> SyncEngine {
+        SyncEngine(vault: vault, transport: transport, storeTimeout: try storeTimeout())
+    }
+
+    /// Fresh tokens from `vault`, coordinated as it was opened (through
+    /// the agent, or with the sync store).
+    func refresher(_ vault: Vault) -> TokenRefresher { TokenRefresher(vault: vault, transport: transport) }
+}
