@@ -64,7 +64,8 @@ public struct AgentPaths: Sendable, Equatable {
         }
         guard st.st_uid == geteuid() else { throw VaultError(.insecurePath, "\(directory) belongs to another user") }
         guard st.st_mode & 0o077 == 0 else {
-            throw VaultError(.insecurePath, "\(directory) is open to other users", remedy: .makeDirectoryPrivate(path: directory))
+            throw VaultError(
+                .insecurePath, "\(directory) is open to other users", remedy: .makeDirectoryPrivate(path: directory))
         }
     }
 

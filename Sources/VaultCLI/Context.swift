@@ -42,7 +42,7 @@ struct Context {
     /// A grant name from the command line; invalid names are usage errors.
     func grantName(_ name: String) throws -> String {
         do { try GrantName.validateForCommandLine(name) } catch {
-            throw CLIError("invalid grant name '\(name)'", hint: error.hint, exitCode: .usage)
+            throw CLIError("invalid grant name '\(name)'", hint: error.remedy.map(Remedies.hint), exitCode: .usage)
         }
         return name
     }

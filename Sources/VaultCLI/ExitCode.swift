@@ -3,7 +3,7 @@ internal import VaultCore
 internal import VaultCrypto
 internal import VaultSync
 
-/// The exit codes of SPEC.md.
+/// The exit codes (docs/cli.md, "Exit status").
 enum ExitCode: Int32 {
     case ok = 0
     case failure = 1
@@ -61,6 +61,6 @@ struct CLIError: Error {
             .insecurePath, .internalError, .refused, .invalidClient, .providerError, .badResponse:
             code = .failure
         }
-        self.init(error.reason, hint: error.remedy.map(Remedies.hint) ?? error.hint, exitCode: code)
+        self.init(error.reason, hint: error.remedy.map(Remedies.hint), exitCode: code)
     }
 }

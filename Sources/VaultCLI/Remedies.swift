@@ -56,7 +56,8 @@ enum Remedies {
         case .tryAgainInAMinute: return "try again in a minute"
         case .tryAgainLater: return "try again later"
         case .checkNetwork: return "check the network and try again"
-        case .setClock: return "set this machine's clock right (NTP, timedatectl) and try again; the grant was not changed"
+        case .setClock:
+            return "set this machine's clock right (NTP, timedatectl) and try again; the grant was not changed"
         case .checkStore: return "check the store; local data is untouched"
         case .createStoreFolder:
             return "the store did not create it with MKCOL: create the folder on the server, or check the URL"

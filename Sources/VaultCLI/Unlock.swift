@@ -5,8 +5,9 @@ internal import VaultCore
 internal import VaultCrypto
 internal import VaultSync
 
-/// Where the key to a vault comes from, in SPEC.md's order of precedence
-/// after a running agent (which `VaultOpener.openVault` asks first).
+/// Where the key to a vault comes from, in the order of precedence of
+/// docs/cli.md ("Unlocking"), after a running agent (which
+/// `VaultOpener.openVault` asks first).
 struct UnlockSources {
     let environment: [String: String]
     let keyfileFlag: String?
@@ -40,7 +41,8 @@ struct UnlockSources {
             do {
                 return (.keyfile(try Keyfile.read(path: path)), "key file \(path)", false)
             } catch {
-                throw CLIError("\(error.reason) (from \(origin))", hint: error.hint, exitCode: .locked)
+                throw CLIError(
+                    "\(error.reason) (from \(origin))", hint: error.remedy.map(Remedies.hint), exitCode: .locked)
             }
         }
         if let target = secretServiceVault, SecretService.usable(environment: environment) {

@@ -85,7 +85,8 @@ struct VaultOpener {
                         continue
                     }
                     throw CLIError(
-                        origin == "terminal" ? error.reason : "\(error.reason) (from \(origin))", hint: error.hint,
+                        origin == "terminal" ? error.reason : "\(error.reason) (from \(origin))",
+                        hint: error.remedy.map(Remedies.hint),
                         exitCode: .locked)
                 }
                 throw error

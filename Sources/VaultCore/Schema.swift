@@ -35,8 +35,3 @@ extension StorageError {
         }
     }
 }
-
-/// Runs storage calls, mapping their errors.
-package func storage<R>(_ body: () throws(StorageError) -> R) throws(VaultError) -> R {
-    do { return try body() } catch { throw error.vaultError }
-}

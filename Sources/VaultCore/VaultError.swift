@@ -1,5 +1,5 @@
 /// An error from VaultKit: a stable code, a lower-case reason without
-/// secrets, and an optional hint for the person.
+/// secrets, and an optional remedy that a front end says in its own words.
 public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
     /// Stable identifiers. The groups say how a caller recovers.
     public enum Code: String, Sendable {
@@ -49,8 +49,6 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
     public let code: Code
     /// A lower-case explanation without secrets or final period.
     public let reason: String
-    /// What the person can do about it, if anything useful can be said.
-    public let hint: String?
     /// The provider's OAuth error code (`invalid_grant`, ...), when it gave one.
     public let oauthError: String?
     /// What would get past the error, for a front end to say in its own
@@ -61,11 +59,10 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
 
     /// Creates an error.
     public init(
-        _ code: Code, _ reason: String, hint: String? = nil, oauthError: String? = nil, remedy: Remedy? = nil
+        _ code: Code, _ reason: String, oauthError: String? = nil, remedy: Remedy? = nil
     ) {
         self.code = code
         self.reason = reason
-        self.hint = hint
         self.oauthError = oauthError
         self.remedy = remedy
     }

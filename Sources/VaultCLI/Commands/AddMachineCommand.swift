@@ -85,10 +85,10 @@ extension AddCommand {
     }
 
     /// A provider made of a key file alone: its token_uri.
-    func keyProvider(_ name: String, key: ServiceAccountKey) throws(VaultError) -> Provider {
+    func keyProvider(_ name: String, key: ServiceAccountKey) throws -> Provider {
         guard let uri = key.tokenURI else {
-            throw VaultError(
-                .invalidInput, "the key file has no token_uri and no provider '\(name)' says where to get tokens",
+            throw CLIError(
+                "the key file has no token_uri and no provider '\(name)' says where to get tokens",
                 hint: "name a provider (vault add google NAME --service-account ...) or add token_uri to the key file")
         }
         return try Provider(name: name, tokenEndpoint: uri, clientID: nil, flows: [.clientCredentials])

@@ -162,7 +162,7 @@ enum AgentLauncher {
         do throws(VaultError) {
             status = try AgentClient.connect(paths, timeout: 5).status(location: vault.location)
         } catch {
-            throw CLIError("the agent did not start: \(error.reason)", hint: error.hint)
+            throw CLIError("the agent did not start: \(error.reason)", hint: error.remedy.map(Remedies.hint))
         }
         guard status.unlocked else {
             throw CLIError("the agent did not start", hint: "run 'vault agent --foreground' to see why")
@@ -351,7 +351,7 @@ struct AgentCommand: VaultCommand {
             } else if status {
                 // --status answers 0 or 77 only: an agent that cannot be used
                 // (its directory refused, say) holds nothing unlocked for us.
-                ctx.output.error(error.reason, hint: error.hint)
+                ctx.output.error(error.reason, hint: error.remedy.map(Remedies.hint))
                 if ctx.output.json { try ctx.output.printJSON(AgentOutput(nil)) }
                 return .locked
             } else {

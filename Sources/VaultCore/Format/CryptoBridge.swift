@@ -118,9 +118,3 @@ extension VaultError {
         }
     }
 }
-
-/// Runs a VaultCrypto call and maps its errors to `VaultError`. Only
-/// `authenticationFailed` needs context, so callers catch that themselves.
-package func wrap<R>(_ body: () throws(CryptoError) -> R) throws(VaultError) -> R {
-    do { return try body() } catch { throw VaultError(error) }
-}
