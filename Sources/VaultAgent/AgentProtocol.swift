@@ -3,7 +3,7 @@ package import VaultCore
 internal import VaultCrypto
 internal import VaultSync
 
-/// The agent's wire protocol, version 2 (docs/agent.md).
+/// The agent's wire protocol, version 3 (docs/agent.md).
 ///
 /// A message is a 4-byte big-endian length (1 to `maxLength`) and a body.
 /// A request body is the protocol version, an operation and its fields; a
@@ -12,7 +12,7 @@ internal import VaultSync
 /// strings (u32 length). Parsing is strict: unknown operations, short or
 /// oversized fields and trailing bytes are refused.
 enum AgentProtocol {
-    static let version: UInt8 = 2
+    static let version: UInt8 = 3
     /// Largest message body either side accepts (a state of 300,000
     /// grants fits).
     static let maxLength = 8 << 20

@@ -21,9 +21,11 @@ struct SyncRound {
     private(set) var rootObject: StoredObject?
     private(set) var rootHash = [UInt8](repeating: 0, count: 32)
     /// Step 2: the records of each bucket that changed since it was last
-    /// merged (none for a bucket that is gone).
+    /// merged (none for a bucket that is gone). Their payloads are grants
+    /// in the clear, so step 3 lets go of them once merged.
     private(set) var fetched: [Int: [SyncRecord]] = [:]
-    /// Step 4: per bucket with a local change, all its records as sent.
+    /// Step 4: per bucket with a local change, all its records as sent
+    /// (grants in the clear too: let go of after step 5).
     private(set) var outgoing: [Int: [SyncEngine.Outgoing]] = [:]
     /// Step 4: the root written (nil: nothing was written) and its hash.
     private(set) var written: SyncRoot?
@@ -125,6 +127,7 @@ struct SyncRound {
             }
             try engine.saveSyncState(state, keys)
         }
+        fetched.removeAll()
     }
 
     /// 4. Writes what this machine has that the store has not: a new object
@@ -187,6 +190,7 @@ struct SyncRound {
     /// refused it, or (ignoring preconditions) let another writer win.
     /// False when it is not ours; otherwise it becomes the new mark.
     mutating func readBack() throws(VaultError) -> Bool {
+        defer { outgoing.removeAll() }
         guard let next = written else { return true }
         let check = try store.get(SyncEngine.rootName)
         guard let check, try SyncRoot.hash(check.bytes) == writtenHash else {

@@ -26,7 +26,7 @@ def main():
         return
     try:
         if what == "hello":
-            body = bytes([2, 1]) + bytes(16)  # protocol version 2, hello
+            body = bytes([3, 1]) + bytes(16)  # protocol version 3, hello
             s.sendall(struct.pack(">I", len(body)) + body)
         elif what == "oversized":
             s.sendall(struct.pack(">I", 16 << 20) + bytes(4096))

@@ -130,7 +130,7 @@ struct SigningOptions: OptionGroup {
 }
 
 extension Commands {
-    /// Fresh grants for several names from one unlocked vault. from one unlocked vault.
+    /// Fresh grants for several names from one unlocked vault.
     static func freshGrants(_ names: [String], ctx: Context) throws -> [(String, Grant)] {
         let vault = try ctx.opener.openVault()
         var out: [(String, Grant)] = []
