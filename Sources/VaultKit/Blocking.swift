@@ -23,9 +23,12 @@ extension VaultError {
 /// A value that is not `Sendable`, handed to the one thread that uses it
 /// until it is handed back: a key or an authorizer the caller passes to a
 /// Dispatch thread and waits on, or a connection from `VaultGrantStore`'s
-/// pool, which one thread checks out at a time (connections opened from
-/// one vault share only keys that are not changed after unlocking). The
-/// compiler cannot follow that hand-off, so the conformance is unchecked.
+/// pool, which one thread checks out at a time. Connections opened from
+/// one vault share only what is not changed after unlocking (location,
+/// header, keys, clock, coordinator), and opening another connection from
+/// the first (`sibling()`) reads only those, so it may run while another
+/// thread has the first checked out. The compiler cannot follow that
+/// hand-off, so the conformance is unchecked.
 struct Handoff<Value>: @unchecked Sendable {
     let value: Value
     init(_ value: Value) { self.value = value }
