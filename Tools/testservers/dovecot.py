@@ -4,24 +4,148 @@ only XOAUTH2 and OAUTHBEARER, checking each token at the OpenID Connect
 provider's introspection endpoint.
 
   dovecot.py serve DIR GLEWLWYD_SETTINGS_JSON
+  dovecot.py serve DIR --long-tokens
 
 Prints {"imap": PORT, "submission": PORT}; Dovecot runs in the foreground
-as this script's child and is stopped by its PID when stdin closes. Install with `apt-get install dovecot-imapd dovecot-submissiond`.
+as this script's child and is stopped by its PID when stdin closes. Install
+with `apt-get install dovecot-imapd dovecot-submissiond`. Dovecot reads the
+mail in DIR as its own user, so DIR's parents must let that user through.
+
+With --long-tokens, Dovecot checks tokens at a small token endpoint of this
+script instead, which issues JWTs of LONG_TOKEN bytes (the size of
+Microsoft's access tokens; glewlwyd's are about 830) for any refresh token,
+and its port is printed as "issuer" (POST /token, POST /introspect).
+
+The user's mailbox holds one message, WELCOME_SUBJECT, from the start. Mail
+sent through submission is relayed to a sink here that delivers it to the
+recipient's mailbox (the address's local part), so it can be read over IMAP.
 """
+import base64
+import hashlib
+import hmac
+import http.server
 import json
 import os
 import pwd
+import secrets
 import signal
+import socketserver
 import subprocess
 import sys
+import threading
+import time
+import urllib.parse
 
-from common import free_port, wait_for_port
+from common import answer_json, free_port, wait_for_port
 
+USER = "ada"
+LONG_TOKEN = 1536
+WELCOME_SUBJECT = "welcome to the test mailbox"
+
+
+def b64url(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+class Issuer(http.server.BaseHTTPRequestHandler):
+    """POST /token: a refresh_token grant answered with a new JWT-sized
+    access token for USER; POST /introspect: whether a token is one of them."""
+    key = secrets.token_bytes(32)
+    issued = set()
+    lock = threading.Lock()
+
+    def log_message(self, *args):
+        pass
+
+    def mint(self):
+        header = b64url(json.dumps({"typ": "JWT", "alg": "HS256", "kid": secrets.token_hex(20)}).encode())
+        now = int(time.time())
+        claims = {"aud": "https://outlook.office.com", "iss": "http://127.0.0.1/issuer", "iat": now, "nbf": now,
+                  "exp": now + 3600, "upn": USER + "@example.com", "scp": "IMAP.AccessAsUser.All SMTP.Send",
+                  "wids": []}
+        # Group and role ids, as Microsoft's tokens carry, up to the size.
+        while True:
+            payload = b64url(json.dumps(claims).encode())
+            signature = b64url(hmac.new(self.key, (header + "." + payload).encode(), hashlib.sha256).digest())
+            token = header + "." + payload + "." + signature
+            if len(token) >= LONG_TOKEN:
+                return token
+            claims["wids"].append(secrets.token_hex(2))
+
+    def do_POST(self):
+        form = dict(urllib.parse.parse_qsl(self.rfile.read(int(self.headers.get("Content-Length", 0))).decode()))
+        if self.path == "/token":
+            if form.get("grant_type") != "refresh_token" or not form.get("refresh_token"):
+                return answer_json(self, 400, {"error": "invalid_grant"})
+            token = self.mint()
+            with Issuer.lock:
+                Issuer.issued.add(token)
+            return answer_json(self, 200, {"access_token": token, "token_type": "Bearer", "expires_in": 3600})
+        if self.path == "/introspect":
+            with Issuer.lock:
+                active = form.get("token") in Issuer.issued
+            return answer_json(self, 200, {"active": True, "username": USER} if active else {"active": False})
+        answer_json(self, 404, {"error": "not_found"})
+
+
+def deliver(mail, owner, recipient, message):
+    """Puts a message into the maildir of the recipient's local part."""
+    box = os.path.join(mail, os.path.basename(recipient.split("@")[0]))
+    for sub in ("", "/tmp", "/new", "/cur"):
+        os.makedirs(box + sub, exist_ok=True)
+        os.chown(box + sub, owner.pw_uid, owner.pw_gid)
+    name = "%d.%s.test" % (time.time_ns(), secrets.token_hex(4))
+    with open(box + "/tmp/" + name, "wb") as f:
+        f.write(message)
+    os.chown(box + "/tmp/" + name, owner.pw_uid, owner.pw_gid)
+    os.rename(box + "/tmp/" + name, box + "/new/" + name)
+
+
+def relay_sink(port, mail, owner):
+    """A minimal SMTP server for Dovecot's submission relay that delivers
+    each message to the recipients' mailboxes."""
+
+    class Session(socketserver.StreamRequestHandler):
+        def reply(self, line):
+            self.wfile.write(line.encode() + b"\r\n")
+
+        def handle(self):
+            self.reply("220 sink ready")
+            recipients = []
+            for raw in self.rfile:
+                verb = raw.decode("latin-1").strip().split(" ", 1)[0].upper()
+                if verb in ("EHLO", "HELO"):
+                    self.reply("250 sink")
+                elif verb == "MAIL":
+                    recipients = []
+                    self.reply("250 ok")
+                elif verb == "RCPT":
+                    recipients.append(raw.decode("latin-1").split("<", 1)[1].split(">", 1)[0])
+                    self.reply("250 ok")
+                elif verb == "DATA":
+                    self.reply("354 go on")
+                    lines = []
+                    for line in self.rfile:
+                        if line.rstrip(b"\r\n") == b".":
+                            break
+                        lines.append(line[1:] if line.startswith(b"..") else line)
+                    for r in recipients:
+                        deliver(mail, owner, r, b"".join(lines))
+                    self.reply("250 delivered")
+                elif verb == "QUIT":
+                    self.reply("221 bye")
+                    return
+                else:
+                    self.reply("250 ok")
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", port), Session)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
 
 
 def main():
     d = os.path.abspath(sys.argv[2])
-    g = json.load(open(sys.argv[3]))
+    long_tokens = sys.argv[3] == "--long-tokens"
     for sub in ("run", "state", "mail"):
         os.makedirs(os.path.join(d, sub), exist_ok=True)
     # Mail is kept by Dovecot's own unprivileged account.
@@ -29,8 +153,20 @@ def main():
     os.chown(d + "/mail", owner.pw_uid, owner.pw_gid)
     os.chmod(d, 0o755)
     imap, submission, relay = free_port(), free_port(), free_port()
-    introspection = "http://%s:%s@127.0.0.1:%d/api/oidc/introspect" % (
-        g["confidential_client"], g["client_secret"], g["port"] if "port" in g else int(g["base"].rsplit(":", 1)[1]))
+    ports = {"imap": imap, "submission": submission}
+    deliver(d + "/mail", owner, USER, ("From: vault tests <tests@example.com>\r\nTo: %s@example.com\r\n"
+                                       "Subject: %s\r\n\r\nHello.\r\n" % (USER, WELCOME_SUBJECT)).encode())
+    relay_sink(relay, d + "/mail", owner)
+    if long_tokens:
+        issuer = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Issuer)
+        threading.Thread(target=issuer.serve_forever, daemon=True).start()
+        ports["issuer"] = issuer.server_address[1]
+        introspection = "http://127.0.0.1:%d/introspect" % ports["issuer"]
+    else:
+        g = json.load(open(sys.argv[3]))
+        introspection = "http://%s:%s@127.0.0.1:%d/api/oidc/introspect" % (
+            g["confidential_client"], g["client_secret"],
+            g["port"] if "port" in g else int(g["base"].rsplit(":", 1)[1]))
     with open(d + "/oauth2.conf.ext", "w") as f:
         f.write("introspection_mode = post\nintrospection_url = %s\nusername_attribute = username\n"
                 "active_attribute = active\nactive_value = true\n" % introspection)
@@ -84,7 +220,7 @@ service anvil {{
     # In the foreground, as our child: stopped by the PID we started.
     master = subprocess.Popen(["dovecot", "-F", "-c", conf], stdin=subprocess.DEVNULL, start_new_session=True)
     wait_for_port(imap, alive=lambda: master.poll() is None)
-    print(json.dumps({"imap": imap, "submission": submission}), flush=True)
+    print(json.dumps(ports), flush=True)
     try:
         sys.stdin.read()
     finally:
