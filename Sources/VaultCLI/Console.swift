@@ -50,6 +50,8 @@ struct Console {
 
     func out(_ line: String) { Console.write(line + "\n", to: 1) }
     func info(_ line: String) { Console.write("vault: \(Console.escaped(line))\n", to: 2) }
+    /// A question on stderr, answered on the same line: `vault: ...` without a newline.
+    func prompt(_ text: String) { Console.write("vault: \(Console.escaped(text))", to: 2) }
     func warn(_ line: String) { Console.write("vault: warning: \(Console.escaped(line))\n", to: 2) }
     func error(_ line: String, hint: String? = nil, more: [String] = []) {
         var text = "vault: error: \(Console.escaped(line))\n"

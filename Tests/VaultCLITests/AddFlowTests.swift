@@ -123,6 +123,10 @@ struct AddFlowTests {
         #expect(approve.status == 0, "\(approve.stderr)")
         let r = p.wait(timeout: 60)
         #expect(r.status == 0, "\(r.stderr)")
+        // The prompt is a message like every other line vault writes.
+        let lines = r.stderr.split(separator: "\n")
+        #expect(lines.contains { $0.hasPrefix("vault: to authorize, open ") && $0.hasSuffix(" code \(userCode)") })
+        #expect(lines.allSatisfy { $0.hasPrefix("vault: ") }, "\(r.stderr)")
         let g = try #require(try shown("tv"))
         #expect(try userinfoWorks(try #require(g["access_token"] as? String)) == s.email)
     }
@@ -155,8 +159,52 @@ struct AddFlowTests {
         p.send(approved.stdout)
         let r = p.wait(timeout: 60)
         #expect(r.status == 0, "\(r.stderr)")
-        #expect(r.stderr.contains("Paste the address"))
+        #expect(r.stderr.contains("vault: paste the address the browser ended on (or the code): "))
         let g = try #require(try shown("pasted"))
+        #expect(try userinfoWorks(try #require(g["access_token"] as? String)) == s.email)
+    }
+
+    /// The bash example of docs/cli.md that runs the paste flow from a program.
+    static func pasteScript() throws -> String {
+        let text = try String(
+            contentsOf: FixtureServer.root.appendingPathComponent("docs/cli.md"), encoding: .utf8)
+        let blocks = text.components(separatedBy: "```bash\n").dropFirst().map {
+            $0.components(separatedBy: "```")[0]
+        }
+        return try #require(blocks.first { $0.contains("--flow paste") })
+    }
+
+    @Test("paste flow scripted as docs/cli.md shows: the address on standard input, even with a terminal")
+    func pasteScripted() throws {
+        // docs/cli.md's script: its provider 'corp', and 'approve' signing in
+        // at the provider and printing the address the browser ended on.
+        try providerFile("corp", ["issuer": s.issuer, "client_id": s.public_client, "redirect_uri": s.redirect_uri])
+        let bin = home.path + "/bin"
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: bin + "/vault", withDestinationPath: VaultProcess.binary)
+        home.write(
+            bin + "/approve",
+            "#!/bin/sh\nexec python3 '\(FixtureServer.root.path)/Tools/testservers/glewlwyd.py' approve "
+                + "'\(oidc.directory)' \"$1\" --print-only\n")
+        chmod(bin + "/approve", 0o700)
+        var env = home.environment
+        env["PATH"] = bin + ":/usr/bin:/bin"
+        // A controlling terminal that nobody types at: what is pasted must
+        // come from standard input, as it does for a script run from a shell.
+        let withTerminal = """
+            import fcntl, os, pty, sys, termios
+            master, slave = pty.openpty()
+            os.set_inheritable(master, True)
+            fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+            os.execv(sys.argv[1], sys.argv[1:])
+            """
+        let r = try VaultProcess.start(
+            ["-c", withTerminal, "/bin/bash", "-c", try Self.pasteScript()], environment: env,
+            executable: "/usr/bin/python3"
+        ).wait(timeout: 60)
+        #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
+        #expect(r.stdout.contains("vault: added 'corp' (corp, \(s.email)"), "\(r.stdout)")
+        let g = try #require(try shown("corp"))
         #expect(try userinfoWorks(try #require(g["access_token"] as? String)) == s.email)
     }
 

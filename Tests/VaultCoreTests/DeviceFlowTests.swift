@@ -97,6 +97,6 @@ struct DeviceFlowTests {
         let (_, _, ui) = try run(
             #"{"device_code":"d","user_code":"U","verification_uri":"https://id.example/go","#
                 + #""verification_uri_complete":"javascript:alert(1)","interval":1}"#, timeout: 2)
-        #expect(ui.shown == ["To authorize, open https://id.example/go and enter the code U"])
+        #expect(ui.shown == ["to authorize, open https://id.example/go and enter the code U"])
     }
 }

@@ -149,7 +149,18 @@ struct ProviderTests {
             ),
             (#"{"name": "x", "issuer": "https://a", "redirect_uri": "http://127.0.0.1/cb"}"#, "redirect_uri must be"),
             (#"{"name": "x", "issuer": "https://a", "flows": ["telepathy"]}"#, "wrong value for 'flows"),
-            (#"{"name": "x", "token_endpoint": "https://a/t"}"#, "need 'authorization_endpoint'"),
+            (
+                #"{"name": "x", "token_endpoint": "https://a/t"}"#,
+                "needs 'authorization_endpoint' or 'device_authorization_endpoint' for a person to authorize"
+            ),
+            (
+                #"{"name": "x", "token_endpoint": "https://a/t", "authorization_endpoint": "https://a/a", "flows": ["browser", "device"]}"#,
+                "the device flow needs 'device_authorization_endpoint'"
+            ),
+            (
+                #"{"name": "x", "token_endpoint": "https://a/t", "device_authorization_endpoint": "https://a/d", "flows": ["paste"]}"#,
+                "the browser and paste flows need 'authorization_endpoint'"
+            ),
             (
                 #"{"name": "x", "issuer": "https://a", "token_endpoint_auth_method": "tls_client_auth"}"#,
                 "token_endpoint_auth_method"
@@ -171,6 +182,66 @@ struct ProviderTests {
         #expect(c.problems.count == 1)
         #expect(c.problems.first?.reason.contains(reason) == true, "\(c.problems.first?.reason ?? "no problem")")
         #expect(c.providers["google"] != nil)
+    }
+
+    @Test(
+        "a file without 'flows' gets those its endpoints allow, never client credentials",
+        arguments: [
+            (
+                #"{"authorization_endpoint": "https://a/a", "token_endpoint": "https://a/t", "userinfo_endpoint": "https://a/u"}"#,
+                "browser paste"
+            ),
+            (#"{"token_endpoint": "https://a/t", "device_authorization_endpoint": "https://a/d"}"#, "device"),
+            (
+                #"{"authorization_endpoint": "https://a/a", "token_endpoint": "https://a/t", "device_authorization_endpoint": "https://a/d"}"#,
+                "browser device paste"
+            ),
+            (
+                #"{"issuer": "https://a", "authorization_endpoint": "https://a/a", "token_endpoint": "https://a/t"}"#,
+                "browser paste"
+            ),
+            // Endpoints from discovery: its document decides when vault adds.
+            (#"{"issuer": "https://a"}"#, "browser device paste"),
+            (
+                #"{"protocol": "oauth1", "request_token_endpoint": "https://a/r", "authorization_endpoint": "https://a/a", "token_endpoint": "https://a/t"}"#,
+                "browser paste"
+            ),
+            // What a file lists stands.
+            (
+                #"{"authorization_endpoint": "https://a/a", "token_endpoint": "https://a/t", "device_authorization_endpoint": "https://a/d", "flows": ["device"]}"#,
+                "device"
+            ),
+        ])
+    func defaultFlows(text: String, flows: String) throws {
+        let (c, _) = try catalog(with: ["x.json": text])
+        #expect(c.problems.isEmpty, "\(c.problems.map(\.reason))")
+        #expect(try c.provider("x").flows.map(\.rawValue).joined(separator: " ") == flows)
+    }
+
+    @Test("a provider described in code without flows gets those its endpoints allow")
+    func defaultFlowsInCode() throws {
+        let p = try Provider(
+            name: "plain", authorizationEndpoint: "https://a/a", tokenEndpoint: "https://a/t",
+            userinfoEndpoint: "https://a/u", clientID: "c")
+        #expect(p.flows == [.browser, .paste])
+    }
+
+    static let docs = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("docs/providers.md")
+
+    @Test("docs/providers.md's plain OAuth 2.0 example is a usable provider with the browser and paste flows")
+    func plainOAuth2Example() throws {
+        let text = try String(contentsOf: Self.docs, encoding: .utf8)
+        let after = try #require(text.range(of: "A plain OAuth 2.0 provider"))
+        let open = try #require(text.range(of: "```json\n", range: after.upperBound..<text.endIndex))
+        let close = try #require(text.range(of: "```", range: open.upperBound..<text.endIndex))
+        let example = String(text[open.upperBound..<close.lowerBound])
+        #expect(!example.contains("\"flows\"") && !example.contains("issuer"))
+        let (c, _) = try catalog(with: ["forge.json": example])
+        #expect(c.problems.isEmpty, "\(c.problems.map(\.reason))")
+        let forge = try c.provider("forge")
+        #expect(forge.flows == [.browser, .paste])
+        #expect(forge.userinfoEndpoint != nil && forge.deviceAuthorizationEndpoint == nil && !forge.isOpenIDConnect)
     }
 
     @Test("plain http endpoints are allowed for loopback hosts only")

@@ -15,11 +15,11 @@ struct TerminalAuthorizationUI: AuthorizationUI {
     func openBrowser(_ url: String, launching launchURL: String?) {
         guard let launchURL else {
             console.info("open this address to authorize:")
-            Console.write(url + "\n", to: 2)
+            showAddress(url)
             return
         }
         console.info("open this address to authorize (vault is also opening it in your browser):")
-        Console.write(url + "\n", to: 2)
+        showAddress(url)
         // $BROWSER gets the URL as its one argument; the shell only splits
         // $BROWSER itself, never the URL.
         guard let command = environment["BROWSER"].flatMap({ $0.isEmpty ? nil : $0 }) ?? xdgOpen() else {
@@ -31,6 +31,10 @@ struct TerminalAuthorizationUI: AuthorizationUI {
         }
     }
 
+    /// The authorization address on a line of its own, so it can be
+    /// copied whole; escaped, as the endpoint in it is a provider file's.
+    func showAddress(_ url: String) { Console.write(Console.escaped(url) + "\n", to: 2) }
+
     /// xdg-open, if it is on the PATH.
     func xdgOpen() -> String? {
         let path = environment["PATH"] ?? "/usr/bin:/bin"
@@ -39,17 +43,19 @@ struct TerminalAuthorizationUI: AuthorizationUI {
     }
 
     /// Shows one line of the flow's text, which carries the provider's
-    /// strings: escaped, so they cannot forge vault's own lines.
-    func show(_ message: String) { Console.write(Console.escaped(message) + "\n", to: 2) }
+    /// strings: a message like any other, escaped, so they cannot forge
+    /// vault's own lines.
+    func show(_ message: String) { console.info(message) }
 
+    /// Reads one line from standard input, whatever it is: a person pastes
+    /// at the terminal, and a program that runs the flow writes the address
+    /// into a pipe (docs/cli.md).
     func readPasted(prompt: String) throws(VaultError) -> String {
-        Console.write(prompt, to: 2)
+        console.prompt(prompt)
         var bytes: [UInt8] = []
-        let fd = isatty(0) == 1 || Terminal() == nil ? 0 : open("/dev/tty", O_RDONLY | O_CLOEXEC)
-        defer { if fd > 0 { close(fd) } }
         var b: UInt8 = 0
         while bytes.count < 16384 {
-            let n = read(fd, &b, 1)
+            let n = read(0, &b, 1)
             if n < 0 && errno == EINTR { continue }
             if n <= 0 || b == 0x0a { break }
             bytes.append(b)
@@ -80,8 +86,9 @@ struct AddCommand: VaultCommand {
             The browser flow listens on 127.0.0.1 for the redirect, opens the authorization page
             with $BROWSER (the URL as its one argument) or xdg-open, and always prints the URL.
             PKCE (S256) and state are always used, and a nonce for OpenID Connect. The device flow
-            shows a code to enter on another device; the paste flow asks for the address the
-            browser ended on. An existing grant of the same name is replaced only when the new
+            shows a code to enter on another device; the paste flow reads the address the browser
+            ended on (or the code) as one line from standard input, so a program can answer it
+            too (docs/cli.md). An existing grant of the same name is replaced only when the new
             authorization succeeds. Nothing is stored on any failure. Exit status 75 when the
             device code expires or the browser never comes back (run it again), 1 when the
             person or the provider refuses.

@@ -156,7 +156,7 @@ public struct Authorizer {
                     remedy: .finishSooner(otherFlows: p.flows.filter { $0 != .browser }))
             }
         } else {
-            answer = try pasted(ui.readPasted(prompt: "Paste the address the browser ended on (or the code): "))
+            answer = try pasted(ui.readPasted(prompt: "paste the address the browser ended on (or the code): "))
         }
         func value(_ key: String) -> String? { answer.first { $0.0 == key }?.1 }
 
@@ -229,8 +229,8 @@ public struct Authorizer {
             throw VaultError(
                 .badResponse, "the device authorization answer has an unusable interval or expires_in (refused)")
         }
-        ui.show("To authorize, open \(device.verificationURI) and enter the code \(device.userCode)")
-        if let complete { ui.show("(or open \(complete))") }
+        ui.show("to authorize, open \(device.verificationURI) and enter the code \(device.userCode)")
+        if let complete { ui.show("or open \(complete), which carries the code") }
         var interval = schedule.interval
         let deadline = time.now().addingTimeInterval(min(schedule.expiresIn, request.timeout))
         let expired = VaultError(

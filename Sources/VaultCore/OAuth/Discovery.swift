@@ -55,10 +55,9 @@ public enum Discovery {
         file.device_authorization_endpoint = doc.device_authorization_endpoint
         file.revocation_endpoint = doc.revocation_endpoint
         file.userinfo_endpoint = doc.userinfo_endpoint
-        var flows: [Provider.Flow] = []
-        if doc.authorization_endpoint != nil { flows += [.browser, .paste] }
-        if doc.device_authorization_endpoint != nil { flows.append(.device) }
-        file.flows = flows
+        file.flows = Provider.Flow.forPeople(
+            authorizationEndpoint: doc.authorization_endpoint != nil,
+            deviceEndpoint: doc.device_authorization_endpoint != nil)
         file.scopes = ["openid", "email"]
         file.token_endpoint_auth_method = authMethod(supported: doc.token_endpoint_auth_methods_supported)
         // A provider file of the same name keeps its client and quirks.

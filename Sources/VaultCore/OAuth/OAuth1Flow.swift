@@ -60,7 +60,7 @@ extension Authorizer {
                     remedy: .finishSooner(otherFlows: p.flows.filter { $0 != .browser }))
             }
         } else {
-            let text = try ui.readPasted(prompt: "Paste the verifier the provider shows (or the address): ")
+            let text = try ui.readPasted(prompt: "paste the verifier the provider shows (or the address): ")
             let pasted = try pasted(text)
             answer = pasted.count == 1 && pasted[0].0 == "code" ? [("oauth_verifier", pasted[0].1)] : pasted
         }

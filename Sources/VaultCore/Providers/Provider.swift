@@ -17,6 +17,16 @@ public struct Provider: Sendable, Equatable {
         /// 4.4), with `MachineGrants` rather than `Authorizer`. Needs only
         /// a token endpoint.
         case clientCredentials = "client-credentials"
+
+        /// The flows for a person that a provider's endpoints allow, for a
+        /// provider that lists none: browser and paste with an
+        /// authorization endpoint, device with a device authorization
+        /// endpoint. Client credentials are never implied: a provider for
+        /// machines lists them.
+        static func forPeople(authorizationEndpoint: Bool, deviceEndpoint: Bool) -> [Flow] {
+            (authorizationEndpoint ? [.browser] : []) + (deviceEndpoint ? [.device] : [])
+                + (authorizationEndpoint ? [.paste] : [])
+        }
     }
 
     /// The name grants refer to it by.
@@ -174,7 +184,26 @@ public struct Provider: Sendable, Equatable {
         clientID = f.client_id
         clientSecret = f.client_secret
         authorizationParams = f.authorization_params ?? [:]
-        flows = f.flows ?? (proto == .oauth1 ? [.browser, .paste] : [.browser, .device, .paste])
+        if let listed = f.flows {
+            flows = listed
+        } else if proto == .oauth1 {
+            flows = [.browser, .paste]
+        } else {
+            // Without `flows`, the endpoints decide. An issuer without a
+            // token endpoint has its endpoints from discovery, and the
+            // flows with them (Discovery.provider).
+            let discovered = f.issuer != nil && f.token_endpoint == nil
+            flows = Flow.forPeople(
+                authorizationEndpoint: discovered || f.authorization_endpoint != nil,
+                deviceEndpoint: discovered || f.device_authorization_endpoint != nil)
+            guard !flows.isEmpty else {
+                throw VaultError(
+                    .invalidInput,
+                    "provider '\(name)' (\(source)): needs 'authorization_endpoint' or "
+                        + "'device_authorization_endpoint' for a person to authorize, or "
+                        + "\"flows\": [\"client-credentials\"] for machines only")
+            }
+        }
         redirectURI = f.redirect_uri
         tokenEndpointAuthMethod = f.token_endpoint_auth_method ?? "client_secret_basic"
         publicClient = f.public_client ?? false

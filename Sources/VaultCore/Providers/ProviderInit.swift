@@ -3,13 +3,14 @@ import FoundationEssentials
 extension Provider {
     /// Describes a provider in code (an app that knows its provider need
     /// not write a provider file). Endpoints must be https, or http to a
-    /// loopback address; flows must have their endpoints. For OpenID Connect
-    /// issuers, `Discovery.provider` fills the endpoints instead.
+    /// loopback address; flows must have their endpoints, and default to
+    /// those the endpoints allow (never client credentials). For OpenID
+    /// Connect issuers, `Discovery.provider` fills the endpoints instead.
     public init(
         name: String, issuer: String? = nil, authorizationEndpoint: String? = nil, tokenEndpoint: String?,
         deviceAuthorizationEndpoint: String? = nil, revocationEndpoint: String? = nil,
         userinfoEndpoint: String? = nil, scopes: [String] = [], clientID: String?, clientSecret: String? = nil,
-        authorizationParams: [String: String] = [:], flows: [Flow] = [.browser, .device, .paste],
+        authorizationParams: [String: String] = [:], flows: [Flow]? = nil,
         redirectURI: String? = nil, tokenEndpointAuthMethod: String = "client_secret_basic",
         publicClient: Bool = false
     ) throws(VaultError) {
@@ -86,9 +87,9 @@ extension Provider {
             f.errors_with_http_200 = c.errorsWithHTTP200
             f.empty_400_is_invalid_grant = c.empty400IsInvalidGrant
             f.scopes = grant.scopes
-            var flows: [Flow] = []
-            if c.authorizationEndpoint != nil { flows += [.browser, .paste] }
-            if c.deviceAuthorizationEndpoint != nil && grant.kind == .oauth2 { flows.append(.device) }
+            let flows = Flow.forPeople(
+                authorizationEndpoint: c.authorizationEndpoint != nil,
+                deviceEndpoint: c.deviceAuthorizationEndpoint != nil && grant.kind == .oauth2)
             guard !flows.isEmpty, c.tokenEndpoint != nil else {
                 throw VaultError(
                     .invalidInput,
