@@ -247,3 +247,30 @@ struct ProcessSubstitutionTests {
         #expect(!r.stdout.contains(secret) && !r.stderr.contains(secret))
     }
 }
+
+/// A grant name that is not found: the stored names near it are suggested.
+@Suite("names near one that is not found")
+struct NearGrantNameTests {
+    /// Every command that takes a grant name, given `wrok`.
+    static let commands: [[String]] = [
+        ["token", "wrok"], ["env", "wrok"], ["exec", "wrok", "--", "/bin/true"], ["header", "wrok"],
+        ["xoauth2", "wrok"], ["show", "wrok"], ["refresh", "wrok"], ["check", "wrok"], ["rename", "wrok", "job"],
+        ["remove", "wrok"], ["remove", "wrok", "--revoke"], ["sign", "wrok", "--url", "https://example.com/"],
+        ["git-credential", "map", "git.example.com", "wrok"], ["add", "wrok"],
+    ]
+
+    @Test("through the agent too: the agent's keys open the names it suggests")
+    func throughTheAgent() throws {
+        let agent = AgentHome()
+        // The passphrase is withheld from here on: only the agent opens the vault.
+        _ = try agent.startWithGrant()
+        #expect(try agent.home.run("import", "work", stdin: Home.tokenJSON("token-two")).status == 0)
+        for arguments in Self.commands {
+            let r = try VaultProcess.run(arguments, environment: agent.home.environment)
+            #expect(r.status == 1, "\(arguments): \(r.stderr)")
+            #expect(r.stderr.contains("vault: hint: did you mean 'work'?\n"), "\(arguments): \(r.stderr)")
+        }
+        // The agent held the keys: nothing asked for a passphrase.
+        #expect(try agent.agentPID() != nil)
+    }
+}
