@@ -103,6 +103,12 @@ enum Remedies {
         case .declareEmpty400IsInvalidGrant:
             return
                 "a provider that answers a revoked refresh token with an empty 400 (glewlwyd does) needs \"empty_400_is_invalid_grant\": true in its provider file"
+        case .nearGrantNames(let names):
+            // Names come from the vault: the one printer escapes the whole hint.
+            let quoted = names.map { "'\($0)'" }
+            guard let last = quoted.last else { return hint(.listGrants) }
+            let choices = quoted.count == 1 ? last : quoted.dropLast().joined(separator: ", ") + " or " + last
+            return "did you mean \(choices)?"
         }
     }
 }

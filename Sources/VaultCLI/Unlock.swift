@@ -94,7 +94,9 @@ struct UnlockSources {
         if let path = env("\(prefix)_PASSPHRASE_FILE") {
             let raw: SecureBytes
             do { raw = try SecretFile.read(path: path) } catch {
-                throw CLIError("\(error.reason) (from \(prefix)_PASSPHRASE_FILE)", exitCode: .locked)
+                throw CLIError(
+                    "\(error.reason) (from \(prefix)_PASSPHRASE_FILE)", hint: error.remedy.map(Remedies.hint),
+                    exitCode: .locked)
             }
             return (try passphrase(raw, origin: "\(prefix)_PASSPHRASE_FILE"), "\(prefix)_PASSPHRASE_FILE")
         }
@@ -119,7 +121,7 @@ struct UnlockSources {
         if let path = fileFlag {
             let raw: SecureBytes
             do { raw = try SecretFile.read(path: path) } catch {
-                throw CLIError("\(error.reason) (from --new-passphrase-file)")
+                throw CLIError("\(error.reason) (from --new-passphrase-file)", hint: error.remedy.map(Remedies.hint))
             }
             return try passphrase(raw, origin: "--new-passphrase-file")
         }

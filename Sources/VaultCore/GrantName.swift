@@ -40,3 +40,47 @@ public enum GrantName {
         }
     }
 }
+
+extension GrantName {
+    /// The names among `names` close enough to `name` to be what was meant
+    /// (a slip of the keyboard: a letter missing, added, changed, or two
+    /// swapped; case is ignored), nearest first, at most `limit`. Empty when
+    /// none is close: a suggestion far from what was typed only misleads.
+    package static func nearest(to name: String, among names: some Sequence<String>, limit: Int = 3) -> [String] {
+        let typed = Array(name.lowercased().unicodeScalars)
+        // A third of the name, at least one edit and at most three; never
+        // as many as the name has characters (`g` is not near `h`).
+        let allowed = min(3, max(1, typed.count / 3), typed.count - 1)
+        guard allowed > 0 else { return [] }
+        var near: [(distance: Int, name: String)] = []
+        for candidate in names where candidate != name {
+            let other = Array(candidate.lowercased().unicodeScalars)
+            guard abs(other.count - typed.count) <= allowed else { continue }
+            let distance = editDistance(typed, other)
+            if distance <= allowed { near.append((distance, candidate)) }
+        }
+        near.sort { ($0.distance, $0.name) < ($1.distance, $1.name) }
+        return near.prefix(limit).map(\.name)
+    }
+
+    /// Optimal string alignment distance: insertions, deletions,
+    /// substitutions and swaps of two neighbours, one edit each.
+    static func editDistance(_ a: [Unicode.Scalar], _ b: [Unicode.Scalar]) -> Int {
+        if a.isEmpty || b.isEmpty { return max(a.count, b.count) }
+        // Three rows of the table: the one before the previous, the previous, the current.
+        var before = [Int](repeating: 0, count: b.count + 1)
+        var previous = Array(0...b.count)
+        var current = [Int](repeating: 0, count: b.count + 1)
+        for i in 1...a.count {
+            current[0] = i
+            for j in 1...b.count {
+                let cost = a[i - 1] == b[j - 1] ? 0 : 1
+                var best = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + cost)
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] { best = min(best, before[j - 2] + 1) }
+                current[j] = best
+            }
+            (before, previous, current) = (previous, current, before)
+        }
+        return previous[b.count]
+    }
+}

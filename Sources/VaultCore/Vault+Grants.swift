@@ -180,15 +180,39 @@ extension Vault {
     func loadLive(_ name: String, state: StateManifest) throws(VaultError) -> (StoredRecord, Grant) {
         try GrantName.validate(name)
         let hash = try keys.nameHash(name)
-        guard let row = try findRow(nameHash: hash, deleted: false) else {
-            throw VaultError(.notFound, "grant '\(name)' not found", remedy: .listGrants)
-        }
+        guard let row = try findRow(nameHash: hash, deleted: false) else { throw notFound(name, state: state) }
         try check(row, against: state)
         let payload = try keys.open(row)
         guard let grant = payload.grant else {
             throw VaultError(.tampered, "\(row.label) does not belong to this name")
         }
         return (row, grant)
+    }
+
+    /// The error for a name no live grant has, carrying the stored names
+    /// near it (a typo) when there are any. Finding them opens every
+    /// record, which only a miss pays for.
+    func notFound(_ name: String, state: StateManifest) -> VaultError {
+        let near = GrantName.nearest(to: name, among: liveNames(state: state))
+        return VaultError(
+            .notFound, "grant '\(name)' not found", remedy: near.isEmpty ? .listGrants : .nearGrantNames(near))
+    }
+
+    /// The names of the live grants whose records pass their checks;
+    /// tokens are not read. Records that fail are left out, not reported:
+    /// this only feeds suggestions.
+    private func liveNames(state: StateManifest) -> [String] {
+        guard let rows = try? allRows() else { return [] }
+        let live = rows.filter { row in
+            guard !row.deleted else { return false }
+            do throws(VaultError) { try check(row, against: state) } catch { return false }
+            return true
+        }
+        guard let opened = try? keys.open(live, secrets: false) else { return [] }
+        return opened.compactMap { result in
+            guard let payload = try? result.get(), payload.grant != nil else { return nil }
+            return payload.name
+        }
     }
 
     /// A row must match its authenticated state entry exactly.

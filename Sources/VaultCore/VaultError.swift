@@ -210,6 +210,9 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
         case checkClientAuthentication
         /// Declare in the provider file that an empty 400 means invalid_grant.
         case declareEmpty400IsInvalidGrant
+        /// Stored grant names close to the one asked for, which may be what
+        /// was meant (nearest first; a name none is close to gets `listGrants`).
+        case nearGrantNames([String])
 
         /// A private key's form, for `pkcs8Key`.
         public enum KeyForm: String, Sendable, Equatable, Codable {

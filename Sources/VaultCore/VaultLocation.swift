@@ -311,18 +311,21 @@ extension FileSystem {
     static func readSecret(_ path: String, limit: Int = 4096, trusted: Bool = false) throws(VaultError)
         -> SecureBytes
     {
-        if trusted { try checkTrusted(path) }
+        if trusted {
+            // A shell's process substitution, `<(command)`, is a /dev/fd
+            // link to a pipe that has no path of its own, so the trust
+            // check's realpath would call it missing: say what it is first.
+            var st = stat()
+            if stat(path, &st) == 0 && st.st_mode & S_IFMT != S_IFREG { throw notRegularFile(path) }
+            try checkTrusted(path)
+        }
         // Non-blocking, so a FIFO with no writer cannot hang the open.
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
         guard fd >= 0 else { throw VaultError(.io, "cannot open \(path): \(errnoText())") }
         defer { close(fd) }
         var st = stat()
         guard fstat(fd, &st) == 0 else { throw VaultError(.io, "cannot inspect \(path): \(errnoText())") }
-        guard st.st_mode & S_IFMT == S_IFREG else {
-            throw VaultError(
-                .invalidInput, "\(path) is not a regular file (a pipe or a device could block or change)",
-                remedy: .secretFromFileOrCommand)
-        }
+        guard st.st_mode & S_IFMT == S_IFREG else { throw notRegularFile(path) }
         let buffer = try Secure.buffer(count: limit + 1)
         var total = 0
         while total <= limit {
@@ -334,6 +337,15 @@ extension FileSystem {
         }
         guard total <= limit else { throw VaultError(.invalidInput, "\(path) is larger than \(limit) bytes") }
         return try Secure.prefix(buffer, total)
+    }
+
+    /// The refusal of a secret file that is a pipe, a device or a
+    /// directory: a pipe is read once and may block, a device may change,
+    /// and neither can be checked for who may write it.
+    private static func notRegularFile(_ path: String) -> VaultError {
+        VaultError(
+            .invalidInput, "\(path) is not a regular file (a pipe or a device could block or change)",
+            remedy: .secretFromFileOrCommand)
     }
 }
 

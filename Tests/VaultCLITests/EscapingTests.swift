@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import VaultKit
 import VaultTestSupport
 
 /// True when `text` holds a C0 or C1 control, DEL, or a bidirectional
@@ -73,5 +74,28 @@ struct EscapingTests {
         // A mapping's host, quoted back.
         let map = try home.run("git-credential", "map", "h\u{1b}]0;x\u{7}", "g")
         #expect(!hasRawControls(map.stderr), "\(map.stderr.debugDescription)")
+    }
+
+    @Test("a suggested grant name is escaped: an app's name may hold bidi characters")
+    func suggestedNames() throws {
+        let home = Home()
+        home.extra["VAULT_AGENT"] = "off"
+        try home.initKeyfileVault()
+        // The command line only types plain names; an app (or another
+        // machine, through sync) may store any name without controls.
+        let secret = try SecureBytes(copying: Array(Data(contentsOf: URL(fileURLWithPath: home.path + "/key"))))
+        let vault = try Vault.open(
+            at: VaultLocation(directory: home.path + "/vault", configDirectory: home.path + "/config"),
+            key: .keyfile(try Keyfile.decode(secret)))
+        try vault.save(TestKeys.grant(), as: "wor\u{202E}k")
+        try vault.save(TestKeys.grant(), as: "work\u{2069}")
+        for arguments in [["token", "work"], ["show", "work"]] {
+            let r = try home.run(arguments[0], arguments[1])
+            #expect(r.status == 1, "\(r.stderr)")
+            #expect(!hasRawControls(r.stderr), "\(r.stderr.debugDescription)")
+            #expect(
+                r.stderr.hasSuffix(#"vault: hint: did you mean 'work\u{2069}' or 'wor\u{202e}k'?"# + "\n"),
+                "\(r.stderr)")
+        }
     }
 }

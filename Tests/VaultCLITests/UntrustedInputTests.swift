@@ -172,3 +172,105 @@ struct VaultFileTests {
         #expect(r.stderr == "vault: error: the passphrase is not valid UTF-8 (from VAULT_PASSPHRASE)\n")
     }
 }
+
+/// A secret file given as a shell's process substitution, `<(command)`:
+/// the path is a /dev/fd link to a pipe, which vault refuses, saying so.
+@Suite("a pipe given as a secret file")
+struct ProcessSubstitutionTests {
+    /// `PIPE` in an argument or a variable becomes `<(printf %s "$S")`.
+    struct Case: CustomTestStringConvertible, Sendable {
+        let arguments: [String]
+        var variable: String? = nil
+        var vault = true
+        var status: Int32 = 1
+        var testDescription: String { variable.map { "\($0)=<(...)" } ?? arguments.joined(separator: " ") }
+    }
+
+    static let cases: [Case] = [
+        Case(arguments: ["add", "google", "--client-secret-file", "PIPE"]),
+        Case(arguments: ["import", "work", "--client-secret-file", "PIPE"]),
+        Case(arguments: [
+            "add", "google", "m", "--flow", "client-credentials", "--client-id", "c", "--client-secret-file", "PIPE",
+        ]),
+        Case(arguments: [
+            "add", "google", "m", "--flow", "client-credentials", "--client-id", "c", "--client-key-file", "PIPE",
+        ]),
+        Case(arguments: ["add", "google", "m", "--service-account", "PIPE"]),
+        Case(arguments: ["passwd", "--new-passphrase-file", "PIPE"]),
+        Case(arguments: ["remote", "set", "https://127.0.0.1:9/dav", "--user", "u", "--password-file", "PIPE"]),
+        Case(arguments: ["list", "--keyfile", "PIPE"], status: 77),
+        Case(arguments: ["list"], variable: "VAULT_PASSPHRASE_FILE", status: 77),
+        Case(arguments: ["list"], variable: "VAULT_KEYFILE", status: 77),
+        Case(
+            arguments: [
+                "join", "https://127.0.0.1:9/dav", "--user", "u", "--password-file", "$HOME/passphrase",
+                "--pairing-code-file", "PIPE",
+            ],
+            vault: false),
+    ]
+
+    @Test(
+        "every option that reads a secret from a file calls a pipe not a regular file, says why, and what to do",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/bin/bash"), "needs bash for <(...)"),
+        arguments: cases)
+    func refused(_ c: Case) throws {
+        let home = Home()
+        let secret = "s3cret-through-a-pipe"
+        if c.vault {
+            try home.initPassphraseVault("pass")
+        } else {
+            home.write(home.path + "/passphrase", "store password\n")
+        }
+        // Only a shell makes a process substitution; the secret reaches
+        // printf (a builtin) through the environment, never an argv.
+        let substitution = #"<(printf %s "$S")"#
+        let words = c.arguments.map {
+            $0 == "PIPE" ? substitution : "'\($0.replacingOccurrences(of: "$HOME", with: home.path))'"
+        }
+        let assignment = c.variable.map { "\($0)=\(substitution) " } ?? ""
+        var environment = home.environment
+        environment["S"] = secret
+        let r = try VaultProcess.start(
+            ["-c", "\(assignment)exec \"$0\" \(words.joined(separator: " ")) </dev/null", VaultProcess.binary],
+            environment: environment, executable: "/bin/bash"
+        ).wait()
+        #expect(r.status == c.status, "\(r.stderr)")
+        #expect(
+            r.stderr.range(
+                of: #"vault: error: /dev/fd/\d+ is not a regular file \(a pipe or a device could block or change\)"#,
+                options: .regularExpression) != nil, "\(r.stderr)")
+        #expect(!r.stderr.contains("no such file or directory"), "\(r.stderr)")
+        #expect(
+            r.stderr.contains(
+                "vault: hint: write the secret to a file, or give a command's output through a *_COMMAND variable"),
+            "\(r.stderr)")
+        #expect(!r.stdout.contains(secret) && !r.stderr.contains(secret))
+    }
+}
+
+/// A grant name that is not found: the stored names near it are suggested.
+@Suite("names near one that is not found")
+struct NearGrantNameTests {
+    /// Every command that takes a grant name, given `wrok`.
+    static let commands: [[String]] = [
+        ["token", "wrok"], ["env", "wrok"], ["exec", "wrok", "--", "/bin/true"], ["header", "wrok"],
+        ["xoauth2", "wrok"], ["show", "wrok"], ["refresh", "wrok"], ["check", "wrok"], ["rename", "wrok", "job"],
+        ["remove", "wrok"], ["remove", "wrok", "--revoke"], ["sign", "wrok", "--url", "https://example.com/"],
+        ["git-credential", "map", "git.example.com", "wrok"], ["add", "wrok"],
+    ]
+
+    @Test("through the agent too: the agent's keys open the names it suggests")
+    func throughTheAgent() throws {
+        let agent = AgentHome()
+        // The passphrase is withheld from here on: only the agent opens the vault.
+        _ = try agent.startWithGrant()
+        #expect(try agent.home.run("import", "work", stdin: Home.tokenJSON("token-two")).status == 0)
+        for arguments in Self.commands {
+            let r = try VaultProcess.run(arguments, environment: agent.home.environment)
+            #expect(r.status == 1, "\(arguments): \(r.stderr)")
+            #expect(r.stderr.contains("vault: hint: did you mean 'work'?\n"), "\(arguments): \(r.stderr)")
+        }
+        // The agent held the keys: nothing asked for a passphrase.
+        #expect(try agent.agentPID() != nil)
+    }
+}

@@ -201,9 +201,10 @@ struct AddCommand: VaultCommand {
         // authorization anyway.
         var opened: Vault? = nil
         var existing: Grant? = nil
+        var nearNames: [String] = []
         if args.count == 1 && issuer == nil {
             opened = try ctx.opener.openVault()
-            existing = try existingGrant(name, in: opened!)
+            (existing, nearNames) = try existingGrant(name, in: opened!)
         }
         var provider: Provider
         if let existing, existing.kind.mintsTokens {
@@ -220,10 +221,12 @@ struct AddCommand: VaultCommand {
         } else {
             if opened != nil && catalog.providers[first] == nil && !catalog.files.keys.contains(first) {
                 // Neither a grant nor a provider: say both were looked for.
+                let listed =
+                    "'vault list' shows the grants; providers: "
+                    + "\(catalog.providers.keys.sorted().joined(separator: ", ")); or describe one with --issuer URL"
                 throw CLIError(
                     "no grant or provider named '\(first)'",
-                    hint: "'vault list' shows the grants; providers: "
-                        + "\(catalog.providers.keys.sorted().joined(separator: ", ")); or describe one with --issuer URL",
+                    hints: (nearNames.isEmpty ? [] : [Remedies.hint(.nearGrantNames(nearNames))]) + [listed],
                     exitCode: .failure)
             }
             provider = try resolveProvider(first, catalog: catalog, ctx: ctx, transport: transport)
@@ -281,12 +284,14 @@ struct AddCommand: VaultCommand {
 
 extension AddCommand {
 
-    /// The grant stored under `name`, or nil when there is none; any other
-    /// trouble reading it (a damaged record) is an error, not a new grant.
-    func existingGrant(_ name: String, in vault: Vault) throws -> Grant? {
-        do { return try vault.load(name) } catch {
-            if error.code == .notFound { return nil }
-            throw error
+    /// The grant stored under `name`, or nil and the stored names near it
+    /// when there is none; any other trouble reading it (a damaged record)
+    /// is an error, not a new grant.
+    func existingGrant(_ name: String, in vault: Vault) throws -> (Grant?, near: [String]) {
+        do { return (try vault.load(name), []) } catch {
+            guard error.code == .notFound else { throw error }
+            if case .nearGrantNames(let names) = error.remedy { return (nil, names) }
+            return (nil, [])
         }
     }
 

@@ -146,7 +146,10 @@ extension GitCredentialCommand {
         let vault = try ctx.opener.openVault()
         let names = try vault.list(secrets: false).grants.map(\.name)
         guard names.contains(name) else {
-            throw CLIError("grant '\(name)' not found", hint: "see 'vault list' for the grants there are")
+            let near = GrantName.nearest(to: name, among: names)
+            throw CLIError(
+                "grant '\(name)' not found",
+                hint: near.isEmpty ? "see 'vault list' for the grants there are" : Remedies.hint(.nearGrantNames(near)))
         }
         try map.set(args[0], GitCredentialMap.Entry(grant: name, username: username))
         try ctx.output.report("\(args[0]) is served by '\(name)'", json: map.entries)

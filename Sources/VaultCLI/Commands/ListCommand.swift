@@ -40,7 +40,7 @@ struct GrantSummary: Encodable {
         provider = grant.provider
         kind = grant.kind.rawValue
         account = grant.account
-        state = grant.state(at: now).rawValue
+        state = GrantSummary.state(of: grant, at: now)
         expiresAt = grant.expiresAt?.epochSeconds
         expires = grant.expiresAt.map(Format.timestamp)
         scopes = grant.scopes
@@ -53,6 +53,22 @@ struct GrantSummary: Encodable {
         deadReason = grant.deadReason
         refreshTokenExpiresAt = grant.refreshTokenExpiresAt?.epochSeconds
         refreshTokenExpires = grant.refreshTokenExpiresAt.map(Format.timestamp)
+    }
+
+    /// The state `list` and `show` name, here and with --json: the
+    /// library's, except that an access token inside its last minute with
+    /// nothing to renew it reads `expiring` until it runs out, rather than
+    /// `expired` beside an expiry still to come. A token with a minute or
+    /// less left is renewed before use (`refreshable`), or, when nothing
+    /// can renew it, no longer handed out.
+    static func state(of grant: Grant, at now: Date) -> String {
+        let state = grant.state(at: now)
+        if state == .expired, grant.accessToken != nil || grant.tokenSecret != nil,
+            let end = grant.expiresAt, end > now
+        {
+            return "expiring"
+        }
+        return state.rawValue
     }
 
     enum CodingKeys: String, CodingKey {
@@ -86,10 +102,11 @@ struct ListCommand: VaultCommand {
         discussion: """
             One grant a line: name, provider, account, state and expiry, and the refresh token's
             expiry when a provider gave one. The state is fresh (access token valid for more
-            than a minute), refreshable (a refresh token can renew it), expired, or dead (the
-            provider refused it; add it again). A record that fails
-            its integrity checks is reported on stderr and the exit status is 1; the others are
-            still listed.
+            than a minute), refreshable (a refresh token can renew it: a token with a minute or
+            less left is renewed before use), expiring (a minute or less left and nothing can
+            renew it: no longer handed out), expired, or dead (the provider refused it; add it
+            again). A record that fails its integrity checks is reported on stderr and the exit
+            status is 1; the others are still listed.
             """,
         examples: ["vault list", "vault list --json | jq -r '.[].name'"]
     )
@@ -127,7 +144,7 @@ struct ListCommand: VaultCommand {
                 rows.append(
                     [
                         g.name, g.grant.provider, g.grant.account ?? "-",
-                        g.grant.state(at: now).rawValue + (conflicted.contains(g.name) ? " (conflict)" : ""),
+                        GrantSummary.state(of: g.grant, at: now) + (conflicted.contains(g.name) ? " (conflict)" : ""),
                         when(g.grant.expiresAt),
                     ] + (refreshColumn ? [when(g.grant.refreshTokenExpiresAt)] : []))
             }

@@ -92,7 +92,7 @@ struct StoreOptions: OptionGroup {
             do {
                 return try SecretFile.trimmingNewline(try SecretFile.read(path: path))
             } catch {
-                throw CLIError("\(error.reason) (from --password-file)")
+                throw CLIError("\(error.reason) (from --password-file)", hint: error.remedy.map(Remedies.hint))
             }
         }
         guard user != nil else { return nil }
@@ -314,7 +314,7 @@ struct JoinCommand: VaultCommand {
         if let file = pairingCodeFile {
             let code: SecureBytes
             do throws(VaultError) { code = try SecretFile.read(path: file) } catch {
-                throw CLIError("\(error.reason) (from --pairing-code-file)")
+                throw CLIError("\(error.reason) (from --pairing-code-file)", hint: error.remedy.map(Remedies.hint))
             }
             let text = code.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
             do throws(VaultError) {

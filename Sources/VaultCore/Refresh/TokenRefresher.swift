@@ -198,8 +198,10 @@ public struct TokenRefresher {
         // A machine grant mints a new token from its own credentials.
         if g.kind.mintsTokens { return try MachineGrants.mint(g, name: name, transport: transport, now: now()) }
         guard let refreshToken = g.refreshToken else {
+            // A token with less left than the caller needs has not run out yet: say so.
+            let when = (g.expiresAt.map { $0 > now() } ?? false) ? "expires too soon to use" : "has expired"
             throw VaultError(
-                .dead, "grant '\(name)' has expired and has no refresh token",
+                .dead, "grant '\(name)' \(when) and has no refresh token",
                 remedy: .authorizeAgain(provider: g.provider, grant: name))
         }
         guard let config = g.providerConfiguration, let endpoint = config.tokenEndpoint, config.clientID != nil else {
