@@ -60,9 +60,10 @@ struct ProvidersCommand: VaultCommand {
         abstract: "List the OAuth providers vault knows.",
         usage: "providers [{json}]",
         discussion: """
-            Presets ship with vault (Google, Microsoft, GitHub, GitLab, LinkedIn). A JSON file in
-            $XDG_CONFIG_HOME/vault/providers/ adds a provider, or overrides the fields of a preset
-            of the same name (for example just "client_id"). See docs/providers.md for the fields.
+            Presets ship with vault (Google, Microsoft, GitHub, GitLab, LinkedIn, Flickr, Trello,
+            Twitter). A JSON file in $XDG_CONFIG_HOME/vault/providers/ adds a provider, or
+            overrides the fields of a preset of the same name (for example just "client_id"). See
+            docs/providers.md for the fields.
             CLIENT is "needed" until a client id is configured: vault ships none, and 'vault add'
             then says where to register an application and how to give vault its client.
             """,
