@@ -153,6 +153,51 @@ struct ImportFromToolsTests {
         #expect(missing.status == 1 && missing.stderr.contains("rclone.conf has no remote 'nosuch'"))
     }
 
+    /// rclone.conf with one remote of `type`, its own client (the
+    /// confidential one) and a token from a whole code flow, spent long ago.
+    func rcloneConf(type: String) throws -> String {
+        let t = try tokens()
+        let token = try json([
+            "access_token": t["access_token"]!, "token_type": "Bearer", "refresh_token": t["refresh_token"]!,
+            "expiry": "2001-02-03T04:05:06Z",
+        ])
+        return """
+            [remote]
+            type = \(type)
+            client_id = \(s.confidential_client)
+            client_secret = \(s.client_secret)
+            token = \(token)
+
+            """
+    }
+
+    @Test("an rclone remote with its own client but no provider vault knows: the provider file it needs, then refresh")
+    func rcloneOwnClientUnknownProvider() throws {
+        let r = try home.run("import", "box", "--from", "rclone", stdin: try rcloneConf(type: "glew"))
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("'box' cannot be refreshed: no token endpoint"), "\(r.stderr)")
+        #expect(!r.stderr.contains("built-in client"), "\(r.stderr)")
+        let file = home.path + "/config/vault/providers/glew.json"
+        #expect(r.stderr.contains("write \(file) with its token_endpoint and authorization_endpoint"), "\(r.stderr)")
+        #expect(r.stderr.contains("then import again with --replace"), "\(r.stderr)")
+        // Secrets never go into what vault says.
+        #expect(!r.stderr.contains(s.client_secret))
+        #expect(try shown("box")["state"] as? String == "expired")
+        // What it said, done: the remote's own client refreshes at the file's token endpoint.
+        try home.providerFile(
+            "glew",
+            [
+                "token_endpoint": s.issuer + "/token", "authorization_endpoint": s.issuer + "/auth",
+                "flows": ["browser", "paste"],
+            ])
+        let again = try home.run(
+            "import", "box", "--replace", "--from", "rclone", stdin: try rcloneConf(type: "glew"))
+        #expect(again.status == 0 && !again.stderr.contains("warning"), "\(again.stderr)")
+        let refresh = try home.run("refresh", "box")
+        #expect(refresh.status == 0, "\(refresh.stderr)")
+        #expect(try shown("box")["state"] as? String == "fresh")
+    }
+
     @Test("gh's hosts.yml: the host's token, which does not expire and has nothing to refresh")
     func gh() throws {
         let hosts = """
