@@ -42,6 +42,7 @@ struct ImportCommand: VaultCommand {
                            mutt_oauth2. Refreshable with the client the file names, else the
                            configured provider's (google, microsoft), which must be the client
                            registered in mutt_oauth2.py, or --client-id and --client-secret-file.
+            A grant imported without an account or scopes learns them at its first refresh.
             """,
         examples: [
             #"vault import work < token.json"#,
