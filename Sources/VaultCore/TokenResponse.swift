@@ -193,17 +193,24 @@ extension Grant {
     /// This grant after a successful refresh answered `response` at `now`:
     /// the new access token and expiry, the rotated refresh token if any
     /// (else the old one) and whether it rotated, the refresh token's
-    /// expiry when the provider gives it, the answer's fields, and a new
-    /// ID token only if it passes OpenID Connect Core 12.2 against the one
-    /// the grant holds. `what` starts error messages.
+    /// expiry when the provider gives it, the answer's fields, the scopes
+    /// it states, and a new ID token only if it passes OpenID Connect Core
+    /// 12.2 against the one the grant holds. A grant without an account
+    /// takes the one that ID token names, when its issuer and audience were
+    /// checked against the grant's own (imports from other tools keep no
+    /// account). `what` starts error messages.
     public func applying(refresh response: TokenResponse, now: Date, what: String) throws(VaultError) -> Grant {
         var next = self
         if let idToken = response.idToken {
             let config = providerConfiguration
-            _ = try IDTokenClaims.verifyRefreshed(
+            let claims = try IDTokenClaims.verifyRefreshed(
                 idToken, original: self.idToken, issuer: config?.issuer, clientID: config?.clientID, now: now,
                 what: what)
             next.idToken = idToken
+            // Without an issuer to compare, any server could name any account.
+            if account == nil, kind == .oauth2, config?.issuer != nil, config?.clientID != nil {
+                next.account = claims.account
+            }
         }
         next.accessToken = response.accessToken
         next.tokenType = response.tokenType ?? tokenType

@@ -153,6 +153,125 @@ struct ImportFromToolsTests {
         #expect(missing.status == 1 && missing.stderr.contains("rclone.conf has no remote 'nosuch'"))
     }
 
+    /// rclone.conf with one remote of `type`, its own client (the
+    /// confidential one) and a token from a whole code flow, spent long ago.
+    func rcloneConf(type: String) throws -> String {
+        let t = try tokens()
+        let token = try json([
+            "access_token": t["access_token"]!, "token_type": "Bearer", "refresh_token": t["refresh_token"]!,
+            "expiry": "2001-02-03T04:05:06Z",
+        ])
+        return """
+            [remote]
+            type = \(type)
+            client_id = \(s.confidential_client)
+            client_secret = \(s.client_secret)
+            token = \(token)
+
+            """
+    }
+
+    @Test("an rclone remote with its own client but no provider vault knows: the provider file it needs, then refresh")
+    func rcloneOwnClientUnknownProvider() throws {
+        let r = try home.run("import", "box", "--from", "rclone", stdin: try rcloneConf(type: "glew"))
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("'box' cannot be refreshed: no token endpoint"), "\(r.stderr)")
+        #expect(!r.stderr.contains("built-in client"), "\(r.stderr)")
+        let file = home.path + "/config/vault/providers/glew.json"
+        #expect(r.stderr.contains("write \(file) with its token_endpoint and authorization_endpoint"), "\(r.stderr)")
+        #expect(r.stderr.contains("then import again with --replace"), "\(r.stderr)")
+        // Secrets never go into what vault says.
+        #expect(!r.stderr.contains(s.client_secret))
+        #expect(try shown("box")["state"] as? String == "expired")
+        // What it said, done: the remote's own client refreshes at the file's token endpoint.
+        try home.providerFile(
+            "glew",
+            [
+                "token_endpoint": s.issuer + "/token", "authorization_endpoint": s.issuer + "/auth",
+                "flows": ["browser", "paste"],
+            ])
+        let again = try home.run(
+            "import", "box", "--replace", "--from", "rclone", stdin: try rcloneConf(type: "glew"))
+        #expect(again.status == 0 && !again.stderr.contains("warning"), "\(again.stderr)")
+        let refresh = try home.run("refresh", "box")
+        #expect(refresh.status == 0, "\(refresh.stderr)")
+        #expect(try shown("box")["state"] as? String == "fresh")
+    }
+
+    @Test("imports without an account or scopes learn them from the first refresh's answer")
+    func learnedAtRefresh() throws {
+        try googleAtLocalProvider()
+        let adc = try json([
+            "type": "authorized_user", "client_id": s.confidential_client, "client_secret": s.client_secret,
+            "refresh_token": try tokens()["refresh_token"]!,
+        ])
+        for (name, tool, input) in [("adc", "gcloud", adc), ("drive", "rclone", try rcloneConf(type: "drive"))] {
+            let r = try home.run("import", name, "--from", tool, stdin: input)
+            #expect(r.status == 0 && !r.stderr.contains("warning"), "\(r.stderr)")
+            let before = try shown(name)
+            #expect(before["account"] == nil && (before["scopes"] as? [String])?.isEmpty == true, "\(before)")
+            try refreshes(name)
+            let after = try shown(name)
+            #expect(after["account"] as? String == s.email, "\(name): \(after)")
+            #expect(Set(after["scopes"] as? [String] ?? []) == ["openid", "email"], "\(name): \(after)")
+        }
+    }
+
+    @Test("without an issuer to check an ID token against, the account comes from userinfo or stays unknown")
+    func learnedWithoutIssuer() throws {
+        for userinfo in [true, false] {
+            var provider: [String: Any] = [
+                "token_endpoint": s.issuer + "/token", "authorization_endpoint": s.issuer + "/auth",
+                "flows": ["browser", "paste"],
+            ]
+            if userinfo { provider["userinfo_endpoint"] = s.issuer + "/userinfo" }
+            try home.providerFile("glew", provider)
+            let r = try home.run("import", "box", "--replace", "--from", "rclone", stdin: try rcloneConf(type: "glew"))
+            #expect(r.status == 0 && !r.stderr.contains("warning"), "\(r.stderr)")
+            let refresh = try home.run("refresh", "box")
+            #expect(refresh.status == 0, "\(refresh.stderr)")
+            let g = try shown("box")
+            #expect(g["account"] as? String == (userinfo ? s.email : nil), "\(g)")
+            #expect(Set(g["scopes"] as? [String] ?? []) == ["openid", "email"], "\(g)")
+        }
+    }
+
+    /// glewlwyd puts no ID token in refresh answers; the fixture's Google does.
+    @Test("an ID token in the refresh answer names the account only when checked against the grant's issuer")
+    func learnedFromIDToken() throws {
+        let scene = try ProviderScene("google")
+        func minted() throws -> [String: Any] {
+            try #require(try scene.post("/__mint", ["scope": "openid email"]) as? [String: Any])
+        }
+        let client = try #require(ProviderScene.clientIDs["google"])
+        let adc = try json([
+            "type": "authorized_user", "client_id": client, "client_secret": "fixture-client-secret",
+            "refresh_token": try minted()["refresh_token"]!,
+        ])
+        #expect(try scene.home.run("import", "adc", "--from", "gcloud", stdin: adc).status == 0)
+        #expect(try scene.home.run("refresh", "adc").status == 0)
+        let g = try #require(try scene.shown("adc"))
+        #expect(g["has_id_token"] as? Bool == true && g["account"] as? String == "ada@example.com", "\(g)")
+        #expect(try scene.log("userinfo").isEmpty)
+        // The same answer through a provider file without an issuer names no one.
+        try scene.home.providerFile(
+            "fixture",
+            [
+                "token_endpoint": scene.base + "/token", "authorization_endpoint": scene.base + "/authorize",
+                "flows": ["browser", "paste"],
+            ])
+        let t = try minted()
+        let token = try json([
+            "access_token": t["access_token"]!, "token_type": "Bearer", "refresh_token": t["refresh_token"]!,
+        ])
+        let conf =
+            "[f]\ntype = fixture\nclient_id = \(client)\nclient_secret = fixture-client-secret\ntoken = \(token)\n"
+        #expect(try scene.home.run("import", "f", "--from", "rclone", stdin: conf).status == 0)
+        #expect(try scene.home.run("refresh", "f").status == 0)
+        let f = try #require(try scene.shown("f"))
+        #expect(f["has_id_token"] as? Bool == true && f["account"] == nil, "\(f)")
+    }
+
     @Test("gh's hosts.yml: the host's token, which does not expire and has nothing to refresh")
     func gh() throws {
         let hosts = """

@@ -31,8 +31,9 @@ struct ImportCommand: VaultCommand {
               gcloud       application_default_credentials.json (type authorized_user): refreshable,
                            with gcloud's client from the file and Google's token endpoint.
               rclone       rclone.conf; --remote picks the remote (needed when several have a
-                           token). drive is Google, onedrive Microsoft. Refreshable when the
-                           remote has its own client_id and client_secret; tokens of rclone's
+                           token). drive is Google, onedrive Microsoft; other types need a provider
+                           file named after the type, with its token_endpoint. Refreshable when
+                           the remote has its own client_id and client_secret; tokens of rclone's
                            built-in client work until they expire.
               gh           hosts.yml; --host picks the host. GitHub OAuth app tokens do not expire
                            and have no refresh token: nothing to refresh. gh 2.40 and later keep the
@@ -41,6 +42,7 @@ struct ImportCommand: VaultCommand {
                            mutt_oauth2. Refreshable with the client the file names, else the
                            configured provider's (google, microsoft), which must be the client
                            registered in mutt_oauth2.py, or --client-id and --client-secret-file.
+            A grant imported without an account or scopes learns them at its first refresh.
             """,
         examples: [
             #"vault import work < token.json"#,
@@ -147,8 +149,8 @@ extension ImportCommand {
         if givenClient == nil && clientSecret != nil {
             throw CLIError.usage("--client-secret-file goes with --client-id", command: "import")
         }
-        let catalog = ProviderCatalog.load(
-            configDirectory: try ctx.opener.location().configDirectory, only: grant.provider)
+        let configDirectory = try ctx.opener.location().configDirectory
+        let catalog = ProviderCatalog.load(configDirectory: configDirectory, only: grant.provider)
         // The endpoints and the client come from one source together: the
         // configured provider (with the file's client, yours, or the
         // provider's), or the file alone (with its own client, or none).
@@ -218,16 +220,30 @@ extension ImportCommand {
             }
         } else if !grant.hasRefreshRoute {
             let missing = config.tokenEndpoint == nil ? "no token endpoint" : "no client id"
-            let why =
-                !foreign.isEmpty && config.tokenEndpoint != nil
-                ? "; its file names its own endpoints and no client, and vault gives them no client of yours"
-                : tool == .rclone
-                    ? "; its tokens were issued to rclone's built-in client, which vault cannot use: "
-                        + "give the remote a client_id and client_secret of your own in rclone"
-                    : config.tokenEndpoint == nil
-                        ? "; configure provider '\(grant.provider)' with a provider file (token_endpoint, client_id)"
-                        : "; give provider '\(grant.provider)' your client (client_id in its provider file), "
-                            + "or pass --client-id and --client-secret-file: the client the tokens were issued to"
+            let why: String
+            if !foreign.isEmpty && config.tokenEndpoint != nil {
+                why = "; its file names its own endpoints and no client, and vault gives them no client of yours"
+            } else if tool == .rclone && config.clientID == nil {
+                why =
+                    "; its tokens were issued to rclone's built-in client, which vault cannot use: "
+                    + "give the remote a client_id and client_secret of your own in rclone"
+            } else if config.tokenEndpoint == nil {
+                // The client may be the file's own: then only the endpoint is
+                // missing, and a provider file of the user's supplies it.
+                let file = "\(configDirectory)/providers/\(grant.provider).json"
+                let fields =
+                    config.clientID == nil
+                    ? "token_endpoint, authorization_endpoint and client_id"
+                    : "token_endpoint and authorization_endpoint"
+                why =
+                    "; vault knows no provider '\(grant.provider)' with a token endpoint: write \(file) with its "
+                    + "\(fields) (see docs/providers.md), then import again with --replace"
+                    + (config.clientID == nil ? "" : " (the client its file names goes to that endpoint alone)")
+            } else {
+                why =
+                    "; give provider '\(grant.provider)' your client (client_id in its provider file), "
+                    + "or pass --client-id and --client-secret-file: the client the tokens were issued to"
+            }
             notes.append((true, "'\(name)' cannot be refreshed: \(missing)\(why)"))
         }
         return notes

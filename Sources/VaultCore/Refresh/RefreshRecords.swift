@@ -81,6 +81,26 @@ extension Vault {
         return stored
     }
 
+    /// Gives record `id` the account learned from its provider after a
+    /// refresh, if it still has none and still holds `refreshToken` (the
+    /// grant that was refreshed). An edit of the metadata, apart from the
+    /// refresh: `rewrite` gives it a tag of its own. Returns the grant as
+    /// stored.
+    func fillAccount(id: [UInt8], _ account: String, holding refreshToken: String?) throws(VaultError) -> Grant {
+        var stored: Grant?
+        try update { (state: inout StateManifest) throws(VaultError) in
+            let (row, name, current) = try liveRecord(id: id, state: state)
+            stored = current
+            guard current.account == nil, current.refreshToken == refreshToken else { return }
+            var next = current
+            next.account = account
+            try rewrite(row, with: next, name: name, state: &state)
+            stored = next
+        }
+        guard let stored else { throw VaultError(.internalError, "the grant was not read") }
+        return stored
+    }
+
     /// Marks record `id` dead after a refusal, unless its refresh token
     /// changed meanwhile (then the refusal was about a token no longer
     /// stored). Returns the grant as marked, or nil when left alone.

@@ -119,9 +119,34 @@ public struct TokenRefresher {
             let marked = try vault.markDead(id: row.id, spentRefreshToken: current.refreshToken, reason: reason)
             throw TokenRefresher.deadError(currentName, marked ?? current, cause: error)
         }
-        let stored = try vault.storeRefreshed(id: row.id, spentRefreshToken: current.refreshToken, next)
+        var stored = try vault.storeRefreshed(id: row.id, spentRefreshToken: current.refreshToken, next)
+        // Before the coordinator sends the new tokens on, so the account goes with them.
+        if stored.account == nil && stored.refreshToken == next.refreshToken {
+            stored = learningAccount(of: stored, id: row.id, named: next.account)
+        }
         _ = coordinator.finish(need, refused: false, alone: alone, in: vault)
         return FreshGrant(grant: stored, refreshed: true)
+    }
+
+    /// `g`, just refreshed and stored without an account (as other tools'
+    /// files leave it), with the account the provider names: `fromIDToken`,
+    /// the one a checked ID token in the answer named, else the userinfo
+    /// endpoint's answer to the new access token, at the endpoint that
+    /// travels with the grant's token endpoint (no secret goes anywhere
+    /// new). Stored as an edit of the metadata of its own, so the refresh
+    /// stays a change of tokens only (docs/sync.md). Best effort: the new
+    /// tokens are stored already, and a failure here keeps `g` as it is.
+    func learningAccount(of g: Grant, id: [UInt8], named fromIDToken: String?) -> Grant {
+        guard g.kind == .oauth2 else { return g }
+        var account = fromIDToken
+        if account == nil, let config = g.providerConfiguration, let endpoint = config.userinfoEndpoint,
+            let token = g.accessToken
+        {
+            account = try? UserInfo.account(
+                endpoint: endpoint, accessToken: token, claim: config.accountClaim, transport: transport)
+        }
+        guard let account, !account.isEmpty else { return g }
+        return (try? vault.fillAccount(id: id, account, holding: g.refreshToken)) ?? g
     }
 
     /// GTMAppAuth's validity check: calls the userinfo endpoint with a fresh
