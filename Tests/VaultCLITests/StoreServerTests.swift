@@ -239,6 +239,25 @@ final class DavScenario {
         print("\(runs) resolutions beside a concurrent sync; \(asked) asked for more syncs")
     }
 
+    /// After `runs` of the above, a sync of each writing machine an hour
+    /// later (libfaketime) deletes what it let go, rounds overtaken by the
+    /// other machine's included: the store keeps the root, the keys, and at
+    /// most one bucket object per grant.
+    func collectsAfterConcurrentSyncs(runs: Int) throws {
+        try resolutionBesideConcurrentSync(runs: runs)
+        let before = try objects("").filter { $0.hasPrefix("b-") }.count
+        for home in [a, b, a] {
+            let later = try VaultProcess.start(
+                ["-f", "+1h", VaultProcess.binary, "sync"], environment: home.environment, executable: FakeTime.wrapper
+            ).wait()
+            #expect(later.status == 0, "\(later.stderr)")
+        }
+        let grants = try a.listedNames().names.count
+        let buckets = try objects("").filter { $0.hasPrefix("b-") }.count
+        #expect(buckets <= grants, "\(before) bucket objects, \(buckets) an hour later, for \(grants) grants")
+        print("\(before) bucket objects after the concurrent syncs, \(buckets) an hour later, for \(grants) grants")
+    }
+
     /// Eight changes and syncs, then a sync an hour later (libfaketime): the
     /// bucket objects no root names are deleted, whatever the store does
     /// with If-Match. Returns the object counts before and after.
@@ -288,6 +307,10 @@ struct RcloneStoreTests {
     func resolutionBesideConcurrentSync() throws {
         try DavScenario(.rclone).resolutionBesideConcurrentSync(runs: 6)
     }
+    @Test(
+        "after concurrent syncs, each machine deletes the objects it let go once their grace has passed",
+        .enabled(if: FakeTime.installed, "needs libfaketime"))
+    func collectsAfterConcurrentSyncs() throws { try DavScenario(.rclone).collectsAfterConcurrentSyncs(runs: 3) }
     @Test(
         "rclone ignores If-Match: old objects are collected once unreferenced for a while",
         .enabled(if: FakeTime.installed, "needs libfaketime"))
