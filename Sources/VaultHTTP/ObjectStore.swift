@@ -35,7 +35,8 @@ public final class ObjectStore {
     public struct Failure: Error, Equatable, CustomStringConvertible, Sendable {
         /// Stable identifiers of store failures.
         public enum Code: String, Sendable {
-            /// Network trouble, 5xx, 429 or a timeout, after the retries.
+            /// Network trouble, 5xx, 429, 423 (locked by another write) or a
+            /// timeout, after the retries.
             case transient = "store.transient"
             /// 401 or 403: the store refused the credentials.
             case unauthorized = "store.unauthorized"
@@ -266,7 +267,10 @@ public final class ObjectStore {
             let outcome: Result<HTTPResponse, HTTPError>
             do { outcome = .success(try transport.send(request)) } catch { outcome = .failure(error) }
             switch outcome {
-            case .success(let response) where response.status >= 500 || response.status == 429:
+            // 423: a WebDAV server that locks an object while a write to it
+            // runs (rclone's serve webdav) refuses a second writer for now.
+            case .success(let response)
+            where response.status >= 500 || response.status == 429 || response.status == 423:
                 if attempt >= maximumAttempts {
                     throw Failure(
                         .transient,

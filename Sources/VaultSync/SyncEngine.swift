@@ -17,8 +17,15 @@ public struct SyncReport: Sendable, Equatable {
     /// Names given to records that arrived under a name already taken here.
     public var renamed: [String] = []
     /// True when an update this machine had written was lost by the store
-    /// (one that ignores preconditions) and was written again.
+    /// (one that ignores preconditions) and was written again: the other
+    /// machines receive it at their next sync.
     public var repaired = false
+    /// True when, on a store that ignores preconditions, another machine
+    /// wrote to the store while this sync was writing (the root moved under
+    /// it): this machine took that write in, but the other machine has not
+    /// seen this one's until it syncs (docs/sync.md, "Stores that ignore
+    /// preconditions").
+    public var rootMoved = false
     /// Requests sent to the store, and body bytes uploaded.
     public var requests = 0
     /// Body bytes uploaded to the store.
@@ -68,6 +75,10 @@ extension SyncEngine {
     /// Most objects remembered for collection; older ones are forgotten
     /// (left in the store) rather than deleted early.
     static let maxGarbage = 4096
+    /// Microseconds between the two reads of a root just written to a
+    /// store that ignores preconditions: another writer that looked at the
+    /// root just before ours landed writes within it.
+    static let rootSettle: UInt32 = 300_000
 
     /// True when this vault syncs with a store.
     public var isConfigured: Bool { (try? vault.getMeta(SyncEngine.syncMetaKey)) != nil }
@@ -177,7 +188,7 @@ extension SyncEngine {
         try round.readRoot()
         guard try round.fetchChangedBuckets() else { return false }
         try round.mergeFetched()
-        try round.writeOutgoing()
+        guard try round.writeOutgoing() else { return false }
         guard try round.readBack() else { return false }
         try round.collectOldObjects()
         return true

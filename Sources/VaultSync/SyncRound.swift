@@ -1,3 +1,4 @@
+internal import Glibc
 internal import VaultCore
 
 /// One round of a sync (docs/sync.md, "A sync"): what its six steps share,
@@ -135,13 +136,15 @@ struct SyncRound {
     /// in step 1 (a compare-and-swap where the store has validators). Writes
     /// nothing when there is nothing to send and the store has a root; an
     /// empty vault is published too, so that other machines can join.
-    mutating func writeOutgoing() throws(VaultError) {
+    /// False when, on a store that ignores preconditions, the root moved
+    /// since step 1: the root is not written (read again).
+    mutating func writeOutgoing() throws(VaultError) -> Bool {
         let engine = engine
         let state = state
         outgoing = try vault.read { (manifest: StateManifest) throws(VaultError) in
             try engine.pendingBuckets(state: state, manifest: manifest)
         }
-        if outgoing.isEmpty, root != nil { return }
+        if outgoing.isEmpty, root != nil { return true }
         var next =
             root
             ?? SyncRoot(
@@ -175,6 +178,13 @@ struct SyncRound {
             report.pushed += records.filter(\.changed).count
         }
         let rootBytes = try next.encoded(with: keys)
+        // A store that ignores If-Match lets this write replace a root that
+        // another machine wrote since step 1, and that machine's update
+        // would be lost without it knowing: look once more just before.
+        if !state.honoursPreconditions, try store.get(SyncEngine.rootName)?.bytes != rootObject?.bytes {
+            try letGo()
+            return false
+        }
         let precondition: WritePrecondition =
             rootObject.map { $0.etag.map(WritePrecondition.matches) ?? .none } ?? .absent
         // A refusal (412) is not the last word: when the store applied an
@@ -184,6 +194,7 @@ struct SyncRound {
         _ = try store.put(SyncEngine.rootName, rootBytes, precondition: precondition)
         written = next
         writtenHash = try SyncRoot.hash(rootBytes)
+        return true
     }
 
     /// 5. Reads the root back, when step 4 wrote one: the store may have
@@ -194,10 +205,7 @@ struct SyncRound {
         guard let next = written else { return true }
         let check = try store.get(SyncEngine.rootName)
         guard let check, try SyncRoot.hash(check.bytes) == writtenHash else {
-            // Not ours now; but ours may have been stored for a while and
-            // read by a writer whose root names what we uploaded. Collected
-            // later, if no root names it then.
-            try retire(uploaded)
+            try letGo()
             return false
         }
         let engine = engine
@@ -214,7 +222,28 @@ struct SyncRound {
             for (id, base) in pushedBases { s.bases[id] = base }
             try engine.saveSyncState(s, keys)
         }
+        // A store that ignores If-Match can still take the write of a
+        // machine that read the root before ours and looked again just
+        // before ours landed: look once more a moment later. When ours was
+        // replaced, the next round finds the lost update and sends it again.
+        guard !state.honoursPreconditions else { return true }
+        usleep(SyncEngine.rootSettle)
+        guard try store.get(SyncEngine.rootName)?.bytes == check.bytes else {
+            try letGo()
+            return false
+        }
         return true
+    }
+
+    /// After a round whose write the root moved under, on a store that
+    /// ignores preconditions: tells the user the other machines must sync
+    /// (`report.rootMoved`), and remembers for collection what this round
+    /// uploaded and what its root let go. Its root may have been stored for
+    /// a while and read by a writer whose root names them, or replaced by
+    /// one that names none: collected later, if no root names them then.
+    private mutating func letGo() throws(VaultError) {
+        if !state.honoursPreconditions { report.rootMoved = true }
+        try retire(uploaded + replaced)
     }
 
     /// 6. Lets go of the buckets the written root no longer names, and

@@ -176,6 +176,88 @@ final class DavScenario {
         }
     }
 
+    /// Syncs the machines as the warnings of `results` (syncs that just
+    /// ran) ask, and of the syncs that follows, until none asks for more.
+    func syncAsAsked(_ results: [(Home, ProcessResult)]) throws {
+        var queue: [Home] = []
+        func follow(_ home: Home, _ r: ProcessResult) {
+            let other = home === a ? b : a
+            if r.stderr.contains("run 'vault sync' on the other machines, then here again") {
+                queue += [other, home]
+            } else if r.stderr.contains("run 'vault sync' on the other machines") {
+                queue.append(other)
+            }
+        }
+        for (home, r) in results { follow(home, r) }
+        var steps = 0
+        while let home = queue.first {
+            queue.removeFirst()
+            steps += 1
+            try #require(steps <= 12, "the syncs keep asking for more")
+            follow(home, try sync(home))
+        }
+    }
+
+    /// `runs` times: a conflict, resolved on one machine while the other
+    /// changes another grant, and both sync at the same moment. After the
+    /// syncs their warnings ask for, the store holds both changes: a third
+    /// machine that only reads sees the resolution and the new grant.
+    func resolutionBesideConcurrentSync(runs: Int) throws {
+        let c = Home()
+        c.extra = b.extra
+        c.write(c.path + "/store-password", "store password\n")
+        try a.run("import", "work", stdin: Home.tokenJSON("base"))
+        #expect(try connect(a, "").status == 0)
+        try sync(a)
+        #expect(try join(b, "").status == 0)
+        #expect(try join(c, "").status == 0)
+        var asked = 0
+        for run in 1...runs {
+            try a.run("import", "work", "--replace", stdin: Home.tokenJSON("a-\(run)"))
+            try b.run("import", "work", "--replace", stdin: Home.tokenJSON("b-\(run)"))
+            for home in [a, b] { try sync(home) }
+            #expect(try sync(a).stderr.contains("'work' was changed on two machines at once"), "run \(run)")
+            let (x, y) = run % 2 == 0 ? (a, b) : (b, a)
+            let kept = try token(x, "work") == "a-\(run)" ? "b-\(run)" : "a-\(run)"
+            #expect(try x.run("conflicts", "resolve", "work", "--keep", "other").status == 0)
+            try y.run("import", "other-\(run)", stdin: Home.tokenJSON("o-\(run)"))
+            let started = [(x, try x.start("sync")), (y, try y.start("sync"))]
+            let results = started.map { ($0.0, $0.1.wait()) }
+            for (_, r) in results { #expect(r.status == 0, "\(r.stderr)") }
+            if results.contains(where: { $0.1.stderr.contains("run 'vault sync' on the other machines") }) {
+                asked += 1
+            }
+            try syncAsAsked(results)
+            try sync(c)
+            #expect(try c.run("conflicts").stderr.contains("no conflicts"), "run \(run): the resolution was lost")
+            #expect(try c.listedNames().names.contains("other-\(run)"), "run \(run): the new grant was lost")
+            #expect(try token(c, "work") == kept, "run \(run)")
+            // Each machine then has what the other sent.
+            try syncAsAsked([(x, try sync(x)), (y, try sync(y))])
+            for home in [a, b] { #expect(try home.run("conflicts").stderr.contains("no conflicts"), "run \(run)") }
+        }
+        print("\(runs) resolutions beside a concurrent sync; \(asked) asked for more syncs")
+    }
+
+    /// After `runs` of the above, a sync of each writing machine an hour
+    /// later (libfaketime) deletes what it let go, rounds overtaken by the
+    /// other machine's included: the store keeps the root, the keys, and at
+    /// most one bucket object per grant.
+    func collectsAfterConcurrentSyncs(runs: Int) throws {
+        try resolutionBesideConcurrentSync(runs: runs)
+        let before = try objects("").filter { $0.hasPrefix("b-") }.count
+        for home in [a, b, a] {
+            let later = try VaultProcess.start(
+                ["-f", "+1h", VaultProcess.binary, "sync"], environment: home.environment, executable: FakeTime.wrapper
+            ).wait()
+            #expect(later.status == 0, "\(later.stderr)")
+        }
+        let grants = try a.listedNames().names.count
+        let buckets = try objects("").filter { $0.hasPrefix("b-") }.count
+        #expect(buckets <= grants, "\(before) bucket objects, \(buckets) an hour later, for \(grants) grants")
+        print("\(before) bucket objects after the concurrent syncs, \(buckets) an hour later, for \(grants) grants")
+    }
+
     /// Eight changes and syncs, then a sync an hour later (libfaketime): the
     /// bucket objects no root names are deleted, whatever the store does
     /// with If-Match. Returns the object counts before and after.
@@ -220,6 +302,15 @@ struct RcloneStoreTests {
     func twoMachines() throws { try DavScenario(.rclone).twoMachinesInNewFolder(ignoresIfMatch: true) }
     @Test("a conflict is known on both machines until resolved on either")
     func conflicts() throws { try DavScenario(.rclone).conflictsTravel() }
+    @Test(
+        "a conflict resolved while the other machine syncs at once: after the syncs vault sync asks for, none is lost")
+    func resolutionBesideConcurrentSync() throws {
+        try DavScenario(.rclone).resolutionBesideConcurrentSync(runs: 6)
+    }
+    @Test(
+        "after concurrent syncs, each machine deletes the objects it let go once their grace has passed",
+        .enabled(if: FakeTime.installed, "needs libfaketime"))
+    func collectsAfterConcurrentSyncs() throws { try DavScenario(.rclone).collectsAfterConcurrentSyncs(runs: 3) }
     @Test(
         "rclone ignores If-Match: old objects are collected once unreferenced for a while",
         .enabled(if: FakeTime.installed, "needs libfaketime"))

@@ -103,6 +103,16 @@ final class ObjectStoreTests {
         #expect(s.requestCount - before == 5)
     }
 
+    @Test("423 (an object locked by another writer's PUT, as rclone answers) is retried like 5xx")
+    func lockedWhileWritten() throws {
+        var waits: [Double] = []
+        let fake = FakeTransport([(423, "", []), (423, "", []), (201, "", [])])
+        let s = try ObjectStore(
+            baseURL: "http://127.0.0.1:9/store/", transport: fake, sleep: { waits.append($0) })
+        #expect(try s.put("vault-root", [7]) == .stored)
+        #expect(fake.requests.count == 3 && waits.count == 2)
+    }
+
     @Test("a stalled store times out instead of hanging")
     func stall() throws {
         let s = try store(viaProxy: true, attempts: 1)

@@ -43,7 +43,7 @@ struct SyncRoundTests {
         try round.readRoot()
         #expect(try round.fetchChangedBuckets())
         try round.mergeFetched()
-        try round.writeOutgoing()
+        #expect(try round.writeOutgoing())
         let ours = try #require(round.written)
         #expect(try bench.root(a)?.root.epoch == ours.epoch + 1)
         #expect(try !round.readBack(), "the root read back is not ours: the round must be tried again")

@@ -56,27 +56,77 @@ final class MemoryStore: SyncStore {
     }
 }
 
-/// Passes every call to `inner`, and runs `afterRootWrite` once, right
-/// after the next write of the root has reached the store: another
-/// machine's write landing between a round's write and its read-back.
+/// Passes every call to `inner`, and runs each hook once: another
+/// machine's sync landing at a chosen moment of a round.
+/// `beforeBucketWrite`: before the next bucket write (after the round read
+/// the root); `afterRootWrite`: right after the next write of the root has
+/// reached the store (before its read-back); `afterReadBack`: right after
+/// the first read of the root that follows a write of it (the read-back).
 final class InterposingStore: SyncStore {
     let inner: any SyncStore
+    var beforeBucketWrite: (() throws -> Void)?
     var afterRootWrite: (() throws -> Void)?
+    var afterReadBack: (() throws -> Void)?
+    private var wroteRoot = false
 
     init(_ inner: any SyncStore) { self.inner = inner }
 
     var requestCount: Int { inner.requestCount }
     var bytesSent: Int { inner.bytesSent }
 
-    func get(_ name: String) throws(VaultError) -> StoredObject? { try inner.get(name) }
+    func get(_ name: String) throws(VaultError) -> StoredObject? {
+        let object = try inner.get(name)
+        if name == SyncEngine.rootName, wroteRoot { try InterposingStore.run(&afterReadBack) }
+        return object
+    }
 
     func put(_ name: String, _ bytes: [UInt8], precondition: WritePrecondition) throws(VaultError) -> WriteOutcome {
+        if name.hasPrefix("b-") { try InterposingStore.run(&beforeBucketWrite) }
         let outcome = try inner.put(name, bytes, precondition: precondition)
-        if name == SyncEngine.rootName, let hook = afterRootWrite {
-            afterRootWrite = nil
-            do { try hook() } catch { throw VaultError(.internalError, "the interposed write failed: \(error)") }
+        if name == SyncEngine.rootName {
+            wroteRoot = true
+            try InterposingStore.run(&afterRootWrite)
         }
         return outcome
+    }
+
+    /// Runs `hook` once, if set.
+    private static func run(_ hook: inout (() throws -> Void)?) throws(VaultError) {
+        guard let body = hook else { return }
+        hook = nil
+        do { try body() } catch { throw VaultError(.internalError, "the interposed write failed: \(error)") }
+    }
+
+    func delete(_ name: String) throws(VaultError) { try inner.delete(name) }
+    func createFolder() throws(VaultError) -> [String] { try inner.createFolder() }
+    func honoursPreconditions(probe: String) throws(VaultError) -> Bool {
+        try inner.honoursPreconditions(probe: probe)
+    }
+}
+
+/// Serves the root as it was (`stale`) until a write of the root passes
+/// through: a machine that read the root, and looked again just before
+/// writing its own, before another machine's write landed.
+final class StaleRootStore: SyncStore {
+    let inner: any SyncStore
+    private var stale: StoredObject?
+
+    init(_ inner: any SyncStore, serving stale: StoredObject?) {
+        self.inner = inner
+        self.stale = stale
+    }
+
+    var requestCount: Int { inner.requestCount }
+    var bytesSent: Int { inner.bytesSent }
+
+    func get(_ name: String) throws(VaultError) -> StoredObject? {
+        if name == SyncEngine.rootName, let stale { return stale }
+        return try inner.get(name)
+    }
+
+    func put(_ name: String, _ bytes: [UInt8], precondition: WritePrecondition) throws(VaultError) -> WriteOutcome {
+        if name == SyncEngine.rootName { stale = nil }
+        return try inner.put(name, bytes, precondition: precondition)
     }
 
     func delete(_ name: String) throws(VaultError) { try inner.delete(name) }

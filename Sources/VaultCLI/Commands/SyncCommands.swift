@@ -12,6 +12,7 @@ struct SyncOutput: Encodable {
     let conflicts: [String]
     let renamed: [String]
     let repaired: Bool
+    let rootMoved: Bool
     let requests: Int
     let bytesSent: Int
     let collected: Int
@@ -19,6 +20,7 @@ struct SyncOutput: Encodable {
     enum CodingKeys: String, CodingKey {
         case pulled, pushed, conflicts, renamed, repaired, requests, collected
         case bytesSent = "bytes_sent"
+        case rootMoved = "root_moved"
     }
 }
 
@@ -111,15 +113,25 @@ extension Commands {
             try output.printJSON(
                 SyncOutput(
                     pulled: r.pulled, pushed: r.pushed, conflicts: r.conflicts, renamed: r.renamed,
-                    repaired: r.repaired, requests: r.requests, bytesSent: r.bytesSent,
+                    repaired: r.repaired, rootMoved: r.rootMoved, requests: r.requests, bytesSent: r.bytesSent,
                     collected: r.collected))
             return
         }
         let collected =
             r.collected == 0 ? "" : ", \(r.collected) old object\(r.collected == 1 ? "" : "s") deleted"
         output.info("synced: \(r.pulled) received, \(r.pushed) sent (\(r.requests) requests\(collected))")
-        // The store's quirk was told when it was found ('vault remote set').
-        if r.repaired { output.info("the store had lost an update from this machine; sent again") }
+        // The store's quirk was told when it was found ('vault remote set');
+        // what it means for this sync is told here, with who must sync.
+        if r.repaired {
+            output.warn(
+                "the store had lost an update from this machine; sent again: "
+                    + "run 'vault sync' on the other machines to receive it")
+        }
+        if r.rootMoved {
+            output.warn(
+                "another machine wrote to the store during this sync, and the store ignores If-Match: "
+                    + "run 'vault sync' on the other machines, then here again")
+        }
         for name in r.renamed {
             output.info("'\(name)': a grant of the same name came from another machine; kept both")
         }
@@ -244,7 +256,9 @@ struct SyncCommand: VaultCommand {
             to one grant keep both sides ('vault conflicts'); nothing is dropped silently. A store
             that serves an older state than one already seen, another vault's data, or changed
             bytes is refused and nothing local changes. Exit status 75 when the store cannot be
-            reached or keeps changing; run it again.
+            reached or keeps changing; run it again. When the store lost an update or, ignoring
+            If-Match, took another machine's write during this sync, a warning says which
+            machines must sync again for all to be in step.
             """,
         examples: ["vault sync", "vault sync --json"]
     )
