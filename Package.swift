@@ -53,7 +53,8 @@ let package = Package(
             name: "VaultSyncTests",
             dependencies: ["VaultSync", "VaultCore", "VaultCrypto", "VaultHTTP", "VaultTestSupport"]),
         .testTarget(
-            name: "VaultAgentTests", dependencies: ["VaultAgent", "VaultCore", "VaultCrypto", "VaultTestSupport"]),
+            name: "VaultAgentTests",
+            dependencies: ["VaultAgent", "VaultCore", "VaultSync", "VaultCrypto", "VaultTestSupport"]),
         .testTarget(
             name: "VaultKitTests",
             dependencies: [

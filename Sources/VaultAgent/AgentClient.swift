@@ -84,14 +84,7 @@ extension AgentClient {
     /// Has the agent sync the vault it holds (it has the keys sync needs).
     public func sync() throws(VaultError) -> SyncReport {
         var r = try connection.call(MessageWriter(request: .sync))
-        var report = SyncReport()
-        report.pulled = Int(try r.u32())
-        report.pushed = Int(try r.u32())
-        report.repaired = try r.bool()
-        report.requests = Int(try r.u32())
-        report.bytesSent = Int(try r.u64())
-        for _ in 0..<Int(try r.u32()) { report.conflicts.append(try r.string()) }
-        for _ in 0..<Int(try r.u32()) { report.renamed.append(try r.string()) }
+        let report = try r.syncReport()
         try r.finish()
         return report
     }

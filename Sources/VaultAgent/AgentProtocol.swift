@@ -41,7 +41,8 @@ enum AgentProtocol {
         /// State body → MAC.
         case stateMAC = 8
         /// → pulled u32, pushed u32, repaired u8, requests u32, bytes sent u64,
-        /// conflicts (u32 count of names), renamed (u32 count of names).
+        /// conflicts (u32 count of names), renamed (u32 count of names),
+        /// root moved u8, collected u32.
         case sync = 9
         /// → u32 count and the names of the grants in a sync conflict (none
         /// when the vault does not sync).
@@ -243,5 +244,43 @@ package enum AgentRequest {
         default:
             break
         }
+    }
+}
+
+// The answer to `sync`, written and read in one place.
+extension MessageWriter {
+    /// A u32 count, then each string.
+    mutating func strings(_ names: [String]) {
+        u32(UInt32(names.count))
+        for n in names { string(n) }
+    }
+
+    /// Writes a sync report (operation 9's answer).
+    mutating func syncReport(_ report: SyncReport) {
+        u32(UInt32(clamping: report.pulled))
+        u32(UInt32(clamping: report.pushed))
+        u8(report.repaired ? 1 : 0)
+        u32(UInt32(clamping: report.requests))
+        u64(UInt64(clamping: report.bytesSent))
+        for names in [report.conflicts, report.renamed] { strings(names) }
+        u8(report.rootMoved ? 1 : 0)
+        u32(UInt32(clamping: report.collected))
+    }
+}
+
+extension MessageReader {
+    /// Reads a sync report (operation 9's answer).
+    mutating func syncReport() throws(VaultError) -> SyncReport {
+        var report = SyncReport()
+        report.pulled = Int(try u32())
+        report.pushed = Int(try u32())
+        report.repaired = try bool()
+        report.requests = Int(try u32())
+        report.bytesSent = Int(try u64())
+        for _ in 0..<Int(try u32()) { report.conflicts.append(try string()) }
+        for _ in 0..<Int(try u32()) { report.renamed.append(try string()) }
+        report.rootMoved = try bool()
+        report.collected = Int(try u32())
+        return report
     }
 }

@@ -126,13 +126,7 @@ final class AgentResponder: Sendable {
         case .sync:
             let engine = SyncEngine(
                 vault: try keys.vault(current, session: &session), transport: environment.transport)
-            let report = try engine.sync()
-            w.u32(UInt32(report.pulled))
-            w.u32(UInt32(report.pushed))
-            w.u8(report.repaired ? 1 : 0)
-            w.u32(UInt32(report.requests))
-            w.u64(UInt64(report.bytesSent))
-            for names in [report.conflicts, report.renamed] { w.strings(names) }
+            w.syncReport(try engine.sync())
         case .conflicts:
             let engine = SyncEngine(
                 vault: try keys.vault(current, session: &session), transport: environment.transport)
@@ -140,13 +134,5 @@ final class AgentResponder: Sendable {
         case .hello, .load, .lock:
             break
         }
-    }
-}
-
-extension MessageWriter {
-    /// A u32 count, then each string.
-    fileprivate mutating func strings(_ names: [String]) {
-        u32(UInt32(names.count))
-        for n in names { string(n) }
     }
 }
