@@ -214,6 +214,8 @@ struct AddFlowTests {
         let r = try add(["local", "nothing", "--flow", "paste"], browser: "nothing")
         #expect(r.status == 1)
         #expect(r.stderr.contains("nothing was pasted"))
+        // Standard input is not the terminal here: the error says so.
+        #expect(r.stderr.contains("standard input, which is not the terminal, ended"), "\(r.stderr)")
         try expectNothingStored("nothing")
     }
 

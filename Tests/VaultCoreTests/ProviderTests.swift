@@ -202,6 +202,7 @@ struct ProviderTests {
             ),
             // Endpoints from discovery: its document decides when vault adds.
             (#"{"issuer": "https://a"}"#, "browser device paste"),
+            (#"{"issuer": "https://a", "token_endpoint": "https://a/t", "client_id": "c"}"#, "browser device paste"),
             (
                 #"{"protocol": "oauth1", "request_token_endpoint": "https://a/r", "authorization_endpoint": "https://a/a", "token_endpoint": "https://a/t"}"#,
                 "browser paste"

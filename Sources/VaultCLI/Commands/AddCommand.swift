@@ -54,11 +54,21 @@ struct TerminalAuthorizationUI: AuthorizationUI {
         console.prompt(prompt)
         var bytes: [UInt8] = []
         var b: UInt8 = 0
+        var ended = false
         while bytes.count < 16384 {
             let n = read(0, &b, 1)
             if n < 0 && errno == EINTR { continue }
+            if n <= 0 { ended = true }
             if n <= 0 || b == 0x0a { break }
             bytes.append(b)
+        }
+        // Standard input that is not the terminal (/dev/null under xargs,
+        // nohup or ssh -n) ends at once: say where vault read.
+        if ended && bytes.isEmpty && isatty(0) == 0 {
+            throw VaultError(
+                .invalidInput,
+                "nothing was pasted: standard input, which is not the terminal, ended; give the address there, "
+                    + "or add '</dev/tty' to paste it at the terminal")
         }
         return String(decoding: bytes, as: UTF8.self)
     }

@@ -190,9 +190,12 @@ public struct Provider: Sendable, Equatable {
             flows = [.browser, .paste]
         } else {
             // Without `flows`, the endpoints decide. An issuer without a
-            // token endpoint has its endpoints from discovery, and the
-            // flows with them (Discovery.provider).
-            let discovered = f.issuer != nil && f.token_endpoint == nil
+            // token endpoint, or with no endpoint for a person listed, has
+            // those endpoints from discovery, and the flows with them
+            // (Discovery.provider): a file with an issuer and a token
+            // endpoint alone, kept to refresh imported grants, still loads.
+            let listsPersonEndpoint = f.authorization_endpoint != nil || f.device_authorization_endpoint != nil
+            let discovered = f.issuer != nil && (f.token_endpoint == nil || !listsPersonEndpoint)
             flows = Flow.forPeople(
                 authorizationEndpoint: discovered || f.authorization_endpoint != nil,
                 deviceEndpoint: discovered || f.device_authorization_endpoint != nil)
