@@ -535,7 +535,9 @@ class Run:
         for name in ("proxy", "dav", "provider"):
             if hasattr(self, name):
                 getattr(self, name).stop()
-        if not self.args.keep:
+        # A run that found an anomaly keeps the machines' files and the
+        # store's objects, so what happened can be read afterwards.
+        if not self.args.keep and not self.anomalies:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -578,7 +580,7 @@ def main():
             print("  %4d x %s" % (count, message))
     for a in run.anomalies:
         print("  anomaly: " + a)
-    if args.keep:
+    if args.keep or run.anomalies:
         print("  files: " + run.dir)
     return 1 if run.anomalies else 0
 
