@@ -32,6 +32,11 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
         SyncEngine(vault: vault, transport: transport, storeTimeout: storeBound, storeAttempts: 2)
     }
 
+    /// Seconds `finish` keeps sending new tokens to a store that other
+    /// machines keep busy: the lease this refresh was made under must end
+    /// with them, before other machines take it over (docs/sync.md, "Leases").
+    static let publishBound: Double = 15
+
     /// Takes the grant's lease at the sync store before a refresh, or learns the grant was refreshed elsewhere.
     public func prepare(_ need: RefreshNeed, grant: Grant, in vault: Vault) throws(VaultError) -> RefreshDecision {
         let engine = engine(vault)
@@ -57,11 +62,12 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
 
     /// Pushes the refreshed grant to the store, and judges a refusal against what the store holds.
     public func finish(_ need: RefreshNeed, refused: Bool, alone: Bool, in vault: Vault) -> RefusalVerdict {
-        let engine = engine(vault)
+        var engine = engine(vault)
         guard engine.isConfigured else { return .dead }
+        engine.finishedRefresh = need.record
         // Send the new tokens now, unless the store was just found away (the
         // next sync sends them); a failure leaves them for the next sync.
-        let pulled = alone ? false : (try? engine.sync()) != nil
+        let pulled = alone ? false : publish(engine)
         guard refused else { return .dead }
         if !pulled, (try? engine.sync()) == nil {
             // The store is away: another machine may have spent the refresh
@@ -74,6 +80,21 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
             return .arrived(fresh)
         }
         return .dead
+    }
+
+    /// Syncs, again while other machines' writes keep the store busy (it
+    /// works, and the lease must end with the new tokens), for up to
+    /// `publishBound` seconds. False when the sync did not go through.
+    private func publish(_ engine: SyncEngine) -> Bool {
+        let deadline = Monotonic.seconds() + SyncRefreshCoordinator.publishBound
+        while true {
+            do {
+                _ = try engine.sync()
+                return true
+            } catch {
+                guard error.code == .busy, Monotonic.seconds() < deadline else { return false }
+            }
+        }
     }
 
     private func grantRotates(_ need: RefreshNeed, _ vault: Vault) -> Bool {

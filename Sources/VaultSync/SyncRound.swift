@@ -141,6 +141,16 @@ struct SyncRound {
     mutating func writeOutgoing() throws(VaultError) -> Bool {
         let engine = engine
         let state = state
+        // A push ends this machine's lease on a record only when the push
+        // carries the end of the refresh the lease was taken for: looked at
+        // before the records are read, so a refresh finished by then is in
+        // them. A refresh under way in another process keeps its lease
+        // until that process stores and pushes what it spent.
+        let ending = Set(
+            (root?.leases ?? []).filter { lease in
+                lease.device == state.device
+                    && (lease.record == engine.finishedRefresh || !vault.refreshInProgress(record: lease.record))
+            }.map(\.record))
         outgoing = try vault.read { (manifest: StateManifest) throws(VaultError) in
             try engine.pendingBuckets(state: state, manifest: manifest)
         }
@@ -157,11 +167,12 @@ struct SyncRound {
         next.writer = state.device
         next.parent = root == nil ? Array(repeating: 0, count: 32) : rootHash
         next.devices = next.devices.filter { $0.id != state.device } + [(state.device, next.epoch)]
-        // Pushing a record ends this machine's lease on it; other leases
-        // stay while they are active by this machine's observation.
+        // Pushing a record ends this machine's lease on it when no refresh
+        // of it is under way (above); other leases stay while they are
+        // active by this machine's observation.
         let pushed = Set(outgoing.values.flatMap { $0.map(\.record.id) })
         next.leases = try engine.activeLeases(next, keys: keys).filter {
-            !($0.device == state.device && pushed.contains($0.record))
+            !($0.device == state.device && pushed.contains($0.record) && ending.contains($0.record))
         }
         for (i, records) in outgoing {
             let bucket = SyncBucket(

@@ -103,7 +103,7 @@ class Run:
         self.exits = {}  # "command status" -> count
         self.errors = {}  # "command status: first error line" -> count
         self.timeline = []  # (start, end, machine, command, status, error line), for explaining anomalies
-        self.kills = []  # (time, what): every SIGKILL the killer sent
+        self.kills = []  # (time, what, pid): every SIGKILL the killer sent
         self.stop_at = 0.0
 
     # -- setup -----------------------------------------------------------
@@ -162,7 +162,7 @@ class Run:
     def launch(self, m, *args, stdin=None):
         p = subprocess.Popen(
             m["prefix"] + [self.vault, *args], env=m["env"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True)
+            stderr=subprocess.PIPE, text=True, start_new_session=True)
         p.started = time.time()
         with self.lock:
             self.running[p.pid] = p
@@ -328,8 +328,9 @@ class Run:
                     victim = rng.choice(sorted(self.running))
             if victim is not None:
                 try:
-                    os.kill(victim, signal.SIGKILL)
-                    self.kills.append((time.time(), "vault " + " ".join(self.running_args(victim))))
+                    # The group: m2's vault runs as a child of faketime.
+                    os.killpg(victim, signal.SIGKILL)
+                    self.kills.append((time.time(), "vault " + " ".join(self.running_args(victim)), victim))
                 except OSError:
                     pass
             else:
@@ -337,7 +338,7 @@ class Run:
                 m = rng.choice(self.machines)
                 for pid in self.agent_pids(m):
                     os.kill(pid, signal.SIGKILL)
-                    self.kills.append((time.time(), "m%d's agent" % m["index"]))
+                    self.kills.append((time.time(), "m%d's agent" % m["index"], pid))
 
     def running_args(self, pid):
         with self.lock:
@@ -501,16 +502,34 @@ class Run:
             # A process killed while its token request was under way, or
             # before it stored the answer, takes the rotated refresh token
             # with it: the provider then sees the old one again. No design
-            # avoids that; it is counted, not excused silently.
-            if any(e["first"] - 0.1 <= t <= e["first"] + 1.0 for t, _ in self.kills):
+            # avoids that; it is counted, not excused silently. The provider
+            # names the process that spent the token first; only its own
+            # kill excuses the reuse.
+            if self.spender_killed(e) if e.get("first_by") else any(
+                    e["first"] - 0.1 <= t <= e["first"] + 1.0 for t, _, _ in self.kills):
                 self.counts["after a kill"] += 1
                 continue
             # A refresh made while the store was away may race another
             # machine's for as long as that refresh's lease could run (45 s).
             excused = any(start - 5 <= e["time"] <= end + 50 for start, end in self.outages)
             if self.strict or not excused:
-                self.anomaly("family %s: a spent refresh token was presented again (%s); %s" % (
-                    e["family"], "no outage" if not excused else "strict schedule", self.around(e["first"], e["time"])))
+                self.anomaly("family %s: a spent refresh token was presented again (%s); spent by %s, again by %s; %s" % (
+                    e["family"], "no outage" if not excused else "strict schedule", self.who(e.get("first_by"), e["first"]),
+                    self.who(e.get("by"), e["time"]), self.around(e["first"], e["time"])))
+
+    def spender_killed(self, e):
+        """The kill of the process that spent the token first, after it sent it and before it was sent again."""
+        by = e["first_by"]
+        return any(e["first"] - 0.1 <= t <= e["time"] and pid in (by["pid"], by["pgid"]) for t, _, pid in self.kills)
+
+    def who(self, by, since):
+        """'m0 vault token (pid 12, killed 2.3 s after)': a process the provider named."""
+        if not by:
+            return "a process the provider could not name"
+        machine = os.path.basename(os.path.dirname(by["home"])) or "?"
+        kills = ["killed %.1f s after" % (t - since) for t, _, pid in self.kills
+                 if pid in (by["pid"], by["pgid"]) and t >= since - 0.1]
+        return "%s %s (pid %d, %s)" % (machine, by["command"], by["pid"], (kills or ["not killed"])[0])
 
     def around(self, first, again):
         """The refreshing commands running when a token was spent, and when it was spent again."""

@@ -10,12 +10,16 @@ refresh is logged. Prints the port, serves until stdin closes.
 
   POST .../token       grant_type=refresh_token, client_id=chaos
   POST /__mint         a new family: a token response to import
-  GET  /__log          JSON: [{"time", "family", "outcome"}] for every
-                       refresh: ok, reuse (a spent token: the family is
-                       revoked; "first" is when it was spent before),
-                       revoked (a token of a revoked family), unknown;
-                       never a token
+  GET  /__log          JSON: [{"time", "family", "outcome", "by"}] for
+                       every refresh: ok, reuse (a spent token: the family
+                       is revoked; "first" is when it was spent before and
+                       "first_by" who spent it), revoked (a token of a
+                       revoked family), unknown; never a token. "by" is the
+                       process that sent the request, found through its
+                       connection: {"pid", "pgid", "home", "command"}.
 """
+import glob
+import os
 import secrets
 import sys
 import threading
@@ -27,7 +31,7 @@ from common import answer_json, serve_http_until_stdin_closes
 
 EXPIRES_IN = int(sys.argv[1]) if len(sys.argv) > 1 else 10
 LOCK = threading.Lock()
-TOKENS = {}  # refresh token -> {"family": n, "spent": time it was spent, or False}
+TOKENS = {}  # refresh token -> {"family": n, "spent": time it was spent, or False, "by": who spent it}
 REVOKED = set()
 LOG = []
 FAMILIES = [0]
@@ -35,7 +39,7 @@ FAMILIES = [0]
 
 def issue(family):
     refresh = "crt-" + secrets.token_urlsafe(18)
-    TOKENS[refresh] = {"family": family, "spent": False}
+    TOKENS[refresh] = {"family": family, "spent": False, "by": None}
     return {
         "access_token": "cat-%d-%s" % (family, secrets.token_urlsafe(12)),
         "refresh_token": refresh,
@@ -43,6 +47,38 @@ def issue(family):
         "expires_in": EXPIRES_IN,
         "scope": "chaos",
     }
+
+
+def presenter(peer_port, own_port):
+    """The process on this machine whose TCP connection from 127.0.0.1:peer_port
+    reaches own_port: its pid, process group, VAULT_HOME and first two
+    arguments (vault's command line carries no secret), or None."""
+    want_local, want_remote = "0100007F:%04X" % peer_port, "0100007F:%04X" % own_port
+    inode = None
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if fields[1] == want_local and fields[2] == want_remote:
+                inode = fields[9]
+                break
+    if inode is None:
+        return None
+    target = "socket:[%s]" % inode
+    for fd in glob.glob("/proc/[0-9]*/fd/*"):
+        try:
+            if os.readlink(fd) != target:
+                continue
+            pid = int(fd.split("/")[2])
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+            with open("/proc/%d/environ" % pid, "rb") as f:
+                homes = [e[len(b"VAULT_HOME="):].decode(errors="replace")
+                         for e in f.read().split(b"\0") if e.startswith(b"VAULT_HOME=")]
+            return {"pid": pid, "pgid": os.getpgid(pid), "home": (homes or [""])[0],
+                    "command": " ".join(a.rsplit("/", 1)[-1] for a in argv[:2])}
+        except OSError:
+            continue
+    return None
 
 
 class Provider(BaseHTTPRequestHandler):
@@ -73,22 +109,25 @@ class Provider(BaseHTTPRequestHandler):
         if form.get("grant_type") != ["refresh_token"] or form.get("client_id") != ["chaos"]:
             return self.answer(400, {"error": "unsupported_grant_type"})
         presented = form.get("refresh_token", [""])[0]
+        by = presenter(self.client_address[1], self.server.server_address[1])
         with LOCK:
             entry = TOKENS.get(presented)
             now = time.time()
             if entry is None:
-                LOG.append({"time": now, "family": None, "outcome": "unknown"})
+                LOG.append({"time": now, "family": None, "outcome": "unknown", "by": by})
                 return self.answer(400, {"error": "invalid_grant"})
             family = entry["family"]
             if family in REVOKED:
-                LOG.append({"time": now, "family": family, "outcome": "revoked"})
+                LOG.append({"time": now, "family": family, "outcome": "revoked", "by": by})
                 return self.answer(400, {"error": "invalid_grant"})
             if entry["spent"]:
                 REVOKED.add(family)
-                LOG.append({"time": now, "family": family, "outcome": "reuse", "first": entry["spent"]})
+                LOG.append({"time": now, "family": family, "outcome": "reuse", "by": by,
+                            "first": entry["spent"], "first_by": entry["by"]})
                 return self.answer(400, {"error": "invalid_grant", "error_description": "refresh token reused"})
             entry["spent"] = now
-            LOG.append({"time": now, "family": family, "outcome": "ok"})
+            entry["by"] = by
+            LOG.append({"time": now, "family": family, "outcome": "ok", "by": by})
             return self.answer(200, issue(family))
 
 

@@ -36,10 +36,31 @@ final class GrantLock {
         return lock
     }
 
+    /// True while a process of this machine (this one included) holds the
+    /// lock of record `id`: a refresh of it is under way. Probes without
+    /// waiting; a lock file that cannot be opened or probed counts as held.
+    static func isHeld(directory: String, record id: [UInt8]) -> Bool {
+        let fd = open(directory + "/refresh-" + id.hex + ".lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return errno != ENOENT }
+        defer { close(fd) }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else { return true }
+        flock(fd, LOCK_UN)
+        return false
+    }
+
     /// Releases the lock (also on deinit).
     func release() {
         if fd >= 0 { close(fd) }
         fd = -1
+    }
+}
+
+extension Vault {
+    /// True while a process of this machine refreshes the grant of record
+    /// `id` (holds its refresh lock, between taking the sync lease and
+    /// storing the new tokens).
+    package func refreshInProgress(record id: [UInt8]) -> Bool {
+        GrantLock.isHeld(directory: location.directory, record: id)
     }
 }
 

@@ -8,12 +8,19 @@ public struct RefreshNeed: Sendable, Equatable {
     public let minimumValidity: TimeInterval
     /// Refresh even when the access token is fresh.
     public let force: Bool
+    /// The grant's record id, when the refreshing process has found it: the
+    /// record whose lock `prepare` and `finish` are called holding.
+    public let record: [UInt8]?
 
     /// Creates a need.
-    public init(name: String, minimumValidity: TimeInterval = Grant.freshnessMargin, force: Bool = false) {
+    public init(
+        name: String, minimumValidity: TimeInterval = Grant.freshnessMargin, force: Bool = false,
+        record: [UInt8]? = nil
+    ) {
         self.name = name
         self.minimumValidity = minimumValidity
         self.force = force
+        self.record = record
     }
 }
 

@@ -70,8 +70,8 @@ public struct TokenRefresher {
     public func freshGrant(
         _ name: String, minimumValidity: TimeInterval = Grant.freshnessMargin, forceRefresh: Bool = false
     ) throws(VaultError) -> FreshGrant {
-        let need = RefreshNeed(name: name, minimumValidity: minimumValidity, force: forceRefresh)
         let (row, grant) = try vault.loadWithRow(name)
+        let need = RefreshNeed(name: name, minimumValidity: minimumValidity, force: forceRefresh, record: row.id)
         if !forceRefresh && vault.usable(grant, minimumValidity) { return FreshGrant(grant: grant, refreshed: false) }
         if grant.dead { throw TokenRefresher.deadError(name, grant) }
         if let done = try coordinator.refreshElsewhere(need, in: vault) { return done }

@@ -1,0 +1,83 @@
+import Foundation
+import Testing
+import VaultTestSupport
+
+@testable import VaultCore
+@testable import VaultSync
+
+/// A machine's refresh lease at the store ends with the push of what the
+/// refresh stored, and not before (docs/sync.md, "Leases"): another
+/// machine that took the lease while the refresh was under way would
+/// present the refresh token just spent.
+@Suite("a refresh lease ends with the refresh")
+struct RefreshLeaseTests {
+    static let kinds: [StoreKind] = StoreKind.allCases.filter { $0 != .apache || StoreKind.apacheInstalled }
+
+    /// The record id of grant `name` in `engine`'s vault.
+    func record(_ engine: SyncEngine, _ name: String) throws -> [UInt8] {
+        try engine.vault.loadWithRow(name).0.id
+    }
+
+    /// Machines a and b, synced, holding grant "shared" (tokens "t1"), and its record id.
+    func twoMachines(_ kind: StoreKind) throws -> (SyncBench, SyncEngine, SyncEngine, [UInt8]) {
+        let bench = try SyncBench(kind)
+        let a = try bench.machine()
+        try a.vault.save(TestKeys.grant(token: "t1"), as: "shared")
+        try bench.sync(a)
+        let b = try bench.machine(joining: a)
+        try bench.sync(b)
+        return (bench, a, b, try record(a, "shared"))
+    }
+
+    /// What `engine` finds when it tries to take the lease on `id`, after a sync.
+    func tryLease(_ engine: SyncEngine, _ id: [UInt8], bench: SyncBench) throws -> SyncEngine.LeaseOutcome {
+        try bench.sync(engine)
+        return try engine.takeLease(id, store: bench.store, keys: try engine.syncKeys())
+    }
+
+    @Test("another process's push of the record keeps the lease while the refresh is under way", arguments: kinds)
+    func pushDuringRefresh(kind: StoreKind) throws {
+        let (bench, a, b, id) = try twoMachines(kind)
+
+        // A refresh on machine a: the grant's lock, then the store's lease.
+        let lock = try GrantLock.acquire(directory: a.vault.location.directory, record: id, wait: 1)
+        #expect(try tryLease(a, id, bench: bench) == .taken)
+        #expect(a.vault.refreshInProgress(record: id))
+
+        // Meanwhile another process of machine a changes the record and
+        // syncs: the record is pushed, still with the refresh token that
+        // the refresh is spending.
+        try a.vault.rename("shared", to: "renamed")
+        try bench.sync(a)
+        #expect(try tryLease(b, id, bench: bench) == .held, "machine b must not refresh beside machine a")
+
+        // The refresh stores the new tokens and pushes them: that ends the lease.
+        _ = try a.vault.storeRefreshed(
+            id: id, spentRefreshToken: "1//refresh-t1", TestKeys.grant(token: "t2"))
+        var finishing = a
+        finishing.finishedRefresh = id
+        try bench.sync(finishing)
+        lock.release()
+        #expect(try tryLease(b, id, bench: bench) == .taken)
+        #expect(try b.vault.load("renamed").refreshToken == "1//refresh-t2")
+    }
+
+    @Test("a push after the refresh process ended ends the lease it left", arguments: kinds)
+    func pushAfterRefresh(kind: StoreKind) throws {
+        let (bench, a, b, id) = try twoMachines(kind)
+
+        // A refresh that stored its tokens and ended before it could push them.
+        let lock = try GrantLock.acquire(directory: a.vault.location.directory, record: id, wait: 1)
+        #expect(try tryLease(a, id, bench: bench) == .taken)
+        _ = try a.vault.storeRefreshed(
+            id: id, spentRefreshToken: "1//refresh-t1", TestKeys.grant(token: "t2"))
+        lock.release()
+        #expect(!a.vault.refreshInProgress(record: id))
+        #expect(try tryLease(b, id, bench: bench) == .held)
+
+        // Machine a's next sync, by any process, sends them and ends the lease.
+        try bench.sync(a)
+        #expect(try tryLease(b, id, bench: bench) == .taken)
+        #expect(try b.vault.load("shared").refreshToken == "1//refresh-t2")
+    }
+}
