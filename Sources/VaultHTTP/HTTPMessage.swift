@@ -23,6 +23,9 @@ public struct HTTPRequest {
     public var timeout: Double = 30
     /// Largest response body accepted, in bytes.
     public var maximumResponseSize = 1 << 20
+    /// Sign the request with AWS Signature Version 4 (libcurl computes
+    /// it); the caller sends `x-amz-content-sha256` with the body's hash.
+    public var awsSignature: AWSSignature?
 
     /// Creates a request.
     public init(
@@ -32,6 +35,27 @@ public struct HTTPRequest {
         self.url = url
         self.headers = headers
         self.body = body
+    }
+}
+
+/// What AWS Signature Version 4 needs: the scope and the credentials. The
+/// secret stays in secure memory until libcurl copies it for the request.
+public struct AWSSignature {
+    /// The region of the signing scope (`us-east-1`, or what the store calls its own).
+    public var region: String
+    /// The service of the signing scope (`s3`).
+    public var service: String
+    /// The access key id.
+    public var accessKeyID: String
+    /// The secret access key.
+    public var secretAccessKey: SecureBytes
+
+    /// Creates the signing settings.
+    public init(region: String, service: String, accessKeyID: String, secretAccessKey: SecureBytes) {
+        self.region = region
+        self.service = service
+        self.accessKeyID = accessKeyID
+        self.secretAccessKey = secretAccessKey
     }
 }
 

@@ -1,9 +1,10 @@
 public import VaultCrypto
 
 /// A store of named objects under a base URL that is only trusted to keep
-/// bytes: a WebDAV collection, or any HTTP server answering GET, PUT and
-/// DELETE (docs/sync.md). This layer moves bytes and classifies answers;
-/// what the bytes mean, and whether they can be believed, is the caller's.
+/// bytes: a WebDAV collection, any HTTP server answering GET, PUT and
+/// DELETE, or a folder of an S3 bucket (docs/sync.md). This layer moves
+/// bytes and classifies answers; what the bytes mean, and whether they can
+/// be believed, is the caller's.
 public final class ObjectStore {
     /// An object as read, with the validator for a later conditional write.
     public struct Object {
@@ -68,6 +69,8 @@ public final class ObjectStore {
     /// The base URL, ending in `/`.
     public let baseURL: String
     let authorization: String?
+    /// The bucket and the signature of an S3 store; nil for WebDAV and HTTP.
+    let s3: (location: S3Location, signature: AWSSignature)?
     let transport: any HTTPTransport
     let sleep: (Double) -> Void
     /// Attempts per request for transient failures.
@@ -103,6 +106,27 @@ public final class ObjectStore {
         } else {
             authorization = nil
         }
+        s3 = nil
+    }
+
+    /// A folder of an S3 bucket, each request signed with AWS Signature
+    /// Version 4 by libcurl. `sleep` waits between retries.
+    public init(
+        s3 location: S3Location, accessKeyID: String, secretAccessKey: SecureBytes, transport: any HTTPTransport,
+        sleep: @escaping (Double) -> Void = { _ in }
+    ) throws(Failure) {
+        guard !accessKeyID.isEmpty, accessKeyID.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f && $0 != 0x3a }) else {
+            throw Failure(.invalid, "the access key id is empty or has characters no access key id has")
+        }
+        baseURL = location.objectsURL
+        authorization = nil
+        self.transport = transport
+        self.sleep = sleep
+        s3 = (
+            location,
+            AWSSignature(
+                region: location.region, service: "s3", accessKeyID: accessKeyID, secretAccessKey: secretAccessKey)
+        )
     }
 
     /// Object names are short lower-case words: nothing to escape, nothing
@@ -153,14 +177,25 @@ public final class ObjectStore {
         switch precondition {
         case .none: break
         case .absent: headers.append(("If-None-Match", "*"))
-        case .matches(let etag): headers.append(("If-Match", etag))
+        // Ceph RGW matches only an ETag sent without its quotes; AWS S3 takes either.
+        case .matches(let etag): headers.append(("If-Match", s3 == nil ? etag : ObjectStore.unquoted(etag)))
         }
         let body: SecureBytes
         do { body = try SecureBytes(copying: bytes) } catch { throw Failure(.invalid, error.reason) }
-        let response = try exchange("PUT", name, body: body, headers: headers)
+        // RGW may answer the loser of concurrent conditional writes with
+        // 500 rather than 412: a lost race, never a success. The caller
+        // reads what the store holds, as after any refusal.
+        let raced: Set<Int> = s3 != nil && precondition != .none ? [500] : []
+        let response = try exchange(
+            "PUT", url: baseURL + name, label: name, body: body, headers: headers, returning: raced)
         switch response.status {
         case 200, 201, 204: return .stored
         case 412: return .preconditionFailed
+        case 500 where !raced.isEmpty: return .preconditionFailed
+        case 404 where s3 != nil:
+            throw Failure(
+                .invalid,
+                "the bucket \(s3!.location.bucket) does not exist (PUT \(name) answered HTTP 404)")
         case 404, 409:
             throw Failure(
                 .missingFolder,
@@ -187,6 +222,7 @@ public final class ObjectStore {
     /// a PUT into a missing folder with 500 (nginx) rather than 404 or 409.
     /// Neither method is retried: a 5xx here means "not supported".
     public func createFolder() throws(Failure) -> [String] {
+        if let s3 { return try createBucket(s3.location) }
         guard let slash = baseURL.firstIndex(of: "/").flatMap({ baseURL[$0...].dropFirst(2).firstIndex(of: "/") })
         else { return [] }
         let origin = String(baseURL[..<slash])
@@ -239,6 +275,78 @@ public final class ObjectStore {
         return stale == .preconditionFailed && again == .preconditionFailed
     }
 
+    // MARK: S3 buckets
+
+    /// Makes sure the bucket exists, else creates it (PUT, with the region
+    /// as its location on AWS outside us-east-1). A folder inside a bucket
+    /// needs no creating. Returns the bucket's URL when it created it.
+    private func createBucket(_ location: S3Location) throws(Failure) -> [String] {
+        guard try versioning(location) == .missing else { return [] }
+        var body: SecureBytes? = nil
+        if location.endpoint.hasSuffix(".amazonaws.com"), location.region != S3Location.defaultRegion {
+            let xml =
+                "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+                + "<LocationConstraint>\(location.region)</LocationConstraint></CreateBucketConfiguration>"
+            do { body = try SecureBytes(copying: Array(xml.utf8)) } catch { throw Failure(.invalid, error.reason) }
+        }
+        let url = location.bucketURL
+        let made = try exchange("PUT", url: url, label: "the bucket", body: body, headers: [])
+        switch made.status {
+        case 200: return [URLPolicy.redacted(url)]
+        case 409: return []  // created meanwhile, by this user
+        default: throw unexpected(made.status, "PUT", "the bucket")
+        }
+    }
+
+    /// What GetBucketVersioning says of a bucket.
+    enum Versioning: Equatable {
+        case missing
+        case neverEnabled
+        case status(String)
+    }
+
+    /// GetBucketVersioning (with `=`: libcurl 7.88 signs a bare sub-resource
+    /// differently from S3); its answer also tells a missing bucket, and,
+    /// being a GET, carries the error code of a refusal.
+    private func versioning(_ location: S3Location) throws(Failure) -> Versioning {
+        let response = try exchange(
+            "GET", url: location.bucketURL + "?versioning=", label: "the bucket", body: nil, headers: [])
+        switch response.status {
+        case 200:
+            let text = response.body.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+            return ObjectStore.element("Status", in: text).map(Versioning.status) ?? .neverEnabled
+        case 404: return .missing
+        default: throw unexpected(response.status, "GET", "the bucket's versioning")
+        }
+    }
+
+    /// The bucket's versioning status: nil when it was never turned on,
+    /// else "Enabled" or "Suspended". Nil for other stores.
+    public func bucketVersioning() throws(Failure) -> String? {
+        guard let s3 else { return nil }
+        switch try versioning(s3.location) {
+        case .status(let status) where status == "Enabled" || status == "Suspended": return status
+        case .status, .missing, .neverEnabled: return nil
+        }
+    }
+
+    /// The text of the first `<name>` element of an S3 XML answer, when it
+    /// is a plain word (S3's error codes and statuses are).
+    static func element(_ name: String, in xml: String) -> String? {
+        guard let open = xml.firstRange(of: "<\(name)>"),
+            let close = xml[open.upperBound...].firstRange(of: "</\(name)>")
+        else {
+            return nil
+        }
+        let value = xml[open.upperBound..<close.lowerBound]
+        guard !value.isEmpty, value.count <= 64, value.allSatisfy({ $0.isLetter || $0.isNumber }) else { return nil }
+        return String(value)
+    }
+
+    static func unquoted(_ etag: String) -> String {
+        etag.count >= 2 && etag.hasPrefix("\"") && etag.hasSuffix("\"") ? String(etag.dropFirst().dropLast()) : etag
+    }
+
     // MARK: Exchanges
 
     private func exchange(
@@ -249,15 +357,28 @@ public final class ObjectStore {
 
     private func exchange(
         _ method: String, url: String, label name: String, body: SecureBytes?, headers: [(name: String, value: String)],
-        attempts: Int? = nil
+        attempts: Int? = nil, returning: Set<Int> = []
     ) throws(Failure) -> HTTPResponse {
         let maximumAttempts = attempts ?? self.maximumAttempts
         var all = headers
         if let authorization { all.append(("Authorization", authorization)) }
+        if s3 != nil {
+            // S3 requires the payload's hash, signed with the request.
+            let digest: [UInt8]
+            do {
+                digest = try SHA256.hash(body?.unsafeCopyToArray() ?? [])
+            } catch {
+                throw Failure(.invalid, error.reason)
+            }
+            let hexDigits = Array("0123456789abcdef")
+            all.append(
+                ("x-amz-content-sha256", String(digest.flatMap { [hexDigits[Int($0 >> 4)], hexDigits[Int($0 & 15)]] })))
+        }
         var attempt = 0
         while true {
             attempt += 1
             var request = HTTPRequest(method: method, url: url, headers: all, body: body)
+            request.awsSignature = s3?.signature
             request.timeout = timeout
             request.connectTimeout = min(10, timeout)
             request.maximumResponseSize = maximumObjectSize
@@ -269,6 +390,8 @@ public final class ObjectStore {
             switch outcome {
             // 423: a WebDAV server that locks an object while a write to it
             // runs (rclone's serve webdav) refuses a second writer for now.
+            case .success(let response) where returning.contains(response.status):
+                return response
             case .success(let response)
             where response.status >= 500 || response.status == 429 || response.status == 423:
                 if attempt >= maximumAttempts {
@@ -282,8 +405,7 @@ public final class ObjectStore {
                         .badResponse, "the store redirected \(method) \(name) (HTTP \(response.status)); not followed")
                 }
                 if response.status == 401 || response.status == 403 {
-                    throw Failure(
-                        .unauthorized, "the store refused the credentials (HTTP \(response.status))")
+                    throw refusal(response)
                 }
                 return response
             case .failure(let error):
@@ -302,6 +424,22 @@ public final class ObjectStore {
             let base = min(5.0, 0.2 * Double(1 << min(attempt - 1, 5)))
             sleep(base / 2 + Double.random(in: 0...(base / 2)))
         }
+    }
+
+    /// Why the store refused a request (401, 403), with S3's error code,
+    /// which tells a wrong key from a clock too far off.
+    private func refusal(_ response: HTTPResponse) -> Failure {
+        let text = response.body.withUnsafeBytes { String(decoding: $0.prefix(4096), as: UTF8.self) }
+        guard s3 != nil, let code = ObjectStore.element("Code", in: text) else {
+            return Failure(.unauthorized, "the store refused the credentials (HTTP \(response.status))")
+        }
+        if code == "RequestTimeTooSkewed" {
+            return Failure(
+                .unauthorized,
+                "the store refused the request: this machine's clock is more than 15 minutes off the store's "
+                    + "(S3 signatures carry the time; set the clock)")
+        }
+        return Failure(.unauthorized, "the store refused the credentials (HTTP \(response.status) \(code))")
     }
 
     private func strongETag(_ response: HTTPResponse) -> String? {

@@ -113,7 +113,12 @@ extension SyncEngine {
     static func store(for state: SyncState, transport: any HTTPTransport, timeout: Double, attempts: Int? = nil)
         throws(VaultError) -> any SyncStore
     {
-        try HTTPSyncStore(
+        if S3Location.isS3(state.url) {
+            return try HTTPSyncStore(
+                s3: state.url, accessKeyID: state.user ?? "", secretAccessKey: state.password, transport: transport,
+                timeout: timeout, attempts: attempts)
+        }
+        return try HTTPSyncStore(
             url: state.url, user: state.user, password: state.password, transport: transport, timeout: timeout,
             attempts: attempts)
     }
@@ -144,7 +149,14 @@ extension SyncEngine {
     /// Whether the configured store honours preconditions, and its URL.
     public func remoteDescription() throws(VaultError) -> (url: String, user: String?, preconditions: Bool) {
         let state = try loadSyncState(try syncKeys())
-        return (state.url, state.user, state.honoursPreconditions)
+        return (SyncEngine.displayName(state.url), state.user, state.honoursPreconditions)
+    }
+
+    /// A store URL as the user is shown it: an S3 store's bucket, folder,
+    /// endpoint and region; other URLs as they are.
+    public static func displayName(_ url: String) -> String {
+        guard S3Location.isS3(url), let location = try? S3Location(canonical: url) else { return url }
+        return location.displayName
     }
 
     /// This machine's sync device id as `vault conflicts` shows it: the

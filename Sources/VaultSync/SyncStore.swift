@@ -61,12 +61,32 @@ extension SyncStore {
     }
 }
 
-/// The sync store at an http(s) URL: a WebDAV collection, or any server
-/// that answers GET, PUT and DELETE under it (VaultHTTP's `ObjectStore`).
-/// The one place where the HTTP layer's `ObjectStore.Failure` becomes a
-/// `VaultError` (`HTTPSyncStore.converted`).
+/// The sync store over HTTP: a WebDAV collection, any server that answers
+/// GET, PUT and DELETE under an http(s) URL, or a folder of an S3 bucket
+/// (`s3://`), all through VaultHTTP's `ObjectStore`, which speaks each
+/// one's dialect (Basic or SigV4, the ETags S3 stores match, their answers
+/// to a lost race). The one place where the HTTP layer's
+/// `ObjectStore.Failure` becomes a `VaultError` (`HTTPSyncStore.converted`).
 final class HTTPSyncStore: SyncStore {
     private let client: ObjectStore
+
+    /// An S3 store at `canonical` (an `S3Location`'s canonical URL), signed
+    /// with the access key id and secret access key.
+    init(
+        s3 canonical: String, accessKeyID: String, secretAccessKey: [UInt8], transport: any HTTPTransport,
+        timeout: Double, attempts: Int?
+    ) throws(VaultError) {
+        let secret = try Secure.copy(secretAccessKey)
+        do {
+            client = try ObjectStore(
+                s3: try S3Location(canonical: canonical), accessKeyID: accessKeyID, secretAccessKey: secret,
+                transport: transport, sleep: { usleep(UInt32($0 * 1_000_000)) })
+        } catch {
+            throw HTTPSyncStore.converted(error)
+        }
+        client.timeout = timeout
+        if let attempts { client.maximumAttempts = attempts }
+    }
 
     /// A store at `url`, with Basic authentication when `user` is given;
     /// each request is bounded by `timeout` seconds and tried `attempts`
@@ -119,7 +139,24 @@ final class HTTPSyncStore: SyncStore {
     }
 
     func createFolder() throws(VaultError) -> [String] {
-        do { return try client.createFolder() } catch { throw HTTPSyncStore.converted(error) }
+        let created: [String]
+        let versioning: String?
+        do {
+            created = try client.createFolder()
+            versioning = try client.bucketVersioning()
+        } catch {
+            throw HTTPSyncStore.converted(error)
+        }
+        // Ceph RGW ignores If-Match and If-None-Match in a bucket whose
+        // versioning was ever turned on: the store's compare-and-swap would
+        // silently be gone.
+        if let versioning {
+            throw VaultError(
+                .unsupported,
+                "the bucket has versioning \(versioning.lowercased()): S3 stores such as Ceph RGW ignore conditional "
+                    + "writes there, which sync relies on; use a bucket that never had versioning")
+        }
+        return created
     }
 
     func honoursPreconditions(probe: String) throws(VaultError) -> Bool {

@@ -16,6 +16,12 @@ final class Home {
         try VaultProcess.run(args, environment: environment, stdin: stdin)
     }
 
+    /// `run` with the arguments in an array.
+    @discardableResult
+    func run(_ args: [String], stdin: String? = nil) throws -> ProcessResult {
+        try VaultProcess.run(args, environment: environment, stdin: stdin)
+    }
+
     func start(_ args: String..., stdin: String? = nil) throws -> RunningProcess {
         try VaultProcess.start(args, environment: environment, stdin: stdin)
     }

@@ -11,7 +11,7 @@ import VaultTestSupport
 /// present the refresh token just spent.
 @Suite("a refresh lease ends with the refresh")
 struct RefreshLeaseTests {
-    static let kinds: [StoreKind] = StoreKind.allCases.filter { $0 != .apache || StoreKind.apacheInstalled }
+    static let kinds: [StoreKind] = StoreKind.available
 
     /// The record id of grant `name` in `engine`'s vault.
     func record(_ engine: SyncEngine, _ name: String) throws -> [UInt8] {

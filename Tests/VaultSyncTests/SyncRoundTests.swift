@@ -13,7 +13,7 @@ import VaultTestSupport
 struct SyncRoundTests {
     /// Apache's case runs where Apache is installed (the end-to-end suites
     /// need it too); the in-memory stores run everywhere.
-    static let kinds: [StoreKind] = StoreKind.allCases.filter { $0 != .apache || StoreKind.apacheInstalled }
+    static let kinds: [StoreKind] = StoreKind.available
 
     /// The error `body` throws, if any.
     func thrown(_ body: () throws -> Void) -> VaultError? {

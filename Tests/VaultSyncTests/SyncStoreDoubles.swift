@@ -153,10 +153,22 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     case memory
     /// `MemoryStore` ignoring them.
     case memoryIgnoringPreconditions
+    /// Ceph's RADOS Gateway (Tools/testservers/rgw.py), an S3 store.
+    case rgw
 
     var testDescription: String { rawValue }
 
     static let apacheInstalled = FileManager.default.isExecutableFile(atPath: "/usr/sbin/apache2")
+    static let rgwInstalled = FileManager.default.isExecutableFile(atPath: "/usr/bin/radosgw")
+
+    /// The kinds whose servers this machine has (Tools/setup installs them all).
+    static let available: [StoreKind] = allCases.filter {
+        switch $0 {
+        case .apache: apacheInstalled
+        case .rgw: rgwInstalled
+        case .memory, .memoryIgnoringPreconditions: true
+        }
+    }
 }
 
 /// One store and the machines (vaults of one master key, each with its own
@@ -169,6 +181,9 @@ final class SyncBench {
     private let server: FixtureServer?
     /// The store's URL.
     let url: String
+    /// The store's user (an S3 access key id) and password (its secret).
+    private(set) var user: String?
+    private(set) var password: [UInt8] = []
 
     init(_ kind: StoreKind) throws {
         self.kind = kind
@@ -184,10 +199,47 @@ final class SyncBench {
             store = try HTTPSyncStore(
                 url: url, user: "vault", password: Array("store password".utf8), transport: CurlTransport(),
                 timeout: 30, attempts: nil)
+        case .rgw:
+            let server = try FixtureServer(script: "rgw.py", arguments: [dir.path + "/rgw"])
+            let settings = try JSONSerialization.jsonObject(with: Data(server.firstLine.utf8)) as! [String: Any]
+            let credentials = try String(contentsOfFile: settings["credentials"] as! String, encoding: .utf8)
+            func value(_ key: String) -> String {
+                credentials.split(separator: "\n").first { $0.hasPrefix(key + " =") }!.split(
+                    separator: "=", maxSplits: 1)[1]
+                    .trimmingCharacters(in: .whitespaces)
+            }
+            let location = try S3Location(
+                url: "s3://vault-bench/machines", endpoint: settings["endpoint"] as? String,
+                region: settings["region"] as? String, pathStyle: true)
+            url = location.canonicalURL
+            user = value("aws_access_key_id")
+            password = Array(value("aws_secret_access_key").utf8)
+            self.server = server
+            store = try HTTPSyncStore(
+                s3: url, accessKeyID: user!, secretAccessKey: password, transport: CurlTransport(), timeout: 30,
+                attempts: nil)
+            _ = try store.createFolder()
         case .memory, .memoryIgnoringPreconditions:
             server = nil
             url = "http://127.0.0.1:9/store/"
             store = MemoryStore(honoursPreconditions: kind == .memory)
+        }
+    }
+
+    /// Another client of the bench's store, with its own connection (the
+    /// stores of servers only; nil for the in-memory ones).
+    func client() throws -> (any SyncStore)? {
+        switch kind {
+        case .apache:
+            return try HTTPSyncStore(
+                url: url, user: "vault", password: Array("store password".utf8), transport: CurlTransport(),
+                timeout: 30, attempts: nil)
+        case .rgw:
+            return try HTTPSyncStore(
+                s3: url, accessKeyID: user!, secretAccessKey: password, transport: CurlTransport(), timeout: 30,
+                attempts: nil)
+        case .memory, .memoryIgnoringPreconditions:
+            return nil
         }
     }
 
@@ -205,7 +257,7 @@ final class SyncBench {
             vault = try Vault.create(at: location, key: .keyfile(TestKeys.keyfileSecret()), kdf: .minimum, time: clock)
         }
         let engine = SyncEngine(vault: vault, transport: CurlTransport())
-        var state = SyncState(url: url, user: nil, password: [], device: try Secure.randomBytes(16))
+        var state = SyncState(url: url, user: user, password: password, device: try Secure.randomBytes(16))
         state.preconditions = try store.honoursPreconditions(probe: "probe-" + (try Secure.randomBytes(8)).hex) ? 1 : 2
         let keys = try engine.syncKeys()
         try engine.vault.update { (_: inout StateManifest) throws(VaultError) in try engine.saveSyncState(state, keys) }

@@ -10,6 +10,8 @@ Sections (all by default; --only picks some, comma-separated):
   big       vault list and token at --big grants
   sync      requests, bytes and time of a sync carrying one changed grant, at
             100, --grants and --big grants, against a private Apache WebDAV store
+            and, where radosgw is installed, a private Ceph RGW (S3) store beside
+            it: the time as a ratio to WebDAV's
   stall     a fresh vault token (and a vault import) while another grant's token
             endpoint accepts the connection and never answers, through the
             agent and with a key file; each stalled run is paired with a run on
@@ -301,27 +303,42 @@ class Bench:
             f.write("bench\n")
         dav = subprocess.Popen([sys.executable, os.path.join(SERVERS, "webdav.py"), self.home + "/dav",
                                 self.home + "/store-password"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        rgw = None
+        if os.path.exists("/usr/bin/radosgw"):
+            rgw = subprocess.Popen([sys.executable, os.path.join(SERVERS, "rgw.py"), self.home + "/rgw"],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         rows = []
         try:
             url = json.loads(dav.stdout.readline())["url"]
+            s3 = json.loads(rgw.stdout.readline()) if rgw else None
             vaults = {100: self.filled("small", 100), args.grants: self.filled("vault", args.grants)}
             if args.big:
                 vaults[args.big] = self.filled("big", args.big)
+            runs = max(5, args.runs // 4)
             for count, env in sorted(vaults.items()):
                 store = url + "s%d/" % count
                 os.makedirs(self.home + "/dav/www/store/s%d" % count)
                 subprocess.run(["chown", "-R", "www-data:www-data", self.home + "/dav/www/store"], check=True)
-                rows.append((count,) + sync_one_change(vault, env, store, self.home + "/store-password",
-                                                       max(5, args.runs // 4)))
+                login = ["--user", "vault", "--password-file", self.home + "/store-password"]
+                rows.append(("webdav", count) + sync_one_change(vault, env, store, login, runs))
+                if s3:
+                    login = ["--endpoint", s3["endpoint"], "--region", s3["region"],
+                             "--credentials-file", s3["credentials"]]
+                    rows.append(("rgw", count) + sync_one_change(vault, env, "s3://bench/s%d" % count, login, runs))
         finally:
-            dav.stdin.close()
-            dav.wait()
+            for server in (dav, rgw):
+                if server:
+                    server.stdin.close()
+                    server.wait()
         self.say("== sync (%s)" % load())
-        for count, ms, requests, sent in rows:
+        webdav_ms = {c: ms for kind, c, ms, _, _ in rows if kind == "webdav"}
+        for kind, count, ms, requests, sent in rows:
             goal = "   (goal <= 6 requests: %s)" % met(requests <= 6) if count == args.big else ""
-            self.say("vault sync of one changed grant, %5d grants: %8.1f ms, %d requests, %d bytes uploaded%s"
-                     % (count, ms, requests, sent, goal))
-        self.results["sync"] = [{"grants": c, "ms": ms, "requests": r, "bytes_sent": s} for c, ms, r, s in rows]
+            ratio = "" if kind == "webdav" else " (%.2fx WebDAV's time)" % (ms / webdav_ms[count])
+            self.say("vault sync of one changed grant, %-6s %5d grants: %8.1f ms%s, %d requests, %d bytes uploaded%s"
+                     % (kind, count, ms, ratio, requests, sent, goal))
+        self.results["sync"] = [{"store": k, "grants": c, "ms": ms, "requests": r, "bytes_sent": s}
+                                for k, c, ms, r, s in rows]
 
     def stall(self):
         """A fresh grant's token (and an import of another grant) while a
@@ -550,11 +567,11 @@ def met(ok):
     return "met" if ok else "NOT met"
 
 
-def sync_one_change(vault, env, url, password_file, runs):
-    """Sets the store, uploads everything, then times syncs that each carry
-    one changed grant. Returns (median ms, requests, bytes sent) of those."""
-    subprocess.run([vault, "remote", "set", url, "--user", "vault", "--password-file", password_file], env=env,
-                   check=True, stderr=subprocess.DEVNULL)
+def sync_one_change(vault, env, url, login, runs):
+    """Sets the store (with the login options), uploads everything, then
+    times syncs that each carry one changed grant. Returns (median ms,
+    requests, bytes sent) of those."""
+    subprocess.run([vault, "remote", "set", url] + login, env=env, check=True, stderr=subprocess.DEVNULL)
     subprocess.run([vault, "sync"], env=env, check=True, stderr=subprocess.DEVNULL)
     samples = []
     last = {}

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """vault's own Jepsen-style test: machines, a faulty store, a strict provider.
 
-  Tools/chaos/run [--seed N] [--seconds S] [--vault BINARY] [--keep]
+  Tools/chaos/run [--seed N] [--seconds S] [--vault BINARY] [--keep] [--store webdav|rgw]
 
 Three machines (vault homes with passphrase vaults and their agents) sync
-through Apache's WebDAV behind the fault-injecting proxy
-(Tools/testservers/store_proxy.py); the third machine's wall clock is seven
+through Apache's WebDAV, or Ceph's RADOS Gateway as an S3 store (--store
+rgw), behind the fault-injecting proxy (Tools/testservers/store_proxy.py); the third machine's wall clock is seven
 minutes ahead (libfaketime). The provider (chaos_provider.py) rotates
 refresh tokens on every use, issues access tokens of 75 s, and revokes a
 whole token family when a spent refresh token is presented again, logging
@@ -113,11 +113,21 @@ class Run:
         with open(password, "w") as f:
             f.write("store password\n")
         os.chmod(password, 0o600)
-        self.dav = Server("webdav.py", os.path.join(self.dir, "dav"), password)
-        dav_port = json.loads(self.dav.first)["port"]
-        self.proxy = Server("store_proxy.py", "http://127.0.0.1:%d" % dav_port)
+        if self.args.store == "rgw":
+            # The proxy keeps the Host header: S3 signatures cover it.
+            self.dav = Server("rgw.py", os.path.join(self.dir, "rgw"))
+            rgw = json.loads(self.dav.first)
+            self.proxy = Server("store_proxy.py", rgw["endpoint"], "--keep-host")
+            self.store_url = "s3://chaos/vault"
+            self.login = ["--endpoint", "http://127.0.0.1:%s" % self.proxy.first, "--region", rgw["region"],
+                          "--credentials-file", rgw["credentials"]]
+        else:
+            self.dav = Server("webdav.py", os.path.join(self.dir, "dav"), password)
+            dav_port = json.loads(self.dav.first)["port"]
+            self.proxy = Server("store_proxy.py", "http://127.0.0.1:%d" % dav_port)
+            self.store_url = "http://127.0.0.1:%s/store/" % self.proxy.first
+            self.login = ["--user", "vault", "--password-file", password]
         self.provider = Server("chaos_provider.py", "75")
-        self.store_url = "http://127.0.0.1:%s/store/" % self.proxy.first
         self.provider_url = "http://127.0.0.1:%s" % self.provider.first
         self.machines = [self.machine(i, password) for i in range(3)]
         first = self.machines[0]
@@ -126,10 +136,10 @@ class Run:
             tokens = http(self.provider_url + "/__mint", b"{}")
             tokens.update({"provider": "chaos", "account": "s%d@example.com" % k})
             self.must(first, "import", "s%d" % k, stdin=json.dumps(tokens))
-        self.must(first, "remote", "set", self.store_url, "--user", "vault", "--password-file", password)
+        self.must(first, "remote", "set", self.store_url, *self.login)
         self.must(first, "sync")
         for m in self.machines[1:]:
-            self.must(m, "join", self.store_url, "--user", "vault", "--password-file", password)
+            self.must(m, "join", self.store_url, *self.login)
 
     def machine(self, i, password):
         home = os.path.join(self.dir, "m%d" % i)
@@ -513,9 +523,9 @@ class Run:
             # machine's for as long as that refresh's lease could run (45 s).
             excused = any(start - 5 <= e["time"] <= end + 50 for start, end in self.outages)
             if self.strict or not excused:
-                self.anomaly("family %s: a spent refresh token was presented again (%s); spent by %s, again by %s; %s" % (
+                self.anomaly("family %s: a spent refresh token was presented again (%s); spent by %s, again %.1f s later by %s; %s" % (
                     e["family"], "no outage" if not excused else "strict schedule", self.who(e.get("first_by"), e["first"]),
-                    self.who(e.get("by"), e["time"]), self.around(e["first"], e["time"])))
+                    e["time"] - e["first"], self.who(e.get("by"), e["time"]), self.around(e["first"], e["time"])))
 
     def spender_killed(self, e):
         """The kill of the process that spent the token first, after it sent it and before it was sent again."""
@@ -566,6 +576,7 @@ def main():
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--vault", default=os.path.join(ROOT, ".build", "debug", "vault"))
     parser.add_argument("--keep", action="store_true", help="keep the machines' files")
+    parser.add_argument("--store", choices=("webdav", "rgw"), default="webdav", help="the store the machines sync through")
     parser.add_argument("--errors", action="store_true", help="list the distinct error messages and their counts")
     args = parser.parse_args()
     run = Run(args)
@@ -588,9 +599,9 @@ def main():
     finally:
         run.stop()
     c = run.counts
-    print("chaos: seed %d (%s), %.0f s, %d operations, %d killed, %d faults, %d lost answers, %d refreshes, "
+    print("chaos: seed %d (%s, %s), %.0f s, %d operations, %d killed, %d faults, %d lost answers, %d refreshes, "
           "%d reuses (%d after a kill), %d anomalies" % (
-              args.seed, "strict" if run.strict else "outages", time.time() - started, c["operations"],
+              args.seed, "strict" if run.strict else "outages", args.store, time.time() - started, c["operations"],
               c["killed"], c["faults"], c["lost answers"], c.get("refreshes", 0), c.get("reuses", 0), c.get("after a kill", 0),
               len(run.anomalies)))
     print("  exits: " + ", ".join("%s: %d" % kv for kv in sorted(run.exits.items())))

@@ -65,13 +65,13 @@ def no_redirect_opener():
     return opener
 
 
-def forward(opener, url, method, body, headers, drop=()):
+def forward(opener, url, method, body, headers, drop=(), keep_host=False):
     """Sends one request upstream as a proxy would, without the hop-by-hop
-    headers and those in drop; returns (status, body, header items), error
-    statuses included."""
+    headers and those in drop (and Host, unless keep_host); returns
+    (status, body, header items), error statuses included."""
     import urllib.error
     import urllib.request
-    skip = ("host", "content-length", "connection", "expect") + tuple(drop)
+    skip = (() if keep_host else ("host",)) + ("content-length", "connection", "expect") + tuple(drop)
     kept = {k: v for k, v in headers if k.lower() not in skip}
     req = urllib.request.Request(url, data=body, method=method, headers=kept)
     try:

@@ -4,6 +4,7 @@
 Binds 127.0.0.1 on a free port, prints the port on stdout, and serves until
 stdin closes (so it dies with the test that started it):
   /echo               the request as JSON: method, path, headers, body
+  /, /test.txt        the same (the paths of AWS's published SigV4 examples)
   /status/N           status N
   /redirect/N         302 chains of length N, ending at /echo
   /redirect-to?u=URL  302 to URL
@@ -52,7 +53,7 @@ class Handler(BaseHTTPRequestHandler):
         parts = url.path.strip("/").split("/")
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        if parts[0] == "echo":
+        if parts[0] in ("echo", "", "test.txt"):
             doc = {"method": self.command, "path": self.path, "body": body.decode("utf-8", "replace"),
                    "headers": {k.lower(): v for k, v in self.headers.items()}}
             self.reply(200, json.dumps(doc).encode(), [("Content-Type", "application/json")])

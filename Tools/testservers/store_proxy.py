@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """A fault-injecting HTTP proxy in front of a sync store, for tests.
 
-  store_proxy.py UPSTREAM_BASE [PORT]
+  store_proxy.py UPSTREAM_BASE [PORT] [--keep-host]
 
 Binds 127.0.0.1 on PORT (default: a free port; a given one lets a test stop
 the proxy and bring the store back at the same address), prints the port,
 forwards every request to UPSTREAM_BASE with the same path, and serves until
-stdin closes. It keeps every body it forwarded on a PUT, per path, to replay
+stdin closes. With --keep-host the client's Host header goes upstream as it
+came, so requests signed for the proxy's address (S3's SigV4) stay valid;
+mode nocas then breaks their signatures, as it removes signed headers. It keeps every body it forwarded on a PUT, per path, to replay
 old ones. Control (GET, answered by the proxy itself):
   /__mode/NAME     one of:
      pass          forward (the default)
@@ -40,7 +42,9 @@ from http.server import BaseHTTPRequestHandler
 
 from common import forward, no_redirect_opener, serve_http_until_stdin_closes
 
-UPSTREAM = sys.argv[1].rstrip("/")
+ARGS = [a for a in sys.argv[1:] if a != "--keep-host"]
+KEEP_HOST = "--keep-host" in sys.argv
+UPSTREAM = ARGS[0].rstrip("/")
 LOCK = threading.Lock()
 STATE = {"mode": "pass", "fail": 0, "oldonce": False, "requests": 0, "put_bytes": 0, "lostack": 0, "writes": 0,
          "lost": 0, "delay": 0}
@@ -123,7 +127,8 @@ class Proxy(BaseHTTPRequestHandler):
             if (mode == "old" or once) and len(bodies) >= 2:
                 return self.answer(200, bodies[-2], [("Content-Type", "application/octet-stream")])
         drop = ("if-match", "if-none-match") if mode == "nocas" else ()
-        status, payload, rh = forward(OPENER, UPSTREAM + path, self.command, body, self.headers.items(), drop)
+        status, payload, rh = forward(OPENER, UPSTREAM + path, self.command, body, self.headers.items(), drop,
+                                      keep_host=KEEP_HOST)
         if self.command in ("PUT", "DELETE"):
             with LOCK:
                 STATE["writes"] += 1
@@ -153,7 +158,7 @@ class Proxy(BaseHTTPRequestHandler):
 
 
 def main():
-    serve_http_until_stdin_closes(Proxy, int(sys.argv[2]) if len(sys.argv) > 2 else 0)
+    serve_http_until_stdin_closes(Proxy, int(ARGS[1]) if len(ARGS) > 1 else 0)
 
 
 if __name__ == "__main__":

@@ -80,32 +80,6 @@ struct RemoteOutput: Encodable {
     enum CodingKeys: String, CodingKey { case url, user, preconditions }
 }
 
-/// How to log in to the sync store (`remote set`, `join`).
-struct StoreOptions: OptionGroup {
-    @Option("user", value: "USER", help: "the store's user name (Basic authentication)")
-    var user: String?
-    @Option("password-file", value: "F", help: "read the store's password from file F")
-    var passwordFile: String?
-
-    /// The store's password: from --password-file, else asked on the
-    /// terminal when a user is given; nil without a user.
-    func password(user: String?) throws -> SecureBytes? {
-        if let path = passwordFile {
-            do {
-                return try SecretFile.trimmingNewline(try SecretFile.read(path: path))
-            } catch {
-                throw CLIError("\(error.reason) (from --password-file)", hint: error.remedy.map(Remedies.hint))
-            }
-        }
-        guard user != nil else { return nil }
-        guard let terminal = Terminal() else {
-            throw CLIError(
-                "no terminal to ask for the store's password", hint: "give it with --password-file F", exitCode: .usage)
-        }
-        return try terminal.readSecret(prompt: "Password for the store: ")
-    }
-}
-
 extension Commands {
     /// What a sync did: counts on stderr, or the `--json` document.
     static func printSyncReport(_ r: SyncReport, to output: Output) throws {
@@ -177,8 +151,14 @@ struct RemoteCommand: VaultCommand {
     static let configuration = CommandConfiguration(
         name: "remote",
         abstract: "Show or set the store this vault syncs with.",
-        usage: "remote [set URL [{user}] [{password-file}]]",
-        arguments: [("set URL", "sync with the WebDAV collection or HTTP base URL")],
+        usage:
+            "remote [set URL [{user}] [{password-file}]]\n"
+            + "remote set s3://BUCKET[/FOLDER] [{endpoint}] [{region}] [{path-style}] [{credentials-file}] "
+            + "[{profile}]",
+        arguments: [
+            ("set URL", "sync with the WebDAV collection or HTTP base URL"),
+            ("set s3://BUCKET[/FOLDER]", "sync with a folder of an S3 bucket (AWS S3, Ceph RGW, MinIO, R2, ...)"),
+        ],
         discussion: """
             The store only ever sees ciphertext (docs/sync.md). Its user name and password are kept
             inside the vault, encrypted; the password comes from --password-file or is asked on the
@@ -186,8 +166,19 @@ struct RemoteCommand: VaultCommand {
             too), checks that the store answers, and whether it honours If-Match: a store that does
             not still works (lost updates are detected and sent again, old objects deleted later),
             and 'set' says so once. Plain http is refused except to a loopback address.
+            An S3 store is a bucket and a folder in it, at --endpoint (AWS_ENDPOINT_URL_S3; default
+            AWS's for the region) with --region (AWS_REGION; default us-east-1). Its access key id
+            and secret key are kept inside the vault, and never given on the command line: from
+            the AWS credentials file (--credentials-file, AWS_SHARED_CREDENTIALS_FILE or
+            ~/.aws/credentials; --profile, AWS_PROFILE or "default"), else AWS_ACCESS_KEY_ID and
+            AWS_SECRET_ACCESS_KEY, else asked on the terminal. 'set' creates a missing bucket and
+            refuses one with versioning (docs/sync.md, "S3 stores").
             """,
-        examples: ["vault remote set https://dav.example.com/vault/ --user ada", "vault remote"]
+        examples: [
+            "vault remote set https://dav.example.com/vault/ --user ada",
+            "vault remote set s3://team-vault/ada --endpoint https://rgw.example.com --profile team",
+            "vault remote",
+        ]
     )
 
     let store = StoreOptions()
@@ -213,7 +204,8 @@ struct RemoteCommand: VaultCommand {
                 try ctx.output.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))
                 return .ok
             }
-            ctx.output.out(Console.escaped(d.url + (d.user.map { " (user \($0))" } ?? "")))
+            let who = S3Location.isS3(d.url) ? "access key" : "user"
+            ctx.output.out(Console.escaped(d.url + (d.user.map { " (\(who) \($0))" } ?? "")))
             if !d.preconditions { ctx.output.info("this store ignores If-Match; lost updates are repaired") }
             if let device = try? engine.deviceLabel() {
                 ctx.output.info("this machine is \(device) in 'vault conflicts'")
@@ -221,12 +213,11 @@ struct RemoteCommand: VaultCommand {
             return .ok
         }
         guard words[0] == "set" else { throw CLIError.usage("unknown action '\(words[0])'", command: "remote") }
-        let url = try Commands.storeURL(try ctx.positionals("set", "URL")[1], command: "remote")
-        let user = store.user
-        let password = try store.password(user: user)
+        let login = try store.login(
+            url: try ctx.positionals("set", "URL")[1], command: "remote", environment: ctx.environment)
         let vault = try ctx.opener.openVaultDirectly()
         let engine = try ctx.network.syncEngine(vault)
-        let created = try engine.setRemote(url: url, user: user, password: password)
+        let created = try engine.setRemote(url: login.url, user: login.user, password: login.password)
         if ctx.output.json {
             let d = try engine.remoteDescription()
             try ctx.output.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))
@@ -240,7 +231,7 @@ struct RemoteCommand: VaultCommand {
                 "such a store could also show an old state or hide other machines' changes without vault noticing "
                     + "(docs/sync.md); prefer a store that honours If-Match (Apache mod_dav, WsgiDAV)")
         }
-        ctx.output.info("this vault syncs with \(url); run 'vault sync'")
+        ctx.output.info("this vault syncs with \(Console.escaped(SyncEngine.displayName(login.url))); run 'vault sync'")
         return .ok
     }
 }
@@ -292,7 +283,10 @@ struct JoinCommand: VaultCommand {
     static let configuration = CommandConfiguration(
         name: "join",
         abstract: "Create this machine's vault from a store another machine syncs to.",
-        usage: "join URL [{user}] [{password-file}] [{pairing-code-file}]",
+        usage:
+            "join URL [{user}] [{password-file}] [{pairing-code-file}]\n"
+            + "join s3://BUCKET[/FOLDER] [{endpoint}] [{region}] [{path-style}] [{credentials-file}] "
+            + "[{profile}] [{pairing-code-file}]",
         arguments: [("URL", "the store, as given to 'vault remote set' on the other machine")],
         discussion: """
             Opens the store's copy of the vault's keyslots with the vault's passphrase (from the
@@ -317,13 +311,12 @@ struct JoinCommand: VaultCommand {
     var pairingCodeFile: String?
 
     func run(_ ctx: Context) throws -> ExitCode {
-        let url = try Commands.storeURL(try ctx.positionals("URL")[0], command: "join")
         let location = try ctx.opener.location()
         if Vault.exists(at: location) {
             throw CLIError("a vault already exists at \(location.databasePath)")
         }
-        let user = store.user
-        let password = try store.password(user: user)
+        let login = try store.login(url: try ctx.positionals("URL")[0], command: "join", environment: ctx.environment)
+        let (url, user, password) = (login.url, login.user, login.password)
         let report: SyncReport
         if let file = pairingCodeFile {
             let code: SecureBytes
@@ -344,7 +337,8 @@ struct JoinCommand: VaultCommand {
                     time: ctx.time)
             } catch { throw Commands.joinFailure(error) }
         }
-        ctx.output.info("joined: created a vault at \(location.databasePath) from \(url)")
+        ctx.output.info(
+            "joined: created a vault at \(location.databasePath) from \(Console.escaped(SyncEngine.displayName(url)))")
         try Commands.printSyncReport(report, to: ctx.output)
         return .ok
     }

@@ -1,0 +1,162 @@
+import Foundation
+import Testing
+import VaultCrypto
+import VaultHTTP
+import VaultTestSupport
+
+/// Ceph's RADOS Gateway (Tools/testservers/rgw.py): an S3 store on
+/// 127.0.0.1 with a user whose keys are in an AWS credentials file.
+final class RGWStore {
+    let dir = TemporaryDirectory()
+    let server: FixtureServer
+    let endpoint: String
+    let region: String
+    /// The AWS shared credentials file with the user's keys (profile "default").
+    let credentials: String
+
+    static let installed = FileManager.default.isExecutableFile(atPath: "/usr/bin/radosgw")
+
+    init() throws {
+        server = try FixtureServer(script: "rgw.py", arguments: [dir.path + "/rgw"])
+        let settings = try JSONSerialization.jsonObject(with: Data(server.firstLine.utf8)) as! [String: String]
+        endpoint = settings["endpoint"]!
+        region = settings["region"]!
+        credentials = settings["credentials"]!
+    }
+
+    /// A key of the credentials file: the access key id, or the secret.
+    func key(_ name: String) throws -> String {
+        let text = try String(contentsOfFile: credentials, encoding: .utf8)
+        let line = try #require(text.split(separator: "\n").first { $0.hasPrefix(name + " =") })
+        return String(line.split(separator: "=", maxSplits: 1)[1]).trimmingCharacters(in: .whitespaces)
+    }
+
+    /// One signed request to the store, outside vault's sync (to set a bucket up).
+    func send(_ method: String, _ path: String, body: String? = nil) throws -> HTTPResponse {
+        let digest = try SHA256.hash(Array((body ?? "").utf8)).map { String(format: "%02x", $0) }.joined()
+        var request = HTTPRequest(
+            method: method, url: endpoint + path, headers: [("x-amz-content-sha256", digest)],
+            body: try body.map { try SecureBytes(copying: Array($0.utf8)) })
+        request.awsSignature = AWSSignature(
+            region: region, service: "s3", accessKeyID: try key("aws_access_key_id"),
+            secretAccessKey: try SecureBytes(copying: Array(try key("aws_secret_access_key").utf8)))
+        return try CurlTransport().send(request)
+    }
+}
+
+@Suite("sync through an S3 store (Ceph RGW)", .enabled(if: RGWStore.installed, "needs radosgw (Tools/setup)"))
+struct S3StoreTests {
+    let store: RGWStore
+    init() throws { store = try RGWStore() }
+
+    /// Machines sharing one key file, no agent.
+    func machines(_ count: Int) throws -> [Home] {
+        let homes = (0..<count).map { _ in Home() }
+        try homes[0].initKeyfileVault()
+        for home in homes {
+            home.extra["VAULT_AGENT"] = "off"
+            home.extra["VAULT_KEYFILE"] = homes[0].path + "/key"
+        }
+        return homes
+    }
+
+    func token(_ home: Home, _ name: String) throws -> String {
+        try home.run("token", name).stdout.trimmingCharacters(in: .newlines)
+    }
+
+    @Test("three machines converge; the keys come from a credentials file, the environment and a named profile")
+    func threeMachines() throws {
+        let homes = try machines(3)
+        let place = ["--endpoint", store.endpoint, "--region", store.region]
+        let set = try homes[0].run(
+            ["remote", "set", "s3://team-vault/ada"] + place + ["--credentials-file", store.credentials])
+        #expect(set.status == 0, "\(set.stderr)")
+        #expect(set.stderr.contains("created the folder \(store.endpoint)/team-vault/"))
+        #expect(try homes[0].run("import", "laptop", stdin: Home.tokenJSON("from-laptop")).status == 0)
+        #expect(try homes[0].run("sync").status == 0)
+
+        // The second machine has the keys in its environment.
+        homes[1].extra["AWS_ACCESS_KEY_ID"] = try store.key("aws_access_key_id")
+        homes[1].extra["AWS_SECRET_ACCESS_KEY"] = try store.key("aws_secret_access_key")
+        let joined = try homes[1].run(["join", "s3://team-vault/ada"] + place)
+        #expect(joined.status == 0, "\(joined.stderr)")
+        // The third in a profile of its own credentials file, named by AWS_PROFILE.
+        let file = homes[2].path + "/aws-credentials"
+        homes[2].write(
+            file,
+            "[other]\naws_access_key_id = nobody\naws_secret_access_key = nothing\n\n[team]\n"
+                + "aws_access_key_id = \(try store.key("aws_access_key_id"))\n"
+                + "aws_secret_access_key = \(try store.key("aws_secret_access_key"))\n")
+        homes[2].extra["AWS_SHARED_CREDENTIALS_FILE"] = file
+        homes[2].extra["AWS_PROFILE"] = "team"
+        let third = try homes[2].run(["join", "s3://team-vault/ada"] + place)
+        #expect(third.status == 0, "\(third.stderr)")
+
+        for (i, home) in homes.enumerated() {
+            #expect(try home.run("import", "m\(i)", stdin: Home.tokenJSON("machine-\(i)")).status == 0)
+        }
+        for _ in 0..<2 {
+            for home in homes { #expect(try home.run("sync").status == 0) }
+        }
+        for home in homes {
+            #expect(try home.listedNames().names == ["laptop", "m0", "m1", "m2"])
+            #expect(try token(home, "m2") == "machine-2")
+            #expect(try token(home, "laptop") == "from-laptop")
+        }
+        let shown = try homes[1].run("remote")
+        #expect(
+            shown.stdout
+                == "s3://team-vault/ada at \(store.endpoint) (region \(store.region), path style) "
+                + "(access key \(try store.key("aws_access_key_id")))\n")
+        // The keys are kept inside the vault, encrypted.
+        let secret = Data(try store.key("aws_secret_access_key").utf8)
+        for home in homes {
+            let file = try #require(FileManager.default.contents(atPath: home.vaultFile))
+            #expect(file.range(of: secret) == nil)
+        }
+    }
+
+    @Test("a bucket with versioning is refused, and no store is set")
+    func versionedBucket() throws {
+        #expect(try store.send("PUT", "/kept-versions/").status == 200)
+        let enable =
+            "<VersioningConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+            + "<Status>Enabled</Status></VersioningConfiguration>"
+        #expect(try store.send("PUT", "/kept-versions/?versioning=", body: enable).status == 200)
+        let home = try machines(1)[0]
+        let set = try home.run(
+            "remote", "set", "s3://kept-versions/ada", "--endpoint", store.endpoint, "--region", store.region,
+            "--credentials-file", store.credentials)
+        #expect(set.status == 1)
+        #expect(set.stderr.contains("the bucket has versioning enabled"))
+        #expect(try home.run("remote").stderr.contains("no store is set"))
+    }
+
+    @Test("a wrong secret key is refused with the store's reason, and no store is set")
+    func wrongSecret() throws {
+        let home = try machines(1)[0]
+        home.extra["AWS_ACCESS_KEY_ID"] = try store.key("aws_access_key_id")
+        home.extra["AWS_SECRET_ACCESS_KEY"] = "not-the-secret"
+        let set = try home.run(
+            "remote", "set", "s3://team-vault/ada", "--endpoint", store.endpoint, "--region", store.region)
+        #expect(set.status == 1)
+        #expect(set.stderr.contains("SignatureDoesNotMatch"), "\(set.stderr)")
+        #expect(!set.stderr.contains("not-the-secret"))
+        #expect(try home.run("remote").stderr.contains("no store is set"))
+    }
+
+    @Test("S3 settings are refused where they make no sense, before anything is asked")
+    func usage() throws {
+        let home = try machines(1)[0]
+        let mixed = try home.run("remote", "set", "https://dav.example.com/vault/", "--region", "eu-west-1")
+        #expect(mixed.status == 64)
+        let basic = try home.run("remote", "set", "s3://team-vault", "--user", "ada")
+        #expect(basic.status == 64)
+        let bucket = try home.run("remote", "set", "s3://Team_Vault/x", "--endpoint", store.endpoint)
+        #expect(bucket.status == 64)
+        #expect(bucket.stderr.contains("is not a bucket name"))
+        let plain = try home.run("remote", "set", "s3://team-vault", "--endpoint", "http://s3.example.com")
+        #expect(plain.status == 64)
+        #expect(plain.stderr.contains("plain http is refused"))
+    }
+}
