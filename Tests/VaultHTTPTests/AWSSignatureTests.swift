@@ -86,6 +86,52 @@ struct AWSSignatureTests {
     }
 }
 
+/// An S3 store that ignores If-Match and If-None-Match (answers every
+/// write 200) is found by the same probe as such a WebDAV store; one whose
+/// conditional writes lose a race with 500 (Ceph RGW) is not taken for it.
+@Suite("S3 stores and preconditions")
+struct S3PreconditionTests {
+    func store(answering status: @escaping @Sendable (HTTPRequest) -> Int) throws -> ObjectStore {
+        let location = try S3Location(
+            url: "s3://bucket/vault", endpoint: "http://127.0.0.1:9", region: nil, pathStyle: true)
+        return try ObjectStore(
+            s3: location, accessKeyID: "AKIDEXAMPLE", secretAccessKey: try SecureBytes(copying: Array("s".utf8)),
+            transport: AnsweringTransport(status))
+    }
+
+    @Test("a store that takes every write ignores preconditions")
+    func ignoring() throws {
+        #expect(try !store { _ in 200 }.honoursPreconditions(probe: "probe-1"))
+    }
+
+    @Test("412 or 500 to a conditional write: the store honours preconditions")
+    func honouring() throws {
+        for refusal in [412, 500] {
+            let s = try store { r in
+                r.headers.contains { $0.name == "If-Match" || $0.name == "If-None-Match" } ? refusal : 200
+            }
+            #expect(try s.honoursPreconditions(probe: "probe-1"))
+            #expect(try s.put("vault-root", [1], precondition: .matches("\"x\"")) == .preconditionFailed)
+        }
+    }
+
+    @Test("a 500 to a write without a condition is a failure, tried again, never a lost race")
+    func unconditional500() throws {
+        let s = try store { _ in 500 }
+        s.maximumAttempts = 2
+        #expect(throws: ObjectStore.Failure.self) { try s.put("b-0011", [1]) }
+    }
+}
+
+/// A transport whose answers have the status `status` gives the request.
+final class AnsweringTransport: HTTPTransport, Sendable {
+    let status: @Sendable (HTTPRequest) -> Int
+    init(_ status: @escaping @Sendable (HTTPRequest) -> Int) { self.status = status }
+    func send(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
+        HTTPResponse(status: status(request), headers: [], body: try! SecureBytes(count: 0))
+    }
+}
+
 /// A transport that records requests and answers 200.
 final class RecordingTransport: HTTPTransport, @unchecked Sendable {
     var requests: [HTTPRequest] = []

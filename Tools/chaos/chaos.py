@@ -201,6 +201,14 @@ class Run:
         if rc == -signal.SIGKILL:
             with self.lock:
                 self.counts["killed"] += 1
+            # libfaketime's wrapper (m2) names a semaphore and a shared
+            # memory file after its PID and leaves them when killed; the
+            # next wrapper given that PID would refuse to start.
+            for leftover in ("/dev/shm/sem.faketime_sem_%d" % p.pid, "/dev/shm/faketime_shm_%d" % p.pid):
+                try:
+                    os.unlink(leftover)
+                except OSError:
+                    pass
         elif rc not in ALLOWED:
             self.anomaly("m%d: 'vault %s' exited %s: %s" % (m["index"], args[0], rc, self.first_line(err)))
         low = err.lower()
