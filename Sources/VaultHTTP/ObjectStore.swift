@@ -81,6 +81,9 @@ public final class ObjectStore {
     public var timeout: Double = 30
     /// Requests sent, for measurements.
     public private(set) var requestCount = 0
+    /// Requests the store answered with anything but a 5xx: it is there
+    /// and working, even when the answer to another request was lost.
+    public private(set) var answerCount = 0
     /// Body bytes sent, for measurements.
     public private(set) var bytesSent = 0
 
@@ -387,6 +390,7 @@ public final class ObjectStore {
             bytesSent += body?.count ?? 0
             let outcome: Result<HTTPResponse, HTTPError>
             do { outcome = .success(try transport.send(request)) } catch { outcome = .failure(error) }
+            if case .success(let response) = outcome, response.status < 500 { answerCount += 1 }
             switch outcome {
             // 423: a WebDAV server that locks an object while a write to it
             // runs (rclone's serve webdav) refuses a second writer for now.

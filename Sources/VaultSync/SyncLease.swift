@@ -24,17 +24,32 @@ extension SyncEngine {
         throws(VaultError) -> Grant?
     {
         let keys = try syncKeys()
-        let store = try store(for: try loadSyncState(keys), timeout: timeout)
+        return try leaseForRefresh(
+            name, minimumValidity: minimumValidity, through: try store(for: try loadSyncState(keys), timeout: timeout),
+            keys: keys)
+    }
+
+    /// `leaseForRefresh` through `store`.
+    func leaseForRefresh(_ name: String, minimumValidity: Double?, through store: any SyncStore, keys: SyncKeys)
+        throws(VaultError) -> Grant?
+    {
         let deadline = Monotonic.seconds() + SyncEngine.leaseWait
         var refusals = 0
         var changes = 0
         while true {
+            // Other machines writing all the while (busy), or answers lost
+            // while the store answers other requests (transient, with new
+            // answers): the store works, and another machine may hold or
+            // take the lease. Keep trying; never refresh beside it.
+            func working(_ error: VaultError, since answered: Int) -> Bool {
+                Monotonic.seconds() < deadline
+                    && (error.code == .busy || (error.code == .transient && store.answerCount > answered))
+            }
+            var answered = store.answerCount
             do {
-                _ = try sync(timeout: timeout)
+                _ = try sync(through: store, keys: keys)
             } catch {
-                // Other machines writing all the while: the store works,
-                // and one of them may hold or take the lease. Keep trying.
-                guard error.code == .busy, Monotonic.seconds() < deadline else { throw error }
+                guard working(error, since: answered) else { throw error }
                 continue
             }
             let grant = try vault.load(name)
@@ -43,7 +58,14 @@ extension SyncEngine {
                 try vault.findRow(nameHash: try vault.keys.nameHash(name), deleted: false)?.id
             }
             guard let id else { throw VaultError(.notFound, "grant '\(name)' not found") }
-            let outcome = try takeLease(id, store: store, keys: keys)
+            answered = store.answerCount
+            let outcome: LeaseOutcome
+            do {
+                outcome = try takeLease(id, store: store, keys: keys)
+            } catch {
+                guard working(error, since: answered) else { throw error }
+                continue
+            }
             if outcome == .taken { return nil }
             // A store that refuses every write while nobody else writes
             // cannot hold a lease: it is as good as away. One whose root

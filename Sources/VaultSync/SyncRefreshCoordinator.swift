@@ -82,17 +82,23 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
         return .dead
     }
 
-    /// Syncs, again while other machines' writes keep the store busy (it
-    /// works, and the lease must end with the new tokens), for up to
-    /// `publishBound` seconds. False when the sync did not go through.
+    /// Syncs, again while the store works but did not take the sync (other
+    /// machines' writes kept it busy, or it answered other requests while
+    /// an answer was lost): the lease must end with the new tokens. For up
+    /// to `publishBound` seconds; false when the sync did not go through.
     private func publish(_ engine: SyncEngine) -> Bool {
         let deadline = Monotonic.seconds() + SyncRefreshCoordinator.publishBound
+        guard let keys = try? engine.syncKeys(), let state = try? engine.loadSyncState(keys),
+            let store = try? engine.store(for: state)
+        else { return false }
         while true {
+            let answered = store.answerCount
             do {
-                _ = try engine.sync()
+                _ = try engine.sync(through: store, keys: keys)
                 return true
             } catch {
-                guard error.code == .busy, Monotonic.seconds() < deadline else { return false }
+                let working = error.code == .busy || (error.code == .transient && store.answerCount > answered)
+                guard working, Monotonic.seconds() < deadline else { return false }
             }
         }
     }

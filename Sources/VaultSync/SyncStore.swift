@@ -50,11 +50,18 @@ protocol SyncStore: AnyObject {
     func honoursPreconditions(probe: String) throws(VaultError) -> Bool
     /// Requests sent so far.
     var requestCount: Int { get }
+    /// Requests the store answered so far with anything but a failure
+    /// (5xx): a store that answers some requests is working, though the
+    /// answer to another was lost (docs/sync.md, "Availability first").
+    var answerCount: Int { get }
     /// Body bytes uploaded so far.
     var bytesSent: Int { get }
 }
 
 extension SyncStore {
+    /// Every request answered, unless the store counts otherwise.
+    var answerCount: Int { requestCount }
+
     /// Writes `bytes` under `name` whatever is there.
     func put(_ name: String, _ bytes: [UInt8]) throws(VaultError) -> WriteOutcome {
         try put(name, bytes, precondition: .none)
@@ -107,6 +114,7 @@ final class HTTPSyncStore: SyncStore {
     }
 
     var requestCount: Int { client.requestCount }
+    var answerCount: Int { client.answerCount }
     var bytesSent: Int { client.bytesSent }
 
     func get(_ name: String) throws(VaultError) -> StoredObject? {

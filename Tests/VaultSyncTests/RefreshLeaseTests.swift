@@ -81,3 +81,36 @@ struct RefreshLeaseTests {
         #expect(try b.vault.load("shared").refreshToken == "1//refresh-t2")
     }
 }
+
+/// Taking the lease when answers are lost: a store that answers other
+/// requests is working, and the machine keeps trying for the lease rather
+/// than refresh on its own beside a machine that may hold it; only a store
+/// that answers nothing lets it refresh alone (docs/sync.md, "Availability
+/// first").
+@Suite("taking a refresh lease while answers are lost")
+struct LostAnswerLeaseTests {
+    @Test("answers lost twice in a row, more than a request's tries: the lease is still taken", arguments: [2, 3, 5])
+    func lostAnswers(lost: Int) throws {
+        let (bench, a, b, id) = try RefreshLeaseTests().twoMachines(.memory)
+        let store = LosingStore(bench.store)
+        // Another change of a's, so the lease's sync writes a root first.
+        try a.vault.save(TestKeys.grant(token: "other"), as: "other")
+        store.lose = lost
+        let arrived = try a.leaseForRefresh(
+            "shared", minimumValidity: nil, through: store, keys: try a.syncKeys())
+        #expect(arrived == nil, "the lease is taken")
+        #expect(try RefreshLeaseTests().tryLease(b, id, bench: bench) == .held)
+    }
+
+    @Test("a store that answers nothing: the lease is not waited for")
+    func partition() throws {
+        let (bench, a, _, _) = try RefreshLeaseTests().twoMachines(.memory)
+        let store = LosingStore(bench.store)
+        store.away = true
+        let started = Date()
+        #expect(throws: VaultError.self) {
+            try a.leaseForRefresh("shared", minimumValidity: nil, through: store, keys: try a.syncKeys())
+        }
+        #expect(Date().timeIntervalSince(started) < 5)
+    }
+}

@@ -289,3 +289,54 @@ final class SyncBench {
         try engine.vault.list(secrets: false).grants.map(\.name).sorted()
     }
 }
+
+/// A store whose writes are applied and their answers lost, `lose` in a
+/// row from the next one (what a client sees after its retries too: a
+/// transient error), while every read is answered; with `away`, nothing
+/// is answered at all (a partition).
+final class LosingStore: SyncStore {
+    let inner: any SyncStore
+    /// Writes whose answer is lost, from the next one.
+    var lose = 0
+    /// Nothing is answered.
+    var away = false
+    private(set) var requestCount = 0
+    private(set) var answerCount = 0
+
+    init(_ inner: any SyncStore) { self.inner = inner }
+
+    var bytesSent: Int { inner.bytesSent }
+
+    private func request() throws(VaultError) {
+        requestCount += 1
+        if away { throw VaultError(.transient, "the store cannot be reached") }
+    }
+
+    func get(_ name: String) throws(VaultError) -> StoredObject? {
+        try request()
+        answerCount += 1
+        return try inner.get(name)
+    }
+
+    func put(_ name: String, _ bytes: [UInt8], precondition: WritePrecondition) throws(VaultError) -> WriteOutcome {
+        try request()
+        let outcome = try inner.put(name, bytes, precondition: precondition)
+        if lose > 0 {
+            lose -= 1
+            throw VaultError(.transient, "PUT \(name): the answer was lost")
+        }
+        answerCount += 1
+        return outcome
+    }
+
+    func delete(_ name: String) throws(VaultError) {
+        try request()
+        try inner.delete(name)
+        answerCount += 1
+    }
+
+    func createFolder() throws(VaultError) -> [String] { try inner.createFolder() }
+    func honoursPreconditions(probe: String) throws(VaultError) -> Bool {
+        try inner.honoursPreconditions(probe: probe)
+    }
+}
