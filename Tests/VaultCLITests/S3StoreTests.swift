@@ -31,12 +31,26 @@ final class RGWStore {
         return String(line.split(separator: "=", maxSplits: 1)[1]).trimmingCharacters(in: .whitespaces)
     }
 
+    /// The names of the objects in `bucket` under `folder` (ListObjectsV2).
+    func list(_ bucket: String, _ folder: String) throws -> [String] {
+        let r = try send("GET", "/\(bucket)/?list-type=2&prefix=\(folder)%2F")
+        #expect(r.status == 200)
+        let xml = r.body.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        return xml.components(separatedBy: "<Key>").dropFirst().compactMap {
+            $0.components(separatedBy: "</Key>").first
+        }
+    }
+
     /// One signed request to the store, outside vault's sync (to set a bucket up).
     func send(_ method: String, _ path: String, body: String? = nil) throws -> HTTPResponse {
-        let digest = try SHA256.hash(Array((body ?? "").utf8)).map { String(format: "%02x", $0) }.joined()
+        try sendBytes(method, path, body: try body.map { try SecureBytes(copying: Array($0.utf8)) })
+    }
+
+    /// `send` with a body of bytes.
+    func sendBytes(_ method: String, _ path: String, body: SecureBytes?) throws -> HTTPResponse {
+        let digest = try SHA256.hash(body?.unsafeCopyToArray() ?? []).map { String(format: "%02x", $0) }.joined()
         var request = HTTPRequest(
-            method: method, url: endpoint + path, headers: [("x-amz-content-sha256", digest)],
-            body: try body.map { try SecureBytes(copying: Array($0.utf8)) })
+            method: method, url: endpoint + path, headers: [("x-amz-content-sha256", digest)], body: body)
         request.awsSignature = AWSSignature(
             region: region, service: "s3", accessKeyID: try key("aws_access_key_id"),
             secretAccessKey: try SecureBytes(copying: Array(try key("aws_secret_access_key").utf8)))
@@ -114,6 +128,35 @@ struct S3StoreTests {
             let file = try #require(FileManager.default.contents(atPath: home.vaultFile))
             #expect(file.range(of: secret) == nil)
         }
+    }
+
+    @Test("a store that shows another history of the same vault (a fork) is refused, and nothing changes")
+    func fork() throws {
+        let homes = try machines(2)
+        let (a, b) = (homes[0], homes[1])
+        let login = ["--endpoint", store.endpoint, "--region", store.region, "--credentials-file", store.credentials]
+        #expect(try a.run(["remote", "set", "s3://team-vault/main"] + login).status == 0)
+        try a.run("import", "work", stdin: Home.tokenJSON("one"))
+        #expect(try a.run("sync").status == 0)
+        try a.run("import", "more", stdin: Home.tokenJSON("two"))
+        #expect(try a.run("sync").status == 0)
+        // Another machine of the same vault builds its own history elsewhere.
+        #expect(try b.run(["join", "s3://team-vault/main"] + login).status == 0)
+        #expect(try b.run(["remote", "set", "s3://team-vault/elsewhere"] + login).status == 0)
+        for i in 0..<3 {
+            try b.run("import", "b\(i)", stdin: Home.tokenJSON("b\(i)"))
+            #expect(try b.run("sync").status == 0)
+        }
+        // The store now serves that history to the first machine.
+        for key in try store.list("team-vault", "elsewhere") {
+            let object = try store.send("GET", "/team-vault/\(key)")
+            let name = key.replacingOccurrences(of: "elsewhere/", with: "main/")
+            #expect(try store.sendBytes("PUT", "/team-vault/\(name)", body: object.body).status == 200)
+        }
+        let before = a.snapshot()
+        let r = try a.run("sync")
+        #expect(r.status == 1 && r.stderr.contains("a fork"), "\(r.stderr)")
+        #expect(a.snapshot() == before)
     }
 
     @Test("a bucket with versioning is refused, and no store is set")
