@@ -294,9 +294,13 @@ public final class ObjectStore {
         }
         let url = location.bucketURL
         let made = try exchange("PUT", url: url, label: "the bucket", body: body, headers: [])
-        switch made.status {
-        case 200: return [URLPolicy.redacted(url)]
-        case 409: return []  // created meanwhile, by this user
+        let code = made.body.withUnsafeBytes { ObjectStore.element("Code", in: String(decoding: $0, as: UTF8.self)) }
+        switch (made.status, code) {
+        case (200, _): return [URLPolicy.redacted(url)]
+        case (409, "BucketAlreadyOwnedByYou"): return []  // created meanwhile, by this user
+        case (409, _):
+            throw Failure(
+                .invalid, "the bucket \(location.bucket) belongs to another account (\(code ?? "HTTP 409"))")
         default: throw unexpected(made.status, "PUT", "the bucket")
         }
     }

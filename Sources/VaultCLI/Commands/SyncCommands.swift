@@ -118,13 +118,15 @@ extension Commands {
 extension Commands {
     /// Why a join failed: a failed join leaves no vault behind, so the
     /// hints that name commands of an existing vault become ones for joining.
-    static func joinFailure(_ error: VaultError) -> CLIError {
+    static func joinFailure(_ error: VaultError, url: String) -> CLIError {
         let base = CLIError(error)
         switch error.remedy {
         case .setStoreCredentials?:
-            return CLIError(
-                base.message, hint: "check the store's user (--user) and password (--password-file)",
-                exitCode: base.exitCode)
+            let check =
+                S3Location.isS3(url)
+                ? "check the store's keys (--credentials-file, --profile, AWS_ACCESS_KEY_ID) and --region"
+                : "check the store's user (--user) and password (--password-file)"
+            return CLIError(base.message, hint: check, exitCode: base.exitCode)
         case .syncAgain?, .syncFirst?:
             return CLIError(base.message, hint: "run 'vault join' again; nothing was kept", exitCode: base.exitCode)
         default:
@@ -311,11 +313,13 @@ struct JoinCommand: VaultCommand {
     var pairingCodeFile: String?
 
     func run(_ ctx: Context) throws -> ExitCode {
+        // A URL that carries a password is refused first, whatever else is wrong.
+        let given = try Commands.storeURL(try ctx.positionals("URL")[0], command: "join")
         let location = try ctx.opener.location()
         if Vault.exists(at: location) {
             throw CLIError("a vault already exists at \(location.databasePath)")
         }
-        let login = try store.login(url: try ctx.positionals("URL")[0], command: "join", environment: ctx.environment)
+        let login = try store.login(url: given, command: "join", environment: ctx.environment)
         let (url, user, password) = (login.url, login.user, login.password)
         let report: SyncReport
         if let file = pairingCodeFile {
@@ -328,14 +332,14 @@ struct JoinCommand: VaultCommand {
                 (_, report) = try SyncEngine.join(
                     at: location, url: url, user: user, password: password, pairingCode: text,
                     transport: ctx.network.transport, time: ctx.time)
-            } catch { throw Commands.joinFailure(error) }
+            } catch { throw Commands.joinFailure(error, url: url) }
         } else {
             let (key, _, _) = try ctx.opener.unlockSources.key(joining: true)
             do throws(VaultError) {
                 (_, report) = try SyncEngine.join(
                     at: location, url: url, user: user, password: password, key: key, transport: ctx.network.transport,
                     time: ctx.time)
-            } catch { throw Commands.joinFailure(error) }
+            } catch { throw Commands.joinFailure(error, url: url) }
         }
         ctx.output.info(
             "joined: created a vault at \(location.databasePath) from \(Console.escaped(SyncEngine.displayName(url)))")
