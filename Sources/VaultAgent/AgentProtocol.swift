@@ -181,12 +181,23 @@ package struct MessageReader {
         let oauthError = try string()
         let remedy = try bytes()
         return VaultError(
-            VaultError.Code(rawValue: code) ?? .internalError, reason,
+            VaultError.Code(wire: code), reason,
             oauthError: oauthError.isEmpty ? nil : oauthError,
             remedy: remedy.isEmpty ? nil : try? JSONDecoder().decode(VaultError.Remedy.self, from: Data(remedy)))
     }
 
     func finish() throws(VaultError) { try r.finish() }
+}
+
+extension VaultError.Code {
+    /// A code as the agent sent it: kept when it has a code's form (a newer
+    /// agent may send one this client does not know), else `internalError`.
+    init(wire text: String) {
+        let form =
+            (7...64).contains(text.utf8.count) && text.hasPrefix("vault.")
+            && text.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7a) || $0 == 0x2e || $0 == 0x5f }
+        self = form ? VaultError.Code(rawValue: text) : .internalError
+    }
 }
 
 /// A parsed request: every field checked before anything is done.

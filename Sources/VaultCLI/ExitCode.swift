@@ -57,8 +57,8 @@ struct CLIError: Error {
         // Time ran out before anyone approved: nothing failed, try again.
         case .busy, .transient, .cancelled, .timedOut: code = .transient
         case .dead: code = .dead
-        case .notFound, .alreadyExists, .invalidInput, .noVault, .damaged, .tampered, .unsupported, .io,
-            .insecurePath, .internalError, .refused, .invalidClient, .providerError, .badResponse:
+        // Everything else, codes added later included: a failure.
+        default:
             code = .failure
         }
         self.init(error.reason, hint: error.remedy.map(Remedies.hint), exitCode: code)

@@ -168,9 +168,15 @@ extension Vault {
         }
     }
 
-    /// GTMAppAuth's `canAuthorize` for a stored grant.
+    /// GTMAppAuth's `canAuthorize` for a stored grant: false for a name
+    /// that holds none, as GTMAppAuth answers for a missing authorization.
     public func canAuthorize(_ name: String) throws(VaultError) -> Bool {
-        try load(name).canAuthorize(at: time.now())
+        do {
+            return try load(name).canAuthorize(at: time.now())
+        } catch {
+            guard error.code == .notFound else { throw error }
+            return false
+        }
     }
 
     // MARK: Keyslots

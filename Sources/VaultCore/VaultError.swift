@@ -1,48 +1,73 @@
 /// An error from VaultKit: a stable code, a lower-case reason without
 /// secrets, and an optional remedy that a front end says in its own words.
 public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
-    /// Stable identifiers. The groups say how a caller recovers.
-    public enum Code: String, Sendable {
+    /// Stable identifiers. The groups say how a caller recovers. Open to
+    /// new codes, as swift-nio's errors are: a `switch` over codes needs a
+    /// `default`, so a code added later breaks no app's build; an unknown
+    /// code is best treated as a failure that changed nothing.
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        /// The stable text of the code (`vault.not_found`, ...).
+        public let rawValue: String
+
+        /// A code from its stable text.
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        /// The stable text.
+        public var description: String { rawValue }
+
         // The request cannot be served as asked.
-        case notFound = "vault.not_found"
-        case alreadyExists = "vault.already_exists"
-        case invalidInput = "vault.invalid_input"
-        case noVault = "vault.no_vault"
+        /// No grant, slot or object of that name.
+        public static let notFound = Code(rawValue: "vault.not_found")
+        /// Something of that name is there already.
+        public static let alreadyExists = Code(rawValue: "vault.already_exists")
+        /// The input does not fit its grammar or the operation.
+        public static let invalidInput = Code(rawValue: "vault.invalid_input")
+        /// No vault at the place given.
+        public static let noVault = Code(rawValue: "vault.no_vault")
         // Unlocking.
-        case wrongKey = "vault.wrong_key"
-        case locked = "vault.locked"
+        /// The passphrase or key does not open the vault.
+        public static let wrongKey = Code(rawValue: "vault.wrong_key")
+        /// The vault is locked: a key is needed.
+        public static let locked = Code(rawValue: "vault.locked")
         // Stored bytes that fail their checks.
-        case damaged = "vault.damaged"
-        case tampered = "vault.tampered"
-        case unsupported = "vault.unsupported"
+        /// Stored bytes are cut or malformed.
+        public static let damaged = Code(rawValue: "vault.damaged")
+        /// Stored bytes fail their authentication.
+        public static let tampered = Code(rawValue: "vault.tampered")
+        /// A format, version or store this build does not take.
+        public static let unsupported = Code(rawValue: "vault.unsupported")
         // Talking to a provider.
         /// The provider refused the grant (`invalid_grant` in a 400 or 401, or a
         /// provider's documented equivalent), or the person denied an authorization.
         /// In a refresh, the one error that marks a grant dead.
-        case refused = "vault.refused"
+        public static let refused = Code(rawValue: "vault.refused")
         /// The provider does not accept the client (`invalid_client`,
         /// `unauthorized_client`): its id, secret or authentication method must
         /// change. Says nothing about the grant, which is kept as it is.
-        case invalidClient = "vault.invalid_client"
+        public static let invalidClient = Code(rawValue: "vault.invalid_client")
         /// The provider answered with another OAuth error (`invalid_request`,
         /// `invalid_scope`, ...): a failure that changes nothing.
-        case providerError = "vault.provider_error"
+        public static let providerError = Code(rawValue: "vault.provider_error")
         /// A network failure, a 429 or 5xx whatever its body, or temporarily_unavailable: try again later.
-        case transient = "vault.transient"
+        public static let transient = Code(rawValue: "vault.transient")
         /// The provider's answer failed a check (malformed, wrong state, nonce or audience).
-        case badResponse = "vault.bad_response"
+        public static let badResponse = Code(rawValue: "vault.bad_response")
         /// Nobody completed the authorization in time (the browser never came
         /// back, the device code expired): running it again can succeed.
-        case timedOut = "vault.timed_out"
+        public static let timedOut = Code(rawValue: "vault.timed_out")
         /// The grant needs a new authorization (refused by the provider, or expired without a refresh token).
-        case dead = "vault.dead"
+        public static let dead = Code(rawValue: "vault.dead")
         // The environment.
-        case busy = "vault.busy"
+        /// Another process or machine holds what is needed; try again shortly.
+        public static let busy = Code(rawValue: "vault.busy")
         /// The calling task was cancelled before the work began; nothing changed.
-        case cancelled = "vault.cancelled"
-        case io = "vault.io"
-        case insecurePath = "vault.insecure_path"
-        case internalError = "vault.internal"
+        public static let cancelled = Code(rawValue: "vault.cancelled")
+        /// The file system failed.
+        public static let io = Code(rawValue: "vault.io")
+        /// A file or directory others could change or read.
+        public static let insecurePath = Code(rawValue: "vault.insecure_path")
+        /// A bug, or a code from a newer peer this build does not know.
+        public static let internalError = Code(rawValue: "vault.internal")
     }
 
     /// What went wrong.
@@ -56,6 +81,10 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
     public let remedy: Remedy?
     /// The HTTP status of the provider's answer the error comes from, if any.
     public private(set) var httpStatus: Int?
+    /// Seconds the provider asked to wait before trying again (its
+    /// `Retry-After`, with a 429 or 5xx), if it said. A date there is
+    /// counted from the answer's own `Date`, never from this machine's clock.
+    public private(set) var retryAfter: Double?
 
     /// Creates an error.
     public init(
@@ -71,6 +100,13 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
     package func with(httpStatus status: Int) -> VaultError {
         var copy = self
         copy.httpStatus = status
+        return copy
+    }
+
+    /// The same error, with the wait the provider asked for.
+    package func with(retryAfter seconds: Double?) -> VaultError {
+        var copy = self
+        copy.retryAfter = seconds
         return copy
     }
 

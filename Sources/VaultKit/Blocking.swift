@@ -18,6 +18,12 @@ func blocking<R: Sendable>(_ work: @escaping @Sendable () throws(VaultError) -> 
 extension VaultError {
     /// The task was cancelled before the work began; nothing changed.
     static var cancelled: VaultError { VaultError(.cancelled, "cancelled before it began; nothing changed") }
+    /// The task was cancelled while it waited for a refresh that others
+    /// share: the refresh goes on, and its tokens are stored when it ends.
+    static var stoppedWaiting: VaultError {
+        VaultError(
+            .cancelled, "cancelled while waiting for a refresh that goes on; its new tokens are stored when it ends")
+    }
 }
 
 /// A value that is not `Sendable`, handed to the one thread that uses it

@@ -38,9 +38,14 @@ extension GrantStore {
     }
 
     /// GTMAppAuth's `canAuthorize`: the grant has a usable access token or a
-    /// refresh token, and was not refused.
+    /// refresh token, and was not refused; false when `name` holds no grant.
     public func canAuthorize(_ name: String) async throws(VaultError) -> Bool {
-        try await retrieve(name).canAuthorize(at: Date())
+        do {
+            return try await retrieve(name).canAuthorize(at: Date())
+        } catch {
+            guard error.code == .notFound else { throw error }
+            return false
+        }
     }
 }
 

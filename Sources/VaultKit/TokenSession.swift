@@ -88,7 +88,7 @@ public final class TokenSession: Sendable {
                 Task { waiter.resume(await task.value) }
             }
         } onCancel: {
-            waiter.resume(.failure(VaultError.cancelled))
+            waiter.resume(.failure(VaultError.stoppedWaiting))
         }
         await inFlight.finished(key, task)
         return try result.get()
@@ -108,8 +108,10 @@ public final class TokenSession: Sendable {
     }
 
     /// GTMAppAuth's validity check: calls the provider's userinfo endpoint
-    /// with a fresh token. A 401 after a refresh marks the grant dead;
-    /// network errors and 5xx change nothing.
+    /// with a fresh token. A 401 to a stored token leads to one refresh and
+    /// a retry; a 401 to the token just issued says the check failed
+    /// (`badResponse`) and keeps the grant. Network errors and 5xx change
+    /// nothing.
     public func check(_ name: String) async throws(VaultError) -> GrantCheck {
         var fresh = try await freshGrant(name)
         guard let endpoint = fresh.grant.providerConfiguration?.userinfoEndpoint else {
@@ -126,15 +128,7 @@ public final class TokenSession: Sendable {
             case 401 where !fresh.refreshed:
                 fresh = try await freshGrant(name, forceRefresh: true)
             case 401:
-                var dead = try await store.retrieve(name)
-                dead.dead = true
-                dead.deadReason = "invalid_token"
-                try await store.save(dead, as: name)
-                continuation.yield(.refused(name: name, oauthError: "invalid_token"))
-                throw VaultError(
-                    .dead,
-                    "grant '\(name)' is no longer accepted by the provider (userinfo answered 401 after a refresh)",
-                    oauthError: "invalid_token")
+                throw TokenRefresher.probeRefused(name)
             case 500...599, 429:
                 throw VaultError(.transient, "the userinfo endpoint answered HTTP \(status)")
             default:

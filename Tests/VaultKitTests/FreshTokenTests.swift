@@ -99,17 +99,17 @@ struct FreshTokenTests {
         #expect(fake.requests[2].headers["authorization"] == "Bearer new-access")
     }
 
-    @Test("check: 401 after a successful refresh marks the grant dead")
-    func checkDead() throws {
+    @Test("check: a 401 to the token just issued says the check failed; the grant is kept, refreshed")
+    func checkProbeFailed() throws {
         let vault = try makeVault()
         #expect {
             try TokenRefresher(vault: vault, transport: FakeTransport([(401, "", []), refreshed, (401, "", [])])).check(
                 "work")
         } throws: {
-            ($0 as? VaultError)?.code == .dead
+            ($0 as? VaultError)?.code == .badResponse
         }
-        #expect(try vault.load("work").dead)
-        #expect(try vault.load("work").deadReason == "invalid_token")
+        #expect(try !vault.load("work").dead)
+        #expect(try vault.load("work").accessToken == "new-access")
     }
 
     @Test("check: a 5xx is transient and changes nothing")

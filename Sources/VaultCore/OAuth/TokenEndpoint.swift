@@ -155,7 +155,8 @@ public struct TokenEndpoint {
             let wait = answer.retryAfter.flatMap(TokenEndpoint.retryAfterText).map { "; \($0)" } ?? ""
             return VaultError(
                 .transient, "\(what): the provider is unavailable (HTTP \(status)\(code))\(wait)",
-                oauthError: parsed.code.map { quirks.canonical($0) }, remedy: .tryAgainLater)
+                oauthError: parsed.code.map { quirks.canonical($0) }, remedy: .tryAgainLater
+            ).with(retryAfter: TokenEndpoint.retryAfterSeconds(answer))
         }
         switch parsed {
         case .malformed:
@@ -215,6 +216,18 @@ public struct TokenEndpoint {
         let answer = Answer(status: status, body: body, retryAfter: nil, contentType: nil)
         return classify(answer, what: what, quirks: ErrorQuirks())
             ?? VaultError(.badResponse, "\(what): unexpected HTTP \(status) from the provider").with(httpStatus: status)
+    }
+
+    /// Retry-After in seconds: delay seconds as sent, or an HTTP date less
+    /// the answer's own Date (two readings of the provider's clock; this
+    /// machine's is not compared with it). Nil when it says neither.
+    static func retryAfterSeconds(_ answer: Answer) -> Double? {
+        guard let value = answer.retryAfter?.split(separator: " ").joined(separator: " "), !value.isEmpty else {
+            return nil
+        }
+        if let seconds = Int(value) { return seconds >= 0 ? Double(min(seconds, 86_400 * 7)) : nil }
+        guard let until = HTTPDate.parse(value), let sent = answer.date.flatMap(HTTPDate.parse) else { return nil }
+        return max(0, min(until.timeIntervalSince(sent), 86_400 * 7))
     }
 
     /// Retry-After as a person reads it: delay seconds, or an HTTP date as sent.

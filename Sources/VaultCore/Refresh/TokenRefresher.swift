@@ -150,8 +150,12 @@ public struct TokenRefresher {
     }
 
     /// GTMAppAuth's validity check: calls the userinfo endpoint with a fresh
-    /// token. A 401 after a successful refresh marks the grant dead; network
-    /// errors and 5xx are transient and change nothing.
+    /// token. A 401 to a stored token leads to one refresh and a retry; a
+    /// 401 to the token the provider has just issued says the check failed
+    /// (`badResponse`) and keeps the grant: a userinfo endpoint that refuses
+    /// the provider's own fresh token is misconfigured, and only the token
+    /// endpoint's refusal kills a grant. Network errors and 5xx are
+    /// transient. Nothing changes but the refresh.
     public func check(_ name: String) throws(VaultError) -> GrantCheck {
         var fresh = try freshGrant(name)
         guard let endpoint = fresh.grant.providerConfiguration?.userinfoEndpoint else {
@@ -166,17 +170,22 @@ public struct TokenRefresher {
                 // The stored token may have been revoked on its own: refresh once and try again.
                 fresh = try freshGrant(name, forceRefresh: true)
             case 401:
-                try vault.markDead(name, reason: "invalid_token")
-                throw VaultError(
-                    .dead,
-                    "grant '\(name)' is no longer accepted by the provider (userinfo answered 401 after a refresh)",
-                    remedy: .authorizeAgain(provider: fresh.grant.provider, grant: name))
+                throw TokenRefresher.probeRefused(name)
             case 500...599, 429:
                 throw VaultError(.transient, "the userinfo endpoint answered HTTP \(status)")
             default:
                 throw VaultError(.badResponse, "the userinfo endpoint answered HTTP \(status)")
             }
         }
+    }
+
+    /// The check's failure when the userinfo endpoint refuses a token the
+    /// provider has just issued: the grant is kept.
+    package static func probeRefused(_ name: String) -> VaultError {
+        VaultError(
+            .badResponse,
+            "the userinfo endpoint refused a token the provider had just issued for '\(name)' (HTTP 401 after a "
+                + "refresh): the check failed, not the grant, which is kept")
     }
 
     /// Revokes the grant at the provider (RFC 7009: the refresh token, else
