@@ -2,11 +2,14 @@ internal import FoundationEssentials
 public import VaultCore
 public import VaultHTTP
 
-/// Where an app keeps its grants: GTMAppAuth's `AuthSessionStore`.
+/// Where an app keeps its grants: GTMAppAuth's `AuthSessionStore`. A store
+/// saves, retrieves and removes; `TokenSession` does the refreshing, one
+/// refresh at a time per grant in the session, and saves what it got.
 ///
-/// `VaultGrantStore` keeps them encrypted in a vault file; apps' tests use
-/// `InMemoryGrantStore`. `TokenSession` hands out fresh tokens from any
-/// store; most apps talk to a session rather than to the store directly.
+/// `VaultGrantStore` keeps grants encrypted in a vault file, and refreshes
+/// them itself (`RefreshingGrantStore`), one refresh at a time per grant
+/// across processes and synced machines; apps' tests use
+/// `InMemoryGrantStore`; an app's own store implements the four methods.
 public protocol GrantStore: Sendable {
     /// Saves `grant` under `name`, replacing any grant of that name.
     func save(_ grant: Grant, as name: String) async throws(VaultError)
@@ -19,6 +22,13 @@ public protocol GrantStore: Sendable {
     /// The stored grant when its access token has more than
     /// `minimumValidity` seconds left, else nil; never a network request.
     func usableGrant(_ name: String, minimumValidity: Double) async throws(VaultError) -> Grant?
+}
+
+/// A store that refreshes its grants itself, to coordinate refreshes beyond
+/// one session: `VaultGrantStore` holds a lock of the grant's own across
+/// processes, and the sync store's lease across machines. `TokenSession`
+/// asks such a store rather than refreshing itself.
+public protocol RefreshingGrantStore: GrantStore {
     /// A grant with more than `minimumValidity` seconds of access token
     /// left, refreshed through `transport` first when needed, one refresh
     /// at a time per grant. The rotated refresh token is saved before the
@@ -50,7 +60,7 @@ extension GrantStore {
 }
 
 /// A store in memory, for apps' tests: the same rules as a vault file
-/// (names, not-found errors, refresh that saves before it returns), no file.
+/// (names, not-found errors), no file; the session refreshes its grants.
 public actor InMemoryGrantStore: GrantStore {
     private var grants: [String: Grant]
 
@@ -78,38 +88,6 @@ public actor InMemoryGrantStore: GrantStore {
 
     /// The names of the stored grants, sorted.
     public func names() -> [String] { grants.keys.sorted() }
-
-    /// Refreshes in this process only; concurrent callers are made to share
-    /// one refresh by `TokenSession`.
-    public func freshGrant(
-        _ name: String, minimumValidity: Double, forceRefresh: Bool, transport: any HTTPTransport & Sendable
-    ) async throws(VaultError) -> FreshGrant {
-        let grant = try retrieve(name)
-        if !forceRefresh, grant.isUsable(minimumValidity: minimumValidity, at: Date()) {
-            return FreshGrant(grant: grant, refreshed: false)
-        }
-        if grant.dead { throw TokenRefresher.deadError(name, grant) }
-        let outcome = await Result(catching: { () async throws(VaultError) in
-            try await blocking { () throws(VaultError) in
-                try TokenRefresher.refreshed(grant, name: name, transport: transport, now: { Date() })
-            }
-        })
-        // The grant may have changed while the request was out (an actor
-        // is reentrant at an await): store only over the grant refreshed.
-        switch outcome {
-        case .success(let next):
-            if grants[name]?.refreshToken == grant.refreshToken { grants[name] = next }
-            return FreshGrant(grant: next, refreshed: true)
-        case .failure(let error) where error.code == .refused:
-            var dead = grant
-            dead.dead = true
-            dead.deadReason = error.oauthError ?? "refused"
-            if grants[name]?.refreshToken == grant.refreshToken { grants[name] = dead }
-            throw TokenRefresher.deadError(name, dead, cause: error)
-        case .failure(let error):
-            throw error
-        }
-    }
 }
 
 extension Result where Failure == VaultError {

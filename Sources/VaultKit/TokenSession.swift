@@ -4,13 +4,21 @@ public import VaultCore
 public import VaultHTTP
 
 /// What happened to a grant, for apps that watch (AppAuth's state-change
-/// and error delegates).
+/// and error delegates). A `switch` over events should have a `default`:
+/// later versions may add kinds.
 public enum GrantEvent: Sendable, Equatable {
-    /// The grant was refreshed; `rotated` when the provider issued a new
-    /// refresh token (already saved).
+    /// This session refreshed the grant; `rotated` when the provider issued
+    /// a new refresh token (already saved).
     case refreshed(name: String, rotated: Bool)
     /// The provider refused the grant; it is marked dead and kept.
     case refused(name: String, oauthError: String?)
+    /// The stored grant's tokens are not those this session last saw:
+    /// another session, process or machine refreshed or replaced it. Told
+    /// when this session next reads the grant.
+    case changedElsewhere(name: String)
+    /// A refresh this session tried failed and changed nothing (the
+    /// provider or the network away, a 429 with `error.retryAfter`, ...).
+    case failed(name: String, error: VaultError)
 }
 
 /// Fresh tokens from a `GrantStore`: GTMAppAuth's
@@ -19,26 +27,46 @@ public enum GrantEvent: Sendable, Equatable {
 /// The usual way in: open a `VaultGrantStore`, make one session over it,
 /// and ask it for tokens from any task. Concurrent tasks asking for one
 /// grant share one refresh (and the store makes that hold across
-/// processes); `events` tells an app when grants are refreshed or refused.
+/// processes); `events` tells every observer when grants are refreshed,
+/// refused, changed elsewhere or fail to refresh.
 public final class TokenSession: Sendable {
     /// Where the grants are kept.
     public let store: any GrantStore
     /// How requests reach providers.
     public let transport: any HTTPTransport & Sendable
-    /// Refreshes and refusals, as they happen.
-    public let events: AsyncStream<GrantEvent>
 
-    private let continuation: AsyncStream<GrantEvent>.Continuation
+    private let observers = Observers()
+    /// What this session last saw of each grant's tokens (a hash, never
+    /// the tokens), to tell a change made elsewhere.
+    private let seen = Mutex([String: [UInt8]]())
     private let inFlight = InFlight()
 
     /// Creates a session over `store`.
     public init(store: any GrantStore, transport: any HTTPTransport & Sendable = CurlTransport()) {
         self.store = store
         self.transport = transport
-        (events, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(256))
     }
 
-    deinit { continuation.finish() }
+    deinit { observers.finish() }
+
+    /// Every event of this session's grants from now on, in a stream of
+    /// the caller's own: each observer sees every event (the newest 256
+    /// are kept for one that reads slowly). Ends when the session ends.
+    public var events: AsyncStream<GrantEvent> { observers.subscribe() }
+
+    /// Notes the tokens of `grant` as seen; true when they differ from
+    /// those seen before (none seen before counts as no change).
+    private func noteSeen(_ name: String, _ grant: Grant, refreshedHere: Bool) -> Bool {
+        let print =
+            (try? SHA256.hash(Array(((grant.refreshToken ?? "") + "\u{0}" + (grant.accessToken ?? "")).utf8))) ?? []
+        let before = seen.withLock { $0.updateValue(print, forKey: name) }
+        return !refreshedHere && before != nil && before != print
+    }
+
+    /// Tells the observers that `grant` changed elsewhere, when it did.
+    private func observe(_ name: String, _ grant: Grant, refreshedHere: Bool = false) {
+        if noteSeen(name, grant, refreshedHere: refreshedHere) { observers.yield(.changedElsewhere(name: name)) }
+    }
 
     /// A grant with more than `minimumValidity` seconds of access token left,
     /// refreshed first when needed. Tasks asking for the same grant at once
@@ -51,28 +79,35 @@ public final class TokenSession: Sendable {
         // Most calls end here: the grant is fresh enough, and no refresh
         // needs sharing.
         if !forceRefresh, let usable = try await store.usableGrant(name, minimumValidity: minimumValidity) {
+            observe(name, usable)
             return FreshGrant(grant: usable, refreshed: false)
         }
         let key = InFlight.Key(name: name, minimumValidity: minimumValidity, force: forceRefresh)
-        let task = await inFlight.task(for: key) { [store, transport, continuation] in
+        let task = await inFlight.task(for: key) { [store, transport, observers] in
             let before = try? await store.retrieve(name)
+            if let before { self.observe(name, before) }
             // Most calls end here, at the cost of one load: the stored grant
             // is fresh enough, as the store would find it too.
             if !forceRefresh, let before, before.isUsable(minimumValidity: minimumValidity, at: Date()) {
                 return .success(FreshGrant(grant: before, refreshed: false))
             }
             let result = await Result(catching: { () async throws(VaultError) in
-                try await store.freshGrant(
-                    name, minimumValidity: minimumValidity, forceRefresh: forceRefresh, transport: transport)
+                try await TokenSession.refresh(
+                    name, in: store, minimumValidity: minimumValidity, force: forceRefresh, transport: transport)
             })
             switch result {
             case .success(let fresh) where fresh.refreshed:
                 let rotated = before?.refreshToken.map { $0 != fresh.grant.refreshToken } ?? false
-                continuation.yield(.refreshed(name: name, rotated: rotated))
+                self.observe(name, fresh.grant, refreshedHere: true)
+                observers.yield(.refreshed(name: name, rotated: rotated))
+            case .success(let fresh):
+                self.observe(name, fresh.grant)
             // Refused now, not dead from before: some providers refuse with
             // a bare 400 and no OAuth error code (glewlwyd does).
             case .failure(let error) where error.code == .dead && (error.oauthError != nil || before?.dead == false):
-                continuation.yield(.refused(name: name, oauthError: error.oauthError))
+                observers.yield(.refused(name: name, oauthError: error.oauthError))
+            case .failure(let error) where error.code != .dead && error.code != .notFound:
+                observers.yield(.failed(name: name, error: error))
             default:
                 break
             }
@@ -92,6 +127,43 @@ public final class TokenSession: Sendable {
         }
         await inFlight.finished(key, task)
         return try result.get()
+    }
+
+    /// A refresh of `name`: by the store when it coordinates refreshes itself
+    /// (`RefreshingGrantStore`), else here, saving the new tokens before
+    /// they are used (a rotated refresh token must be kept) and a refused
+    /// grant as dead. The session makes concurrent callers share one call.
+    static func refresh(
+        _ name: String, in store: any GrantStore, minimumValidity: Double, force: Bool,
+        transport: any HTTPTransport & Sendable
+    ) async throws(VaultError) -> FreshGrant {
+        if let refreshing = store as? any RefreshingGrantStore {
+            return try await refreshing.freshGrant(
+                name, minimumValidity: minimumValidity, forceRefresh: force, transport: transport)
+        }
+        let grant = try await store.retrieve(name)
+        if !force, grant.isUsable(minimumValidity: minimumValidity, at: Date()) {
+            return FreshGrant(grant: grant, refreshed: false)
+        }
+        if grant.dead { throw TokenRefresher.deadError(name, grant) }
+        let outcome = await Result(catching: { () async throws(VaultError) in
+            try await blocking { () throws(VaultError) in
+                try TokenRefresher.refreshed(grant, name: name, transport: transport, now: { Date() })
+            }
+        })
+        switch outcome {
+        case .success(let next):
+            try await store.save(next, as: name)
+            return FreshGrant(grant: next, refreshed: true)
+        case .failure(let error) where error.code == .refused:
+            var dead = grant
+            dead.dead = true
+            dead.deadReason = error.oauthError ?? "refused"
+            try await store.save(dead, as: name)
+            throw TokenRefresher.deadError(name, dead, cause: error)
+        case .failure(let error):
+            throw error
+        }
     }
 
     /// GTMAppAuth's `authorizeRequest`: adds `Authorization: Bearer` with a
@@ -135,6 +207,44 @@ public final class TokenSession: Sendable {
                 throw VaultError(.badResponse, "the userinfo endpoint answered HTTP \(status)")
             }
         }
+    }
+}
+
+/// The observers of a session's events: a stream each, every event to all.
+private final class Observers: Sendable {
+    private let streams = Mutex(
+        (next: 0, continuations: [Int: AsyncStream<GrantEvent>.Continuation](), finished: false))
+
+    func subscribe() -> AsyncStream<GrantEvent> {
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: GrantEvent.self, bufferingPolicy: .bufferingNewest(256))
+        let id = streams.withLock { s -> Int? in
+            guard !s.finished else { return nil }
+            s.next += 1
+            s.continuations[s.next] = continuation
+            return s.next
+        }
+        guard let id else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in
+            self?.streams.withLock { _ = $0.continuations.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    func yield(_ event: GrantEvent) {
+        for c in streams.withLock({ Array($0.continuations.values) }) { c.yield(event) }
+    }
+
+    func finish() {
+        let all = streams.withLock { s -> [AsyncStream<GrantEvent>.Continuation] in
+            s.finished = true
+            defer { s.continuations = [:] }
+            return Array(s.continuations.values)
+        }
+        for c in all { c.finish() }
     }
 }
 

@@ -13,7 +13,7 @@ internal import VaultSync
 /// pool; a refresh holds only that grant's lock, so one slow provider delays
 /// only its own grant, and one refresh at a time per grant holds across
 /// tasks, processes and (when the vault syncs) machines.
-public final class VaultGrantStore: GrantStore {
+public final class VaultGrantStore: RefreshingGrantStore {
     /// Where the vault lives.
     public let location: VaultLocation
     private let makeHandle: @Sendable () throws(VaultError) -> Vault

@@ -60,7 +60,9 @@ struct ExampleAppTests {
                 can authorize: true
                 userinfo: HTTP 200
                 event: refreshed(name: \(name), rotated: true)
+                status bar: refreshed(name: \(name), rotated: true)
                 event: refused(name: \(name), oauthError: Optional("invalid_grant"))
+                status bar: refused(name: \(name), oauthError: Optional("invalid_grant"))
                 can authorize: false
                 signed out; grants left: 0
 

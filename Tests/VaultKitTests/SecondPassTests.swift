@@ -94,6 +94,143 @@ struct SecondPassTests {
     }
 }
 
+/// An app's own store, as GTMAppAuth's `AuthSessionStore` is: save,
+/// retrieve, remove and list, nothing about refreshing.
+actor AppsOwnStore: GrantStore {
+    private(set) var saved: [String: Grant] = [:]
+    private(set) var saves = 0
+
+    func save(_ grant: Grant, as name: String) throws(VaultError) {
+        saved[name] = grant
+        saves += 1
+    }
+    func retrieve(_ name: String) throws(VaultError) -> Grant {
+        guard let g = saved[name] else { throw VaultError(.notFound, "no grant '\(name)'") }
+        return g
+    }
+    func remove(_ name: String) throws(VaultError) {
+        guard saved.removeValue(forKey: name) != nil else { throw VaultError(.notFound, "no grant '\(name)'") }
+    }
+    func names() -> [String] { saved.keys.sorted() }
+}
+
+@Suite("a store of the app's own: the session refreshes")
+struct OwnStoreTests {
+    let library = LibraryTests()
+
+    @Test("eight tasks at once: one refresh, its rotated refresh token saved before any task uses it")
+    func refreshAndSave() async throws {
+        let store = AppsOwnStore()
+        try await store.save(try library.expiredGrant(), as: "work")
+        let fake = FakeTransport([LibraryTests.rotated])
+        let session = TokenSession(store: store, transport: fake)
+        let tokens = try await withThrowingTaskGroup(of: String?.self) { group in
+            for _ in 0..<8 { group.addTask { try await session.freshGrant("work").grant.accessToken } }
+            return try await group.reduce(into: [String?]()) { $0.append($1) }
+        }
+        #expect(Set(tokens) == ["new-access"])
+        #expect(fake.requests.count == 1)
+        #expect(try await store.retrieve("work").refreshToken == "new-refresh")
+        #expect(await store.saves == 2)
+    }
+
+    @Test("a refusal saves the grant as dead, kept; canAuthorize turns false")
+    func refusal() async throws {
+        let store = AppsOwnStore()
+        try await store.save(try library.expiredGrant(), as: "work")
+        let session = TokenSession(
+            store: store, transport: FakeTransport([(400, #"{"error":"invalid_grant"}"#, [])]))
+        await #expect(throws: VaultError.self) { try await session.freshGrant("work") }
+        let kept = try await store.retrieve("work")
+        #expect(kept.dead && kept.deadReason == "invalid_grant")
+        #expect(try await store.canAuthorize("work") == false)
+    }
+}
+
+extension SecondPassTests {
+    /// The events `stream` delivers until `count` have come or a second passes.
+    static func collect(_ stream: AsyncStream<GrantEvent>, _ count: Int) async -> [GrantEvent] {
+        await withTaskGroup(of: [GrantEvent].self) { group in
+            group.addTask {
+                var got: [GrantEvent] = []
+                for await e in stream {
+                    got.append(e)
+                    if got.count == count { break }
+                }
+                return got
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(1))
+                return []
+            }
+            let first = await group.next() ?? []
+            group.cancelAll()
+            return first
+        }
+    }
+}
+
+@Suite("a session's events, for every observer")
+struct SessionEventTests {
+    let library = LibraryTests()
+
+    /// An expired grant whose every refresh rotates.
+    func rotating(_ n: Int) -> FakeTransport {
+        FakeTransport(
+            (0..<n).map { i in
+                (
+                    200,
+                    #"{"access_token":"a\#(i)","refresh_token":"r\#(i)","expires_in":1,"token_type":"Bearer"}"#,
+                    []
+                )
+            })
+    }
+
+    @Test("two observers, four refreshes: each observer sees all four")
+    func broadcast() async throws {
+        let store = InMemoryGrantStore()
+        try await store.save(try library.expiredGrant(), as: "work")
+        let session = TokenSession(store: store, transport: rotating(4))
+        let one = session.events
+        let two = session.events
+        for _ in 0..<4 { _ = try await session.freshGrant("work", forceRefresh: true) }
+        let expected = Array(repeating: GrantEvent.refreshed(name: "work", rotated: true), count: 4)
+        #expect(await SecondPassTests.collect(one, 4) == expected)
+        #expect(await SecondPassTests.collect(two, 4) == expected)
+    }
+
+    @Test("a refresh by another session over the same vault is told as a change made elsewhere")
+    func changedElsewhere() async throws {
+        let mine = try await library.vaultStore()
+        try await mine.save(try library.expiredGrant(), as: "work")
+        let session = TokenSession(store: mine, transport: rotating(1))
+        _ = try await session.freshGrant("work")
+        let watching = session.events
+        // Another process (another store on the same file) refreshes it.
+        let other = try await VaultGrantStore.open(
+            at: library.dir.location, key: .keyfile(try TestKeys.keyfileSecret()))
+        let elsewhere = TokenSession(store: other, transport: FakeTransport([LibraryTests.rotated]))
+        _ = try await elsewhere.freshGrant("work", forceRefresh: true)
+        #expect(try await session.freshGrant("work").grant.accessToken == "new-access")
+        #expect(await SecondPassTests.collect(watching, 1) == [.changedElsewhere(name: "work")])
+    }
+
+    @Test("a refresh that fails and changes nothing is an event, with the provider's wait")
+    func failure() async throws {
+        let store = InMemoryGrantStore()
+        try await store.save(try library.expiredGrant(), as: "work")
+        let session = TokenSession(store: store, transport: FakeTransport([(503, "", [("Retry-After", "7")])]))
+        let watching = session.events
+        await #expect(throws: VaultError.self) { try await session.freshGrant("work") }
+        let events = await SecondPassTests.collect(watching, 1)
+        guard case .failed(let name, let error)? = events.first else {
+            Issue.record("no failure event: \(events)")
+            return
+        }
+        #expect(name == "work" && error.code == .transient && error.retryAfter == 7)
+    }
+}
+
 /// A transport whose one answer waits until `open()`; `arrived` once the
 /// request is in.
 final class GatedTransport: HTTPTransport, Sendable {

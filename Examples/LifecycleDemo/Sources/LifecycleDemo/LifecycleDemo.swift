@@ -25,7 +25,10 @@ struct LifecycleDemo {
             try Keyfile.write(secret, to: keyPath)
         }
         let session = TokenSession(store: store)
+        // Two observers, as an app's account screen and its status bar
+        // would be: each sees every event.
         var events = session.events.makeAsyncIterator()
+        var statusBar = session.events.makeAsyncIterator()
 
         // At start: use the saved grant, or sign in and save one.
         if try await store.names().contains(name), try await store.canAuthorize(name) {
@@ -56,6 +59,7 @@ struct LifecycleDemo {
         // the session reports it (with a new refresh token, already saved).
         _ = try await session.freshGrant(name, forceRefresh: true)
         print("event: \(await events.next()!)")
+        print("status bar: \(await statusBar.next()!)")
 
         // The person revokes the app's access at the provider; the next refresh is
         // refused, the grant is marked dead, and the app signs out.
@@ -67,6 +71,7 @@ struct LifecycleDemo {
         } catch {
             guard error.code == .dead else { throw error }
             print("event: \(await events.next()!)")
+            print("status bar: \(await statusBar.next()!)")
             print("can authorize: \(try await store.canAuthorize(name))")
             try await store.remove(name)
             print("signed out; grants left: \(try await store.names().count)")
