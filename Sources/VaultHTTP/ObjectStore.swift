@@ -185,10 +185,12 @@ public final class ObjectStore {
         }
         let body: SecureBytes
         do { body = try SecureBytes(copying: bytes) } catch { throw Failure(.invalid, error.reason) }
-        // RGW may answer the loser of concurrent conditional writes with
-        // 500 rather than 412: a lost race, never a success. The caller
-        // reads what the store holds, as after any refusal.
-        let raced: Set<Int> = s3 != nil && precondition != .none ? [500] : []
+        // RGW may answer the loser of concurrent writes under one If-Match
+        // with 500 rather than 412: a lost race, never a success; the
+        // caller reads what the store holds, as after any refusal. A 500 to
+        // a create (If-None-Match) is tried again like any 5xx: a try after
+        // a write that did land is refused with 412.
+        let raced: Set<Int> = s3 != nil && precondition != .none && precondition != .absent ? [500] : []
         let response = try exchange(
             "PUT", url: baseURL + name, label: name, body: body, headers: headers, returning: raced)
         switch response.status {
@@ -316,8 +318,13 @@ public final class ObjectStore {
     /// differently from S3); its answer also tells a missing bucket, and,
     /// being a GET, carries the error code of a refusal.
     private func versioning(_ location: S3Location) throws(Failure) -> Versioning {
-        let response = try exchange(
-            "GET", url: location.bucketURL + "?versioning=", label: "the bucket", body: nil, headers: [])
+        let response: HTTPResponse
+        do {
+            response = try exchange(
+                "GET", url: location.bucketURL + "?versioning=", label: "the bucket", body: nil, headers: [])
+        } catch {
+            throw versioningRefused(error)
+        }
         switch response.status {
         case 200:
             let text = response.body.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
@@ -325,6 +332,16 @@ public final class ObjectStore {
         case 404: return .missing
         default: throw unexpected(response.status, "GET", "the bucket's versioning")
         }
+    }
+
+    /// A refusal of GetBucketVersioning names the permission it needs: the
+    /// keys may be good for the objects and still lack it.
+    private func versioningRefused(_ failure: Failure) -> Failure {
+        guard failure.code == .unauthorized else { return failure }
+        return Failure(
+            .unauthorized,
+            "\(failure.reason), asked for the bucket's versioning: the keys need s3:GetBucketVersioning on the "
+                + "bucket as well as access to its objects (docs/sync.md, \"S3 stores\")")
     }
 
     /// The bucket's versioning status: nil when it was never turned on,

@@ -40,6 +40,7 @@ public final class TokenSession: Sendable {
     /// the tokens), to tell a change made elsewhere.
     private let seen = Mutex([String: [UInt8]]())
     private let inFlight = InFlight()
+    private let gates = RefreshGates()
 
     /// Creates a session over `store`.
     public init(store: any GrantStore, transport: any HTTPTransport & Sendable = CurlTransport()) {
@@ -83,7 +84,7 @@ public final class TokenSession: Sendable {
             return FreshGrant(grant: usable, refreshed: false)
         }
         let key = InFlight.Key(name: name, minimumValidity: minimumValidity, force: forceRefresh)
-        let task = await inFlight.task(for: key) { [store, transport, observers] in
+        let task = await inFlight.task(for: key) { [store, transport, observers, gates] in
             let before = try? await store.retrieve(name)
             if let before { self.observe(name, before) }
             // Most calls end here, at the cost of one load: the stored grant
@@ -93,7 +94,8 @@ public final class TokenSession: Sendable {
             }
             let result = await Result(catching: { () async throws(VaultError) in
                 try await TokenSession.refresh(
-                    name, in: store, minimumValidity: minimumValidity, force: forceRefresh, transport: transport)
+                    name, in: store, minimumValidity: minimumValidity, force: forceRefresh, transport: transport,
+                    gates: gates)
             })
             switch result {
             case .success(let fresh) where fresh.refreshed:
@@ -130,17 +132,32 @@ public final class TokenSession: Sendable {
     }
 
     /// A refresh of `name`: by the store when it coordinates refreshes itself
-    /// (`RefreshingGrantStore`), else here, saving the new tokens before
-    /// they are used (a rotated refresh token must be kept) and a refused
-    /// grant as dead. The session makes concurrent callers share one call.
+    /// (`RefreshingGrantStore`), else here, one at a time per grant in this
+    /// session whatever the callers asked (`gates`), saving the new tokens
+    /// before they are used (a rotated refresh token must be kept) and a
+    /// refused grant as dead, each only over the grant it started from.
     static func refresh(
         _ name: String, in store: any GrantStore, minimumValidity: Double, force: Bool,
-        transport: any HTTPTransport & Sendable
+        transport: any HTTPTransport & Sendable, gates: RefreshGates
     ) async throws(VaultError) -> FreshGrant {
         if let refreshing = store as? any RefreshingGrantStore {
             return try await refreshing.freshGrant(
                 name, minimumValidity: minimumValidity, forceRefresh: force, transport: transport)
         }
+        await gates.enter(name)
+        let result = await Result(catching: { () async throws(VaultError) in
+            try await refreshHere(
+                name, in: store, minimumValidity: minimumValidity, force: force, transport: transport)
+        })
+        await gates.leave(name)
+        return try result.get()
+    }
+
+    /// `refresh` of a plain store's grant, holding its gate.
+    private static func refreshHere(
+        _ name: String, in store: any GrantStore, minimumValidity: Double, force: Bool,
+        transport: any HTTPTransport & Sendable
+    ) async throws(VaultError) -> FreshGrant {
         let grant = try await store.retrieve(name)
         if !force, grant.isUsable(minimumValidity: minimumValidity, at: Date()) {
             return FreshGrant(grant: grant, refreshed: false)
@@ -151,15 +168,20 @@ public final class TokenSession: Sendable {
                 try TokenRefresher.refreshed(grant, name: name, transport: transport, now: { Date() })
             }
         })
+        // The app may have replaced the grant meanwhile (authorized again):
+        // what is saved goes only over the grant this refresh started from.
+        func unchanged() async -> Bool {
+            (try? await store.retrieve(name))?.refreshToken == grant.refreshToken
+        }
         switch outcome {
         case .success(let next):
-            try await store.save(next, as: name)
+            if await unchanged() { try await store.save(next, as: name) }
             return FreshGrant(grant: next, refreshed: true)
         case .failure(let error) where error.code == .refused:
             var dead = grant
             dead.dead = true
             dead.deadReason = error.oauthError ?? "refused"
-            try await store.save(dead, as: name)
+            if await unchanged() { try await store.save(dead, as: name) }
             throw TokenRefresher.deadError(name, dead, cause: error)
         case .failure(let error):
             throw error
@@ -207,6 +229,31 @@ public final class TokenSession: Sendable {
                 throw VaultError(.badResponse, "the userinfo endpoint answered HTTP \(status)")
             }
         }
+    }
+}
+
+/// One refresh at a time per grant name, for the grants of stores that the
+/// session refreshes itself: callers asking with different needs (a longer
+/// validity, a forced refresh) never send one refresh token twice.
+actor RefreshGates {
+    private var busy: Set<String> = []
+    private var waiting: [String: [CheckedContinuation<Void, Never>]] = [:]
+
+    /// Waits until no refresh of `name` is under way, then holds its gate.
+    func enter(_ name: String) async {
+        if busy.insert(name).inserted { return }
+        await withCheckedContinuation { waiting[name, default: []].append($0) }
+    }
+
+    /// Hands the gate of `name` to the next waiter, or frees it.
+    func leave(_ name: String) {
+        guard var queue = waiting[name], !queue.isEmpty else {
+            busy.remove(name)
+            return
+        }
+        let next = queue.removeFirst()
+        waiting[name] = queue.isEmpty ? nil : queue
+        next.resume()
     }
 }
 

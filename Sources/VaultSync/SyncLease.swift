@@ -40,16 +40,23 @@ extension SyncEngine {
             // Other machines writing all the while (busy), or answers lost
             // while the store answers other requests (transient, with new
             // answers): the store works, and another machine may hold or
-            // take the lease. Keep trying; never refresh beside it.
-            func working(_ error: VaultError, since answered: Int) -> Bool {
-                Monotonic.seconds() < deadline
-                    && (error.code == .busy || (error.code == .transient && store.answerCount > answered))
+            // take the lease. Keep trying, after a pause; never refresh
+            // beside it, not even when the wait runs out (then: busy).
+            func goOn(after error: VaultError, since answered: Int) throws(VaultError) {
+                let answering = error.code == .transient && store.answerCount > answered
+                guard error.code == .busy || answering else { throw error }
+                guard Monotonic.seconds() < deadline else {
+                    throw VaultError(
+                        .busy, "the store answers, but kept this machine from taking the lease on '\(name)'",
+                        remedy: .tryAgainInAMinute)
+                }
+                usleep(UInt32.random(in: 100_000...300_000))
             }
             var answered = store.answerCount
             do {
                 _ = try sync(through: store, keys: keys)
             } catch {
-                guard working(error, since: answered) else { throw error }
+                try goOn(after: error, since: answered)
                 continue
             }
             let grant = try vault.load(name)
@@ -63,7 +70,7 @@ extension SyncEngine {
             do {
                 outcome = try takeLease(id, store: store, keys: keys)
             } catch {
-                guard working(error, since: answered) else { throw error }
+                try goOn(after: error, since: answered)
                 continue
             }
             if outcome == .taken { return nil }

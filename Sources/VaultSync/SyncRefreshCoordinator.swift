@@ -1,4 +1,5 @@
 internal import FoundationEssentials
+internal import Glibc
 public import VaultCore
 public import VaultHTTP
 
@@ -99,6 +100,7 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
             } catch {
                 let working = error.code == .busy || (error.code == .transient && store.answerCount > answered)
                 guard working, Monotonic.seconds() < deadline else { return false }
+                usleep(UInt32.random(in: 100_000...300_000))
             }
         }
     }

@@ -141,11 +141,14 @@ struct SyncRound {
     mutating func writeOutgoing() throws(VaultError) -> Bool {
         let engine = engine
         let state = state
-        // A push ends this machine's lease on a record only when the push
-        // carries the end of the refresh the lease was taken for: looked at
-        // before the records are read, so a refresh finished by then is in
-        // them. A refresh under way in another process keeps its lease
-        // until that process stores and pushes what it spent.
+        // A root this machine writes ends its leases on records that no
+        // process of the machine is refreshing (the refresh lock is free:
+        // its holder stored its tokens, or died), and on the record whose
+        // refresh this process has just stored. Looked at before the
+        // records are read, so a refresh finished by then is in them: every
+        // record is then either in this push or already in the store. A
+        // refresh under way in another process keeps its lease until that
+        // process has stored what it spent.
         let ending = Set(
             (root?.leases ?? []).filter { lease in
                 lease.device == state.device
@@ -154,7 +157,8 @@ struct SyncRound {
         outgoing = try vault.read { (manifest: StateManifest) throws(VaultError) in
             try engine.pendingBuckets(state: state, manifest: manifest)
         }
-        if outgoing.isEmpty, root != nil { return true }
+        // Nothing to send and no lease to end: no write.
+        if outgoing.isEmpty, root != nil, ending.isEmpty { return true }
         var next =
             root
             ?? SyncRoot(
@@ -167,12 +171,10 @@ struct SyncRound {
         next.writer = state.device
         next.parent = root == nil ? Array(repeating: 0, count: 32) : rootHash
         next.devices = next.devices.filter { $0.id != state.device } + [(state.device, next.epoch)]
-        // Pushing a record ends this machine's lease on it when no refresh
-        // of it is under way (above); other leases stay while they are
-        // active by this machine's observation.
-        let pushed = Set(outgoing.values.flatMap { $0.map(\.record.id) })
+        // This machine's leases end as above; other leases stay while they
+        // are active by this machine's observation.
         next.leases = try engine.activeLeases(next, keys: keys).filter {
-            !($0.device == state.device && pushed.contains($0.record) && ending.contains($0.record))
+            !($0.device == state.device && ending.contains($0.record))
         }
         for (i, records) in outgoing {
             let bucket = SyncBucket(

@@ -108,18 +108,22 @@ struct S3PreconditionTests {
     func honouring() throws {
         for refusal in [412, 500] {
             let s = try store { r in
-                r.headers.contains { $0.name == "If-Match" || $0.name == "If-None-Match" } ? refusal : 200
+                r.headers.contains { $0.name == "If-Match" }
+                    ? refusal
+                    : r.headers.contains { $0.name == "If-None-Match" } ? 412 : 200
             }
             #expect(try s.honoursPreconditions(probe: "probe-1"))
             #expect(try s.put("vault-root", [1], precondition: .matches("\"x\"")) == .preconditionFailed)
         }
     }
 
-    @Test("a 500 to a write without a condition is a failure, tried again, never a lost race")
+    @Test("a 500 to a write without a condition, or to a create, is a failure, tried again, never a lost race")
     func unconditional500() throws {
         let s = try store { _ in 500 }
         s.maximumAttempts = 2
         #expect(throws: ObjectStore.Failure.self) { try s.put("b-0011", [1]) }
+        #expect(throws: ObjectStore.Failure.self) { try s.put("b-0011", [1], precondition: .absent) }
+        #expect(s.requestCount == 4, "each tried twice")
     }
 }
 

@@ -134,6 +134,37 @@ struct OwnStoreTests {
         #expect(await store.saves == 2)
     }
 
+    @Test("callers with different needs at once (a longer validity, a forced refresh): one refresh token, sent once")
+    func differentNeeds() async throws {
+        let store = AppsOwnStore()
+        try await store.save(try library.expiredGrant(), as: "work")
+        let gate = GatedTransport(answer: LibraryTests.rotated)
+        let session = TokenSession(store: store, transport: gate)
+        let first = Task { try await session.freshGrant("work", minimumValidity: 60) }
+        while !gate.arrived { try await Task.sleep(for: .milliseconds(5)) }
+        let second = Task { try await session.freshGrant("work", minimumValidity: 300) }
+        try await Task.sleep(for: .milliseconds(50))
+        gate.open()
+        #expect(try await first.value.grant.accessToken == "new-access")
+        #expect(try await second.value.grant.accessToken == "new-access")
+        #expect(gate.count == 1, "the refresh token went out once")
+    }
+
+    @Test("a grant the app replaced during a refresh is not overwritten by it")
+    func replacedMeanwhile() async throws {
+        let store = AppsOwnStore()
+        try await store.save(try library.expiredGrant(), as: "work")
+        let gate = GatedTransport(answer: LibraryTests.rotated)
+        let session = TokenSession(store: store, transport: gate)
+        let refresh = Task { try await session.freshGrant("work") }
+        while !gate.arrived { try await Task.sleep(for: .milliseconds(5)) }
+        // The person authorizes again meanwhile; the app saves the new grant.
+        try await store.save(TestKeys.grant(token: "authorized-again"), as: "work")
+        gate.open()
+        _ = try await refresh.value
+        #expect(try await store.retrieve("work").accessToken == "authorized-again")
+    }
+
     @Test("a refusal saves the grant as dead, kept; canAuthorize turns false")
     func refusal() async throws {
         let store = AppsOwnStore()
@@ -234,13 +265,18 @@ struct SessionEventTests {
 /// A transport whose one answer waits until `open()`; `arrived` once the
 /// request is in.
 final class GatedTransport: HTTPTransport, Sendable {
-    private let state = Mutex((arrived: false, open: false))
+    private let state = Mutex((arrived: false, open: false, count: 0))
     private let answer: (Int, String, [(String, String)])
     init(answer: (Int, String, [(String, String)])) { self.answer = answer }
     var arrived: Bool { state.withLock { $0.arrived } }
+    /// Requests received.
+    var count: Int { state.withLock { $0.count } }
     func open() { state.withLock { $0.open = true } }
     func send(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
-        state.withLock { $0.arrived = true }
+        state.withLock {
+            $0.arrived = true
+            $0.count += 1
+        }
         while !state.withLock({ $0.open }) { usleep(2_000) }
         return HTTPResponse(
             status: answer.0, headers: answer.2, body: (try? SecureBytes(copying: Array(answer.1.utf8)))!)

@@ -62,6 +62,26 @@ struct RefreshLeaseTests {
         #expect(try b.vault.load("renamed").refreshToken == "1//refresh-t2")
     }
 
+    @Test(
+        "the refresh's own sync ends its lease though another process of its machine already sent the tokens",
+        arguments: kinds)
+    func sentByAnother(kind: StoreKind) throws {
+        let (bench, a, b, id) = try twoMachines(kind)
+        let lock = try GrantLock.acquire(directory: a.vault.location.directory, record: id, wait: 1)
+        #expect(try tryLease(a, id, bench: bench) == .taken)
+        _ = try a.vault.storeRefreshed(id: id, spentRefreshToken: "1//refresh-t1", TestKeys.grant(token: "t2"))
+        // Another process of machine a syncs first: the tokens go, the lease stays.
+        try bench.sync(a)
+        #expect(try tryLease(b, id, bench: bench) == .held)
+        // The refresh's own sync has nothing left to send, and still ends its lease.
+        var finishing = a
+        finishing.finishedRefresh = id
+        try bench.sync(finishing)
+        lock.release()
+        #expect(try tryLease(b, id, bench: bench) == .taken)
+        #expect(try b.vault.load("shared").refreshToken == "1//refresh-t2")
+    }
+
     @Test("a push after the refresh process ended ends the lease it left", arguments: kinds)
     func pushAfterRefresh(kind: StoreKind) throws {
         let (bench, a, b, id) = try twoMachines(kind)

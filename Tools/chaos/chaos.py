@@ -535,10 +535,16 @@ class Run:
                     e["family"], "no outage" if not excused else "strict schedule", self.who(e.get("first_by"), e["first"]),
                     e["time"] - e["first"], self.who(e.get("by"), e["time"]), self.around(e["first"], e["time"])))
 
+    # How long after it spent a refresh token the spender can die and take
+    # the new one with it: the token request (20 s) and the push of the new
+    # tokens (up to 15 s) that ends its lease, with a margin.
+    SPENDER_WINDOW = 40
+
     def spender_killed(self, e):
-        """The kill of the process that spent the token first, after it sent it and before it was sent again."""
+        """The kill of the process that spent the token first, while it was still storing or sending the new one."""
         by = e["first_by"]
-        return any(e["first"] - 0.1 <= t <= e["time"] and pid in (by["pid"], by["pgid"]) for t, _, pid in self.kills)
+        end = min(e["time"], e["first"] + self.SPENDER_WINDOW)
+        return any(e["first"] - 0.1 <= t <= end and pid in (by["pid"], by["pgid"]) for t, _, pid in self.kills)
 
     def who(self, by, since):
         """'m0 vault token (pid 12, killed 2.3 s after)': a process the provider named."""
