@@ -17,6 +17,7 @@ extension SyncEngine {
         }
         let probe = SyncState(url: url, user: user, password: password?.unsafeCopyToArray() ?? [], device: [])
         let store = try SyncEngine.store(for: probe, transport: transport, timeout: SyncEngine.defaultStoreTimeout)
+        try store.checkUsable()
         guard let object = try store.get(SyncEngine.keysName) else {
             throw VaultError(
                 .notFound, "the store has no vault yet",
@@ -167,6 +168,7 @@ extension SyncEngine {
         let (name, key) = try pairingKeys(code)
         let probe = SyncState(url: url, user: user, password: password?.unsafeCopyToArray() ?? [], device: [])
         let store = try SyncEngine.store(for: probe, transport: transport, timeout: SyncEngine.defaultStoreTimeout)
+        try store.checkUsable()
         guard let offer = try store.get(name),
             offer.bytes.count > AEAD.nonceLength
         else {

@@ -45,6 +45,9 @@ protocol SyncStore: AnyObject {
     /// Makes sure the place the objects go exists; returns the places it
     /// created, to tell the user (without credentials).
     func createFolder() throws(VaultError) -> [String]
+    /// Refuses a store that cannot keep sync's promises as it is set up (an
+    /// S3 bucket with versioning, where Ceph RGW ignores conditions).
+    func checkUsable() throws(VaultError)
     /// Whether the store refuses writes whose precondition fails, learned by
     /// writing (and then deleting) the object `probe`.
     func honoursPreconditions(probe: String) throws(VaultError) -> Bool
@@ -59,6 +62,9 @@ protocol SyncStore: AnyObject {
 }
 
 extension SyncStore {
+    /// Usable as it is, unless the store knows otherwise.
+    func checkUsable() throws(VaultError) {}
+
     /// Every request answered, unless the store counts otherwise.
     var answerCount: Int { requestCount }
 
@@ -148,13 +154,14 @@ final class HTTPSyncStore: SyncStore {
 
     func createFolder() throws(VaultError) -> [String] {
         let created: [String]
+        do { created = try client.createFolder() } catch { throw HTTPSyncStore.converted(error) }
+        try checkUsable()
+        return created
+    }
+
+    func checkUsable() throws(VaultError) {
         let versioning: String?
-        do {
-            created = try client.createFolder()
-            versioning = try client.bucketVersioning()
-        } catch {
-            throw HTTPSyncStore.converted(error)
-        }
+        do { versioning = try client.bucketVersioning() } catch { throw HTTPSyncStore.converted(error) }
         // Ceph RGW ignores If-Match and If-None-Match in a bucket whose
         // versioning was ever turned on: the store's compare-and-swap would
         // silently be gone.
@@ -164,7 +171,6 @@ final class HTTPSyncStore: SyncStore {
                 "the bucket has versioning \(versioning.lowercased()): S3 stores such as Ceph RGW ignore conditional "
                     + "writes there, which sync relies on; use a bucket that never had versioning")
         }
-        return created
     }
 
     func honoursPreconditions(probe: String) throws(VaultError) -> Bool {

@@ -175,6 +175,22 @@ struct S3StoreTests {
         #expect(try home.run("remote").stderr.contains("no store is set"))
     }
 
+    @Test("a bucket whose versioning was turned on after the first machine set it: joining is refused")
+    func versionedLater() throws {
+        let homes = try machines(2)
+        let login = ["--endpoint", store.endpoint, "--region", store.region, "--credentials-file", store.credentials]
+        #expect(try homes[0].run(["remote", "set", "s3://later-versions/ada"] + login).status == 0)
+        #expect(try homes[0].run("sync").status == 0)
+        let enable =
+            "<VersioningConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+            + "<Status>Enabled</Status></VersioningConfiguration>"
+        #expect(try store.send("PUT", "/later-versions/?versioning=", body: enable).status == 200)
+        let joined = try homes[1].run(["join", "s3://later-versions/ada"] + login)
+        #expect(joined.status == 1)
+        #expect(joined.stderr.contains("the bucket has versioning enabled"), "\(joined.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: homes[1].vaultFile))
+    }
+
     @Test("a wrong secret key is refused with the store's reason, and no store is set")
     func wrongSecret() throws {
         let home = try machines(1)[0]

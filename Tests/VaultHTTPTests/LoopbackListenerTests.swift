@@ -48,12 +48,21 @@ struct LoopbackListenerTests {
 
     @Test("a fixed port can be used, and a port in use is reported")
     func fixedPort() throws {
-        let first = try LoopbackListener()
-        #expect { try LoopbackListener(port: first.port) } throws: { ($0 as? HTTPError)?.code == .unavailable }
-        let port = first.port
-        _ = consume first
-        let again = try LoopbackListener(port: port, path: "/cb")
-        #expect(again.redirectURI == "http://127.0.0.1:\(port)/cb")
+        // The freed port may be taken by another test's server in between
+        // (they bind free ports too): then try with another one.
+        for attempt in 1...5 {
+            let first = try LoopbackListener()
+            #expect { try LoopbackListener(port: first.port) } throws: { ($0 as? HTTPError)?.code == .unavailable }
+            let port = first.port
+            _ = consume first
+            do {
+                let again = try LoopbackListener(port: port, path: "/cb")
+                #expect(again.redirectURI == "http://127.0.0.1:\(port)/cb")
+                return
+            } catch {
+                if attempt == 5 { throw error }
+            }
+        }
     }
 
     @Test("a garbage request is refused and the listener keeps waiting")
