@@ -48,11 +48,6 @@ public struct SyncEngine {
     public let storeTimeout: Double
     /// Tries per request when the store fails (5xx, network).
     public let storeAttempts: Int
-    /// The record whose refresh this process has just stored, holding its
-    /// lock: a push of it ends this machine's lease on it (docs/sync.md,
-    /// "Leases"). Other records' leases end with a push only while no
-    /// process of this machine refreshes them.
-    var finishedRefresh: [UInt8]?
 
     /// The default time allowed per request to the store.
     public static let defaultStoreTimeout: Double = 30

@@ -63,9 +63,8 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
 
     /// Pushes the refreshed grant to the store, and judges a refusal against what the store holds.
     public func finish(_ need: RefreshNeed, refused: Bool, alone: Bool, in vault: Vault) -> RefusalVerdict {
-        var engine = engine(vault)
+        let engine = engine(vault)
         guard engine.isConfigured else { return .dead }
-        engine.finishedRefresh = need.record
         // Send the new tokens now, unless the store was just found away (the
         // next sync sends them); a failure leaves them for the next sync.
         let pulled = alone ? false : publish(engine)

@@ -143,17 +143,13 @@ struct SyncRound {
         let state = state
         // A root this machine writes ends its leases on records that no
         // process of the machine is refreshing (the refresh lock is free:
-        // its holder stored its tokens, or died), and on the record whose
-        // refresh this process has just stored. Looked at before the
+        // its holder stored its tokens, or died). Looked at before the
         // records are read, so a refresh finished by then is in them: every
         // record is then either in this push or already in the store. A
-        // refresh under way in another process keeps its lease until that
-        // process has stored what it spent.
+        // refresh under way keeps its lease until it has stored what it spent.
         let ending = Set(
-            (root?.leases ?? []).filter { lease in
-                lease.device == state.device
-                    && (lease.record == engine.finishedRefresh || !vault.refreshInProgress(record: lease.record))
-            }.map(\.record))
+            (root?.leases ?? []).filter { $0.device == state.device && !vault.refreshInProgress(record: $0.record) }
+                .map(\.record))
         outgoing = try vault.read { (manifest: StateManifest) throws(VaultError) in
             try engine.pendingBuckets(state: state, manifest: manifest)
         }

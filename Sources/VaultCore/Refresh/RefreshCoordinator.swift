@@ -8,19 +8,12 @@ public struct RefreshNeed: Sendable, Equatable {
     public let minimumValidity: TimeInterval
     /// Refresh even when the access token is fresh.
     public let force: Bool
-    /// The grant's record id, when the refreshing process has found it: the
-    /// record whose lock `prepare` and `finish` are called holding.
-    public let record: [UInt8]?
 
     /// Creates a need.
-    public init(
-        name: String, minimumValidity: TimeInterval = Grant.freshnessMargin, force: Bool = false,
-        record: [UInt8]? = nil
-    ) {
+    public init(name: String, minimumValidity: TimeInterval = Grant.freshnessMargin, force: Bool = false) {
         self.name = name
         self.minimumValidity = minimumValidity
         self.force = force
-        self.record = record
     }
 }
 
@@ -59,7 +52,8 @@ public protocol RefreshCoordinator {
     /// to need a token request.
     func prepare(_ need: RefreshNeed, grant: Grant, in vault: Vault) throws(VaultError) -> RefreshDecision
 
-    /// Called after the new tokens are stored (`refused` false), or when the
+    /// Called after the new tokens are stored and this machine's lock for
+    /// the grant is let go (`refused` false), or, holding the lock, when the
     /// provider refused the grant (`refused` true; the grant is not yet
     /// marked). `alone` says `prepare` decided `proceedAlone`. For a refusal
     /// the verdict says what it means; after a refresh it is ignored.

@@ -71,7 +71,7 @@ public struct TokenRefresher {
         _ name: String, minimumValidity: TimeInterval = Grant.freshnessMargin, forceRefresh: Bool = false
     ) throws(VaultError) -> FreshGrant {
         let (row, grant) = try vault.loadWithRow(name)
-        let need = RefreshNeed(name: name, minimumValidity: minimumValidity, force: forceRefresh, record: row.id)
+        let need = RefreshNeed(name: name, minimumValidity: minimumValidity, force: forceRefresh)
         if !forceRefresh && vault.usable(grant, minimumValidity) { return FreshGrant(grant: grant, refreshed: false) }
         if grant.dead { throw TokenRefresher.deadError(name, grant) }
         if let done = try coordinator.refreshElsewhere(need, in: vault) { return done }
@@ -120,6 +120,10 @@ public struct TokenRefresher {
             throw TokenRefresher.deadError(currentName, marked ?? current, cause: error)
         }
         var stored = try vault.storeRefreshed(id: row.id, spentRefreshToken: current.refreshToken, next)
+        // Stored: processes waiting for this grant take the new token now,
+        // not after the network calls below; and any sync of this machine
+        // from now on ends the lease (docs/sync.md, "Refresh of a synced grant").
+        lock.release()
         // Before the coordinator sends the new tokens on, so the account goes with them.
         if stored.account == nil && stored.refreshToken == next.refreshToken {
             stored = learningAccount(of: stored, id: row.id, named: next.account)
