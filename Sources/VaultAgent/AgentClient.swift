@@ -1,3 +1,4 @@
+internal import CPlatform
 public import FoundationEssentials
 internal import Glibc
 public import VaultCore
@@ -257,5 +258,97 @@ public struct AgentRefreshCoordinator: RefreshCoordinator {
     public func refreshElsewhere(_ need: RefreshNeed, in vault: Vault) throws(VaultError) -> FreshGrant? {
         _ = try client.token(need.name, minimumValidity: need.minimumValidity, forceRefresh: need.force)
         return FreshGrant(grant: try vault.load(need.name), refreshed: true)
+    }
+}
+
+/// A client of an agent on another machine, reached through a socket that
+/// `ssh -R` forwarded here: it gets access tokens and what describes them,
+/// nothing else (docs/agent.md, "Forwarding").
+package final class ForwardedAgent {
+    let connection: AgentConnection
+    /// The forwarded socket.
+    package let socket: String
+
+    private init(connection: AgentConnection, socket: String) {
+        self.connection = connection
+        self.socket = socket
+    }
+
+    /// Connects to the forwarded socket at `path`: a socket of ours (sshd
+    /// creates it as the user who logged in), in a directory nobody else
+    /// may write to, served by our uid.
+    package static func connect(socket path: String, timeout: Int = 60) throws(VaultError) -> ForwardedAgent {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { throw VaultError(.notFound, "no forwarded agent socket at \(path)") }
+        guard st.st_mode & S_IFMT == S_IFSOCK else {
+            throw VaultError(.insecurePath, "\(path) is not a socket (symbolic links are refused)")
+        }
+        guard st.st_uid == geteuid() else { throw VaultError(.insecurePath, "\(path) belongs to another user") }
+        let resolved = FileSystem.resolvingParent(path)
+        let directory =
+            resolved.lastIndex(of: "/").map { $0 == resolved.startIndex ? "/" : String(resolved[..<$0]) } ?? "."
+        var dir = stat()
+        guard lstat(directory, &dir) == 0 else {
+            throw VaultError(.io, "cannot inspect \(directory): \(FileSystem.errnoText())")
+        }
+        // Another user who may write the directory could swap the socket.
+        let sticky = dir.st_mode & S_ISVTX != 0
+        guard dir.st_uid == geteuid() || dir.st_uid == 0, sticky || dir.st_mode & 0o022 == 0 else {
+            throw VaultError(
+                .insecurePath, "\(directory) is open to other users", remedy: .makeDirectoryPrivate(path: directory))
+        }
+        let connection = try AgentConnection.connect(
+            socket: path, timeout: timeout,
+            absent: "no agent answers at \(path) (is the ssh connection that forwards it open?)")
+        return ForwardedAgent(connection: connection, socket: path)
+    }
+
+    /// A fresh access token of the grant `name` on the agent's machine, with
+    /// the account, provider and scopes that describe it; `claims` tell
+    /// the person there who asks.
+    package func token(_ name: String, minimumValidity: TimeInterval, claims: RequesterClaims) throws(VaultError)
+        -> Grant
+    {
+        try connection.grantToken(name, minimumValidity: minimumValidity, claims: claims)
+    }
+}
+
+extension AgentClient {
+    /// A fresh access token of `name` and what describes it, under the
+    /// agent's policy (operation 11, as a forwarded client asks): what
+    /// `env`, `exec`, `header` and `xoauth2` hand out.
+    package func grantToken(_ name: String, minimumValidity: TimeInterval) throws(VaultError) -> Grant {
+        try connection.grantToken(name, minimumValidity: minimumValidity, claims: .ofThisProcess())
+    }
+}
+
+extension AgentConnection {
+    /// Operation 11: an access token and what describes it.
+    func grantToken(_ name: String, minimumValidity: TimeInterval, claims: RequesterClaims) throws(VaultError)
+        -> Grant
+    {
+        try GrantName.validate(name)
+        var request = MessageWriter(request: .grantToken)
+        request.string(name)
+        request.u32(UInt32(max(0, min(minimumValidity, 1e7))))
+        request.string(claims.host)
+        request.string(claims.command)
+        request.u32(claims.uid)
+        request.u32(claims.pid)
+        var r = try call(request)
+        let accessToken = try r.string()
+        let tokenType = try r.string()
+        let expiry = Int64(bitPattern: try r.u64())
+        let account = try r.string()
+        let provider = try r.string()
+        let scopes = try r.string()
+        try r.finish()
+        // A grant that holds what was handed out and nothing that could
+        // refresh it: the refresh token stays with the agent.
+        return Grant(
+            provider: provider, account: account.isEmpty ? nil : account, accessToken: accessToken,
+            tokenType: tokenType,
+            expiresAt: expiry == AgentProtocol.noExpiry ? nil : Date(timeIntervalSince1970: TimeInterval(expiry)),
+            scopes: scopes.split(separator: " ").map(String.init), createdAt: Date())
     }
 }

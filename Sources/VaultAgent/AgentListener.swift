@@ -11,14 +11,17 @@ final class AgentListener: Sendable {
     struct Descriptors {
         var lock: Int32 = -1
         var socket: Int32 = -1
+        var forwardSocket: Int32 = -1
         var signals: Int32 = -1
-        /// The socket file this agent bound, so it never removes another's.
+        /// The socket files this agent bound, so it never removes another's.
         var socketIdentity: FileIdentity?
+        var forwardSocketIdentity: FileIdentity?
     }
 
     /// What one wait saw.
     struct Events {
         var clientsWaiting = false
+        var forwardedClientsWaiting = false
         var signalsPending = false
     }
 
@@ -34,7 +37,7 @@ final class AgentListener: Sendable {
 
     deinit {
         descriptors.withLock { d in
-            for fd in [d.socket, d.signals, d.lock] where fd >= 0 { close(fd) }
+            for fd in [d.socket, d.forwardSocket, d.signals, d.lock] where fd >= 0 { close(fd) }
         }
     }
 
@@ -59,6 +62,17 @@ final class AgentListener: Sendable {
             $0.socket = socket
             $0.socketIdentity = identity
         }
+        // The forwarding socket: what `ssh -R` carries to other machines.
+        if FileSystem.exists(paths.forwardSocket) { unlink(paths.forwardSocket) }
+        let forward = vault_unix_listen(paths.forwardSocket)
+        guard forward >= 0 else {
+            throw VaultError(.io, "cannot listen on \(paths.forwardSocket): \(FileSystem.errnoText())")
+        }
+        let forwardIdentity = FileIdentity(path: paths.forwardSocket)
+        descriptors.withLock {
+            $0.forwardSocket = forward
+            $0.forwardSocketIdentity = forwardIdentity
+        }
         // Signals are blocked here, before any serving thread exists, so
         // every thread inherits the mask and they arrive on the descriptor.
         let signals = vault_signal_fd()
@@ -68,14 +82,17 @@ final class AgentListener: Sendable {
 
     /// Waits up to a second for a client or a signal; nil when waiting failed.
     func wait() -> Events? {
-        let d = descriptors.withLock { ($0.socket, $0.signals) }
+        let d = descriptors.withLock { ($0.socket, $0.signals, $0.forwardSocket) }
         var fds = [
             pollfd(fd: d.0, events: Int16(POLLIN), revents: 0),
             pollfd(fd: d.1, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: d.2, events: Int16(POLLIN), revents: 0),
         ]
         let n = poll(&fds, nfds_t(fds.count), 1000)
         if n < 0 && errno != EINTR { return nil }
-        return Events(clientsWaiting: fds[0].revents & Int16(POLLIN) != 0, signalsPending: fds[1].revents != 0)
+        return Events(
+            clientsWaiting: fds[0].revents & Int16(POLLIN) != 0,
+            forwardedClientsWaiting: fds[2].revents & Int16(POLLIN) != 0, signalsPending: fds[1].revents != 0)
     }
 
     /// The signals that arrived, in order.
@@ -86,10 +103,11 @@ final class AgentListener: Sendable {
         return signals
     }
 
-    /// Accepts every waiting client of our uid, while there is room, and
-    /// serves each on a thread of its own.
-    func acceptClients(_ serve: @escaping @Sendable (Int32) -> Void) {
-        let listening = descriptors.withLock { $0.socket }
+    /// Accepts every waiting client of our uid on the agent's socket (or
+    /// on the forwarding socket), while there is room, and serves each on a
+    /// thread of its own with what the kernel says of its peer.
+    func acceptClients(forwarded: Bool = false, _ serve: @escaping @Sendable (Int32, AgentPeer) -> Void) {
+        let listening = descriptors.withLock { forwarded ? $0.forwardSocket : $0.socket }
         while true {
             let fd = vault_unix_accept(listening)
             guard fd >= 0 else { return }
@@ -111,8 +129,9 @@ final class AgentListener: Sendable {
             }
             // A thread of its own, not a shared pool: a client waiting on a
             // stalled provider must not take a worker others need.
+            let peer = AgentPeer.of(fd, socketOrigin: forwarded ? .forwarded : .local)
             startThread { [self] in
-                serve(fd)
+                serve(fd, peer)
                 clients.withLock { $0 -= 1 }
             }
         }
@@ -124,10 +143,10 @@ final class AgentListener: Sendable {
         return FileIdentity(path: paths.socket) != mine
     }
 
-    /// Unlinks the socket if it is still the one this agent bound.
+    /// Unlinks the sockets that are still the ones this agent bound.
     func removeSocket() {
-        if let mine = descriptors.withLock({ $0.socketIdentity }), FileIdentity(path: paths.socket) == mine {
-            unlink(paths.socket)
-        }
+        let mine = descriptors.withLock { ($0.socketIdentity, $0.forwardSocketIdentity) }
+        if let socket = mine.0, FileIdentity(path: paths.socket) == socket { unlink(paths.socket) }
+        if let forward = mine.1, FileIdentity(path: paths.forwardSocket) == forward { unlink(paths.forwardSocket) }
     }
 }

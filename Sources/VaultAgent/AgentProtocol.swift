@@ -47,6 +47,12 @@ enum AgentProtocol {
         /// → u32 count and the names of the grants in a sync conflict (none
         /// when the vault does not sync).
         case conflicts = 10
+        /// Name, minimum validity u32, then the asker's claims: host,
+        /// command, uid u32, pid u32 → access token, token type, expiry,
+        /// account, provider, scopes (space-separated). The one operation a
+        /// forwarded client may use: an access token and what describes it,
+        /// never a refresh token or a record.
+        case grantToken = 11
     }
 
     static let noExpiry = Int64.min
@@ -202,6 +208,26 @@ extension VaultError.Code {
 
 /// A parsed request: every field checked before anything is done.
 package enum AgentRequest {
+    /// The operations a forwarded client may use.
+    static let forwardable: Set<AgentProtocol.Operation> = [.grantToken]
+
+    /// This request's operation.
+    var operation: AgentProtocol.Operation {
+        switch self {
+        case .hello: .hello
+        case .load: .load
+        case .lock: .lock
+        case .token: .token
+        case .nameHash: .nameHash
+        case .seal: .seal
+        case .open: .open
+        case .stateMAC: .stateMAC
+        case .sync: .sync
+        case .conflicts: .conflicts
+        case .grantToken: .grantToken
+        }
+    }
+
     case hello(vaultID: [UInt8])
     case load(vaultID: [UInt8], key: [UInt8])
     case lock
@@ -212,6 +238,7 @@ package enum AgentRequest {
     case stateMAC([UInt8])
     case sync
     case conflicts
+    case grantToken(name: String, minimumValidity: UInt32, claims: RequesterClaims)
 
     /// The most records one `open` may carry.
     static let maxRecords = 100_000
@@ -239,6 +266,11 @@ package enum AgentRequest {
         case .stateMAC: self = .stateMAC(try r.bytes())
         case .sync: self = .sync
         case .conflicts: self = .conflicts
+        case .grantToken:
+            self = .grantToken(
+                name: try r.string(), minimumValidity: try r.u32(),
+                claims: RequesterClaims(
+                    host: try r.string(), command: try r.string(), uid: try r.u32(), pid: try r.u32()))
         }
         try r.finish()
     }

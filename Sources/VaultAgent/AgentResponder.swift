@@ -12,11 +12,24 @@ internal import VaultSync
 final class AgentResponder: Sendable {
     let keys: KeyState
     let listener: AgentListener
+    let confirmer: Confirmer
+    let audit: AuditLog
     private let inFlight = Mutex(0)
 
     init(keys: KeyState, listener: AgentListener) {
         self.keys = keys
         self.listener = listener
+        let options = keys.environment.options
+        let method: Confirmer.Method =
+            if let command = options.confirmCommand, !command.isEmpty {
+                .command(command)
+            } else if options.confirmOnTerminal {
+                .terminal
+            } else {
+                .none
+            }
+        confirmer = Confirmer(method: method, timeout: options.confirmTimeout)
+        audit = AuditLog(directory: keys.environment.location.directory)
     }
 
     private var environment: AgentEnvironment { keys.environment }
@@ -24,14 +37,20 @@ final class AgentResponder: Sendable {
     /// True while a request is being answered.
     var isBusy: Bool { inFlight.withLock { $0 > 0 } }
 
-    /// The response to one request body; never throws, errors are answers.
-    func answer(_ body: [UInt8], session: inout VaultSession?) -> MessageWriter {
+    /// The response to one request body from `peer`; never throws, errors
+    /// are answers.
+    func answer(_ body: [UInt8], peer: AgentPeer = .thisUser, session: inout VaultSession?) -> MessageWriter {
         inFlight.withLock { $0 += 1 }
         defer { inFlight.withLock { $0 -= 1 } }
-        do {
+        do throws(VaultError) {
             var request = try AgentRequest(parsing: body)
             defer { request.wipe() }
-            return try respond(to: request, session: &session)
+            // A forwarded peer gets access tokens and nothing else: no
+            // record, no key, no lock, no sync.
+            guard peer.origin == .local || AgentRequest.forwardable.contains(request.operation) else {
+                throw VaultError(.denied, "a forwarded client may only ask for access tokens")
+            }
+            return try respond(to: request, peer: peer, session: &session)
         } catch {
             var w = MessageWriter(status: 1)
             w.error(error)
@@ -41,7 +60,9 @@ final class AgentResponder: Sendable {
 
     /// The answer to a parsed request; `session` is the asking connection's
     /// own connection to the vault, opened when first needed.
-    func respond(to request: AgentRequest, session: inout VaultSession?) throws(VaultError) -> MessageWriter {
+    func respond(to request: AgentRequest, peer: AgentPeer = .thisUser, session: inout VaultSession?)
+        throws(VaultError) -> MessageWriter
+    {
         var w = MessageWriter(status: 0)
         switch request {
         case .hello(let id):
@@ -77,27 +98,97 @@ final class AgentResponder: Sendable {
         keys.checkVaultFile()
         var grant: String?
         if case .token(let name, _, _) = request { grant = name }
+        if case .grantToken(let name, _, _) = request { grant = name }
         guard let current = keys.use(grant: grant) else {
             session = nil
+            if let grant {
+                record(
+                    grant, peer: peer, claims: peer.origin == .forwarded ? request.claims : nil, .failed,
+                    reason: VaultError.Code.locked.rawValue)
+            }
             throw VaultError(.locked, "the agent is locked")
         }
-        try respond(to: request, with: current, session: &session, into: &w)
+        try respond(to: request, with: current, peer: peer, session: &session, into: &w)
         return w
+    }
+
+    /// A fresh grant for a token request, after the policy (and the person,
+    /// when it says to confirm) let it through; every outcome is logged.
+    private func handOut(
+        _ name: String, minimumValidity: UInt32, force: Bool, peer: AgentPeer, claims: RequesterClaims?,
+        vault: Vault
+    ) throws(VaultError) -> Grant {
+        var outcome = AuditEntry.Outcome.allowed
+        do throws(VaultError) {
+            let policy = try AgentPolicy.load(configDirectory: environment.location.configDirectory)
+            switch policy.rule(for: name, origin: peer.origin) {
+            case .allow:
+                break
+            case .deny:
+                outcome = .denied
+                throw VaultError(.denied, "the agent's policy refuses '\(name)' to \(peer.origin.rawValue) requests")
+            case .confirm:
+                // Nobody is asked about a grant that is not there.
+                _ = try vault.load(name)
+                let question = ConfirmationQuestion(grant: name, peer: peer, claims: claims)
+                switch confirmer.ask(question) {
+                case .yes:
+                    outcome = .confirmed
+                case .no(let why):
+                    outcome = .notConfirmed
+                    throw VaultError(.denied, "the request for '\(name)' was not confirmed: \(why)")
+                }
+            }
+            let fresh = try environment.tokenRefresher(vault).freshGrant(
+                name, minimumValidity: TimeInterval(minimumValidity), forceRefresh: force)
+            record(name, peer: peer, claims: claims, outcome, reason: nil)
+            return fresh.grant
+        } catch {
+            if outcome == .allowed || outcome == .confirmed { outcome = .failed }
+            record(name, peer: peer, claims: claims, outcome, reason: error.code == .denied ? nil : error.code.rawValue)
+            throw error
+        }
+    }
+
+    private func record(
+        _ grant: String, peer: AgentPeer, claims: RequesterClaims?, _ outcome: AuditEntry.Outcome, reason: String?
+    ) {
+        let entry = AuditEntry(
+            time: environment.time.now(), grant: grant, peer: peer, claimed: claims, outcome: outcome, reason: reason)
+        if let failure = audit.append(entry) { environment.log("audit log: \(failure.reason)") }
     }
 
     /// Writes the answer to an operation that needs the keys.
     private func respond(
-        to request: AgentRequest, with current: UnlockedKeys, session: inout VaultSession?, into w: inout MessageWriter
+        to request: AgentRequest, with current: UnlockedKeys, peer: AgentPeer, session: inout VaultSession?,
+        into w: inout MessageWriter
     ) throws(VaultError) {
         let recordKeys = current.keys
         switch request {
         case .token(let name, let minimum, let force):
             let vault = try keys.vault(current, session: &session)
-            let fresh = try environment.tokenRefresher(vault).freshGrant(
-                name, minimumValidity: TimeInterval(minimum), forceRefresh: force)
-            w.string(fresh.grant.accessToken ?? "")
-            w.string(fresh.grant.tokenType ?? "Bearer")
-            w.u64(UInt64(bitPattern: fresh.grant.expiresAt?.epochSeconds ?? AgentProtocol.noExpiry))
+            let grant = try handOut(
+                name, minimumValidity: minimum, force: force, peer: peer, claims: nil, vault: vault)
+            w.string(grant.accessToken ?? "")
+            w.string(grant.tokenType ?? "Bearer")
+            w.u64(UInt64(bitPattern: grant.expiresAt?.epochSeconds ?? AgentProtocol.noExpiry))
+        case .grantToken(let name, let minimum, let claims):
+            let vault = try keys.vault(current, session: &session)
+            // OAuth 1.0a signs each request with secrets that stay here.
+            if try vault.load(name).kind == .oauth1 {
+                throw VaultError(
+                    .unsupported,
+                    "'\(name)' is an OAuth 1.0a grant, whose requests are signed with secrets that stay on its machine")
+            }
+            let grant = try handOut(
+                name, minimumValidity: minimum, force: false, peer: peer,
+                claims: peer.origin == .forwarded ? claims : nil, vault: vault)
+            w.string(grant.accessToken ?? "")
+            w.string(grant.tokenType ?? "Bearer")
+            w.u64(UInt64(bitPattern: grant.expiresAt?.epochSeconds ?? AgentProtocol.noExpiry))
+            w.string(grant.account ?? "")
+            w.string(grant.provider)
+            w.string(grant.scopes.joined(separator: " "))
         case .nameHash(let name):
             w.fixed(try recordKeys.nameHash(name))
         case .seal(let raw, let id, let version, let deleted, let hash):
@@ -134,5 +225,13 @@ final class AgentResponder: Sendable {
         case .hello, .load, .lock:
             break
         }
+    }
+}
+
+extension AgentRequest {
+    /// What the asker says about itself, for the requests that carry it.
+    var claims: RequesterClaims? {
+        if case .grantToken(_, _, let claims) = self { return claims }
+        return nil
     }
 }

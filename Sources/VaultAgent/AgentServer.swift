@@ -33,6 +33,14 @@ public final class AgentServer: Sendable {
         /// Exit when locked (an agent started on demand); otherwise stay and
         /// wait for a client to load the key again (a systemd service).
         public var exitWhenLocked = true
+        /// A command that asks the person whether to hand out a token the
+        /// policy says to confirm (`sh -c`, the question in `VAULT_CONFIRM_*`,
+        /// exit status 0 for yes).
+        public var confirmCommand: String?
+        /// Ask on the agent's terminal when there is no confirmation command.
+        public var confirmOnTerminal = false
+        /// How long a confirmation may take before it counts as no.
+        public var confirmTimeout: TimeInterval = 30
 
         /// The defaults: 15 minutes idle, 8 hours at most.
         public init() {}
@@ -100,7 +108,12 @@ public final class AgentServer: Sendable {
             }
             if events.signalsPending { handleSignals() }
             if events.clientsWaiting {
-                listener.acceptClients { ClientConnection(fd: $0, responder: responder).serve() }
+                listener.acceptClients { ClientConnection(fd: $0, peer: $1, responder: responder).serve() }
+            }
+            if events.forwardedClientsWaiting {
+                listener.acceptClients(forwarded: true) {
+                    ClientConnection(fd: $0, peer: $1, responder: responder).serve()
+                }
             }
             maintain()
         }

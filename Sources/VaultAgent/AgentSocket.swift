@@ -5,8 +5,8 @@ internal import VaultCrypto
 internal import VaultSync
 
 /// Where the agent of one vault listens: `$XDG_RUNTIME_DIR/vault/`, a
-/// directory of mode 0700, holding `agent-ID.sock` and `agent-ID.lock`
-/// where ID is a hash of the vault directory's real path.
+/// directory of mode 0700, holding `agent-ID.sock`, `forward-ID.sock` and
+/// `agent-ID.lock` where ID is a hash of the vault directory's real path.
 public struct AgentPaths: Sendable, Equatable {
     /// The private runtime directory.
     public let directory: String
@@ -14,6 +14,11 @@ public struct AgentPaths: Sendable, Equatable {
     public let socket: String
     /// The lock file an agent holds while it runs, so only one serves a vault.
     public let lock: String
+    /// The socket to forward to other machines (`ssh -R`): it answers
+    /// access tokens only (docs/agent.md, "Forwarding").
+    public var forwardSocket: String {
+        directory + "/forward-" + socket.dropFirst(directory.count + "/agent-".count)
+    }
 
     /// The paths for `location`, or nil when `XDG_RUNTIME_DIR` is not set
     /// (there is then no agent: it needs a per-user, memory-backed place).
@@ -96,16 +101,20 @@ final class AgentConnection {
     static func connect(_ paths: AgentPaths, timeout: Int) throws(VaultError) -> AgentConnection {
         try paths.checkDirectory()
         try paths.checkSocket()
-        let fd = vault_unix_connect(paths.socket)
+        return try connect(socket: paths.socket, timeout: timeout, absent: "no agent is listening at \(paths.socket)")
+    }
+
+    /// Connects to a socket whose file was checked, and checks that its
+    /// server runs as our uid; `absent` is the reason when nothing listens.
+    static func connect(socket path: String, timeout: Int, absent: String) throws(VaultError) -> AgentConnection {
+        let fd = vault_unix_connect(path)
         guard fd >= 0 else {
-            if errno == ECONNREFUSED || errno == ENOENT {
-                throw VaultError(.notFound, "no agent is listening at \(paths.socket)")
-            }
+            if errno == ECONNREFUSED || errno == ENOENT { throw VaultError(.notFound, absent) }
             throw VaultError(.io, "cannot connect to the agent: \(FileSystem.errnoText())")
         }
         let connection = AgentConnection(fd: fd)
         guard vault_peer_uid(fd) == Int64(geteuid()) else {
-            throw VaultError(.insecurePath, "the agent socket \(paths.socket) is served by another user")
+            throw VaultError(.insecurePath, "the agent socket \(path) is served by another user")
         }
         connection.setTimeout(seconds: timeout)
         return connection

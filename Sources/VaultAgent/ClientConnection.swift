@@ -12,14 +12,17 @@ struct ClientConnection {
     static let idleTimeout: TimeInterval = 120
 
     let fd: Int32
+    /// Who is at the other end, as the kernel says.
+    let peer: AgentPeer
     let responder: AgentResponder
     var requestTimeout = ClientConnection.requestTimeout
     var idleTimeout = ClientConnection.idleTimeout
 
     private var environment: AgentEnvironment { responder.keys.environment }
 
-    init(fd: Int32, responder: AgentResponder) {
+    init(fd: Int32, peer: AgentPeer = .thisUser, responder: AgentResponder) {
         self.fd = fd
+        self.peer = peer
         self.responder = responder
     }
 
@@ -36,7 +39,7 @@ struct ClientConnection {
         defer { session?.end() }
         while waitForRequest() {
             guard var body = receiveMessage() else { return }
-            var response = responder.answer(body, session: &session).framed
+            var response = responder.answer(body, peer: peer, session: &session).framed
             secureZero(&body)
             let ok = send(response)
             secureZero(&response)

@@ -1,3 +1,4 @@
+internal import FoundationEssentials
 internal import VaultAgent
 internal import VaultCore
 
@@ -38,6 +39,44 @@ struct AgentAccess {
         } catch {
             if error.code == .locked || error.code == .unsupported || error.code == .io { return nil }
             throw error
+        }
+    }
+
+    /// A fresh access token of `name` and what describes it from this
+    /// vault's agent, under its policy, or nil when no agent holds the vault
+    /// unlocked or it cannot hand this grant out this way (an OAuth 1.0a
+    /// grant, an older agent): the caller then opens the vault itself.
+    func grant(_ name: String, at location: VaultLocation, minimumValidity: Double) throws -> Grant? {
+        guard let agent = client(for: location) else { return nil }
+        do {
+            return try agent.grantToken(name, minimumValidity: minimumValidity)
+        } catch {
+            if error.code == .locked || error.code == .unsupported || error.code == .io { return nil }
+            throw error
+        }
+    }
+
+    /// The agent of another machine, forwarded here over SSH, when there is
+    /// no vault here: `VAULT_AGENT_SOCK`, else
+    /// `$XDG_RUNTIME_DIR/vault/forwarded.sock` when it exists. It hands out
+    /// access tokens only.
+    func forwarded(for location: VaultLocation) throws -> ForwardedAgent? {
+        guard environment["VAULT_AGENT"] != "off", !Vault.exists(at: location) else { return nil }
+        let named = environment["VAULT_AGENT_SOCK"].flatMap { $0.isEmpty ? nil : $0 }
+        guard let path = named ?? environment["XDG_RUNTIME_DIR"].map({ $0 + "/vault/forwarded.sock" }) else {
+            return nil
+        }
+        if named == nil && !FileSystem.exists(path) { return nil }
+        return try ForwardedAgent.connect(socket: path)
+    }
+
+    /// Notes a token this command handed out without an agent in the
+    /// vault's audit log (an agent logs the ones it hands out).
+    func audit(_ name: String, at location: VaultLocation, outcome: AuditEntry.Outcome, reason: String? = nil) {
+        let entry = AuditEntry(
+            time: Date(), grant: name, peer: .thisProcess, claimed: nil, outcome: outcome, reason: reason)
+        if let failure = AuditLog(directory: location.directory).append(entry) {
+            output.warn("the audit log: \(failure.reason)")
         }
     }
 

@@ -1,4 +1,5 @@
 internal import Glibc
+internal import VaultCore
 
 /// Standard streams: data to stdout, messages to stderr as
 /// `vault: error: ...` and `vault: hint: ...`.
@@ -19,34 +20,10 @@ struct Console {
         }
     }
 
-    /// Text from outside (providers, stores, imports, other users) made
-    /// safe for a terminal: C0 and C1 controls, DEL and the bidirectional
-    /// overrides and isolates are shown as `\u{...}`, so they can neither
-    /// drive the terminal, forge a line, nor reorder what a person reads.
-    /// Every human-readable output goes through this; machine outputs are
+    /// Text from outside made safe for a terminal (`DisplayText.escaped`):
+    /// every human-readable output goes through this; machine outputs are
     /// checked against their own grammar instead.
-    static func escaped(_ text: String) -> String {
-        var out = ""
-        out.unicodeScalars.reserveCapacity(text.unicodeScalars.count)
-        for scalar in text.unicodeScalars {
-            if needsEscape(scalar) {
-                out += "\\u{" + String(scalar.value, radix: 16) + "}"
-            } else {
-                out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
-    }
-
-    private static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
-        switch scalar.value {
-        case 0x00...0x1f, 0x7f...0x9f: return true  // C0, DEL, C1
-        case 0x202a...0x202e, 0x2066...0x2069: return true  // embeddings, overrides, isolates
-        case 0x200e, 0x200f, 0x061c: return true  // directional marks
-        case 0x2028, 0x2029: return true  // line and paragraph separators
-        default: return false
-        }
-    }
+    static func escaped(_ text: String) -> String { DisplayText.escaped(text) }
 
     func out(_ line: String) { Console.write(line + "\n", to: 1) }
     func info(_ line: String) { Console.write("vault: \(Console.escaped(line))\n", to: 2) }

@@ -61,6 +61,11 @@ struct CLIError: Error {
         default:
             code = .failure
         }
-        self.init(error.reason, hint: error.remedy.map(Remedies.hint), exitCode: code)
+        var hint = error.remedy.map(Remedies.hint)
+        if error.code == .denied && hint == nil {
+            hint =
+                "'vault policy NAME' on the machine that holds the vault says what its agent answers; an agent started with --confirm-command can ask"
+        }
+        self.init(error.reason, hint: hint, exitCode: code)
     }
 }

@@ -48,6 +48,12 @@ struct VaultOpener {
     private func existingLocation() throws -> VaultLocation {
         let location = try location()
         guard Vault.exists(at: location) else {
+            // Through a forwarded agent this machine has tokens, not a vault.
+            if let socket = environment["VAULT_AGENT_SOCK"], !socket.isEmpty {
+                throw CLIError(
+                    "no vault at \(location.databasePath); the forwarded agent at \(socket) hands out access tokens only",
+                    hint: "run this command on the machine that holds the vault")
+            }
             throw CLIError("no vault at \(location.databasePath)", hint: "run 'vault init' to create one")
         }
         return location

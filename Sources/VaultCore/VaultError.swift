@@ -57,6 +57,9 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
         public static let timedOut = Code(rawValue: "vault.timed_out")
         /// The grant needs a new authorization (refused by the provider, or expired without a refresh token).
         public static let dead = Code(rawValue: "vault.dead")
+        /// The agent's policy, or the person asked to confirm, refused to hand
+        /// out the grant's token; the grant is fine.
+        public static let denied = Code(rawValue: "vault.denied")
         // The environment.
         /// Another process or machine holds what is needed; try again shortly.
         public static let busy = Code(rawValue: "vault.busy")

@@ -52,7 +52,7 @@ package enum FileSystem {
 
     /// Creates `path` and missing parents with mode 0700, then makes sure
     /// the final directory is ours and private.
-    static func makePrivateDirectory(_ path: String) throws(VaultError) {
+    package static func makePrivateDirectory(_ path: String) throws(VaultError) {
         var prefix = ""
         for component in path.split(separator: "/") {
             prefix += "/" + component
@@ -239,6 +239,13 @@ package enum FileSystem {
     /// Writes `contents` to `path` atomically (temporary file, fsync,
     /// rename, fsync directory), mode 0600; refuses to replace an existing
     /// file unless `replace`.
+    package static func writeAtomically(_ path: String, secret contents: SecureBytes, replace: Bool)
+        throws(VaultError)
+    {
+        try writeAtomically(path, contents: contents, replace: replace)
+    }
+
+    /// Writes `contents` to `path` atomically (see above).
     static func writeAtomically(_ path: String, contents: some SecureBytesView, replace: Bool) throws(VaultError) {
         let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
         let dir = directory.isEmpty ? "." : directory

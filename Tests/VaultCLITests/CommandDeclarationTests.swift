@@ -76,7 +76,8 @@ struct CommandDeclarationTests {
             ])
         #expect(
             Commands.named("agent")!.options.map(\.name) == [
-                "foreground", "idle-timeout", "timeout", "refresh-before", "status", "key-on-stdin",
+                "foreground", "idle-timeout", "timeout", "refresh-before", "confirm-command", "confirm-timeout",
+                "status", "key-on-stdin",
             ])
     }
 }

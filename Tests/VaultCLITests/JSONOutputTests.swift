@@ -46,6 +46,11 @@ struct JSONOutputTests {
         JSONRun("agent", "--status", "--json"),
         JSONRun("lock", "--json"),
         JSONRun("lock", "--json"),
+        JSONRun("policy", "--json"),
+        JSONRun("policy", "work", "--forwarded", "allow", "--json"),
+        JSONRun("policy", "work", "--json"),
+        JSONRun("log", "--json"),
+        JSONRun("log", "work", "--limit", "1", "--json"),
     ]
 
     /// Commands that need the test provider or the WebDAV store.

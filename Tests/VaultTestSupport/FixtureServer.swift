@@ -11,6 +11,7 @@ public final class FixtureServer: @unchecked Sendable {
     public var port: Int { Int(firstLine) ?? 0 }
     private let process: Process
     private let stdin = Pipe()
+    private let out = Pipe()
 
     /// The repository root.
     public static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -23,7 +24,6 @@ public final class FixtureServer: @unchecked Sendable {
         process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
         process.arguments = [root.appendingPathComponent("Tools/testservers/\(script)").path] + arguments
-        let out = Pipe()
         process.standardInput = stdin
         process.standardOutput = out
         try process.run()
@@ -38,6 +38,21 @@ public final class FixtureServer: @unchecked Sendable {
             throw POSIXError(.EIO)
         }
         firstLine = String(decoding: line, as: UTF8.self)
+    }
+
+    /// Sends one command line to a server that answers on its stdout (a
+    /// control channel, such as socket_recorder.py's) and returns its
+    /// one-line answer.
+    public func ask(_ command: String) throws -> String {
+        try stdin.fileHandleForWriting.write(contentsOf: Data((command + "\n").utf8))
+        var line = [UInt8]()
+        while true {
+            let byte = out.fileHandleForReading.readData(ofLength: 1)
+            guard let b = byte.first else { throw POSIXError(.EIO) }
+            if b == 0x0a { break }
+            line.append(b)
+        }
+        return String(decoding: line, as: UTF8.self)
     }
 
     /// The base URL, `http://127.0.0.1:PORT`.

@@ -4,15 +4,34 @@
   agent_client.py SOCKET hello         send a well-formed hello (vault id of zeros)
   agent_client.py SOCKET oversized     announce a 16 MiB message, then send a little
   agent_client.py SOCKET garbage       a short message with an unknown version
+  agent_client.py SOCKET lock|sync|conflicts|open|name-hash|token
+                                       that operation, well-formed (open: no
+                                       records; name-hash and token: grant "work")
 
 Prints one line: "answer STATUS" when the agent answered (STATUS is the
-status byte), "closed" when it closed the connection without an answer,
-or "refused ERRNO-NAME" when connecting failed.
+status byte, followed by the error code for an error), "closed" when it
+closed the connection without an answer, or "refused ERRNO-NAME" when
+connecting failed.
 """
 import errno
 import socket
 import struct
 import sys
+
+
+def string(text):
+    raw = text.encode()
+    return struct.pack(">I", len(raw)) + raw
+
+
+OPERATIONS = {
+    "lock": bytes([3]),
+    "sync": bytes([9]),
+    "conflicts": bytes([10]),
+    "open": bytes([7]) + struct.pack(">I", 0),
+    "name-hash": bytes([5]) + string("work"),
+    "token": bytes([4]) + string("work") + struct.pack(">I", 60) + bytes([0]),
+}
 
 
 def main():
@@ -30,6 +49,9 @@ def main():
             s.sendall(struct.pack(">I", len(body)) + body)
         elif what == "oversized":
             s.sendall(struct.pack(">I", 16 << 20) + bytes(4096))
+        elif what in OPERATIONS:
+            body = bytes([3]) + OPERATIONS[what]
+            s.sendall(struct.pack(">I", len(body)) + body)
         elif what == "garbage":
             body = bytes([99, 1])
             s.sendall(struct.pack(">I", len(body)) + body)
@@ -46,7 +68,11 @@ def main():
             if not chunk:
                 break
             body += chunk
-        print("answer", body[1] if len(body) > 1 else "short")
+        if len(body) > 6 and body[1] == 1:
+            (n,) = struct.unpack(">I", body[2:6])
+            print("answer", 1, body[6:6 + n].decode(errors="replace"))
+        else:
+            print("answer", body[1] if len(body) > 1 else "short")
     except (ConnectionResetError, BrokenPipeError):
         print("closed")
 

@@ -16,6 +16,12 @@ struct AgentTimeouts: OptionGroup {
         "refresh-before", value: "DURATION",
         help: "refresh recently used grants this long before they expire (default 5m)")
     var refreshBefore: String?
+    @Option(
+        "confirm-command", value: "COMMAND",
+        help: "ask the person with this command (exit 0: yes) when the policy says confirm")
+    var confirmCommand: String?
+    @Option("confirm-timeout", value: "DURATION", help: "refuse a confirmation not given in time (default 30s)")
+    var confirmTimeout: String?
 }
 
 /// The agent's timeouts, from `vault agent`'s options or the environment.
@@ -23,6 +29,9 @@ struct AgentSettings {
     var idle: TimeInterval = 15 * 60
     var hard: TimeInterval = 8 * 3600
     var refreshBefore: TimeInterval = 5 * 60
+    /// How the agent asks the person about a request its policy says to confirm.
+    var confirmCommand: String?
+    var confirmTimeout: TimeInterval = 30
 
     /// `options`: `vault agent`'s, which come before the environment.
     init(environment: [String: String], options: AgentTimeouts?) throws {
@@ -38,6 +47,13 @@ struct AgentSettings {
         idle = try pick(options?.$idle, "VAULT_AGENT_IDLE_TIMEOUT", idle)
         hard = try pick(options?.$hard, "VAULT_AGENT_TIMEOUT", hard)
         refreshBefore = try pick(options?.$refreshBefore, "VAULT_AGENT_REFRESH_BEFORE", refreshBefore)
+        confirmTimeout = try pick(options?.$confirmTimeout, "VAULT_CONFIRM_TIMEOUT", confirmTimeout)
+        guard confirmTimeout > 0, confirmTimeout <= 600 else {
+            throw CLIError.usage("the confirmation timeout must be from 1s to 10m", command: "agent")
+        }
+        confirmCommand = (options?.confirmCommand ?? environment["VAULT_CONFIRM_COMMAND"]).flatMap {
+            $0.isEmpty ? nil : $0
+        }
     }
 
     var serverOptions: AgentServer.Options {
@@ -45,6 +61,8 @@ struct AgentSettings {
         o.idleTimeout = idle
         o.hardTimeout = hard
         o.refreshBefore = refreshBefore
+        o.confirmCommand = confirmCommand
+        o.confirmTimeout = confirmTimeout
         return o
     }
 
@@ -59,8 +77,8 @@ struct AgentSettings {
     var arguments: [String] {
         [
             "--idle-timeout", "\(Int(idle))", "--timeout", "\(Int(hard))", "--refresh-before",
-            "\(Int(refreshBefore))",
-        ]
+            "\(Int(refreshBefore))", "--confirm-timeout", "\(Int(confirmTimeout))",
+        ] + (confirmCommand.map { ["--confirm-command", $0] } ?? [])
     }
 }
 
@@ -277,6 +295,9 @@ struct AgentHost {
     func serveInForeground() throws -> ExitCode {
         var options = settings.serverOptions
         options.exitWhenLocked = false
+        // With a person at the terminal and no command to ask through,
+        // confirmations are asked here.
+        options.confirmOnTerminal = isatty(0) == 1
         let console = context.output.console
         let server = AgentServer(
             location: location, paths: paths, options: options, transport: context.network.transport,
@@ -290,6 +311,7 @@ struct AgentHost {
             console.info("agent: waiting locked; the first command that unlocks the vault hands it the key")
         }
         console.info("agent: listening on \(paths.socket) (\(settings.summary))")
+        console.info("agent: forward to other machines with ssh -R REMOTE_PATH:\(paths.forwardSocket)")
         server.run()
         return .ok
     }
@@ -300,7 +322,7 @@ struct AgentCommand: VaultCommand {
     static let configuration = CommandConfiguration(
         name: "agent",
         abstract: "Keep the vault unlocked for a while in a per-user agent.",
-        usage: "agent [{foreground}] [{idle-timeout}] [{timeout}] [{status}]",
+        usage: "agent [{foreground}] [{idle-timeout}] [{timeout}] [{confirm-command}] [{status}]",
         discussion: """
             The agent holds the vault's keys in locked, guarded memory and answers the
             commands of the same user over a Unix socket in $XDG_RUNTIME_DIR/vault; it never
@@ -312,8 +334,18 @@ struct AgentCommand: VaultCommand {
             it starts locked and takes the key from the first command that unlocks.
             --status exits 0 when an agent holds the vault unlocked, 77 otherwise.
             Timeouts also come from VAULT_AGENT_IDLE_TIMEOUT and VAULT_AGENT_TIMEOUT.
+            Forwarding: its second socket, forward-ID.sock, can be forwarded to another machine
+            with ssh -R; there 'vault token', env, exec, header, xoauth2 and git-credential get
+            access tokens from it (VAULT_AGENT_SOCK names the forwarded socket), and nothing
+            else: no refresh token, no listing, no change. Forwarded requests are confirmed
+            (through --confirm-command or VAULT_CONFIRM_COMMAND, or on the terminal of a
+            foreground agent) unless 'vault policy' says otherwise; 'vault log' lists every
+            token handed out.
             """,
-        examples: ["vault agent --idle-timeout 1h", "vault agent --status", "vault lock"]
+        examples: [
+            "vault agent --idle-timeout 1h", "vault agent --status",
+            #"vault agent --confirm-command 'zenity --question --text "$VAULT_CONFIRM_SUMMARY"'"#, "vault lock",
+        ]
     )
 
     @Flag("foreground", help: "serve in this process (for a systemd user unit)")
@@ -377,6 +409,7 @@ struct AgentCommand: VaultCommand {
             ctx.output.info(
                 "the agent (pid \(running.pid)) holds this vault unlocked"
                     + (limits.isEmpty ? "" : "; it locks in \(limits.joined(separator: " or "))"))
+            ctx.output.info("forwarding socket (for ssh -R): \(paths.forwardSocket)")
             return .ok
         }
         if foreground {

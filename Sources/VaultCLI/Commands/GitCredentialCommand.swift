@@ -75,6 +75,14 @@ struct GitCredentialCommand: VaultCommand {
         let map = try GitCredentialMap.load(configDirectory: configDirectory)
         let catalog = ProviderCatalog.load(configDirectory: configDirectory)
         var entry = map.entry(host: host, path: request.path)
+        if let forwarded = try ctx.agents.forwarded(for: try ctx.opener.location()) {
+            // Only the hosts mapped here: which grants exist is the agent's
+            // machine's to know. 'erase' changes nothing there either.
+            guard let entry, action == "get" else { return .ok }
+            let grant = try forwarded.token(
+                entry.grant, minimumValidity: Grant.freshnessMargin, claims: .ofThisProcess())
+            return try answer(host: host, entry: entry, grant: grant, catalog: catalog)
+        }
         let vault = try ctx.opener.openVault()
         if entry == nil {
             // A preset may serve its own host when the choice is unambiguous.
@@ -95,10 +103,19 @@ struct GitCredentialCommand: VaultCommand {
             }
             return .ok
         }
-        let fresh = try ctx.network.refresher(vault).freshGrant(entry.grant)
+        let grant =
+            try ctx.agents.grant(entry.grant, at: vault.location, minimumValidity: Grant.freshnessMargin)
+            ?? Commands.handOut(entry.grant, from: vault, ctx: ctx)
+        return try answer(host: host, entry: entry, grant: grant, catalog: catalog)
+    }
+
+    /// Writes git's answer: the user name and the token as password.
+    private func answer(host: String, entry: GitCredentialMap.Entry, grant: Grant, catalog: ProviderCatalog) throws
+        -> ExitCode
+    {
         let username =
-            entry.username ?? catalog.providers[fresh.grant.provider]?.gitUsername ?? "oauth2"
-        let password = fresh.grant.accessToken ?? ""
+            entry.username ?? catalog.providers[grant.provider]?.gitUsername ?? "oauth2"
+        let password = grant.accessToken ?? ""
         // git reads one key=value a line: a line break would add fields of its own.
         guard OutputGrammar.isGitValue(username), OutputGrammar.isGitValue(password), !password.isEmpty else {
             throw CLIError(
@@ -106,7 +123,7 @@ struct GitCredentialCommand: VaultCommand {
                 hint: "set the user name with 'vault git-credential map \(host) \(entry.grant) --username U'")
         }
         var answer = "username=\(username)\npassword=\(password)\n"
-        if let expiry = fresh.grant.expiresAt { answer += "password_expiry_utc=\(expiry.epochSeconds)\n" }
+        if let expiry = grant.expiresAt { answer += "password_expiry_utc=\(expiry.epochSeconds)\n" }
         var bytes = Array(answer.utf8)
         Console.writeAll(&bytes, fd: 1)
         return .ok

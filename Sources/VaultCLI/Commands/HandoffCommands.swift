@@ -130,15 +130,47 @@ struct SigningOptions: OptionGroup {
 }
 
 extension Commands {
-    /// Fresh grants for several names from one unlocked vault.
+    /// Fresh grants for several names: from the forwarded agent when there
+    /// is no vault here, else from this vault's agent (under its policy),
+    /// else from the vault unlocked here. What the agents hand out carries
+    /// the access token and what describes it, never a refresh token.
     static func freshGrants(_ names: [String], ctx: Context) throws -> [(String, Grant)] {
-        let vault = try ctx.opener.openVault()
+        let location = try ctx.opener.location()
+        if let forwarded = try ctx.agents.forwarded(for: location) {
+            let claims = RequesterClaims.ofThisProcess()
+            return try names.map { name in
+                (name, try forwarded.token(name, minimumValidity: Grant.freshnessMargin, claims: claims))
+            }
+        }
+        var vault: Vault?
         var out: [(String, Grant)] = []
         for name in names {
-            let fresh = try ctx.network.refresher(vault).freshGrant(name)
-            out.append((name, fresh.grant))
+            if vault == nil,
+                let handed = try ctx.agents.grant(name, at: location, minimumValidity: Grant.freshnessMargin)
+            {
+                out.append((name, handed))
+                continue
+            }
+            if vault == nil { vault = try ctx.opener.openVault() }
+            out.append((name, try handOut(name, from: vault!, ctx: ctx)))
         }
         return out
+    }
+
+    /// A fresh grant from a vault this command opened, noted in the audit log.
+    static func handOut(
+        _ name: String, from vault: Vault, minimumValidity: Double = Grant.freshnessMargin, force: Bool = false,
+        ctx: Context
+    ) throws -> Grant {
+        do {
+            let fresh = try ctx.network.refresher(vault).freshGrant(
+                name, minimumValidity: minimumValidity, forceRefresh: force)
+            ctx.agents.audit(name, at: vault.location, outcome: .allowed)
+            return fresh.grant
+        } catch {
+            ctx.agents.audit(name, at: vault.location, outcome: .failed, reason: error.code.rawValue)
+            throw error
+        }
     }
 
     /// The variables of grants `names`, named with `prefix` (`--prefix`) or each grant's own.

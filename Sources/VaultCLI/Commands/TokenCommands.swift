@@ -61,17 +61,28 @@ struct TokenCommand: VaultCommand {
         }
         let force = forceRefresh
         let output: TokenOutput
-        if let handed = try ctx.agents.token(
-            name, at: ctx.opener.location(), minimumValidity: minimum, forceRefresh: force)
+        let location = try ctx.opener.location()
+        if let forwarded = try ctx.agents.forwarded(for: location) {
+            // The agent's machine decides when to refresh; a forwarded
+            // client cannot make it spend a refresh token.
+            if force {
+                throw CLIError.usage("--force-refresh needs the vault, not a forwarded agent", command: "token")
+            }
+            let grant = try forwarded.token(name, minimumValidity: minimum, claims: .ofThisProcess())
+            output = TokenOutput(
+                accessToken: grant.accessToken ?? "", tokenType: grant.tokenType ?? "Bearer",
+                expiresAt: grant.expiresAt?.epochSeconds)
+        } else if let handed = try ctx.agents.token(
+            name, at: location, minimumValidity: minimum, forceRefresh: force)
         {
             output = TokenOutput(
                 accessToken: handed.accessToken, tokenType: handed.tokenType, expiresAt: handed.expiresAtSeconds)
         } else {
-            let vault = try ctx.opener.openVault()
-            let fresh = try ctx.network.refresher(vault).freshGrant(name, minimumValidity: minimum, forceRefresh: force)
+            let grant = try Commands.handOut(
+                name, from: try ctx.opener.openVault(), minimumValidity: minimum, force: force, ctx: ctx)
             output = TokenOutput(
-                accessToken: fresh.grant.accessToken ?? "", tokenType: fresh.grant.tokenType ?? "Bearer",
-                expiresAt: fresh.grant.expiresAt?.epochSeconds)
+                accessToken: grant.accessToken ?? "", tokenType: grant.tokenType ?? "Bearer",
+                expiresAt: grant.expiresAt?.epochSeconds)
         }
         let token = output.accessToken
         if ctx.output.json {

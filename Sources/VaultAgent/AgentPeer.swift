@@ -1,0 +1,115 @@
+internal import CPlatform
+internal import Glibc
+
+/// Who is asking: what the kernel says of the process at the other end of
+/// a connection, and whether the request comes from this machine or from
+/// another one through a forwarded socket.
+package struct AgentPeer: Sendable, Equatable {
+    /// Where a request comes from.
+    package enum Origin: String, Sendable, Codable, CaseIterable {
+        /// A process of this machine, on the agent's own socket.
+        case local
+        /// Another machine, through `ssh -R` (the forwarding socket, or the
+        /// agent's own socket when the process at this end is ssh).
+        case forwarded
+    }
+
+    package var origin: Origin
+    /// The peer's uid (SO_PEERCRED); for a forwarded request, ssh's.
+    package var uid: Int
+    /// The peer's pid (SO_PEERCRED), or nil when the kernel did not say.
+    package var pid: Int?
+    /// The peer's executable (`/proc/PID/exe`), or nil when unreadable.
+    package var executable: String?
+
+    package init(origin: Origin, uid: Int, pid: Int?, executable: String?) {
+        self.origin = origin
+        self.uid = uid
+        self.pid = pid
+        self.executable = executable
+    }
+
+    /// A local peer of this uid the kernel said nothing more of.
+    static var thisUser: AgentPeer { AgentPeer(origin: .local, uid: Int(geteuid()), pid: nil, executable: nil) }
+
+    /// This process, for a token a command hands out itself.
+    package static var thisProcess: AgentPeer {
+        AgentPeer(
+            origin: .local, uid: Int(getuid()), pid: Int(getpid()), executable: executablePath(Int(getpid())))
+    }
+
+    /// The process at the other end of `fd`. A connection to the agent's
+    /// own socket from ssh is a forwarded one: whoever forwarded that
+    /// socket instead of the forwarding socket still gets no more than a
+    /// forwarded peer does.
+    static func of(_ fd: Int32, socketOrigin: Origin) -> AgentPeer {
+        let raw = vault_peer_pid(fd)
+        let pid = raw > 0 ? Int(raw) : nil
+        let executable = pid.flatMap(executablePath)
+        let viaSSH = executable.map { AgentPeer.isSSHClient($0) } ?? false
+        return AgentPeer(
+            origin: viaSSH ? .forwarded : socketOrigin, uid: Int(vault_peer_uid(fd)), pid: pid,
+            executable: executable)
+    }
+
+    /// True for the OpenSSH client (or its multiplexing master), which is
+    /// the process at this end of every `ssh -R` forwarded connection.
+    static func isSSHClient(_ executable: String) -> Bool {
+        let base = executable.split(separator: "/").last.map(String.init) ?? executable
+        return base == "ssh" || base.hasPrefix("ssh ")
+    }
+
+    private static func executablePath(_ pid: Int) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
+        guard n > 0 else { return nil }
+        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// What a forwarded client says about itself: its host, command, uid and
+/// pid on its own machine. Nothing checks these; they are shown and logged
+/// as claims, escaped, and never decide anything.
+package struct RequesterClaims: Sendable, Equatable, Codable {
+    /// The host name the client reports.
+    package var host: String
+    /// The command line of the process that asked, as the client reports it.
+    package var command: String
+    /// The client's uid on its own machine.
+    package var uid: UInt32
+    /// The asking process's pid on its own machine.
+    package var pid: UInt32
+
+    /// Longest host and command kept; longer claims are cut.
+    static let maxHost = 253
+    static let maxCommand = 512
+
+    package init(host: String, command: String, uid: UInt32, pid: UInt32) {
+        self.host = String(host.prefix(RequesterClaims.maxHost))
+        self.command = String(command.prefix(RequesterClaims.maxCommand))
+        self.uid = uid
+        self.pid = pid
+    }
+
+    /// This process's own claims: its host name, its parent's command line
+    /// (the program that ran `vault`), its uid and its parent's pid.
+    package static func ofThisProcess() -> RequesterClaims {
+        var name = [CChar](repeating: 0, count: 256)
+        let host =
+            gethostname(&name, name.count - 1) == 0
+            ? String(decoding: name.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+        let parent = getppid()
+        let raw = readSmallFile("/proc/\(parent)/cmdline")
+        let command = String(decoding: Array(raw.split(separator: 0).joined(separator: [0x20])), as: UTF8.self)
+        return RequesterClaims(host: host, command: command, uid: getuid(), pid: UInt32(max(parent, 0)))
+    }
+
+    private static func readSmallFile(_ path: String) -> [UInt8] {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return [] }
+        defer { close(fd) }
+        var out = [UInt8](repeating: 0, count: 4096)
+        let n = read(fd, &out, out.count)
+        return n > 0 ? Array(out[0..<n]) : []
+    }
+}

@@ -1,0 +1,199 @@
+internal import FoundationEssentials
+internal import VaultAgent
+internal import VaultCore
+
+/// `vault policy`.
+struct PolicyCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        name: "policy",
+        abstract: "Say which token requests the agent answers, asks about, or refuses.",
+        usage: "policy [NAME] [{local:choices}] [{forwarded:choices}] [{reset}]",
+        arguments: [("NAME", "a grant (without it: the defaults for every grant)")],
+        discussion: """
+            Each grant has a rule for requests from this machine (local) and for requests from
+            machines this agent is forwarded to over SSH (forwarded): allow hands the token out,
+            confirm asks the person first (through the agent's --confirm-command, or on the
+            terminal of 'vault agent --foreground'; no answer in time is a refusal), deny
+            refuses. Without a policy, local requests are allowed and forwarded ones confirmed.
+            Without options it prints the rules. The rules apply to the tokens the agent hands
+            out ('vault token', env, exec, header, xoauth2, git-credential); a process of your
+            own user on this machine can still read the vault as you can, so for local requests
+            the rules guard against mistakes, not against your own programs.
+            """,
+        examples: [
+            "vault policy work --forwarded allow", "vault policy --forwarded deny",
+            "vault policy bank --local confirm", "vault policy work --reset",
+        ]
+    )
+
+    @Option(
+        "local", value: "RULE", help: "allow, confirm or deny requests from this machine",
+        choices: ["allow", "confirm", "deny"])
+    var local: String?
+    @Option(
+        "forwarded", value: "RULE", help: "allow, confirm or deny requests through a forwarded agent",
+        choices: ["allow", "confirm", "deny"])
+    var forwarded: String?
+    @Flag("reset", help: "forget the rules of NAME (or the defaults)")
+    var reset: Bool
+
+    /// NAME, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .grant : .nothing
+    }
+
+    /// What `vault policy --json` prints: the rule in force for each origin.
+    struct Row: Encodable {
+        let grant: String?
+        let local: String
+        let forwarded: String
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
+        let args = ctx.arguments.positionals
+        guard args.count <= 1 else {
+            throw CLIError.usage("unexpected argument '\(args[1])'", command: "policy")
+        }
+        let name = try args.first.map { try ctx.grantName($0) }
+        let configDirectory = try ctx.opener.location().configDirectory
+        var policy = try AgentPolicy.load(configDirectory: configDirectory)
+        func rule(_ text: String?, _ option: String) throws -> AgentPolicy.Rule? {
+            guard let text else { return nil }
+            guard let rule = AgentPolicy.Rule(rawValue: text) else {
+                throw CLIError.usage("--\(option) must be allow, confirm or deny", command: "policy")
+            }
+            return rule
+        }
+        let newLocal = try rule(local, "local")
+        let newForwarded = try rule(forwarded, "forwarded")
+        if reset && (newLocal != nil || newForwarded != nil) {
+            throw CLIError.usage("--reset is not used with --local or --forwarded", command: "policy")
+        }
+        guard reset || newLocal != nil || newForwarded != nil else {
+            return try show(policy, only: name, ctx: ctx)
+        }
+        var rules = name.map { policy.grants[$0] ?? AgentPolicy.Rules() } ?? policy.defaults
+        if reset {
+            rules = AgentPolicy.Rules()
+        } else {
+            if let newLocal { rules.local = newLocal }
+            if let newForwarded { rules.forwarded = newForwarded }
+        }
+        if let name { policy.grants[name] = rules } else { policy.defaults = rules }
+        try policy.save(configDirectory: configDirectory)
+        let row = Row(
+            grant: name, local: policy.rule(for: name ?? "", origin: .local).rawValue,
+            forwarded: policy.rule(for: name ?? "", origin: .forwarded).rawValue)
+        let subject = name.map { "'\($0)'" } ?? "every grant without rules of its own"
+        try ctx.output.report("\(subject): local \(row.local), forwarded \(row.forwarded)", json: row)
+        return .ok
+    }
+
+    private func show(_ policy: AgentPolicy, only name: String?, ctx: Context) throws -> ExitCode {
+        func row(_ grant: String?) -> Row {
+            Row(
+                grant: grant, local: policy.rule(for: grant ?? "", origin: .local).rawValue,
+                forwarded: policy.rule(for: grant ?? "", origin: .forwarded).rawValue)
+        }
+        // The defaults are what a grant without rules gets: ask for them
+        // under a name no grant has.
+        let defaults = Row(
+            grant: nil, local: (policy.defaults.local ?? AgentPolicy.builtIn.local!).rawValue,
+            forwarded: (policy.defaults.forwarded ?? AgentPolicy.builtIn.forwarded!).rawValue)
+        let rows = name.map { [row($0)] } ?? [defaults] + policy.grants.keys.sorted().map { row($0) }
+        if ctx.output.json {
+            try ctx.output.printJSON(rows)
+            return .ok
+        }
+        let table = [["GRANT", "LOCAL", "FORWARDED"]] + rows.map { [$0.grant ?? "(default)", $0.local, $0.forwarded] }
+        for line in Format.table(table) { ctx.output.out(line) }
+        return .ok
+    }
+}
+
+/// `vault log`.
+struct LogCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        name: "log",
+        abstract: "Show the audit log: every token handed out, to whom, and what was refused.",
+        usage: "log [NAME] [{limit}] [{json}]",
+        arguments: [("NAME", "only this grant's entries")],
+        discussion: """
+            One line per token request: when, the grant, local or forwarded, the process that
+            asked (its uid, pid and program, as the kernel says; for a forwarded request that is
+            ssh, followed by what the other machine says of itself, unchecked), and the outcome:
+            allowed, confirmed, denied, not-confirmed or failed (with the error). It records no
+            token. The agent and the commands that hand out tokens themselves append to it; it
+            is kept beside the vault as audit.log and starts over, keeping the one before as
+            audit.log.1, when it passes 1 MiB.
+            """,
+        examples: ["vault log", "vault log work --limit 20", "vault log --json"]
+    )
+
+    @Option("limit", value: "N", help: "show only the last N entries")
+    var limit: String?
+
+    /// NAME, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .grant : .nothing
+    }
+
+    /// What `vault log --json` prints for one entry.
+    struct Row: Encodable {
+        let time: String
+        let grant: String
+        let origin: String
+        let uid: Int?
+        let pid: Int?
+        let executable: String?
+        let claimed: RequesterClaims?
+        let outcome: String
+        let reason: String?
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
+        let args = ctx.arguments.positionals
+        guard args.count <= 1 else { throw CLIError.usage("unexpected argument '\(args[1])'", command: "log") }
+        let name = try args.first.map { try ctx.grantName($0) }
+        var count: Int?
+        if let limit {
+            guard let n = Int(limit), n > 0 else {
+                throw CLIError.usage("--limit needs a positive number", command: "log")
+            }
+            count = n
+        }
+        let location = try ctx.opener.location()
+        let (all, unreadable) = try AuditLog(directory: location.directory).read()
+        var entries = all.filter { name == nil || $0.grant == name }
+        if let count { entries = Array(entries.suffix(count)) }
+        if unreadable > 0 { ctx.output.warn("\(unreadable) lines of the audit log could not be read") }
+        let rows = entries.map { e in
+            Row(
+                time: Format.timestamp(Date(timeIntervalSince1970: TimeInterval(e.time))), grant: e.grant,
+                origin: e.origin.rawValue, uid: e.uid, pid: e.pid, executable: e.executable, claimed: e.claimed,
+                outcome: e.outcome.rawValue, reason: e.reason)
+        }
+        if ctx.output.json {
+            try ctx.output.printJSON(rows)
+            return .ok
+        }
+        guard !rows.isEmpty else {
+            ctx.output.info(name.map { "no entries for '\($0)'" } ?? "the audit log is empty")
+            return .ok
+        }
+        let table =
+            [["TIME", "GRANT", "ORIGIN", "OUTCOME", "ASKED BY"]]
+            + rows.map { row in
+                var who = "uid \(row.uid.map(String.init) ?? "?") pid \(row.pid.map(String.init) ?? "?")"
+                if let exe = row.executable { who += " \(exe)" }
+                if let claimed = row.claimed {
+                    who += "; says: \(claimed.host) uid \(claimed.uid) pid \(claimed.pid)"
+                    if !claimed.command.isEmpty { who += " \(claimed.command)" }
+                }
+                let outcome = row.reason.map { "\(row.outcome) (\($0))" } ?? row.outcome
+                return [row.time, row.grant, row.origin, outcome, who]
+            }
+        for line in Format.table(table) { ctx.output.out(line) }
+        return .ok
+    }
+}

@@ -1,0 +1,35 @@
+internal import CPlatform
+internal import Glibc
+
+/// Starting the person's own programs (a browser, a confirmation dialog)
+/// from vault, detached from it.
+package enum Subprocess {
+    /// Runs `/bin/sh` with `words` as its argv (`sh -c ...`) and `environment`
+    /// as its whole environment, in a session of its own, with stdin,
+    /// stdout and stderr on /dev/null and no other descriptor of vault's:
+    /// it must not read the stdin vault may need, write into vault's
+    /// output, or hold a descriptor of the vault. Returns its pid, or nil
+    /// when it could not be started.
+    package static func startShell(_ words: [String], environment: [String: String]) -> Int32? {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        vault_spawn_close_from(&actions, 3)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, vault_spawn_setsid_flag())
+        let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+        let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        guard posix_spawn(&pid, "/bin/sh", &actions, &attributes, argv, envp) == 0 else { return nil }
+        return pid
+    }
+}

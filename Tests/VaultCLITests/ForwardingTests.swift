@@ -1,0 +1,217 @@
+import Foundation
+import Glibc
+import Testing
+import VaultKit
+import VaultTestSupport
+
+/// A laptop and a server: the laptop's agent holds a grant from the real
+/// provider (expired, so the first token request refreshes it), and a
+/// private OpenSSH server on 127.0.0.1 plays the machine reached by SSH,
+/// where `vault` finds no vault and uses the socket `ssh -R` forwards.
+final class ForwardingScene {
+    let laptop = AgentHome()
+    let provider: CountedProvider
+    let sshd: FixtureServer
+    /// The ssh client's configuration for `test-server`.
+    let sshConfig: String
+    /// The server side's own directory: its VAULT_HOME, config and the forwarded socket.
+    let server: String
+
+    init(confirmCommand: String? = nil) throws {
+        provider = try CountedProvider()
+        if let confirmCommand {
+            laptop.home.extra["VAULT_CONFIRM_COMMAND"] = confirmCommand
+            laptop.home.extra["VAULT_CONFIRM_TIMEOUT"] = "3s"
+        }
+        try laptop.home.initPassphraseVault("agent passphrase")
+        try provider.importGrant("work", into: laptop.home)
+        laptop.home.extra["VAULT_PASSPHRASE_FILE"] = nil
+        _ = try #require(try laptop.waitForAgent())
+        sshd = try FixtureServer(script: "sshd.py", arguments: ["serve", laptop.home.path + "/sshd"])
+        let info = try #require(
+            try JSONSerialization.jsonObject(with: Data(sshd.firstLine.utf8)) as? [String: Any])
+        sshConfig = try #require(info["config"] as? String)
+        server = laptop.home.path + "/server"
+        mkdir(server, 0o700)
+    }
+
+    /// Where the forwarded socket appears on the server.
+    var remoteSocket: String { server + "/agent.sock" }
+
+    /// Starts `ssh -R REMOTE:SOCKET test-server vault ARGS` with the server
+    /// side's environment: no vault, VAULT_AGENT_SOCK naming the forwarded socket.
+    func startOnServer(_ args: [String], forwarding socket: String) throws -> RunningProcess {
+        let quoted = args.map { "'" + $0.replacing("'", with: "'\\''") + "'" }.joined(separator: " ")
+        let command =
+            "env -i PATH=/usr/bin:/bin HOME=\(server) VAULT_HOME=\(server)/vault XDG_CONFIG_HOME=\(server)/config "
+            + "VAULT_AGENT_SOCK=\(remoteSocket) \(VaultProcess.binary) \(quoted)"
+        return try VaultProcess.start(
+            ["-F", sshConfig, "-R", "\(remoteSocket):\(socket)", "test-server", command],
+            environment: ["PATH": "/usr/bin:/bin", "HOME": laptop.home.path], executable: "/usr/bin/ssh")
+    }
+
+    func onServer(_ args: String..., forwarding socket: String? = nil) throws -> ProcessResult {
+        try startOnServer(args, forwarding: socket ?? laptop.paths.forwardSocket).wait(timeout: 60)
+    }
+
+    /// The laptop's audit log, as `vault log --json` prints it.
+    func log() throws -> [[String: Any]] {
+        let r = try laptop.home.run("log", "--json")
+        try #require(r.status == 0, "\(r.stderr)")
+        return try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]])
+    }
+
+    /// The grant's refresh token, as the laptop holds it.
+    func refreshToken() throws -> String {
+        let r = try laptop.home.run("show", "work", "--json", "--reveal")
+        try #require(r.status == 0, "\(r.stderr)")
+        let doc = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
+        return try #require(doc["refresh_token"] as? String)
+    }
+}
+
+@Suite("Agent forwarding over SSH", .serialized)
+struct ForwardingTests {
+    static func hex(_ text: String) -> String { Data(text.utf8).map { String(format: "%02x", $0) }.joined() }
+
+    @Test("a forwarded vault token refreshes on the laptop; only the access token crosses the socket")
+    func forwardedToken() throws {
+        let scene = try ForwardingScene()
+        #expect(try scene.laptop.home.run("policy", "work", "--forwarded", "allow").status == 0)
+        let spent = try scene.refreshToken()
+        // The wire between ssh and the agent, recorded in memory.
+        let recorder = try FixtureServer(
+            script: "socket_recorder.py",
+            arguments: [scene.laptop.home.path + "/recorded.sock", scene.laptop.paths.forwardSocket])
+        let r = try scene.onServer("token", "work", forwarding: scene.laptop.home.path + "/recorded.sock")
+        #expect(r.status == 0, "\(r.stderr)")
+        let token = r.stdout.trimmingCharacters(in: .newlines)
+        #expect(!token.isEmpty)
+        #expect(try scene.provider.refreshes() == 1)
+        let kept = try scene.refreshToken()
+        #expect(kept != spent, "the provider rotates refresh tokens")
+        #expect(try Int(recorder.ask("count " + Self.hex(token)))! >= 1, "the access token crossed")
+        #expect(try recorder.ask("count " + Self.hex(spent)) == "0", "the spent refresh token never crossed")
+        #expect(try recorder.ask("count " + Self.hex(kept)) == "0", "the new refresh token never crossed")
+        #expect(try scene.provider.refreshes() == 1)
+
+        // The other token commands work the same way there.
+        let env = try scene.onServer("env", "work", "--format", "json")
+        #expect(env.status == 0, "\(env.stderr)")
+        #expect(env.stdout.contains(token))
+        #expect(env.stdout.contains("WORK_ACCOUNT"))
+        let sasl = try scene.onServer("xoauth2", "work")
+        #expect(sasl.status == 0 && sasl.stdout.contains("auth=Bearer \(token)"), "\(sasl.stderr)")
+        let header = try scene.onServer("header", "work")
+        #expect(header.stdout == "Authorization: Bearer \(token)\n", "\(header.stderr)")
+        // Nothing else: no listing, no secrets, no change, no vault made there.
+        for args in [["list"], ["show", "work"], ["remove", "work"], ["sync"], ["refresh", "work"]] {
+            let refused = try scene.startOnServer(args, forwarding: scene.laptop.paths.forwardSocket).wait(timeout: 60)
+            #expect(refused.status != 0, "\(args) \(refused.stdout)")
+        }
+        #expect(try scene.onServer("token", "work", "--force-refresh").status == 64)
+        #expect(!FileManager.default.fileExists(atPath: scene.server + "/vault/vault.db"))
+        #expect(try scene.refreshToken() == kept)
+        #expect(try scene.provider.refreshes() == 1)
+
+        // The audit log names every request and never a token.
+        let entries = try scene.log().filter { $0["origin"] as? String == "forwarded" }
+        #expect(entries.count == 4, "\(entries)")
+        var buffer = [CChar](repeating: 0, count: 256)
+        gethostname(&buffer, 255)
+        let host = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        for (i, e) in entries.enumerated() {
+            #expect(e["grant"] as? String == "work")
+            #expect(e["outcome"] as? String == "allowed")
+            // The kernel names the process at this end: the recorder for
+            // the first request, then ssh itself.
+            let program = i == 0 ? "python3" : "/ssh"
+            #expect((e["executable"] as? String)?.contains(program) == true, "\(e)")
+            let claimed = try #require(e["claimed"] as? [String: Any])
+            #expect(claimed["host"] as? String == host, "\(claimed)")
+            #expect((claimed["command"] as? String)?.isEmpty == false, "\(claimed)")
+        }
+        let raw = try String(contentsOfFile: scene.laptop.home.path + "/vault/audit.log", encoding: .utf8)
+        #expect(!raw.contains(token) && !raw.contains(kept) && !raw.contains(spent))
+    }
+
+    @Test("a forwarded peer may ask for tokens and nothing else, on either socket")
+    func forwardedPeerIsLimited() throws {
+        let scene = try ForwardingScene()
+        #expect(try scene.laptop.home.run("policy", "--forwarded", "deny").status == 0)
+        // The forwarding socket refuses every other operation, locally too.
+        for op in ["hello", "lock", "sync", "conflicts", "open", "name-hash", "token"] {
+            let answer = try scene.laptop.rawClient(op, socket: scene.laptop.paths.forwardSocket)
+            #expect(answer == "answer 1 vault.denied", "\(op): \(answer)")
+        }
+        #expect(try scene.laptop.home.run("agent", "--status").status == 0, "the agent is still unlocked")
+        // The agent's own socket, forwarded by mistake: the peer is ssh, so
+        // the request is a forwarded one, and the policy denies it.
+        let main = try scene.onServer("token", "work", forwarding: scene.laptop.paths.socket)
+        #expect(main.status == 1)
+        #expect(main.stderr.contains("the agent's policy refuses 'work' to forwarded requests"), "\(main.stderr)")
+        let denied = try scene.onServer("token", "work")
+        #expect(denied.status == 1 && denied.stdout.isEmpty, "\(denied.stderr)")
+        #expect(try scene.provider.refreshes() == 0)
+        let outcomes = try scene.log().map { $0["outcome"] as? String }
+        #expect(outcomes == ["denied", "denied"], "\(outcomes)")
+        // Local requests are answered as before.
+        #expect(try scene.laptop.home.run("token", "work").status == 0)
+    }
+
+    @Test("confirm: the person says yes, says no, or does not answer in time")
+    func confirmation() throws {
+        let scratch = NSTemporaryDirectory() + "vault-confirm-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        mkdir(scratch, 0o700)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        // A confirmation command: notes the question, then answers as the test says.
+        let script = """
+            printf '%s|%s|%s\\n' "$VAULT_CONFIRM_GRANT" "$VAULT_CONFIRM_ORIGIN" "$VAULT_CONFIRM_SUMMARY" >> \(scratch)/asked
+            [ -e \(scratch)/wait ] && sleep 30
+            [ -e \(scratch)/yes ]
+            """
+        _ = FileManager.default.createFile(atPath: scratch + "/confirm.sh", contents: Data(script.utf8))
+        let scene = try ForwardingScene(confirmCommand: "sh \(scratch)/confirm.sh")
+        _ = FileManager.default.createFile(atPath: scratch + "/yes", contents: Data())
+        let yes = try scene.onServer("token", "work")
+        #expect(yes.status == 0, "\(yes.stderr)")
+        let asked = try String(contentsOfFile: scratch + "/asked", encoding: .utf8)
+        #expect(asked.hasPrefix("work|forwarded|forwarded request from "), "\(asked)")
+        #expect(asked.contains("for a token of 'work'"))
+        try FileManager.default.removeItem(atPath: scratch + "/yes")
+        let no = try scene.onServer("token", "work")
+        #expect(no.status == 1 && no.stdout.isEmpty)
+        #expect(no.stderr.contains("was not confirmed: the person refused"), "\(no.stderr)")
+        _ = FileManager.default.createFile(atPath: scratch + "/wait", contents: Data())
+        let started = Date()
+        let late = try scene.onServer("token", "work")
+        #expect(late.status == 1)
+        #expect(late.stderr.contains("no answer in time"), "\(late.stderr)")
+        #expect(Date().timeIntervalSince(started) < 20)
+        let outcomes = try scene.log().map { $0["outcome"] as? String }
+        #expect(outcomes == ["confirmed", "not-confirmed", "not-confirmed"], "\(outcomes)")
+        // Local requests need no confirmation by default.
+        #expect(try scene.laptop.home.run("token", "work").status == 0)
+    }
+
+    @Test("a forwarded connection that drops mid-refresh loses nothing and spends nothing twice")
+    func droppedConnection() throws {
+        let scene = try ForwardingScene()
+        #expect(try scene.laptop.home.run("policy", "work", "--forwarded", "allow").status == 0)
+        try scene.provider.control("/__hold")
+        let ssh = try scene.startOnServer(["token", "work"], forwarding: scene.laptop.paths.forwardSocket)
+        #expect(try eventually { try scene.provider.refreshes() == 1 }, "the refresh reached the provider")
+        kill(ssh.pid, SIGKILL)
+        _ = ssh.wait(timeout: 10)
+        try scene.provider.control("/__release")
+        // The laptop stored what the provider answered: the next request
+        // gets that token without a second refresh.
+        #expect(try eventually { try scene.log().contains { $0["outcome"] as? String == "allowed" } })
+        let local = try scene.laptop.home.run("token", "work")
+        #expect(local.status == 0, "\(local.stderr)")
+        let again = try scene.onServer("token", "work")
+        #expect(again.status == 0 && again.stdout == local.stdout, "\(again.stderr)")
+        #expect(try scene.provider.refreshes() == 1)
+        #expect(try scene.laptop.home.run("check", "work").status == 0)
+    }
+}
