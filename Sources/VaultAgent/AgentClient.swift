@@ -2,7 +2,7 @@ internal import CPlatform
 public import FoundationEssentials
 internal import Glibc
 public import VaultCore
-internal import VaultCrypto
+package import VaultCrypto
 public import VaultSync
 
 /// A client of the running agent of one vault.
@@ -129,43 +129,119 @@ public struct AgentToken: Sendable {
 }
 
 /// Keys held by the agent: each operation is a request to it.
-final class AgentKeys: VaultKeys {
+///
+/// The agent may lock (`vault lock`, a timeout) or exit while a command
+/// is under way. An operation it then does not answer is done here instead
+/// when `fallback` unlocks the vault in this process, and so is every
+/// later one. The operations have no effect of their own, so doing one
+/// again here, inside the same transaction, applies nothing twice.
+package final class AgentKeys: VaultKeys {
     let client: AgentClient
+    /// The vault the agent held when it was opened through it.
+    let vaultID: [UInt8]
+    /// Unlocks the vault in this process after the agent locked, or
+    /// returns nil when nothing here can (the operation then fails).
+    package var fallback: (() throws(VaultError) -> Vault?)?
+    /// Called before each request to the agent (a test pauses there).
+    package var beforeRequest: (() -> Void)?
+    /// The keys unlocked here once the agent stopped answering.
+    private var local: (any VaultKeys)?
 
-    init(client: AgentClient) { self.client = client }
-
-    var masterKey: SecureBytes? { nil }
-
-    func nameHash(_ name: String) throws(VaultError) -> [UInt8] {
-        var request = MessageWriter(request: .nameHash)
-        request.string(name)
-        var r = try client.connection.call(request)
-        let hash = try r.fixed(32)
-        try r.finish()
-        return hash
+    init(client: AgentClient, vaultID: [UInt8]) {
+        self.client = client
+        self.vaultID = vaultID
     }
 
-    func seal(_ payload: Payload, id: [UInt8], version: UInt64, deleted: Bool, nameHash: [UInt8])
+    package var masterKey: SecureBytes? { nil }
+
+    /// True once the operations are done here rather than by the agent.
+    package var unlockedHere: Bool { local != nil }
+
+    /// True when `error` from the agent means it no longer serves this
+    /// command: it answered that it is locked, or the connection broke.
+    func agentGone(_ error: VaultError) -> Bool {
+        error.code == .locked || client.connection.broken
+    }
+
+    /// The keys unlocked here after the agent went away with `error`. When
+    /// this process cannot unlock the vault, the command fails as locked:
+    /// the agent's error, or, when the connection broke, one that says so.
+    func unlockHere(after error: VaultError) throws(VaultError) -> any VaultKeys {
+        if let local { return local }
+        guard let fallback else { throw error }
+        guard let vault = try fallback() else {
+            if error.code == .locked { throw error }
+            throw VaultError(.locked, "the agent was locked or stopped before the command was done")
+        }
+        guard vault.header.vaultID == vaultID else {
+            throw VaultError(.locked, "the vault file was replaced while the agent held it")
+        }
+        local = vault.keys
+        return vault.keys
+    }
+
+    /// Asks the agent, or does it here when the agent went away and the
+    /// vault can be unlocked here.
+    private func perform<R>(
+        _ remote: () throws(VaultError) -> R, else here: (any VaultKeys) throws(VaultError) -> R
+    ) throws(VaultError) -> R {
+        if let local { return try here(local) }
+        beforeRequest?()
+        do {
+            return try remote()
+        } catch {
+            guard agentGone(error) else { throw error }
+            return try here(try unlockHere(after: error))
+        }
+    }
+
+    package func nameHash(_ name: String) throws(VaultError) -> [UInt8] {
+        try perform(
+            { () throws(VaultError) in
+                var request = MessageWriter(request: .nameHash)
+                request.string(name)
+                var r = try client.connection.call(request)
+                let hash = try r.fixed(32)
+                try r.finish()
+                return hash
+            }, else: { keys throws(VaultError) in try keys.nameHash(name) })
+    }
+
+    package func seal(_ payload: Payload, id: [UInt8], version: UInt64, deleted: Bool, nameHash: [UInt8])
         throws(VaultError) -> StoredRecord
     {
-        let plain = try payload.sealedBytes()
-        var request = MessageWriter(request: .seal)
-        var raw = plain.unsafeCopyToArray()
-        request.bytes(raw)
-        secureZero(&raw)
-        request.fixed(id)
-        request.u64(version)
-        request.u8(deleted ? 1 : 0)
-        request.fixed(nameHash)
-        var r = try client.connection.call(request)
-        let record = StoredRecord(
-            id: id, nameHash: nameHash, version: version, deleted: deleted, nonce: try r.bytes(),
-            ciphertext: try r.bytes())
-        try r.finish()
-        return record
+        try perform(
+            { () throws(VaultError) in
+                let plain = try payload.sealedBytes()
+                var request = MessageWriter(request: .seal)
+                var raw = plain.unsafeCopyToArray()
+                request.bytes(raw)
+                secureZero(&raw)
+                request.fixed(id)
+                request.u64(version)
+                request.u8(deleted ? 1 : 0)
+                request.fixed(nameHash)
+                var r = try client.connection.call(request)
+                let record = StoredRecord(
+                    id: id, nameHash: nameHash, version: version, deleted: deleted, nonce: try r.bytes(),
+                    ciphertext: try r.bytes())
+                try r.finish()
+                return record
+            },
+            else: { keys throws(VaultError) in
+                try keys.seal(payload, id: id, version: version, deleted: deleted, nameHash: nameHash)
+            })
     }
 
-    func open(_ records: [StoredRecord], secrets: Bool) throws(VaultError) -> [Result<Payload, VaultError>] {
+    package func open(_ records: [StoredRecord], secrets: Bool) throws(VaultError) -> [Result<Payload, VaultError>] {
+        try perform(
+            { () throws(VaultError) in try openThroughAgent(records, secrets: secrets) },
+            else: { keys throws(VaultError) in try keys.open(records, secrets: secrets) })
+    }
+
+    private func openThroughAgent(_ records: [StoredRecord], secrets: Bool) throws(VaultError)
+        -> [Result<Payload, VaultError>]
+    {
         var results: [Result<Payload, VaultError>] = []
         results.reserveCapacity(records.count)
         var start = 0
@@ -179,6 +255,7 @@ final class AgentKeys: VaultKeys {
                 size += records[end].ciphertext.count + 96
                 end += 1
             }
+            if start > 0 { beforeRequest?() }
             var request = MessageWriter(request: .open)
             request.u32(UInt32(end - start))
             for row in records[start..<end] { request.record(row) }
@@ -201,13 +278,16 @@ final class AgentKeys: VaultKeys {
         return results
     }
 
-    func stateMAC(_ body: [UInt8]) throws(VaultError) -> [UInt8] {
-        var request = MessageWriter(request: .stateMAC)
-        request.bytes(body)
-        var r = try client.connection.call(request)
-        let mac = try r.bytes()
-        try r.finish()
-        return mac
+    package func stateMAC(_ body: [UInt8]) throws(VaultError) -> [UInt8] {
+        try perform(
+            { () throws(VaultError) in
+                var request = MessageWriter(request: .stateMAC)
+                request.bytes(body)
+                var r = try client.connection.call(request)
+                let mac = try r.bytes()
+                try r.finish()
+                return mac
+            }, else: { keys throws(VaultError) in try keys.stateMAC(body) })
     }
 }
 
@@ -220,14 +300,17 @@ extension Vault {
         let locked = try LockedVault(location: location)
         guard try agent.hello(vaultID: locked.header.vaultID).unlocked else { return nil }
         let vault = Vault(
-            location: location, database: locked.database, header: locked.header, keys: AgentKeys(client: agent),
-            time: time)
+            location: location, database: locked.database, header: locked.header,
+            keys: AgentKeys(client: agent, vaultID: locked.header.vaultID), time: time)
         vault.refreshCoordinator = AgentRefreshCoordinator(client: agent)
         return vault
     }
 
     /// True when this vault was opened through an agent.
     public var isThroughAgent: Bool { keys.masterKey == nil }
+
+    /// The agent's keys of a vault opened through it.
+    package var agentKeys: AgentKeys? { keys as? AgentKeys }
 
     /// Writes the master key to `fd` (a pipe to a new agent process).
     package func writeMasterKey(to fd: Int32) throws(VaultError) {
@@ -247,17 +330,60 @@ extension Vault {
 /// Refresh coordination for a vault opened through the agent: the agent
 /// refreshes (it holds the keys sync needs, and coordinates with other
 /// machines), and this process reads the stored result.
+///
+/// With `here` set, an agent that locked or went away before answering
+/// leaves the refresh to this process (when the vault's `AgentKeys` can
+/// unlock it here), coordinated by `here`.
 public struct AgentRefreshCoordinator: RefreshCoordinator {
     /// The agent that refreshes.
     public let client: AgentClient
+    /// Coordinates a refresh done here once the agent went away.
+    package var here: (any RefreshCoordinator)?
 
     /// Creates a coordinator that asks `client`.
     public init(client: AgentClient) { self.client = client }
 
+    /// Creates a coordinator that asks `client`, and refreshes here with
+    /// `here` once the agent went away.
+    package init(client: AgentClient, here: any RefreshCoordinator) {
+        self.client = client
+        self.here = here
+    }
+
     /// Asks the agent to refresh the grant in its own process, where other clients' refreshes are coordinated.
     public func refreshElsewhere(_ need: RefreshNeed, in vault: Vault) throws(VaultError) -> FreshGrant? {
-        _ = try client.token(need.name, minimumValidity: need.minimumValidity, forceRefresh: need.force)
+        let keys = here == nil ? nil : vault.agentKeys
+        if let keys, keys.unlockedHere { return nil }
+        // A forced refresh counts on the record's version to tell whether
+        // the agent refreshed before a broken connection lost its answer.
+        let before = keys != nil && need.force ? try? vault.loadWithRow(need.name).0.version : nil
+        do {
+            _ = try client.token(need.name, minimumValidity: need.minimumValidity, forceRefresh: need.force)
+        } catch {
+            guard let keys, keys.agentGone(error) else { throw error }
+            _ = try keys.unlockHere(after: error)
+            // The agent answered that it is locked: it did not refresh.
+            // Otherwise it may have, and stored the result, before it went.
+            if error.code != .locked, let before {
+                let (row, grant) = try vault.loadWithRow(need.name)
+                if row.version != before { return FreshGrant(grant: grant, refreshed: true) }
+            }
+            // Refreshed here under the grant's lock, which the agent shares:
+            // a refresh it still has under way is waited for, and a grant it
+            // made fresh is not refreshed again (unless forced).
+            return nil
+        }
         return FreshGrant(grant: try vault.load(need.name), refreshed: true)
+    }
+
+    /// Like `here`, for a refresh done here.
+    public func prepare(_ need: RefreshNeed, grant: Grant, in vault: Vault) throws(VaultError) -> RefreshDecision {
+        try here?.prepare(need, grant: grant, in: vault) ?? .proceed
+    }
+
+    /// Like `here`, for a refresh done here.
+    public func finish(_ need: RefreshNeed, refused: Bool, alone: Bool, in vault: Vault) -> RefusalVerdict {
+        here?.finish(need, refused: refused, alone: alone, in: vault) ?? .dead
     }
 }
 

@@ -42,15 +42,14 @@ final class AgentListener: Sendable {
     }
 
     /// Takes the agent lock, binds the socket and starts watching signals.
-    /// `alreadyExists` when another agent serves this vault.
+    /// `alreadyExists` when another agent serves this vault; `busy` when the
+    /// one that served it is still stopping after `AgentServer.handoverTimeout`.
     func bind() throws(VaultError) {
         try paths.prepareDirectory()
         let lock = open(paths.lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard lock >= 0 else { throw VaultError(.io, "cannot open \(paths.lock): \(FileSystem.errnoText())") }
         descriptors.withLock { $0.lock = lock }
-        guard flock(lock, LOCK_EX | LOCK_NB) == 0 else {
-            throw VaultError(.alreadyExists, "an agent is already running for this vault")
-        }
+        if flock(lock, LOCK_EX | LOCK_NB) != 0 { try awaitPredecessor(lock) }
         // We hold the lock, so any socket left here is stale.
         if FileSystem.exists(paths.socket) { unlink(paths.socket) }
         let socket = vault_unix_listen(paths.socket)
@@ -78,6 +77,45 @@ final class AgentListener: Sendable {
         let signals = vault_signal_fd()
         guard signals >= 0 else { throw VaultError(.io, "cannot watch signals: \(FileSystem.errnoText())") }
         descriptors.withLock { $0.signals = signals }
+    }
+
+    /// Waits for the lock another agent holds. One that listens serves the
+    /// vault (`alreadyExists`). One that no longer listens is stopping: it
+    /// removed its socket and lets its last requests finish, a refresh
+    /// among them storing a rotated refresh token, so it is waited for,
+    /// never ended. It has `AgentServer.drainTimeout` for them, and the
+    /// wait ends after `AgentServer.handoverTimeout` with `busy`.
+    private func awaitPredecessor(_ lock: Int32) throws(VaultError) {
+        let deadline = Monotonic.seconds() + AgentServer.handoverTimeout
+        var failure = errno
+        while true {
+            guard failure == EWOULDBLOCK || failure == EINTR else {
+                errno = failure
+                throw VaultError(.io, "cannot lock \(paths.lock): \(FileSystem.errnoText())")
+            }
+            // Checked before giving up: an agent that started meanwhile
+            // (another command's) serves the vault.
+            if someoneListens() {
+                throw VaultError(.alreadyExists, "an agent is already running for this vault")
+            }
+            guard Monotonic.seconds() < deadline else {
+                throw VaultError(
+                    .busy, "the previous agent of this vault is still finishing its requests",
+                    remedy: .tryAgainInAMinute)
+            }
+            usleep(50_000)
+            if flock(lock, LOCK_EX | LOCK_NB) == 0 { return }
+            failure = errno
+        }
+    }
+
+    /// True when an agent accepts connections on the socket.
+    private func someoneListens() -> Bool {
+        guard FileSystem.exists(paths.socket) else { return false }
+        let fd = vault_unix_connect(paths.socket)
+        guard fd >= 0 else { return false }
+        close(fd)
+        return true
     }
 
     /// Waits up to a second for a client or a signal; nil when waiting failed.

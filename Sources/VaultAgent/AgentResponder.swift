@@ -37,6 +37,16 @@ final class AgentResponder: Sendable {
     /// True while a request is being answered.
     var isBusy: Bool { inFlight.withLock { $0 > 0 } }
 
+    /// Runs `body` (answering a request and sending the answer) counted as
+    /// under way, so a stopping agent does not exit between storing what a
+    /// refresh brought and telling the client: a client that lost the
+    /// answer could not tell whether the refresh happened.
+    func serving<R>(_ body: () -> R) -> R {
+        inFlight.withLock { $0 += 1 }
+        defer { inFlight.withLock { $0 -= 1 } }
+        return body()
+    }
+
     /// The response to one request body from `peer`; never throws, errors
     /// are answers.
     func answer(_ body: [UInt8], peer: AgentPeer = .thisUser, session: inout VaultSession?) -> MessageWriter {

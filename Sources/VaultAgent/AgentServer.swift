@@ -46,6 +46,13 @@ public final class AgentServer: Sendable {
         public init() {}
     }
 
+    /// How long a stopping agent lets the requests under way finish: a
+    /// token request's timeout, and time to store what it brought.
+    package static let drainTimeout = TokenRefresher.requestTimeout + 10
+    /// How long a new agent waits for a stopping one to exit and let go
+    /// of the vault: its drain, and a second of polling either side.
+    package static let handoverTimeout = drainTimeout + 5
+
     let keys: KeyState
     let listener: AgentListener
     let responder: AgentResponder
@@ -71,7 +78,9 @@ public final class AgentServer: Sendable {
     // MARK: Starting
 
     /// Takes the agent lock and binds the socket. `alreadyExists` when
-    /// another agent serves this vault.
+    /// another agent serves this vault. An agent that is stopping (locked,
+    /// it no longer listens but lets its last requests finish) is waited
+    /// for, up to `handoverTimeout`; then `busy`.
     public func listen() throws(VaultError) {
         guard vault_refuse_core_dumps() == 0 else {
             throw VaultError(.io, "cannot make the agent non-dumpable: \(FileSystem.errnoText())")
@@ -121,7 +130,7 @@ public final class AgentServer: Sendable {
         listener.removeSocket()
         // A refresh under way may have spent a rotating refresh token: let
         // it store the new one before the process ends.
-        let deadline = Monotonic.seconds() + TokenRefresher.requestTimeout + 10
+        let deadline = Monotonic.seconds() + AgentServer.drainTimeout
         while responder.isBusy || refresher.isBusy, Monotonic.seconds() < deadline {
             usleep(20_000)
         }

@@ -91,6 +91,9 @@ public struct AgentPaths: Sendable, Equatable {
 /// other end has been checked to run as our uid.
 final class AgentConnection {
     let fd: Int32
+    /// Set when sending or receiving failed: the agent went away (or hung)
+    /// and may not have answered, as opposed to answering with an error.
+    private(set) var broken = false
 
     init(fd: Int32) { self.fd = fd }
 
@@ -130,8 +133,15 @@ final class AgentConnection {
     func call(_ request: MessageWriter) throws(VaultError) -> MessageReader {
         var framed = request.framed
         defer { secureZero(&framed) }
-        try send(framed)
-        var reader = MessageReader(try receive())
+        let answer: [UInt8]
+        do {
+            try send(framed)
+            answer = try receive()
+        } catch {
+            broken = true
+            throw error
+        }
+        var reader = MessageReader(answer)
         try reader.response()
         return reader
     }

@@ -39,10 +39,13 @@ struct ClientConnection {
         defer { session?.end() }
         while waitForRequest() {
             guard var body = receiveMessage() else { return }
-            var response = responder.answer(body, peer: peer, session: &session).framed
-            secureZero(&body)
-            let ok = send(response)
-            secureZero(&response)
+            let ok = responder.serving { () -> Bool in
+                var response = responder.answer(body, peer: peer, session: &session).framed
+                secureZero(&body)
+                let ok = send(response)
+                secureZero(&response)
+                return ok
+            }
             guard ok else { return }
         }
     }

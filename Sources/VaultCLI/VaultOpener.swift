@@ -1,3 +1,4 @@
+internal import Glibc
 internal import VaultAgent
 internal import VaultCore
 internal import VaultSync
@@ -25,7 +26,10 @@ struct VaultOpener {
         let agent = agents.client(for: location)
         if let agent {
             do {
-                if let vault = try Vault.open(at: location, agent: agent, time: time) { return vault }
+                if let vault = try Vault.open(at: location, agent: agent, time: time) {
+                    finishOnItsOwn(vault, agent: agent)
+                    return vault
+                }
             } catch {
                 if error.code == .damaged || error.code == .noVault { throw error }
                 output.warn("not using the agent: \(error.reason)")
@@ -35,6 +39,36 @@ struct VaultOpener {
         if shareable { agents.shareUnlock(vault, agent: agent) }
         vault.refreshCoordinator = SyncRefreshCoordinator(transport: network.transport)
         return vault
+    }
+
+    /// Lets a command opened through the agent finish on its own when the
+    /// agent locks or exits before it is done: its record operations are
+    /// then done here, with a key from the sources it would use without an
+    /// agent (a key file, a passphrase command, file or variable, or the
+    /// terminal); a refresh the agent did not answer is done here too.
+    /// Without a source the command fails as locked (exit 77).
+    private func finishOnItsOwn(_ vault: Vault, agent: AgentClient) {
+        guard let keys = vault.agentKeys else { return }
+        let location = vault.location
+        keys.fallback = { () throws(VaultError) -> Vault? in
+            guard unlockSources.available else { return nil }
+            do {
+                // Not shared with an agent: the user just locked it.
+                return try unlockHere(location).0
+            } catch let error as VaultError {
+                throw error
+            } catch {
+                let reported = CLIError(reporting: error)
+                throw VaultError(
+                    reported.exitCode == .locked ? .locked : reported.exitCode == .usage ? .invalidInput : .io,
+                    reported.message)
+            }
+        }
+        vault.refreshCoordinator = AgentRefreshCoordinator(
+            client: agent, here: SyncRefreshCoordinator(transport: network.transport))
+        #if DEBUG
+            keys.beforeRequest = AgentTestPause(environment: environment)?.wait
+        #endif
     }
 
     /// Opens the vault by unlocking it in this process, never through the
@@ -100,3 +134,35 @@ struct VaultOpener {
         }
     }
 }
+
+#if DEBUG
+    /// A pause before a request to the agent, for tests only: debug builds
+    /// read `VAULT_TEST_AGENT_PAUSE=N:PATH` and, before the Nth request of
+    /// the command's record operations, create PATH and wait (at most a
+    /// minute) until it is removed, so a test can lock the agent in the
+    /// middle of a command. Release builds have no such variable.
+    struct AgentTestPause {
+        let count: Int
+        let path: String
+        let seen = Counter()
+
+        final class Counter: @unchecked Sendable { var value = 0 }
+
+        init?(environment: [String: String]) {
+            guard let spec = environment["VAULT_TEST_AGENT_PAUSE"], let colon = spec.firstIndex(of: ":"),
+                let count = Int(spec[..<colon]), count > 0
+            else { return nil }
+            self.count = count
+            path = String(spec[spec.index(after: colon)...])
+        }
+
+        func wait() {
+            seen.value += 1
+            guard seen.value == count else { return }
+            let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { return }
+            close(fd)
+            for _ in 0..<1200 where access(path, F_OK) == 0 { usleep(50_000) }
+        }
+    }
+#endif

@@ -6,6 +6,7 @@ stdin closes (so it dies with whatever started it):
   POST /delay/S/token  answers a refresh_token grant after S seconds with a new
                        access token (valid one hour; the refresh token does not
                        rotate); any client and refresh token are accepted
+  POST /delay/S/rotating/token  the same, and a new refresh token with each answer
   POST /stall/token    reads the request, then never answers: the connection
                        stays open until the client gives up
   GET  /__counts       JSON: "requests" (token requests so far), "stalled"
@@ -60,7 +61,7 @@ class Handler(BaseHTTPRequestHandler):
                 STATE["stalled"] -= 1
         self.close_connection = True
 
-    def delayed(self, seconds, form):
+    def delayed(self, seconds, form, rotating=False):
         with LOCK:
             STATE["in_flight"] += 1
             STATE["peak_in_flight"] = max(STATE["peak_in_flight"], STATE["in_flight"])
@@ -73,8 +74,10 @@ class Handler(BaseHTTPRequestHandler):
                 issued = STATE["issued"]
         if form.get("grant_type") != "refresh_token":
             return self.json_answer(400, {"error": "unsupported_grant_type"})
-        self.json_answer(200, {"access_token": "bench-refreshed-%06d" % issued, "token_type": "Bearer",
-                               "expires_in": 3600})
+        answer = {"access_token": "bench-refreshed-%06d" % issued, "token_type": "Bearer", "expires_in": 3600}
+        if rotating:
+            answer["refresh_token"] = "bench-rotated-%06d" % issued
+        self.json_answer(200, answer)
 
     def do_POST(self):
         length = int(self.headers.get("Content-Length") or 0)
@@ -94,13 +97,14 @@ class Handler(BaseHTTPRequestHandler):
             form = dict(urllib.parse.parse_qsl(body.decode("utf-8", "replace")))
             if parts[:1] == ["stall"] and len(parts) == 2:
                 return self.stall()
-            if parts[:1] == ["delay"] and len(parts) == 3:
+            rotating = parts[2:3] == ["rotating"] and len(parts) == 4
+            if parts[:1] == ["delay"] and (len(parts) == 3 or rotating):
                 try:
                     seconds = float(parts[1])
                 except ValueError:
                     seconds = -1
                 if 0 <= seconds <= 600:
-                    return self.delayed(seconds, form)
+                    return self.delayed(seconds, form, rotating)
         self.json_answer(404, {"error": "not_found"})
 
     def do_GET(self):

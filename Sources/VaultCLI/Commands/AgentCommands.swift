@@ -173,42 +173,67 @@ enum AgentLauncher {
         try vault.writeMasterKey(to: fds[1])
         close(fds[1])
         fds[1] = -1
-        if confirmed(ready[0]) { return pid }
+        switch confirmation(ready[0]) {
+        case AgentLauncher.ready: return pid
+        case AgentLauncher.busy:
+            // The agent that served the vault before is still finishing its
+            // requests (it was locked during a refresh, say).
+            let error = VaultError(
+                .busy, "the previous agent of this vault is still finishing its requests",
+                remedy: .tryAgainInAMinute)
+            throw CLIError(
+                "the agent did not start: \(error.reason)", hint: error.remedy.map(Remedies.hint),
+                exitCode: .transient)
+        default: break
+        }
         // It exited without serving: another command's agent may hold the
         // vault already; otherwise say why none can.
+        let client: AgentClient
         let status: AgentStatus
         do throws(VaultError) {
-            status = try AgentClient.connect(paths, timeout: 5).status(location: vault.location)
+            client = try AgentClient.connect(paths, timeout: 5)
+            status = try client.status(location: vault.location)
+            // Another command's agent that has not been handed its key yet:
+            // this one is as good.
+            if !status.unlocked { try client.load(vault) }
         } catch {
             throw CLIError("the agent did not start: \(error.reason)", hint: error.remedy.map(Remedies.hint))
-        }
-        guard status.unlocked else {
-            throw CLIError("the agent did not start", hint: "run 'vault agent --foreground' to see why")
         }
         return pid_t(truncatingIfNeeded: status.pid)
     }
 
+    /// What the agent says on its stdout once it serves.
+    static let ready = "ready"
+    /// What it says when the agent before it did not exit in time.
+    static let busy = "busy"
+
     /// Waits (boundedly: a stuck agent must not hold up the command) for
-    /// the agent's "ready", or for the end of the pipe when it exits.
-    private static func confirmed(_ fd: Int32) -> Bool {
+    /// the agent's word: `ready`, `busy`, or nothing when it exits. The
+    /// agent may first wait for one that is stopping (`handoverTimeout`).
+    private static func confirmation(_ fd: Int32) -> String? {
+        let deadline = MonotonicClock.now() + AgentServer.handoverTimeout + 20
         var received: [UInt8] = []
-        while received.count < 6 {
+        while received.count < 16 && received.last != UInt8(ascii: "\n") {
+            let left = deadline - MonotonicClock.now()
+            guard left > 0 else { return nil }
             var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let n = poll(&p, 1, 20_000)
+            let n = poll(&p, 1, Int32(left * 1000) + 1)
             if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return false }
-            var buffer = [UInt8](repeating: 0, count: 6 - received.count)
+            guard n > 0 else { return nil }
+            var buffer = [UInt8](repeating: 0, count: 16 - received.count)
             let got = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if got < 0 && errno == EINTR { continue }
-            guard got > 0 else { return false }
+            guard got > 0 else { return nil }
             received += buffer.prefix(got)
         }
-        return received == Array("ready\n".utf8)
+        guard received.last == UInt8(ascii: "\n") else { return nil }
+        return String(decoding: received.dropLast(), as: UTF8.self)
     }
 
-    /// Called by the agent: tells the command that started it that it serves.
-    static func signalReady() {
-        Console.write("ready\n", to: 1)
+    /// Called by the agent: tells the command that started it that it
+    /// serves (`ready`) or cannot yet (`busy`), then lets go of the pipe.
+    static func signal(_ word: String) {
+        Console.write(word + "\n", to: 1)
         let null = open("/dev/null", O_WRONLY | O_CLOEXEC)
         if null >= 0 {
             dup2(null, 1)
@@ -282,10 +307,12 @@ struct AgentHost {
         } catch {
             // Another command started one first: it serves the vault.
             if error.code == .alreadyExists { return .ok }
+            // The one before did not stop in time; the starter says so.
+            if error.code == .busy { AgentLauncher.signal(AgentLauncher.busy) }
             throw error
         }
         try server.unlock(vaultID: vaultID, masterKey: key)
-        AgentLauncher.signalReady()
+        AgentLauncher.signal(AgentLauncher.ready)
         server.run()
         return .ok
     }
