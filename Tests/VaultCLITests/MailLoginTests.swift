@@ -66,6 +66,29 @@ struct MailLoginTests {
         #expect(results[3].1.stdout.contains("220 2.0.0 Begin TLS negotiation now."))
     }
 
+    @Test("a JWT-sized token (1.5 KB) logs in to SMTP and IMAP: the response goes after the server's go-ahead")
+    func longToken() throws {
+        let long = try LongTokenMail.shared.get()
+        home.extra["SSL_CERT_FILE"] = long.info.ca
+        let grant: [String: Any] = [
+            "access_token": "expired", "refresh_token": UUID().uuidString,
+            "expires_at": Int(Date().timeIntervalSince1970) - 600, "provider": "local", "account": "ada",
+            "provider_config": ["token_endpoint": long.tokenEndpoint, "client_id": "mail-tests"],
+        ]
+        let json = String(decoding: try JSONSerialization.data(withJSONObject: grant), as: UTF8.self)
+        try #require(try home.run("import", "long", stdin: json).status == 0)
+        for (proto, port, mechanism, security) in [
+            ("smtp", long.info.submission, "xoauth2", "--starttls"),
+            ("smtp", long.info.submissions, "oauthbearer", "--tls"), ("imap", long.info.imaps, "xoauth2", "--tls"),
+        ] {
+            let r = try test(
+                proto, "long", "--host", "127.0.0.1", "--port", String(port), "--mechanism", mechanism, security)
+            #expect(r.status == 0, "\(proto) \(mechanism): \(r.stdout)\(r.stderr)")
+            expectNoToken(r, try token("long"), "\(proto) \(mechanism)")
+        }
+        #expect(try token("long").count >= 1500)
+    }
+
     @Test("--json: one document with the server's lines and the mechanisms it offers")
     func json() throws {
         try ProviderGrants.importConfidential("mail", into: home)
@@ -106,6 +129,15 @@ struct MailLoginTests {
         #expect(smtp.stderr.contains("refused the OAUTHBEARER login of ada: 535 5.7.8 Authentication failed."))
         #expect(smtp.stderr.contains("mail scope"), "\(smtp.stderr)")
         expectNoToken(smtp, token, "smtp")
+
+        // --json: the document also when the login was refused.
+        let json = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps), "--json")
+        #expect(json.status == 1)
+        let doc = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect(doc["result"] as? String == "refused" && doc["logged_in"] as? Bool == false)
+        #expect((doc["error"] as? String)?.contains("refused the XOAUTH2 login of ada") == true)
+        #expect((doc["challenge"] as? String)?.hasPrefix("{") == true)
+        expectNoToken(json, token, "json")
     }
 
     @Test("a server that repeats the SASL response back: those lines are left out, the rest is shown")
@@ -167,6 +199,17 @@ struct MailLoginTests {
         #expect(untrusted.status == 75, "\(untrusted.stderr)")
         #expect(untrusted.stderr.contains("vault: error: TLS with 127.0.0.1:"), "\(untrusted.stderr)")
         expectNoToken(untrusted, try token(), "untrusted")
+    }
+
+    @Test("STARTTLS to a port that wants TLS from the first byte, and TLS to a plain port, say which option fits")
+    func wrongTLS() throws {
+        try ProviderGrants.importConfidential("mail", into: home)
+        let silent = try test("smtp", "mail", "--host", "127.0.0.1", "--port", String(mail.info.submissions))
+        #expect(silent.status == 75, "\(silent.stderr)")
+        #expect(silent.stderr.contains("vault: hint: the server said nothing"), "\(silent.stderr)")
+        let plain = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imap), "--tls")
+        #expect(plain.status == 75, "\(plain.stderr)")
+        #expect(plain.stderr.contains("--starttls"), "\(plain.stderr)")
     }
 
     @Test("a dead grant exits 2 and a locked vault 77, and no connection is made")

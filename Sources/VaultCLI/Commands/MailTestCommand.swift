@@ -159,6 +159,12 @@ struct MailTestCommand: VaultCommand {
             }
             number = n
         }
+        let bearer: BearerMechanism
+        switch mechanism {
+        case nil, "xoauth2": bearer = .xoauth2
+        case "oauthbearer": bearer = .oauthbearer
+        default: throw CLIError.usage("--mechanism must be xoauth2 or oauthbearer", command: "test")
+        }
         let chosen = [(tls, MailSecurity.tls), (starttls, .starttls), (plain, .plain)].filter(\.0).map(\.1)
         guard chosen.count <= 1 else {
             throw CLIError.usage("--tls, --starttls and --plain exclude each other", command: "test")
@@ -187,7 +193,7 @@ struct MailTestCommand: VaultCommand {
             }
         return MailLoginRequest(
             mailProtocol: mailProtocol, host: host, port: number ?? defaultPort, security: security,
-            mechanism: mechanism == "oauthbearer" ? .oauthbearer : .xoauth2, user: "",
+            mechanism: bearer, user: "",
             caBundle: caBundle)
     }
 }
@@ -219,13 +225,26 @@ struct MailTestReport {
         case .loggedIn: return nil
         case .refused: return refused
         case .unreachable(let why):
-            return CLIError("cannot reach \(place): \(why)", hint: "try again later", exitCode: .transient)
-        case .tls(let why):
+            // A port that wants TLS first waits for a handshake that a
+            // client expecting a greeting never starts.
             let hint =
-                request.security == .starttls && why.contains("STARTTLS")
-                ? "use --tls with the server's TLS port (IMAP 993, SMTP 465)"
-                : "the certificate must be valid for \(request.host) and come from a CA this system trusts (SSL_CERT_FILE names another CA bundle)"
-            return CLIError("TLS with \(place) failed: \(why)", hint: hint, exitCode: .transient)
+                result.lines.isEmpty && request.security != .tls && why.contains("timeout")
+                ? "the server said nothing: if this port wants TLS from the first byte (IMAP 993, SMTP 465), add --tls"
+                : "try again later"
+            return CLIError("cannot reach \(place): \(why)", hint: hint, exitCode: .transient)
+        case .tls(let why):
+            var hints: [String] = []
+            if request.security == .starttls && why.contains("STARTTLS") {
+                hints.append("use --tls with the server's TLS port (IMAP 993, SMTP 465)")
+            } else {
+                if request.security == .tls && result.lines.isEmpty {
+                    hints.append("if this port starts in plain text (IMAP 143, SMTP 587 or 25), use --starttls")
+                }
+                hints.append(
+                    "the certificate must be valid for \(request.host) and come from a CA this system trusts (SSL_CERT_FILE names another CA bundle)"
+                )
+            }
+            return CLIError("TLS with \(place) failed: \(why)", hints: hints, exitCode: .transient)
         case .protocolError(let why):
             let said = result.refusal.map { " (it said: \($0))" } ?? ""
             return CLIError(
