@@ -10,7 +10,10 @@ struct Network {
     let command: String
 
     /// The HTTP transport; libcurl itself is loaded only when a request is made.
-    var transport: CurlTransport { CurlTransport(caBundle: environment["SSL_CERT_FILE"]) }
+    var transport: CurlTransport { CurlTransport(caBundle: caBundle) }
+
+    /// A CA bundle to trust instead of the system's: `SSL_CERT_FILE`.
+    var caBundle: String? { environment["SSL_CERT_FILE"] }
 
     /// Seconds per request to the sync store: `VAULT_STORE_TIMEOUT`, or the default.
     func storeTimeout() throws -> Double {

@@ -38,7 +38,7 @@ public struct CurlTransport: HTTPTransport, Sendable {
 /// Owns one `CURL *` and what it borrows (header list, strings), freed in
 /// `deinit` after the handle.
 final class EasyHandle {
-    private let handle: UnsafeMutableRawPointer
+    let handle: UnsafeMutableRawPointer
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private var retained: [UnsafeMutablePointer<CChar>] = []
 
@@ -57,13 +57,13 @@ final class EasyHandle {
         for p in retained { free(p) }
     }
 
-    private func check(_ rc: CURLcode, _ what: String) throws(HTTPError) {
+    func check(_ rc: CURLcode, _ what: String) throws(HTTPError) {
         guard rc == CURLE_OK else { throw HTTPError(.unavailable, "libcurl refused \(what)") }
     }
 
     /// A C string that lives as long as the handle (libcurl copies most
     /// strings, but not all options promise to).
-    private func keep(_ s: String) -> UnsafeMutablePointer<CChar> {
+    func keep(_ s: String) -> UnsafeMutablePointer<CChar> {
         let p = strdup(s)!
         retained.append(p)
         return p
@@ -136,7 +136,12 @@ final class EasyHandle {
         let scope = "aws:amz:\(signature.region):\(signature.service)"
         try check(vault_curl_setopt_string(handle, CURLOPT_AWS_SIGV4, keep(scope)), "aws signing")
         try check(vault_curl_setopt_string(handle, CURLOPT_USERNAME, keep(signature.accessKeyID)), "the access key id")
-        let secret = signature.secretAccessKey
+        try setSecret(CURLOPT_PASSWORD, signature.secretAccessKey, "the secret access key")
+    }
+
+    /// Hands libcurl a secret string option from a NUL-terminated copy in
+    /// secure memory; libcurl keeps its own copy.
+    func setSecret(_ option: CURLoption, _ secret: SecureBytes, _ what: String) throws(HTTPError) {
         let terminated: SecureBytes
         do { terminated = try SecureBytes(count: secret.count + 1) } catch {
             throw HTTPError(.unavailable, error.reason)
@@ -149,8 +154,7 @@ final class EasyHandle {
         }
         try terminated.withUnsafeBytes { (b: UnsafeRawBufferPointer) throws(HTTPError) in
             try check(
-                vault_curl_setopt_string(handle, CURLOPT_PASSWORD, b.baseAddress!.assumingMemoryBound(to: CChar.self)),
-                "the secret access key")
+                vault_curl_setopt_string(handle, option, b.baseAddress!.assumingMemoryBound(to: CChar.self)), what)
         }
     }
 

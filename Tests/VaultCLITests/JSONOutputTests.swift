@@ -69,6 +69,7 @@ struct JSONOutputTests {
         "add": "AddFlowTests.issuerDiscovery parses 'add --json'",
         "join": "networkedCommands runs 'join --json' from a second home",
         "init": "every test here starts with 'init --json'",
+        "test": "MailLoginTests.json and .refused parse 'test --json' against Dovecot",
     ]
 
     let home = Home()

@@ -8,6 +8,8 @@ import VaultTestSupport
 final class LongTokenMail: Sendable {
     let imap: Int
     let submission: Int
+    /// All the ports, and the CA to trust for TLS.
+    let info: MailServerInfo
     /// The issuer's token endpoint, which refreshes any refresh token.
     let tokenEndpoint: String
     /// The user's maildir (its INBOX).
@@ -21,10 +23,10 @@ final class LongTokenMail: Sendable {
         // Dovecot reads the mail as its own user, who must get through.
         try FileManager.default.setAttributes([.posixPermissions: 0o711], ofItemAtPath: home.path)
         server = try FixtureServer(script: "dovecot.py", arguments: ["serve", home.path + "/dovecot", "--long-tokens"])
-        let ports = try JSONDecoder().decode([String: Int].self, from: Data(server.firstLine.utf8))
-        imap = ports["imap"] ?? 0
-        submission = ports["submission"] ?? 0
-        tokenEndpoint = "http://127.0.0.1:\(ports["issuer"] ?? 0)/token"
+        info = try MailServerInfo(line: server.firstLine)
+        imap = info.imap
+        submission = info.submission
+        tokenEndpoint = "http://127.0.0.1:\(info.issuer ?? 0)/token"
         maildir = home.path + "/dovecot/mail/ada"
     }
 

@@ -237,7 +237,7 @@ struct ProcessTests {
         let home = Home()
         for command in [
             "init", "add", "import", "list", "show", "token", "refresh", "check", "env", "exec", "header", "sign",
-            "xoauth2",
+            "xoauth2", "test",
             "git-credential",
             "rename", "remove", "passwd", "keyslot", "agent", "lock", "remote", "sync", "join", "pair", "conflicts",
             "providers", "help",

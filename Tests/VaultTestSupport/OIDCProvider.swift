@@ -33,10 +33,33 @@ public final class OIDCProvider: @unchecked Sendable {
     }
 }
 
+/// What Tools/testservers/dovecot.py prints: its ports and its CA.
+public struct MailServerInfo: Decodable, Sendable {
+    /// IMAP with STARTTLS offered (a login without it is accepted too).
+    public let imap: Int
+    /// IMAP over TLS from the first byte.
+    public let imaps: Int
+    /// SMTP submission with STARTTLS offered (a login without it is accepted too).
+    public let submission: Int
+    /// SMTP submission over TLS from the first byte.
+    public let submissions: Int
+    /// The CA certificate (PEM) that issued the server's certificate, for SSL_CERT_FILE.
+    public let ca: String
+    /// With --long-tokens, the port of the script's own token issuer.
+    public let issuer: Int?
+
+    /// Reads the line the script printed.
+    public init(line: String) throws {
+        self = try JSONDecoder().decode(MailServerInfo.self, from: Data(line.utf8))
+    }
+}
+
 /// Dovecot (IMAP and submission) checking tokens at the shared provider.
 public final class MailServer: @unchecked Sendable {
     public let imap: Int
     public let submission: Int
+    /// All the ports, and the CA to trust for TLS.
+    public let info: MailServerInfo
     private let server: FixtureServer
     private let home = TemporaryDirectory()
 
@@ -47,9 +70,9 @@ public final class MailServer: @unchecked Sendable {
     init(provider: OIDCProvider) throws {
         server = try FixtureServer(
             script: "dovecot.py", arguments: ["serve", home.path + "/dovecot", provider.directory + "/settings.json"])
-        let ports = try JSONDecoder().decode([String: Int].self, from: Data(server.firstLine.utf8))
-        imap = ports["imap"] ?? 0
-        submission = ports["submission"] ?? 0
+        info = try MailServerInfo(line: server.firstLine)
+        imap = info.imap
+        submission = info.submission
     }
 }
 

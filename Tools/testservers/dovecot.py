@@ -6,10 +6,16 @@ provider's introspection endpoint.
   dovecot.py serve DIR GLEWLWYD_SETTINGS_JSON
   dovecot.py serve DIR --long-tokens
 
-Prints {"imap": PORT, "submission": PORT}; Dovecot runs in the foreground
-as this script's child and is stopped by its PID when stdin closes. Install
-with `apt-get install dovecot-imapd dovecot-submissiond`. Dovecot reads the
-mail in DIR as its own user, so DIR's parents must let that user through.
+Prints {"imap": PORT, "imaps": PORT, "submission": PORT, "submissions":
+PORT, "ca": FILE}; Dovecot runs in the foreground as this script's child and
+is stopped by its PID when stdin closes. Install with `apt-get install
+dovecot-imapd dovecot-submissiond`. Dovecot reads the mail in DIR as its own
+user, so DIR's parents must let that user through.
+
+TLS: "imaps" and "submissions" speak TLS from the first byte, "imap" and
+"submission" offer STARTTLS (and, for older tests, accept a login without
+it). The certificate is for localhost and 127.0.0.1, issued by a CA made
+here for this run; FILE is that CA's certificate, for SSL_CERT_FILE.
 
 With --long-tokens, Dovecot checks tokens at a small token endpoint of this
 script instead, which issues JWTs of LONG_TOKEN bytes (the size of
@@ -101,6 +107,26 @@ def deliver(mail, owner, recipient, message):
     os.rename(box + "/tmp/" + name, box + "/new/" + name)
 
 
+def make_certificates(d):
+    """A CA of this run and a certificate it issues for localhost and
+    127.0.0.1; returns the CA's certificate, the server's chain and key."""
+    os.makedirs(d, exist_ok=True)
+
+    def openssl(*args):
+        subprocess.run(["openssl"] + list(args), check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", d + "/ca.key", "-out", d + "/ca.pem",
+            "-days", "2", "-subj", "/CN=vault test mail CA")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", d + "/server.key", "-out", d + "/server.csr",
+            "-subj", "/CN=localhost")
+    with open(d + "/server.ext", "w") as f:
+        f.write("subjectAltName = DNS:localhost, IP:127.0.0.1\nextendedKeyUsage = serverAuth\n")
+    openssl("x509", "-req", "-in", d + "/server.csr", "-CA", d + "/ca.pem", "-CAkey", d + "/ca.key",
+            "-CAcreateserial", "-out", d + "/server.pem", "-days", "2", "-extfile", d + "/server.ext")
+    os.chmod(d + "/server.key", 0o600)
+    return d + "/ca.pem", d + "/server.pem", d + "/server.key"
+
+
 def relay_sink(port, mail, owner):
     """A minimal SMTP server for Dovecot's submission relay that delivers
     each message to the recipients' mailboxes."""
@@ -152,8 +178,9 @@ def main():
     owner = pwd.getpwnam("dovecot")
     os.chown(d + "/mail", owner.pw_uid, owner.pw_gid)
     os.chmod(d, 0o755)
-    imap, submission, relay = free_port(), free_port(), free_port()
-    ports = {"imap": imap, "submission": submission}
+    imap, imaps, submission, submissions, relay = (free_port() for _ in range(5))
+    ca, cert, key = make_certificates(d + "/tls")
+    ports = {"imap": imap, "imaps": imaps, "submission": submission, "submissions": submissions, "ca": ca}
     deliver(d + "/mail", owner, USER, ("From: vault tests <tests@example.com>\r\nTo: %s@example.com\r\n"
                                        "Subject: %s\r\n\r\nHello.\r\n" % (USER, WELCOME_SUBJECT)).encode())
     relay_sink(relay, d + "/mail", owner)
@@ -178,7 +205,9 @@ state_dir = {d}/state
 log_path = {d}/dovecot.log
 protocols = imap submission
 listen = 127.0.0.1
-ssl = no
+ssl = yes
+ssl_cert = <{cert}
+ssl_key = <{key}
 disable_plaintext_auth = no
 auth_mechanisms = xoauth2 oauthbearer
 auth_failure_delay = 0
@@ -199,13 +228,20 @@ service imap-login {{
     port = {imap}
   }}
   inet_listener imaps {{
-    port = 0
+    address = 127.0.0.1
+    port = {imaps}
+    ssl = yes
   }}
 }}
 service submission-login {{
   inet_listener submission {{
     address = 127.0.0.1
     port = {submission}
+  }}
+  inet_listener submissions {{
+    address = 127.0.0.1
+    port = {submissions}
+    ssl = yes
   }}
 }}
 submission_relay_host = 127.0.0.1
@@ -215,7 +251,8 @@ service anvil {{
     mode = 0
   }}
 }}
-""".format(d=d, imap=imap, submission=submission, relay=relay, uid=owner.pw_uid, gid=owner.pw_gid))
+""".format(d=d, imap=imap, imaps=imaps, submission=submission, submissions=submissions, relay=relay,
+           cert=cert, key=key, uid=owner.pw_uid, gid=owner.pw_gid))
     conf = d + "/dovecot.conf"
     # In the foreground, as our child: stopped by the PID we started.
     master = subprocess.Popen(["dovecot", "-F", "-c", conf], stdin=subprocess.DEVNULL, start_new_session=True)

@@ -1,0 +1,298 @@
+internal import FoundationEssentials
+internal import VaultCore
+internal import VaultCrypto
+internal import VaultHTTP
+
+/// What `vault test --json` prints: the attempt and what the server said.
+struct MailTestOutput: Encodable {
+    let mailProtocol: String
+    let host: String
+    let port: Int
+    let security: String
+    let mechanism: String
+    let user: String
+    let result: String
+    let loggedIn: Bool
+    let server: [String]
+    let mechanisms: [String]
+    let challenge: String?
+    let error: String?
+
+    enum CodingKeys: String, CodingKey {
+        case mailProtocol = "protocol"
+        case host, port, security, mechanism, user, result
+        case loggedIn = "logged_in"
+        case server, mechanisms, challenge, error
+    }
+
+    /// Encodes nulls too, so every key is always there.
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(mailProtocol, forKey: .mailProtocol)
+        try c.encode(host, forKey: .host)
+        try c.encode(port, forKey: .port)
+        try c.encode(security, forKey: .security)
+        try c.encode(mechanism, forKey: .mechanism)
+        try c.encode(user, forKey: .user)
+        try c.encode(result, forKey: .result)
+        try c.encode(loggedIn, forKey: .loggedIn)
+        try c.encode(server, forKey: .server)
+        try c.encode(mechanisms, forKey: .mechanisms)
+        try c.encode(challenge, forKey: .challenge)
+        try c.encode(error, forKey: .error)
+    }
+}
+
+/// `vault test`.
+struct MailTestCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        name: "test",
+        abstract: "Log in to an IMAP or SMTP server with a grant's token and report what the server said.",
+        usage:
+            "test imap|smtp NAME {host} [{port}] [{tls} | {starttls} | {plain}] [{mechanism:choices}] [{user}] [{json}]",
+        arguments: [("imap|smtp", "the protocol"), ("NAME", "the grant")],
+        discussion: """
+            Takes a fresh token as 'vault xoauth2' does (refreshed first when needed), logs in with
+            SASL XOAUTH2 (or OAUTHBEARER) as the grant's account, sends a NOOP and logs out. The
+            server's lines go to stdout (a line that repeats the token is left out; the token is
+            never shown), the outcome to stderr. IMAP uses TLS on port 993 by default (STARTTLS on
+            143), SMTP STARTTLS on 587 (TLS on 465); --tls and --starttls choose, and --plain, with
+            no TLS, is allowed only to a loopback host, as the token would cross in clear. The
+            certificate is always verified (SSL_CERT_FILE names a CA bundle to trust instead).
+            Exit status 0: logged in. 1: the server refused the login (its words are shown) or
+            does not speak the protocol. 2: the grant is dead. 75: the server could not be reached,
+            or TLS failed.
+            """,
+        examples: [
+            "vault test imap gmail --host imap.gmail.com", "vault test smtp outlook --host smtp.office365.com",
+            "vault test smtp gmail --host smtp.gmail.com --port 465 --mechanism oauthbearer --json",
+        ]
+    )
+
+    @Option("host", value: "HOST", help: "the server's host name or IP address")
+    var host: String?
+    @Option("port", value: "PORT", help: "the server's port (default: IMAP 993, SMTP 587)")
+    var port: String?
+    @Flag("tls", help: "TLS from the first byte (imaps, smtps)")
+    var tls: Bool
+    @Flag("starttls", help: "a plain connection switched to TLS with STARTTLS before the login")
+    var starttls: Bool
+    @Flag("plain", help: "no TLS, only to a loopback host (a local test server)")
+    var plain: Bool
+    @Option(
+        "mechanism", value: "MECHANISM", help: "the SASL mechanism: xoauth2 (default) or oauthbearer",
+        choices: ["xoauth2", "oauthbearer"])
+    var mechanism: String?
+    @Option("user", value: "USER", help: "the login (default: the grant's account)")
+    var user: String?
+
+    /// imap|smtp, then NAME, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        switch positionals.count {
+        case 0: .words(["imap", "smtp"])
+        case 1: .grant
+        default: .nothing
+        }
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
+        let given = try ctx.positionals("imap|smtp", "NAME")
+        guard let mailProtocol = MailProtocol(rawValue: given[0]) else {
+            throw CLIError.usage("the protocol must be imap or smtp, not '\(given[0])'", command: "test")
+        }
+        let name = try ctx.grantName(given[1])
+        let request = try connection(mailProtocol, caBundle: ctx.network.caBundle)
+        // Checked before any token is fetched.
+        if let user, !OutputGrammar.isSASLUser(user) {
+            throw CLIError.usage("--user must not be empty or contain control characters", command: "test")
+        }
+        let grant = try Commands.freshGrants([name], ctx: ctx)[0].1
+        guard let login = user ?? grant.account else {
+            throw CLIError("grant '\(name)' names no account", hint: "pass --user LOGIN")
+        }
+        guard OutputGrammar.isSASLUser(login) else {
+            throw CLIError(
+                "the user name \(login.debugDescription) contains control characters, which SASL cannot carry",
+                hint: "pass the login with --user")
+        }
+        let tokenText = grant.accessToken ?? ""
+        guard OutputGrammar.isBearerToken(tokenText) else {
+            throw CLIError(
+                "the access token of '\(name)' is not a bearer token SASL can carry (RFC 6750 b64token)",
+                hint: "run 'vault refresh \(name)', or 'vault add \(name)' to authorize it again")
+        }
+        let token = try SecureBytes(copying: tokenText.utf8)
+        var attempt = request
+        attempt.user = login
+        let result = try MailLogin.attempt(attempt, token: token)
+        let failure = MailTestReport(request: attempt, result: result, grantName: name, grant: grant).failure
+        if ctx.output.json {
+            try ctx.output.printJSON(
+                MailTestOutput(
+                    mailProtocol: attempt.mailProtocol.rawValue, host: attempt.host, port: attempt.port,
+                    security: attempt.security.rawValue, mechanism: attempt.mechanism.rawValue, user: login,
+                    result: MailTestReport.word(result.outcome), loggedIn: result.outcome == .loggedIn,
+                    server: result.lines, mechanisms: result.mechanisms, challenge: result.challenge,
+                    error: failure?.message))
+        } else {
+            for line in result.lines { ctx.output.out(Console.escaped(line)) }
+        }
+        if let failure { throw failure }
+        ctx.output.info(
+            "logged in to \(attempt.host):\(attempt.port) (\(attempt.mailProtocol.rawValue), \(attempt.security.rawValue)) as \(login) with \(attempt.mechanism.rawValue)"
+        )
+        return .ok
+    }
+
+    /// Host, port, TLS and mechanism from the options, all checked; the user is filled in later.
+    func connection(_ mailProtocol: MailProtocol, caBundle: String?) throws -> MailLoginRequest {
+        guard let host else { throw CLIError.usage("missing --host", command: "test") }
+        guard OutputGrammar.isSASLHost(host) else {
+            throw CLIError.usage(
+                "--host must be a host name or an IP address ([...] for IPv6), not \(host.debugDescription)",
+                command: "test")
+        }
+        var number: Int? = nil
+        if let port {
+            guard OutputGrammar.isSASLPort(port), let n = Int(port) else {
+                throw CLIError.usage("--port must be a number from 1 to 65535", command: "test")
+            }
+            number = n
+        }
+        let bearer: BearerMechanism
+        switch mechanism {
+        case nil, "xoauth2": bearer = .xoauth2
+        case "oauthbearer": bearer = .oauthbearer
+        default: throw CLIError.usage("--mechanism must be xoauth2 or oauthbearer", command: "test")
+        }
+        let chosen = [(tls, MailSecurity.tls), (starttls, .starttls), (plain, .plain)].filter(\.0).map(\.1)
+        guard chosen.count <= 1 else {
+            throw CLIError.usage("--tls, --starttls and --plain exclude each other", command: "test")
+        }
+        let security: MailSecurity
+        if let one = chosen.first {
+            security = one
+        } else {
+            // The ports' own conventions: IMAP 143 and SMTP 587/25 start plain and switch.
+            switch mailProtocol {
+            case .imap: security = number == 143 ? .starttls : .tls
+            case .smtp: security = number == 465 ? .tls : .starttls
+            }
+        }
+        if security == .plain && !URLPolicy.isLoopback(host) {
+            throw CLIError(
+                "--plain would send the token in clear text to \(host): it is allowed only to a loopback host",
+                hint: "use --tls or --starttls", exitCode: .usage)
+        }
+        let defaultPort =
+            switch (mailProtocol, security) {
+            case (.imap, .tls): 993
+            case (.imap, _): 143
+            case (.smtp, .tls): 465
+            case (.smtp, _): 587
+            }
+        return MailLoginRequest(
+            mailProtocol: mailProtocol, host: host, port: number ?? defaultPort, security: security,
+            mechanism: bearer, user: "",
+            caBundle: caBundle)
+    }
+}
+
+/// How `vault test` words the end of an attempt: the error for each
+/// failure, with the remedies the server's answer points to.
+struct MailTestReport {
+    let request: MailLoginRequest
+    let result: MailLoginResult
+    let grantName: String
+    let grant: Grant
+
+    /// The `result` word of `--json`.
+    static func word(_ outcome: MailLoginResult.Outcome) -> String {
+        switch outcome {
+        case .loggedIn: "logged_in"
+        case .refused: "refused"
+        case .unreachable: "unreachable"
+        case .tls: "tls_failed"
+        case .protocolError: "protocol_error"
+        }
+    }
+
+    private var place: String { "\(request.host):\(request.port)" }
+
+    /// The error to report, or nil when the login worked.
+    var failure: CLIError? {
+        switch result.outcome {
+        case .loggedIn: return nil
+        case .refused: return refused
+        case .unreachable(let why):
+            // A port that wants TLS first waits for a handshake that a
+            // client expecting a greeting never starts.
+            let hint =
+                result.lines.isEmpty && request.security != .tls && why.contains("timeout")
+                ? "the server said nothing: if this port wants TLS from the first byte (IMAP 993, SMTP 465), add --tls"
+                : "try again later"
+            return CLIError("cannot reach \(place): \(why)", hint: hint, exitCode: .transient)
+        case .tls(let why):
+            var hints: [String] = []
+            if request.security == .starttls && why.contains("STARTTLS") {
+                hints.append("use --tls with the server's TLS port (IMAP 993, SMTP 465)")
+            } else {
+                if request.security == .tls && result.lines.isEmpty {
+                    hints.append("if this port starts in plain text (IMAP 143, SMTP 587 or 25), use --starttls")
+                }
+                hints.append(
+                    "the certificate must be valid for \(request.host) and come from a CA this system trusts (SSL_CERT_FILE names another CA bundle)"
+                )
+            }
+            return CLIError("TLS with \(place) failed: \(why)", hints: hints, exitCode: .transient)
+        case .protocolError(let why):
+            let said = result.refusal.map { " (it said: \($0))" } ?? ""
+            return CLIError(
+                "\(place) did not answer as an \(request.mailProtocol.rawValue.uppercased()) server should: \(why)\(said)",
+                hint: "check the port: IMAP 993 (TLS) or 143, SMTP 587 or 465 (TLS)")
+        }
+    }
+
+    private var refused: CLIError {
+        let mechanism = request.mechanism.rawValue
+        let offered = result.mechanisms
+        if !offered.isEmpty && !offered.contains(mechanism) {
+            let other: BearerMechanism = request.mechanism == .xoauth2 ? .oauthbearer : .xoauth2
+            let hint =
+                offered.contains(other.rawValue)
+                ? "try --mechanism \(other.rawValue.lowercased())"
+                : "this server takes no OAuth token over \(request.mailProtocol.rawValue.uppercased())"
+            return CLIError(
+                "\(place) does not offer \(mechanism) (it offers \(offered.joined(separator: " ")))", hint: hint)
+        }
+        var message = "\(place) refused the \(mechanism) login of \(request.user)"
+        if let line = result.refusal { message += ": \(line)" }
+        if let challenge = result.challenge { message += " (challenge: \(challenge))" }
+        var hints: [String] = []
+        if let wanted = Self.scope(in: result.challenge), !grant.scopes.contains(wanted) {
+            hints.append(
+                "the server asks for the scope \(wanted), which '\(grantName)' lacks: run 'vault add \(grantName) --scope \(wanted)'"
+            )
+        } else {
+            let scopes = grant.scopes.isEmpty ? "none recorded" : grant.scopes.joined(separator: " ")
+            hints.append(
+                "the token needs the provider's mail scope (Gmail: https://mail.google.com/; Microsoft: IMAP.AccessAsUser.All or SMTP.Send), and the login must be its account; '\(grantName)' has the scopes: \(scopes)"
+            )
+            hints.append("see docs/mail.md; --user changes the login, 'vault add \(grantName) --scope S' adds a scope")
+        }
+        return CLIError(message, hints: hints)
+    }
+
+    /// The `scope` of an XOAUTH2 error challenge (Gmail's
+    /// `{"status":"400","schemes":"Bearer","scope":"..."}`), when it is one
+    /// scope token (RFC 6749 section 3.3's characters).
+    static func scope(in challenge: String?) -> String? {
+        guard let challenge, let value = try? JSONDecoder().decode(JSONValue.self, from: Data(challenge.utf8)),
+            case .object(let fields) = value, case .string(let scope)? = fields["scope"], !scope.isEmpty,
+            scope.unicodeScalars.allSatisfy({
+                $0.value == 0x21 || (0x23...0x5b).contains($0.value) || (0x5d...0x7e).contains($0.value)
+            })
+        else { return nil }
+        return scope
+    }
+}

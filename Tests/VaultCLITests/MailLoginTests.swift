@@ -1,0 +1,256 @@
+import Foundation
+import Glibc
+import Testing
+import VaultTestSupport
+
+/// `vault test imap|smtp`: logins with the grant's token against Dovecot
+/// (TLS with a CA of the test run, tokens checked at the shared provider),
+/// and against a server that repeats the token back.
+@Suite("vault test: IMAP and SMTP logins against Dovecot")
+struct MailLoginTests {
+    let mail: MailServer
+    let home = Home()
+
+    init() throws {
+        mail = try MailServer.shared.get()
+        try home.initKeyfileVault()
+        home.extra["SSL_CERT_FILE"] = mail.info.ca
+    }
+
+    func test(_ args: String...) throws -> ProcessResult { try home.run(["test"] + args) }
+
+    /// The grant's access token now, for the leak checks.
+    func token(_ name: String = "mail") throws -> String {
+        let r = try home.run("token", name)
+        try #require(r.status == 0, "\(r.stderr)")
+        return r.stdout.trimmingCharacters(in: .newlines)
+    }
+
+    /// Neither the token nor a SASL response carrying it is in the output.
+    func expectNoToken(_ r: ProcessResult, _ token: String, _ label: String) {
+        let responses = [
+            "user=ada\u{1}auth=Bearer \(token)\u{1}\u{1}", "n,a=ada,\u{1}auth=Bearer \(token)\u{1}\u{1}",
+        ].map { Data($0.utf8).base64EncodedString() }
+        for secret in [token] + responses {
+            #expect(!r.stdout.contains(secret) && !r.stderr.contains(secret), "\(label): the token leaked")
+        }
+        #expect(!r.stdout.contains(String(token.prefix(24))) && !r.stderr.contains(String(token.prefix(24))))
+    }
+
+    @Test("logs in to IMAP and SMTP, with TLS and with STARTTLS, with XOAUTH2 and OAUTHBEARER, refreshing first")
+    func logins() throws {
+        let original = try ProviderGrants.importConfidential("mail", into: home, expiresIn: -600)
+        let cases: [(String, [String], String)] = [
+            ("imap", ["--port", String(mail.info.imaps)], "OK Logged in"),
+            ("imap", ["--port", String(mail.info.imaps), "--mechanism", "oauthbearer"], "OK Logged in"),
+            ("imap", ["--port", String(mail.info.imap), "--starttls", "--mechanism", "xoauth2"], "OK Logged in"),
+            ("smtp", ["--port", String(mail.info.submission)], "235 2.7.0 Logged in."),
+            ("smtp", ["--port", String(mail.info.submission), "--mechanism", "oauthbearer"], "235 2.7.0 Logged in."),
+            ("smtp", ["--port", String(mail.info.submissions), "--tls"], "235 2.7.0 Logged in."),
+        ]
+        var results: [(String, ProcessResult)] = []
+        for (proto, options, success) in cases {
+            let r = try home.run(["test", proto, "mail", "--host", "localhost"] + options)
+            let label = "\(proto) \(options)"
+            #expect(r.status == 0, "\(label): \(r.stdout)\(r.stderr)")
+            #expect(r.stdout.contains(success), "\(label): \(r.stdout)")
+            #expect(r.stderr.contains("vault: logged in to localhost:"), "\(label): \(r.stderr)")
+            results.append((label, r))
+        }
+        // The expired token was refreshed before the first login.
+        let token = try token()
+        #expect(token != original["access_token"] as? String)
+        for (label, r) in results { expectNoToken(r, token, label) }
+        // The capabilities and the STARTTLS switch are what the server said.
+        #expect(results[2].1.stdout.contains("STARTTLS"))
+        #expect(results[3].1.stdout.contains("220 2.0.0 Begin TLS negotiation now."))
+    }
+
+    @Test("a JWT-sized token (1.5 KB) logs in to SMTP and IMAP: the response goes after the server's go-ahead")
+    func longToken() throws {
+        let long = try LongTokenMail.shared.get()
+        home.extra["SSL_CERT_FILE"] = long.info.ca
+        let grant: [String: Any] = [
+            "access_token": "expired", "refresh_token": UUID().uuidString,
+            "expires_at": Int(Date().timeIntervalSince1970) - 600, "provider": "local", "account": "ada",
+            "provider_config": ["token_endpoint": long.tokenEndpoint, "client_id": "mail-tests"],
+        ]
+        let json = String(decoding: try JSONSerialization.data(withJSONObject: grant), as: UTF8.self)
+        try #require(try home.run("import", "long", stdin: json).status == 0)
+        for (proto, port, mechanism, security) in [
+            ("smtp", long.info.submission, "xoauth2", "--starttls"),
+            ("smtp", long.info.submissions, "oauthbearer", "--tls"), ("imap", long.info.imaps, "xoauth2", "--tls"),
+        ] {
+            let r = try test(
+                proto, "long", "--host", "127.0.0.1", "--port", String(port), "--mechanism", mechanism, security)
+            #expect(r.status == 0, "\(proto) \(mechanism): \(r.stdout)\(r.stderr)")
+            expectNoToken(r, try token("long"), "\(proto) \(mechanism)")
+        }
+        #expect(try token("long").count >= 1500)
+    }
+
+    @Test("--json: one document with the server's lines and the mechanisms it offers")
+    func json() throws {
+        try ProviderGrants.importConfidential("mail", into: home)
+        let r = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps), "--json")
+        #expect(r.status == 0, "\(r.stderr)")
+        let doc = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
+        #expect(doc["result"] as? String == "logged_in" && doc["logged_in"] as? Bool == true)
+        #expect(doc["protocol"] as? String == "imap" && doc["security"] as? String == "tls")
+        #expect(doc["user"] as? String == "ada" && doc["mechanism"] as? String == "XOAUTH2")
+        #expect((doc["mechanisms"] as? [String]) == ["XOAUTH2", "OAUTHBEARER"])
+        #expect((doc["server"] as? [String])?.contains { $0.hasSuffix("OK Logged in") } == true)
+        #expect(doc.keys.contains("error") && doc["error"] is NSNull)
+        expectNoToken(r, try token(), "json")
+    }
+
+    @Test("a revoked token: exit 1, the server's words and a remedy, never the token")
+    func refused() throws {
+        let tokens = try ProviderGrants.importConfidential("mail", into: home)
+        // Positive control: the same grant logs in before the revocation.
+        let before = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps))
+        try #require(before.status == 0, "\(before.stderr)")
+        let token = try #require(tokens["access_token"] as? String)
+        try ProviderGrants.revoke(token, hint: "access_token")
+
+        let imap = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps))
+        #expect(imap.status == 1, "\(imap.stderr)")
+        #expect(imap.stderr.contains("vault: error: 127.0.0.1:\(mail.info.imaps) refused the XOAUTH2 login of ada"))
+        // Dovecot's XOAUTH2 challenge, decoded from base64.
+        #expect(imap.stderr.contains("(challenge: {"), "\(imap.stderr)")
+        #expect(imap.stderr.contains("vault: hint: "), "\(imap.stderr)")
+        expectNoToken(imap, token, "imap")
+
+        let smtp = try test(
+            "smtp", "mail", "--host", "127.0.0.1", "--port", String(mail.info.submission), "--mechanism", "oauthbearer"
+        )
+        #expect(smtp.status == 1, "\(smtp.stderr)")
+        #expect(smtp.stdout.contains("535 5.7.8 Authentication failed."))
+        #expect(smtp.stderr.contains("refused the OAUTHBEARER login of ada: 535 5.7.8 Authentication failed."))
+        #expect(smtp.stderr.contains("mail scope"), "\(smtp.stderr)")
+        expectNoToken(smtp, token, "smtp")
+
+        // --json: the document also when the login was refused.
+        let json = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps), "--json")
+        #expect(json.status == 1)
+        let doc = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect(doc["result"] as? String == "refused" && doc["logged_in"] as? Bool == false)
+        #expect((doc["error"] as? String)?.contains("refused the XOAUTH2 login of ada") == true)
+        #expect((doc["challenge"] as? String)?.hasPrefix("{") == true)
+        expectNoToken(json, token, "json")
+    }
+
+    @Test("a server that repeats the SASL response back: those lines are left out, the rest is shown")
+    func echoedToken() throws {
+        try ProviderGrants.importConfidential("mail", into: home)
+        let echo = try FixtureServer(script: "echo_imap.py", arguments: ["serve"])
+        let token = try token()
+        for mechanism in ["xoauth2", "oauthbearer"] {
+            let r = try test(
+                "imap", "mail", "--host", "127.0.0.1", "--port", String(echo.port), "--plain", "--mechanism", mechanism)
+            #expect(r.status == 1, "\(r.stderr)")
+            // Three of the server's lines repeated the response; each was withheld.
+            let withheld = r.stdout.components(separatedBy: "\n").filter {
+                $0 == "[a line that repeats the access token, not shown]"
+            }
+            #expect(withheld.count == 3, "\(mechanism): \(r.stdout)")
+            #expect(r.stdout.contains("* OK nothing repeated here"))
+            #expect(r.stderr.contains("A002 NO [AUTHENTICATIONFAILED] refused"), "\(r.stderr)")
+            expectNoToken(r, token, mechanism)
+        }
+    }
+
+    @Test("plain IMAP and SMTP to a loopback host with --plain")
+    func plainLoopback() throws {
+        try ProviderGrants.importConfidential("mail", into: home)
+        let imap = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.imap), "--plain")
+        #expect(imap.status == 0, "\(imap.stderr)")
+        #expect(imap.stderr.contains("(imap, plain)"))
+        let smtp = try test("smtp", "mail", "--host", "127.0.0.1", "--port", String(mail.submission), "--plain")
+        #expect(smtp.status == 0, "\(smtp.stderr)")
+    }
+
+    @Test("plain text to a host that is not loopback is a usage error, before anything is unlocked or sent")
+    func plainRefused() throws {
+        try ProviderGrants.importConfidential("mail", into: home)
+        for host in ["imap.example.com", "192.0.2.1", "[2001:db8::1]"] {
+            let r = try test("imap", "mail", "--host", host, "--plain")
+            #expect(r.status == 64, "\(host): \(r.stderr)")
+            #expect(r.stdout.isEmpty)
+            #expect(r.stderr.contains("--plain would send the token in clear text"), "\(r.stderr)")
+        }
+        // Refused before the vault is opened: no key needed.
+        home.extra["VAULT_KEYFILE"] = nil
+        let r = try test("smtp", "mail", "--host", "smtp.example.com", "--plain")
+        #expect(r.status == 64, "\(r.stderr)")
+    }
+
+    @Test("a port nobody listens on exits 75; so does a certificate from a CA not trusted")
+    func unreachable() throws {
+        try ProviderGrants.importConfidential("mail", into: home)
+        let closed = try ClosedPort()
+        let r = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(closed.port))
+        #expect(r.status == 75, "\(r.stderr)")
+        #expect(r.stderr.contains("vault: error: cannot reach 127.0.0.1:\(closed.port)"), "\(r.stderr)")
+        #expect(r.stdout.isEmpty)
+
+        home.extra["SSL_CERT_FILE"] = nil
+        let untrusted = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps))
+        #expect(untrusted.status == 75, "\(untrusted.stderr)")
+        #expect(untrusted.stderr.contains("vault: error: TLS with 127.0.0.1:"), "\(untrusted.stderr)")
+        expectNoToken(untrusted, try token(), "untrusted")
+    }
+
+    @Test("STARTTLS to a port that wants TLS from the first byte, and TLS to a plain port, say which option fits")
+    func wrongTLS() throws {
+        try ProviderGrants.importConfidential("mail", into: home)
+        let silent = try test("smtp", "mail", "--host", "127.0.0.1", "--port", String(mail.info.submissions))
+        #expect(silent.status == 75, "\(silent.stderr)")
+        #expect(silent.stderr.contains("vault: hint: the server said nothing"), "\(silent.stderr)")
+        let plain = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imap), "--tls")
+        #expect(plain.status == 75, "\(plain.stderr)")
+        #expect(plain.stderr.contains("--starttls"), "\(plain.stderr)")
+    }
+
+    @Test("a dead grant exits 2 and a locked vault 77, and no connection is made")
+    func deadAndLocked() throws {
+        let tokens = try ProviderGrants.importConfidential("mail", into: home, expiresIn: -600)
+        try ProviderGrants.revoke(tokens["refresh_token"] as! String, hint: "refresh_token")
+        let dead = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps))
+        #expect(dead.status == 2, "\(dead.stderr)")
+        #expect(dead.stdout.isEmpty)
+        home.extra["VAULT_KEYFILE"] = nil
+        let locked = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps))
+        #expect(locked.status == 77, "\(locked.stderr)")
+        #expect(locked.stdout.isEmpty)
+    }
+}
+
+/// A loopback port that is bound but not listening, so a connection to it
+/// is refused for as long as this value lives.
+final class ClosedPort {
+    let port: Int
+    private let fd: Int32
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { p -> Bool in
+                bind(fd, p, length) == 0 && getsockname(fd, p, &length) == 0
+            }
+        }
+        guard bound else {
+            close(fd)
+            throw POSIXError(.EIO)
+        }
+        self.fd = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    deinit { close(fd) }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import Testing
+import VaultCrypto
+
+@testable import VaultHTTP
+
+@Suite("mail logins: reading the server's lines")
+struct MailLoginParsingTests {
+    let token = "ya29.a0AfB_byC-secretTokenValue_0123456789abcdefXYZ"
+
+    func repeats(_ line: String) throws -> Bool {
+        TokenEcho.repeats(Array(line.utf8), token: try SecureBytes(copying: Array(token.utf8)))
+    }
+
+    @Test("a line repeating the token, whole, cut, or in base64 at any alignment, is caught")
+    func echoes() throws {
+        let response = Array("user=ada\u{1}auth=Bearer \(token)\u{1}\u{1}".utf8)
+        let b64 = Data(response).base64EncodedString()
+        let urlSafe = b64.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        for shift in 0..<3 {
+            let shifted = Data(response.dropFirst(shift)).base64EncodedString()
+            #expect(try repeats("+ " + shifted), "shift \(shift)")
+            #expect(try repeats("A2 NO [ALERT] " + String(shifted.dropFirst(8).prefix(60))), "cut at shift \(shift)")
+        }
+        #expect(try repeats("* OK " + token))
+        #expect(try repeats("A2 NO bad token " + token.dropFirst(10).prefix(20)))
+        #expect(try repeats("334 " + urlSafe.replacingOccurrences(of: "=", with: "")))
+        // Positive controls: ordinary lines are kept.
+        #expect(
+            try !repeats(
+                "+ eyJzdGF0dXMiOiI0MDAiLCJzY2hlbWVzIjoiQmVhcmVyIiwic2NvcGUiOiJodHRwczovL21haWwuZ29vZ2xlLmNvbS8ifQ=="))
+        #expect(try !repeats("A002 NO [AUTHENTICATIONFAILED] Authentication failed."))
+        #expect(try !repeats("250-AUTH XOAUTH2 OAUTHBEARER PLAIN"))
+    }
+
+    @Test("mechanisms, the refusal and the decoded challenge")
+    func reading() {
+        let imap = MailLoginResult(
+            outcome: .refused,
+            lines: [
+                "* OK [CAPABILITY IMAP4rev1 AUTH=PLAIN] ready", "* CAPABILITY IMAP4rev1 AUTH=XOAUTH2 AUTH=OAUTHBEARER",
+                "A001 OK done",
+                "+ eyJzdGF0dXMiOiI0MDAiLCJzY2hlbWVzIjoiQmVhcmVyIiwic2NvcGUiOiJodHRwczovL21haWwuZ29vZ2xlLmNvbS8ifQ==",
+                "A002 NO [AUTHENTICATIONFAILED] Invalid credentials (Failure)",
+            ])
+        #expect(imap.mechanisms == ["XOAUTH2", "OAUTHBEARER"])
+        #expect(imap.refusal == "A002 NO [AUTHENTICATIONFAILED] Invalid credentials (Failure)")
+        #expect(imap.challenge == #"{"status":"400","schemes":"Bearer","scope":"https://mail.google.com/"}"#)
+
+        let smtp = MailLoginResult(
+            outcome: .refused,
+            lines: [
+                "220 smtp ready", "250-smtp", "250-AUTH LOGIN XOAUTH2", "250 PIPELINING", "334 ",
+                "535 5.7.3 Authentication unsuccessful",
+            ])
+        #expect(smtp.mechanisms == ["LOGIN", "XOAUTH2"])
+        #expect(smtp.refusal == "535 5.7.3 Authentication unsuccessful")
+        #expect(smtp.challenge == nil)
+        // A challenge that is not text is not shown decoded.
+        let binary = MailLoginResult(outcome: .refused, lines: ["+ AAECAw=="])
+        #expect(binary.challenge == nil)
+    }
+}
