@@ -403,7 +403,7 @@ package enum OAuthErrorBody {
 
 extension HTTPError {
     /// How an HTTP failure looks to a vault user.
-    func vaultError(_ what: String) -> VaultError {
+    package func vaultError(_ what: String) -> VaultError {
         switch code {
         case .network: VaultError(.transient, "\(what): \(reason)", remedy: .checkNetwork)
         case .tooLarge, .redirect: VaultError(.badResponse, "\(what): \(reason)")

@@ -34,7 +34,8 @@ struct LifecycleDemo {
         if try await store.names().contains(name), try await store.canAuthorize(name) {
             print("loaded the saved grant")
         } else {
-            var provider = try Discovery.provider(name: "glewlwyd", issuer: settings.issuer, transport: CurlTransport())
+            var provider = try await Discovery.provider(
+                name: "glewlwyd", issuer: settings.issuer, transport: CurlTransport())
             provider.clientID = settings.confidential_client
             provider.clientSecret = settings.client_secret
             provider.redirectURI = settings.redirect_uri
@@ -51,7 +52,7 @@ struct LifecycleDemo {
         // An authorized request: a fresh token in the Authorization header.
         var userinfo = HTTPRequest(method: "GET", url: settings.issuer + "/userinfo")
         try await session.authorize(&userinfo, with: name)
-        print("userinfo: HTTP \(try CurlTransport().send(userinfo).status)")
+        print("userinfo: HTTP \(try await CurlTransport().send(userinfo).status)")
 
         guard CommandLine.arguments.contains("--revoked") else { return }
 
