@@ -64,7 +64,7 @@ struct LifecycleDemo {
 
         // The person revokes the app's access at the provider; the next refresh is
         // refused, the grant is marked dead, and the app signs out.
-        try ScriptedPerson(settings).revoke(try await store.retrieve(name).refreshToken ?? "")
+        try await ScriptedPerson(settings).revoke(try await store.retrieve(name).refreshToken ?? "")
         do {
             _ = try await session.freshGrant(name, forceRefresh: true)
             print("the provider still accepts the revoked grant")
