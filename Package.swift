@@ -6,6 +6,8 @@ let package = Package(
     name: "vault",
     products: [
         .library(name: "VaultKit", targets: ["VaultKit"]),
+        // `URLRequest` support, apart so that VaultKit links no FoundationNetworking.
+        .library(name: "VaultKitURLSession", targets: ["VaultKitURLSession"]),
         .executable(name: "vault", targets: ["vault"]),
     ],
     targets: [
@@ -34,6 +36,7 @@ let package = Package(
         .target(name: "VaultAgent", dependencies: ["VaultCore", "VaultSync", "VaultCrypto", "VaultHTTP", "CPlatform"]),
         // The library product: one import for apps.
         .target(name: "VaultKit", dependencies: ["VaultCore", "VaultSync", "VaultAgent", "VaultHTTP", "VaultCrypto"]),
+        .target(name: "VaultKitURLSession", dependencies: ["VaultKit"]),
         .target(
             name: "VaultCLI",
             dependencies: ["VaultCore", "VaultSync", "VaultAgent", "VaultCrypto", "VaultHTTP", "CPlatform"]),
@@ -58,7 +61,8 @@ let package = Package(
         .testTarget(
             name: "VaultKitTests",
             dependencies: [
-                "VaultKit", "VaultCore", "VaultSync", "VaultAgent", "VaultCrypto", "VaultHTTP", "VaultTestSupport",
+                "VaultKit", "VaultKitURLSession", "VaultCore", "VaultSync", "VaultAgent", "VaultCrypto", "VaultHTTP",
+                "VaultTestSupport",
             ]),
         .testTarget(
             name: "VaultCLITests", dependencies: ["VaultTestSupport", "VaultHTTP", "VaultCrypto", "VaultCLI"],

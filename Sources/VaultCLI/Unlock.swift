@@ -176,7 +176,7 @@ enum PassphraseCommand {
             close(fds[0])
             throw CLIError("cannot run \(variable): \(String(cString: strerror(rc)))", exitCode: .locked)
         }
-        let output: SecureBytes
+        let output: SecureBuffer
         do { output = try Secure.buffer(count: limit + 1) } catch {
             close(fds[0])
             kill(pid, SIGKILL)
@@ -228,7 +228,7 @@ enum PassphraseCommand {
 
     /// Reads what the pipe holds now into `output` (at most `limit` + 1
     /// bytes in all); true at end of file.
-    private static func drain(_ fd: Int32, into output: SecureBytes, total: inout Int) -> Bool {
+    private static func drain(_ fd: Int32, into output: SecureBuffer, total: inout Int) -> Bool {
         while total <= limit {
             let start = total
             let n = output.withUnsafeMutableBytes { read(fd, $0.baseAddress! + start, limit + 1 - start) }

@@ -15,8 +15,7 @@ public enum KeySource {
     public static func passphrase(normalizing text: String) throws(VaultError) -> KeySource {
         var count = 0
         text._withNFCCodeUnits { _ in count += 1 }
-        let bytes = try Secure.buffer(count: count)
-        bytes.withUnsafeMutableBytes { out in
+        let bytes = try Secure.bytes(count: count) { out in
             var i = 0
             text._withNFCCodeUnits { b in
                 out[i] = b

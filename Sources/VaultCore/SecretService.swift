@@ -43,7 +43,7 @@ public enum SecretService {
         }
         guard n >= 0 else { throw VaultError(.io, message(err)) }
         guard n > 0 else { return nil }
-        var text = buffer.unsafeCopyToArray().prefix(Int(n)).map { $0 }
+        var text = buffer.withUnsafeBytes { Array($0.prefix(Int(n))) }
         defer { secureZero(&text) }
         guard var raw = Base64.decode(text, .urlSafeUnpadded), raw.count == 32 else {
             throw VaultError(.damaged, "the Secret Service item for this vault is not a vault key")

@@ -40,9 +40,9 @@ public enum AEAD {
         guard ciphertext.count >= tagLength else {
             throw CryptoError(.authenticationFailed, "ciphertext is shorter than its tag")
         }
-        let out = try SecureBytes(count: ciphertext.count - tagLength)
-        _ = try open(ciphertext, key: key, nonce: nonce, associatedData: associatedData, into: out)
-        return out
+        let scratch = try SecureBuffer(count: ciphertext.count - tagLength)
+        let length = try open(ciphertext, key: key, nonce: nonce, associatedData: associatedData, into: scratch)
+        return try scratch.prefix(length)
     }
 
     /// Like `open`, into the start of `scratch` (at least the ciphertext's
@@ -50,7 +50,7 @@ public enum AEAD {
     /// allocation each. Returns the plaintext length; on failure `scratch`
     /// holds nothing of the plaintext.
     public static func open(
-        _ ciphertext: [UInt8], key: SecureBytes, nonce: [UInt8], associatedData: [UInt8], into scratch: SecureBytes
+        _ ciphertext: [UInt8], key: SecureBytes, nonce: [UInt8], associatedData: [UInt8], into scratch: SecureBuffer
     ) throws(CryptoError) -> Int {
         try Sodium.ready()
         guard key.count == keyLength, nonce.count == nonceLength else {

@@ -28,16 +28,18 @@ public enum GenericHash {
         -> SecureBytes
     {
         try Sodium.ready()
-        let out = try SecureBytes(count: length)
         var salt = [UInt8](repeating: 0, count: Int(crypto_generichash_blake2b_SALTBYTES))
         var personal = [UInt8](repeating: 0, count: Int(crypto_generichash_blake2b_PERSONALBYTES))
         guard personalization.count <= personal.count else {
             throw CryptoError(.invalidParameter, "blake2b personalization too long")
         }
         personal.replaceSubrange(0..<personalization.count, with: personalization)
-        let rc = out.withPointer { o, _ in
-            secret.withPointer { s, sCount in
-                crypto_generichash_blake2b_salt_personal(o, length, s, UInt64(sCount), nil, 0, &salt, &personal)
+        var rc: Int32 = -1
+        let out = try SecureBytes(count: length) { o in
+            rc = secret.withPointer { s, sCount in
+                crypto_generichash_blake2b_salt_personal(
+                    o.baseAddress!.assumingMemoryBound(to: UInt8.self), length, s, UInt64(sCount), nil, 0, &salt,
+                    &personal)
             }
         }
         guard rc == 0 else { throw CryptoError(.invalidParameter, "blake2b failed") }
@@ -57,10 +59,12 @@ public enum KeyDerivation {
         guard ctx.count == Int(crypto_kdf_CONTEXTBYTES), masterKey.count == Int(crypto_kdf_KEYBYTES) else {
             throw CryptoError(.invalidParameter, "kdf context must be 8 bytes and the key 32")
         }
-        let out = try SecureBytes(count: 32)
         let cContext = ctx.map { CChar(bitPattern: $0) }
-        let rc = out.withPointer { o, _ in
-            masterKey.withPointer { k, _ in crypto_kdf_derive_from_key(o, 32, id, cContext, k) }
+        var rc: Int32 = -1
+        let out = try SecureBytes(count: 32) { o in
+            rc = masterKey.withPointer { k, _ in
+                crypto_kdf_derive_from_key(o.baseAddress!.assumingMemoryBound(to: UInt8.self), 32, id, cContext, k)
+            }
         }
         guard rc == 0 else { throw CryptoError(.invalidParameter, "kdf derivation failed") }
         return out

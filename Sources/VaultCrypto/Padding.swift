@@ -8,12 +8,13 @@ public enum Padding {
         try Sodium.ready()
         guard blockSize > 0 else { throw CryptoError(.invalidParameter, "block size must be positive") }
         let capacity = (data.count / blockSize + 1) * blockSize
-        let out = try SecureBytes(count: capacity)
         var padded = 0
-        let rc = out.withPointer { o, _ in
-            data.withPointer { d, dCount in
-                o.update(from: d, count: dCount)
-                return sodium_pad(&padded, o, dCount, blockSize, capacity)
+        var rc: Int32 = -1
+        let out = try SecureBytes(count: capacity) { o in
+            let typed = o.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            rc = data.withPointer { d, dCount in
+                typed.update(from: d, count: dCount)
+                return sodium_pad(&padded, typed, dCount, blockSize, capacity)
             }
         }
         guard rc == 0, padded == capacity else { throw CryptoError(.invalidParameter, "padding failed") }
@@ -33,7 +34,7 @@ public enum Padding {
     }
 
     /// The unpadded length of the first `count` bytes of `data`.
-    public static func unpaddedLength(_ data: SecureBytes, count: Int, blockSize: Int) throws(CryptoError) -> Int {
+    public static func unpaddedLength(_ data: SecureBuffer, count: Int, blockSize: Int) throws(CryptoError) -> Int {
         try Sodium.ready()
         guard blockSize > 0, count > 0, count <= data.count, count % blockSize == 0 else {
             throw CryptoError(.invalidPadding, "padded length is not a multiple of the block size")

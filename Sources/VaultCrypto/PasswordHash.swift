@@ -24,13 +24,14 @@ public enum PasswordHash {
         guard salt.count == saltLength else {
             throw CryptoError(.invalidParameter, "argon2id salt has the wrong length")
         }
-        let key = try SecureBytes(count: length)
-        let rc = key.withPointer { k, _ in
-            passphrase.withPointer { p, pCount in
+        var rc: Int32 = -1
+        let key = try SecureBytes(count: length) { k in
+            rc = passphrase.withPointer { p, pCount in
                 p.withMemoryRebound(to: CChar.self, capacity: max(pCount, 1)) { chars in
                     // The 1.0.18 signature: no separate output-length type.
                     crypto_pwhash(
-                        k, UInt64(length), chars, UInt64(pCount), salt, opsLimit, Int(memLimit),
+                        k.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(length), chars, UInt64(pCount), salt,
+                        opsLimit, Int(memLimit),
                         crypto_pwhash_ALG_ARGON2ID13)
                 }
             }

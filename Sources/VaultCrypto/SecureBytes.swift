@@ -4,39 +4,105 @@ internal import CSodium
 /// locked against swapping where the system allows, zeroed when freed.
 ///
 /// This is the only type that should hold keys, passphrases and plaintext
-/// grants for longer than a single call.
-public final class SecureBytes: CustomStringConvertible, CustomDebugStringConvertible {
+/// grants for longer than a single call. Its bytes are fixed once it is
+/// made (an initializer fills them), so one value may be read from any
+/// number of tasks and threads at once; `SecureBuffer` is the mutable
+/// kind, for reading input and decrypting into.
+public final class SecureBytes: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
+    // The memory behind `pointer` is written in two places only: inside an
+    // initializer, before `self` is returned to anyone (so before any other
+    // thread can hold a reference), and by `sodium_free` in `deinit`, after
+    // the last reference is gone. Every method reads it, and none hands
+    // out a pointer that may write (`withPointer` is an `UnsafePointer`).
+    // So concurrent use cannot race, which the compiler cannot see through
+    // a raw pointer.
+    private nonisolated(unsafe) let pointer: UnsafeMutableRawPointer
+    /// The number of bytes held.
+    public let count: Int
+
+    /// Allocates `count` bytes and lets `body` fill them before the value
+    /// exists anywhere else; they start zeroed. `body` must not keep the
+    /// buffer: after it returns, the bytes never change again.
+    public init(count: Int, initializingWith body: (UnsafeMutableRawBufferPointer) -> Void) throws(CryptoError) {
+        pointer = try SecureMemory.allocate(count)
+        self.count = count
+        body(UnsafeMutableRawBufferPointer(start: pointer, count: count))
+    }
+
+    /// Allocates `count` zero bytes.
+    public convenience init(count: Int) throws(CryptoError) {
+        try self.init(count: count) { _ in }
+    }
+
+    /// Allocates `count` random bytes.
+    public convenience init(randomCount count: Int) throws(CryptoError) {
+        try self.init(count: count) { randombytes_buf($0.baseAddress!, count) }
+    }
+
+    /// Copies bytes into secure memory. The caller remains responsible for
+    /// wiping its own copy.
+    public convenience init(copying bytes: some Collection<UInt8>) throws(CryptoError) {
+        try self.init(count: bytes.count) { target in
+            var i = 0
+            for b in bytes {
+                target[i] = b
+                i += 1
+            }
+        }
+    }
+
+    deinit {
+        sodium_free(pointer)
+    }
+
+    /// Reads the bytes. The buffer must not escape the closure.
+    public func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        try body(UnsafeRawBufferPointer(start: pointer, count: count))
+    }
+
+    /// The storage as a typed pointer, never nil (an empty value still owns
+    /// one byte), for the C calls in this module; read only.
+    func withPointer<R, E: Error>(_ body: (UnsafePointer<UInt8>, Int) throws(E) -> R) throws(E) -> R {
+        defer { withExtendedLifetime(self) {} }
+        return try body(UnsafePointer(pointer.assumingMemoryBound(to: UInt8.self)), count)
+    }
+
+    /// A copy of the first `length` bytes, in new secure memory.
+    public func prefix(_ length: Int) throws(CryptoError) -> SecureBytes {
+        let n = min(max(length, 0), count)
+        return try SecureBytes(count: n) { $0.baseAddress!.copyMemory(from: pointer, byteCount: n) }
+    }
+
+    /// Constant-time comparison of contents.
+    public func constantTimeEquals(_ other: SecureBytes) -> Bool {
+        count == other.count && sodium_memcmp(pointer, other.pointer, count) == 0
+    }
+
+    /// Copies the bytes out into an ordinary array. Use only where an API
+    /// needs one (serialization); wipe the copy with `secureZero` after use.
+    public func unsafeCopyToArray() -> [UInt8] {
+        Array(UnsafeRawBufferPointer(start: pointer, count: count))
+    }
+
+    /// The size only; the contents are never printed.
+    public var description: String { "SecureBytes(\(count) bytes, redacted)" }
+    /// The same as `description`.
+    public var debugDescription: String { description }
+}
+
+/// Secure memory that is written after it is made: input read a piece at
+/// a time, or a scratch buffer that records are decrypted into one after
+/// another. Not `Sendable`: one task or thread uses it at a time. What it
+/// ends up holding becomes `SecureBytes` through `prefix(_:)`.
+public final class SecureBuffer: CustomStringConvertible, CustomDebugStringConvertible {
     private let pointer: UnsafeMutableRawPointer
     /// The number of bytes held.
     public let count: Int
 
     /// Allocates `count` zero bytes.
     public init(count: Int) throws(CryptoError) {
-        try Sodium.ready()
-        guard count >= 0, let p = sodium_malloc(max(count, 1)) else {
-            throw CryptoError(.outOfMemory, "could not allocate secure memory")
-        }
-        sodium_memzero(p, max(count, 1))
-        pointer = p
+        pointer = try SecureMemory.allocate(count)
         self.count = count
-    }
-
-    /// Allocates `count` random bytes.
-    public convenience init(randomCount count: Int) throws(CryptoError) {
-        try self.init(count: count)
-        randombytes_buf(pointer, count)
-    }
-
-    /// Copies bytes into secure memory. The caller remains responsible for
-    /// wiping its own copy.
-    public convenience init(copying bytes: some Collection<UInt8>) throws(CryptoError) {
-        try self.init(count: bytes.count)
-        let target = pointer.assumingMemoryBound(to: UInt8.self)
-        var i = 0
-        for b in bytes {
-            target[i] = b
-            i += 1
-        }
     }
 
     deinit {
@@ -55,34 +121,40 @@ public final class SecureBytes: CustomStringConvertible, CustomDebugStringConver
         try body(UnsafeMutableRawBufferPointer(start: pointer, count: count))
     }
 
-    /// The storage as a typed pointer, never nil (an empty value still owns
-    /// one byte), for the C calls in this module.
+    /// The storage as a typed pointer, never nil, for the C calls in this
+    /// module.
     func withPointer<R, E: Error>(_ body: (UnsafeMutablePointer<UInt8>, Int) throws(E) -> R) throws(E) -> R {
         defer { withExtendedLifetime(self) {} }
         return try body(pointer.assumingMemoryBound(to: UInt8.self), count)
     }
 
-    /// A copy of the first `length` bytes, in new secure memory.
+    /// Zeroes the bytes (a scratch buffer between uses).
+    public func wipe() {
+        sodium_memzero(pointer, max(count, 1))
+    }
+
+    /// A copy of the first `length` bytes, fixed, in new secure memory.
     public func prefix(_ length: Int) throws(CryptoError) -> SecureBytes {
         let n = min(max(length, 0), count)
-        let out = try SecureBytes(count: n)
-        out.pointer.copyMemory(from: pointer, byteCount: n)
-        return out
-    }
-
-    /// Constant-time comparison of contents.
-    public func constantTimeEquals(_ other: SecureBytes) -> Bool {
-        count == other.count && sodium_memcmp(pointer, other.pointer, count) == 0
-    }
-
-    /// Copies the bytes out into an ordinary array. Use only where an API
-    /// needs one (serialization); wipe the copy with `secureZero` after use.
-    public func unsafeCopyToArray() -> [UInt8] {
-        Array(UnsafeRawBufferPointer(start: pointer, count: count))
+        return try SecureBytes(count: n) { $0.baseAddress!.copyMemory(from: pointer, byteCount: n) }
     }
 
     /// The size only; the contents are never printed.
-    public var description: String { "SecureBytes(\(count) bytes, redacted)" }
+    public var description: String { "SecureBuffer(\(count) bytes, redacted)" }
     /// The same as `description`.
     public var debugDescription: String { description }
+}
+
+/// The allocation both kinds of secure memory share.
+enum SecureMemory {
+    /// `count` zeroed bytes from `sodium_malloc` (at least one, so the
+    /// pointer is never nil).
+    static func allocate(_ count: Int) throws(CryptoError) -> UnsafeMutableRawPointer {
+        try Sodium.ready()
+        guard count >= 0, let p = sodium_malloc(max(count, 1)) else {
+            throw CryptoError(.outOfMemory, "could not allocate secure memory")
+        }
+        sodium_memzero(p, max(count, 1))
+        return p
+    }
 }

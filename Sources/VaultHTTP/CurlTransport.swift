@@ -143,14 +143,15 @@ final class EasyHandle {
     /// secure memory; libcurl keeps its own copy.
     func setSecret(_ option: CURLoption, _ secret: SecureBytes, _ what: String) throws(HTTPError) {
         let terminated: SecureBytes
-        do { terminated = try SecureBytes(count: secret.count + 1) } catch {
-            throw HTTPError(.unavailable, error.reason)
-        }
-        terminated.withUnsafeMutableBytes { dst in
-            secret.withUnsafeBytes { src in
-                if let base = src.baseAddress { dst.baseAddress!.copyMemory(from: base, byteCount: src.count) }
+        do {
+            terminated = try SecureBytes(count: secret.count + 1) { dst in
+                secret.withUnsafeBytes { src in
+                    if let base = src.baseAddress { dst.baseAddress!.copyMemory(from: base, byteCount: src.count) }
+                }
+                dst[secret.count] = 0
             }
-            dst[secret.count] = 0
+        } catch {
+            throw HTTPError(.unavailable, error.reason)
         }
         try terminated.withUnsafeBytes { (b: UnsafeRawBufferPointer) throws(HTTPError) in
             try check(
@@ -236,8 +237,7 @@ final class ResponseCollector {
 
     func body() throws(HTTPError) -> SecureBytes {
         do {
-            let out = try SecureBytes(count: size)
-            out.withUnsafeMutableBytes { dst in
+            let out = try SecureBytes(count: size) { dst in
                 var offset = 0
                 for chunk in chunks {
                     chunk.withUnsafeBytes {

@@ -2,8 +2,8 @@ public import VaultCrypto
 
 /// An HTTP request. The body may hold secrets (refresh tokens, client
 /// secrets), so it lives in secure memory and is handed to libcurl
-/// without a copy.
-public struct HTTPRequest {
+/// without a copy. `Sendable`: the body's bytes never change once made.
+public struct HTTPRequest: Sendable {
     /// `GET`, `POST`, `PUT`, ...
     public var method: String
     /// Absolute `https` URL, or `http` to a loopback host.
@@ -40,7 +40,7 @@ public struct HTTPRequest {
 
 /// What AWS Signature Version 4 needs: the scope and the credentials. The
 /// secret stays in secure memory until libcurl copies it for the request.
-public struct AWSSignature {
+public struct AWSSignature: Sendable {
     /// The region of the signing scope (`us-east-1`, or what the store calls its own).
     public var region: String
     /// The service of the signing scope (`s3`).
@@ -60,7 +60,8 @@ public struct AWSSignature {
 }
 
 /// An HTTP response. The body may hold tokens, so it is in secure memory.
-public struct HTTPResponse {
+/// `Sendable`: the body's bytes never change once made.
+public struct HTTPResponse: Sendable {
     /// The status code of the final response.
     public let status: Int
     /// Header fields of the final response, names in lower case.

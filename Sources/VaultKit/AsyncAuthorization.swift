@@ -11,16 +11,16 @@ extension Authorizer {
     }
 
     /// Exchanges a code the app obtained itself, on a Dispatch thread (see
-    /// `exchange(code:codeVerifier:redirectURI:provider:scopes:nonce:)`).
+    /// `exchange(code:codeVerifier:redirectURI:provider:scopes:nonce:extras:)`).
     public func exchange(
         code: String, codeVerifier: String, redirectURI: String, provider: Provider, scopes: [String] = [],
-        nonce: String? = nil
+        nonce: String? = nil, extras: TokenRequestExtras = .none
     ) async throws(VaultError) -> Grant {
         let authorizer = Handoff(self)
         return try await blocking { () throws(VaultError) in
             try authorizer.value.exchange(
                 code: code, codeVerifier: codeVerifier, redirectURI: redirectURI, provider: provider, scopes: scopes,
-                nonce: nonce)
+                nonce: nonce, extras: extras)
         }
     }
 }

@@ -36,6 +36,27 @@ public protocol RefreshingGrantStore: GrantStore {
     func freshGrant(
         _ name: String, minimumValidity: Double, forceRefresh: Bool, transport: any HTTPTransport & Sendable
     ) async throws(VaultError) -> FreshGrant
+    /// `freshGrant(_:minimumValidity:forceRefresh:transport:)` whose refresh
+    /// request, if one is made, carries `extras`.
+    func freshGrant(
+        _ name: String, minimumValidity: Double, forceRefresh: Bool, transport: any HTTPTransport & Sendable,
+        extras: TokenRequestExtras
+    ) async throws(VaultError) -> FreshGrant
+}
+
+extension RefreshingGrantStore {
+    /// For stores written before extras existed: without extras, their own
+    /// refresh; with extras, `invalidInput` (the store cannot send them).
+    public func freshGrant(
+        _ name: String, minimumValidity: Double, forceRefresh: Bool, transport: any HTTPTransport & Sendable,
+        extras: TokenRequestExtras
+    ) async throws(VaultError) -> FreshGrant {
+        guard extras.isEmpty else {
+            throw VaultError(.invalidInput, "this grant store cannot add parameters or headers to its refreshes")
+        }
+        return try await freshGrant(
+            name, minimumValidity: minimumValidity, forceRefresh: forceRefresh, transport: transport)
+    }
 }
 
 extension GrantStore {

@@ -34,6 +34,11 @@ public final class TokenSession: Sendable {
     public let store: any GrantStore
     /// How requests reach providers.
     public let transport: any HTTPTransport & Sendable
+    /// Parameters and headers sent with every refresh this session makes,
+    /// by the name of the grant's provider (`Grant.provider`). They are the
+    /// app's, never kept in the vault: other programs refreshing the same
+    /// grant (the `vault` command, another app) do not send them.
+    public let refreshExtras: [String: TokenRequestExtras]
 
     private let observers = Observers()
     /// What this session last saw of each grant's tokens (a hash, never
@@ -42,10 +47,15 @@ public final class TokenSession: Sendable {
     private let inFlight = InFlight()
     private let gates = RefreshGates()
 
-    /// Creates a session over `store`.
-    public init(store: any GrantStore, transport: any HTTPTransport & Sendable = CurlTransport()) {
+    /// Creates a session over `store`; `refreshExtras` are added to the
+    /// refreshes of the grants of the providers they name.
+    public init(
+        store: any GrantStore, transport: any HTTPTransport & Sendable = CurlTransport(),
+        refreshExtras: [String: TokenRequestExtras] = [:]
+    ) {
         self.store = store
         self.transport = transport
+        self.refreshExtras = refreshExtras
     }
 
     deinit { observers.finish() }
@@ -84,7 +94,7 @@ public final class TokenSession: Sendable {
             return FreshGrant(grant: usable, refreshed: false)
         }
         let key = InFlight.Key(name: name, minimumValidity: minimumValidity, force: forceRefresh)
-        let task = await inFlight.task(for: key) { [store, transport, observers, gates] in
+        let task = await inFlight.task(for: key) { [store, transport, observers, gates, refreshExtras] in
             let before = try? await store.retrieve(name)
             if let before { self.observe(name, before) }
             // Most calls end here, at the cost of one load: the stored grant
@@ -95,7 +105,7 @@ public final class TokenSession: Sendable {
             let result = await Result(catching: { () async throws(VaultError) in
                 try await TokenSession.refresh(
                     name, in: store, minimumValidity: minimumValidity, force: forceRefresh, transport: transport,
-                    gates: gates)
+                    gates: gates, extras: refreshExtras, provider: before?.provider)
             })
             switch result {
             case .success(let fresh) where fresh.refreshed:
@@ -138,16 +148,18 @@ public final class TokenSession: Sendable {
     /// refused grant as dead, each only over the grant it started from.
     static func refresh(
         _ name: String, in store: any GrantStore, minimumValidity: Double, force: Bool,
-        transport: any HTTPTransport & Sendable, gates: RefreshGates
+        transport: any HTTPTransport & Sendable, gates: RefreshGates, extras: [String: TokenRequestExtras] = [:],
+        provider: String? = nil
     ) async throws(VaultError) -> FreshGrant {
         if let refreshing = store as? any RefreshingGrantStore {
             return try await refreshing.freshGrant(
-                name, minimumValidity: minimumValidity, forceRefresh: force, transport: transport)
+                name, minimumValidity: minimumValidity, forceRefresh: force, transport: transport,
+                extras: provider.flatMap { extras[$0] } ?? .none)
         }
         await gates.enter(name)
         let result = await Result(catching: { () async throws(VaultError) in
             try await refreshHere(
-                name, in: store, minimumValidity: minimumValidity, force: force, transport: transport)
+                name, in: store, minimumValidity: minimumValidity, force: force, transport: transport, extras: extras)
         })
         await gates.leave(name)
         return try result.get()
@@ -156,7 +168,7 @@ public final class TokenSession: Sendable {
     /// `refresh` of a plain store's grant, holding its gate.
     private static func refreshHere(
         _ name: String, in store: any GrantStore, minimumValidity: Double, force: Bool,
-        transport: any HTTPTransport & Sendable
+        transport: any HTTPTransport & Sendable, extras: [String: TokenRequestExtras]
     ) async throws(VaultError) -> FreshGrant {
         let grant = try await store.retrieve(name)
         if !force, grant.isUsable(minimumValidity: minimumValidity, at: Date()) {
@@ -165,7 +177,8 @@ public final class TokenSession: Sendable {
         if grant.dead { throw TokenRefresher.deadError(name, grant) }
         let outcome = await Result(catching: { () async throws(VaultError) in
             try await blocking { () throws(VaultError) in
-                try TokenRefresher.refreshed(grant, name: name, transport: transport, now: { Date() })
+                try TokenRefresher.refreshed(
+                    grant, name: name, transport: transport, now: { Date() }, extras: extras[grant.provider] ?? .none)
             }
         })
         // The app may have replaced the grant meanwhile (authorized again):

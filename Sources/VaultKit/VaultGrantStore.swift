@@ -112,6 +112,16 @@ public final class VaultGrantStore: RefreshingGrantStore {
     public func freshGrant(
         _ name: String, minimumValidity: Double, forceRefresh: Bool, transport: any HTTPTransport & Sendable
     ) async throws(VaultError) -> FreshGrant {
+        try await freshGrant(
+            name, minimumValidity: minimumValidity, forceRefresh: forceRefresh, transport: transport, extras: .none)
+    }
+
+    /// `freshGrant(_:minimumValidity:forceRefresh:transport:)` whose refresh
+    /// request, if one is made, carries `extras`.
+    public func freshGrant(
+        _ name: String, minimumValidity: Double, forceRefresh: Bool, transport: any HTTPTransport & Sendable,
+        extras: TokenRequestExtras
+    ) async throws(VaultError) -> FreshGrant {
         let version = state.withLock { try? $0.watcher.changeCounter() }
         if !forceRefresh, let hit = remembered(name, minimumValidity: minimumValidity, version: version) {
             return FreshGrant(grant: hit, refreshed: false)
@@ -121,8 +131,9 @@ public final class VaultGrantStore: RefreshingGrantStore {
             // one opened here coordinates through its sync store, if any.
             let coordinator: (any RefreshCoordinator)? =
                 vault.isThroughAgent ? nil : SyncRefreshCoordinator(transport: transport)
-            return try TokenRefresher(vault: vault, transport: transport, coordinator: coordinator)
-                .freshGrant(name, minimumValidity: minimumValidity, forceRefresh: forceRefresh)
+            var refresher = TokenRefresher(vault: vault, transport: transport, coordinator: coordinator)
+            refresher.refreshExtras = extras
+            return try refresher.freshGrant(name, minimumValidity: minimumValidity, forceRefresh: forceRefresh)
         }
         // Kept with the counter from before the read: a change made since
         // (even the refresh just stored) makes the next call read again.

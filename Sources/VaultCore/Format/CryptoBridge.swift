@@ -12,9 +12,16 @@ package enum Secure {
         do { return try SecureBytes(copying: bytes) } catch { throw VaultError(error) }
     }
 
-    /// Zeroed secure memory of `count` bytes.
-    package static func buffer(count: Int) throws(VaultError) -> SecureBytes {
-        do { return try SecureBytes(count: count) } catch { throw VaultError(error) }
+    /// Zeroed secure memory of `count` bytes, to write into.
+    package static func buffer(count: Int) throws(VaultError) -> SecureBuffer {
+        do { return try SecureBuffer(count: count) } catch { throw VaultError(error) }
+    }
+
+    /// Secure memory of `count` bytes that `body` fills, fixed afterwards.
+    package static func bytes(count: Int, initializingWith body: (UnsafeMutableRawBufferPointer) -> Void)
+        throws(VaultError) -> SecureBytes
+    {
+        do { return try SecureBytes(count: count, initializingWith: body) } catch { throw VaultError(error) }
     }
 
     /// A new random key of `count` bytes, in secure memory.
@@ -25,6 +32,12 @@ package enum Secure {
     /// The first `length` bytes of `bytes`, in secure memory of their own.
     package static func prefix(_ bytes: SecureBytes, _ length: Int) throws(VaultError) -> SecureBytes {
         do { return try bytes.prefix(length) } catch { throw VaultError(error) }
+    }
+
+    /// What the first `length` bytes of `buffer` hold, fixed, in secure
+    /// memory of their own.
+    package static func prefix(_ buffer: SecureBuffer, _ length: Int) throws(VaultError) -> SecureBytes {
+        do { return try buffer.prefix(length) } catch { throw VaultError(error) }
     }
 
     /// `count` random bytes that are not secret (ids, nonces, salts).

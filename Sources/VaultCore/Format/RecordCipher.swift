@@ -67,7 +67,7 @@ package struct RecordCipher {
 
     /// Authenticates and decrypts a row into the start of `scratch`, which
     /// must hold the ciphertext's length; returns the payload's length.
-    func open(_ record: StoredRecord, into scratch: SecureBytes) throws(VaultError) -> Int {
+    func open(_ record: StoredRecord, into scratch: SecureBuffer) throws(VaultError) -> Int {
         guard record.id.count == 16, record.nameHash.count == 32, record.nonce.count == AEAD.nonceLength else {
             throw VaultError(.damaged, "\(record.label) has malformed columns")
         }
@@ -163,7 +163,7 @@ package final class LocalKeys: VaultKeys {
     }
 
     /// A secure buffer large enough for the largest of `records`.
-    package func scratchBuffer(for records: [StoredRecord]) throws(VaultError) -> SecureBytes {
+    package func scratchBuffer(for records: [StoredRecord]) throws(VaultError) -> SecureBuffer {
         let size = max(RecordCipher.blockSize, records.map(\.ciphertext.count).max() ?? 0)
         return try Secure.buffer(count: size)
     }
@@ -172,10 +172,10 @@ package final class LocalKeys: VaultKeys {
     /// hashes to the row's lookup hash, then hands the plaintext to `body`;
     /// the scratch is zeroed afterwards.
     package func openChecked<R>(
-        _ row: StoredRecord, scratch: SecureBytes, secrets: Bool = true,
+        _ row: StoredRecord, scratch: SecureBuffer, secrets: Bool = true,
         _ body: (UnsafeRawBufferPointer, Payload) throws(VaultError) -> R
     ) throws(VaultError) -> R {
-        defer { scratch.withUnsafeMutableBytes { secureZero($0) } }
+        defer { scratch.wipe() }
         let length = try cipher.open(row, into: scratch)
         return try scratch.withUnsafeBytes { (all: UnsafeRawBufferPointer) throws(VaultError) -> R in
             let plain = UnsafeRawBufferPointer(rebasing: all[..<length])

@@ -38,6 +38,20 @@ public struct AuthorizationRequest: Sendable {
     public var loginHint: String?
     /// Seconds to wait for the browser or the device approval.
     public var timeout: Double
+    /// Parameters added to the authorization URL for this request (after
+    /// the provider's `authorizationParams`, which they override). The
+    /// protocol's own (`AuthorizationRequest.protocolParameters`) are
+    /// refused when the authorization starts.
+    public var additionalParameters: [String: String] = [:]
+    /// Parameters and headers added to the token request that ends this
+    /// authorization (the code exchange, or the device flow's polls).
+    public var tokenExtras: TokenRequestExtras = .none
+
+    /// The authorization URL's fields that the flow sets itself.
+    public static let protocolParameters: Set<String> = [
+        "response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge", "code_challenge_method",
+        "nonce", "login_hint", "request", "request_uri",
+    ]
 
     /// Creates a request.
     public init(
@@ -137,8 +151,18 @@ public struct Authorizer {
         ]
         if let nonce { query.append(("nonce", nonce)) }
         if let hint = request.loginHint { query.append(("login_hint", hint)) }
-        for (k, v) in p.authorizationParams.sorted(by: { $0.key < $1.key }) where !query.contains(where: { $0.0 == k })
-        {
+        for (k, v) in request.additionalParameters {
+            guard !k.isEmpty, !TokenRequestExtras.hasControl(k), !TokenRequestExtras.hasControl(v) else {
+                throw VaultError(
+                    .invalidInput, "an additional authorization parameter has an empty name or a control character")
+            }
+            guard !AuthorizationRequest.protocolParameters.contains(k.lowercased()) else {
+                throw VaultError(
+                    .invalidInput, "the authorization parameter '\(k)' is the protocol's own and cannot be added")
+            }
+        }
+        let added = p.authorizationParams.merging(request.additionalParameters) { $1 }
+        for (k, v) in added.sorted(by: { $0.key < $1.key }) where !query.contains(where: { $0.0 == k }) {
             query.append((k, v))
         }
         let url = FormEncoding.appendQuery(authorizationEndpoint, query)
@@ -188,7 +212,7 @@ public struct Authorizer {
             form: [
                 ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI),
                 ("code_verifier", pkce.verifier),
-            ], what: "exchanging the authorization code")
+            ], what: "exchanging the authorization code", extras: request.tokenExtras)
         return try grant(from: response, request: request, nonce: nonce)
     }
 
@@ -249,7 +273,7 @@ public struct Authorizer {
                         ("grant_type", "urn:ietf:params:oauth:grant-type:device_code"),
                         ("device_code", device.deviceCode),
                     ],
-                    what: "waiting for the device approval")
+                    what: "waiting for the device approval", extras: request.tokenExtras)
                 return try grant(from: response, request: request, nonce: nil)
             } catch {
                 // RFC 8628 section 3.5, with the provider's own codes read

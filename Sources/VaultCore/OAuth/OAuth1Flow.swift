@@ -97,7 +97,7 @@ extension Authorizer {
         let params = try OAuth1.sign(
             method: "POST", url: url, credentials: c, nonce: OAuth1.nonce(), timestamp: time.now().epochSeconds,
             extra: extra)
-        let empty = try Secure.buffer(count: 0)
+        let empty = try Secure.copy([])
         let response: HTTPResponse
         do {
             response = try transport.send(

@@ -38,13 +38,15 @@ public struct TokenEndpoint {
     }
 
     /// POSTs `form` to `url` with the client's authentication.
-    func send(_ url: String, form: [(String, String)], what: String, timeout: Double = 30) throws(VaultError)
-        -> Answer
-    {
-        var pairs = form
+    func send(
+        _ url: String, form: [(String, String)], what: String, timeout: Double = 30,
+        extras: TokenRequestExtras = .none
+    ) throws(VaultError) -> Answer {
+        var pairs = extras.adding(to: form)
         var headers: [(name: String, value: String)] = [
             ("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json"),
         ]
+        headers += extras.headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
         // An RFC 7523 JWT bearer request authenticates with its assertion alone.
         let anonymous = client.authMethod == "none"
         guard let clientID = client.id ?? (anonymous ? "" : nil) else {
@@ -108,10 +110,11 @@ public struct TokenEndpoint {
 
     /// A token response: a success answer with a well-formed access token,
     /// else the error `classify` makes of the answer.
-    func tokenResponse(_ url: String, form: [(String, String)], what: String, timeout: Double = 30)
-        throws(VaultError) -> TokenResponse
-    {
-        try tokenResponse(try send(url, form: form, what: what, timeout: timeout), what: what)
+    func tokenResponse(
+        _ url: String, form: [(String, String)], what: String, timeout: Double = 30,
+        extras: TokenRequestExtras = .none
+    ) throws(VaultError) -> TokenResponse {
+        try tokenResponse(try send(url, form: form, what: what, timeout: timeout, extras: extras), what: what)
     }
 
     /// The token response in `answer`, or the error `classify` makes of it.
@@ -403,7 +406,7 @@ package enum OAuthErrorBody {
 
 extension HTTPError {
     /// How an HTTP failure looks to a vault user.
-    func vaultError(_ what: String) -> VaultError {
+    package func vaultError(_ what: String) -> VaultError {
         switch code {
         case .network: VaultError(.transient, "\(what): \(reason)", remedy: .checkNetwork)
         case .tooLarge, .redirect: VaultError(.badResponse, "\(what): \(reason)")

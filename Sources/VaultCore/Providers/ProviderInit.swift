@@ -37,10 +37,11 @@ extension Provider {
 extension Authorizer {
     /// Exchanges an authorization code the app obtained itself (its own
     /// browser step, with PKCE) for a grant; stores nothing. `nonce` is the
-    /// one sent with the authorization request, checked in the ID token.
+    /// one sent with the authorization request, checked in the ID token;
+    /// `extras` are added to the token request.
     public func exchange(
         code: String, codeVerifier: String, redirectURI: String, provider: Provider, scopes: [String] = [],
-        nonce: String? = nil
+        nonce: String? = nil, extras: TokenRequestExtras = .none
     ) throws(VaultError) -> Grant {
         guard let tokenEndpoint = provider.tokenEndpoint, provider.clientID != nil else {
             throw VaultError(.invalidInput, "provider '\(provider.name)' needs a token endpoint and a client id")
@@ -52,7 +53,7 @@ extension Authorizer {
             form: [
                 ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI),
                 ("code_verifier", codeVerifier),
-            ], what: "exchanging the authorization code")
+            ], what: "exchanging the authorization code", extras: extras)
         return try grant(from: response, request: request, nonce: nonce)
     }
 }

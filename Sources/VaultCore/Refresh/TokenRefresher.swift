@@ -47,6 +47,9 @@ public struct TokenRefresher {
     public let transport: any HTTPTransport
     /// Coordination beyond this machine (sync, or an agent).
     public let coordinator: any RefreshCoordinator
+    /// Parameters and headers added to the refresh requests this makes
+    /// (an app's own, never kept in the vault).
+    public var refreshExtras: TokenRequestExtras = .none
 
     /// Seconds a token request may take.
     public static let requestTimeout: Double = 20
@@ -225,13 +228,14 @@ public struct TokenRefresher {
     /// One refresh_token request; the returned grant keeps the old refresh
     /// token only when the provider did not rotate it.
     func refreshed(_ g: Grant, name: String) throws(VaultError) -> Grant {
-        try TokenRefresher.refreshed(g, name: name, transport: transport, now: vault.time.now)
+        try TokenRefresher.refreshed(
+            g, name: name, transport: transport, now: vault.time.now, extras: refreshExtras)
     }
 
     /// One refresh_token request for `g`, made with `transport`; nothing is
     /// stored. For stores other than a vault file (see VaultKit).
     package static func refreshed(
-        _ g: Grant, name: String, transport: any HTTPTransport, now: () -> Date
+        _ g: Grant, name: String, transport: any HTTPTransport, now: () -> Date, extras: TokenRequestExtras = .none
     ) throws(VaultError) -> Grant {
         // A machine grant mints a new token from its own credentials.
         if g.kind.mintsTokens { return try MachineGrants.mint(g, name: name, transport: transport, now: now()) }
@@ -252,7 +256,7 @@ public struct TokenRefresher {
         let what = "refreshing '\(name)'"
         let response = try client.tokenResponse(
             endpoint, form: [("grant_type", "refresh_token"), ("refresh_token", refreshToken)], what: what,
-            timeout: Self.requestTimeout)
+            timeout: Self.requestTimeout, extras: extras)
         return try g.applying(refresh: response, now: now(), what: what)
     }
 

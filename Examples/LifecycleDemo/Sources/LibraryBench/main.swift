@@ -30,8 +30,8 @@ final class TokenEndpoint {
 
     var url: String { "http://127.0.0.1:\(port)" }
 
-    func requests() throws -> Int {
-        let body = try CurlTransport().send(HTTPRequest(method: "GET", url: url + "/count")).body
+    func requests() async throws -> Int {
+        let body = try await CurlTransport().send(HTTPRequest(method: "GET", url: url + "/count")).body
         let count = try JSONDecoder().decode([String: Int].self, from: body.withUnsafeBytes { Data($0) })
         return count["requests"] ?? -1
     }
@@ -77,7 +77,7 @@ print(", p90 \(microseconds(samples[samples.count * 9 / 10])) over \(samples.cou
 
 // 2. One expired grant, 1,000 tasks at once.
 try await store.save(grant(expiresIn: -10, tokenEndpoint: endpoint.url + "/token"), as: "expired")
-let before = try endpoint.requests()
+let before = try await endpoint.requests()
 let start = clock.now
 let tokens = try await withThrowingTaskGroup(of: String?.self) { group in
     for _ in 0..<1000 { group.addTask { try await session.freshGrant("expired").grant.accessToken } }
@@ -86,7 +86,7 @@ let tokens = try await withThrowingTaskGroup(of: String?.self) { group in
     return all
 }
 let elapsed = clock.now - start
-let made = try endpoint.requests() - before
+let made = try await endpoint.requests() - before
 print(
     "1,000 concurrent tasks, one expired grant: \(made) token request(s), \(tokens.count) distinct token(s),"
         + " \(elapsed.components.seconds * 1000 + elapsed.components.attoseconds / 1_000_000_000_000_000) ms"

@@ -34,7 +34,8 @@ struct LifecycleDemo {
         if try await store.names().contains(name), try await store.canAuthorize(name) {
             print("loaded the saved grant")
         } else {
-            var provider = try Discovery.provider(name: "glewlwyd", issuer: settings.issuer, transport: CurlTransport())
+            var provider = try await Discovery.provider(
+                name: "glewlwyd", issuer: settings.issuer, transport: CurlTransport())
             provider.clientID = settings.confidential_client
             provider.clientSecret = settings.client_secret
             provider.redirectURI = settings.redirect_uri
@@ -51,7 +52,7 @@ struct LifecycleDemo {
         // An authorized request: a fresh token in the Authorization header.
         var userinfo = HTTPRequest(method: "GET", url: settings.issuer + "/userinfo")
         try await session.authorize(&userinfo, with: name)
-        print("userinfo: HTTP \(try CurlTransport().send(userinfo).status)")
+        print("userinfo: HTTP \(try await CurlTransport().send(userinfo).status)")
 
         guard CommandLine.arguments.contains("--revoked") else { return }
 
@@ -63,7 +64,7 @@ struct LifecycleDemo {
 
         // The person revokes the app's access at the provider; the next refresh is
         // refused, the grant is marked dead, and the app signs out.
-        try ScriptedPerson(settings).revoke(try await store.retrieve(name).refreshToken ?? "")
+        try await ScriptedPerson(settings).revoke(try await store.retrieve(name).refreshToken ?? "")
         do {
             _ = try await session.freshGrant(name, forceRefresh: true)
             print("the provider still accepts the revoked grant")

@@ -34,13 +34,13 @@ final class ScriptedPerson: AuthorizationUI {
 
     /// Revokes the app's refresh token at the provider (RFC 7009), as the
     /// provider's account page would when the person removes the app.
-    func revoke(_ refreshToken: String) throws {
+    func revoke(_ refreshToken: String) async throws {
         let client = Data("\(settings.confidential_client):\(settings.client_secret)".utf8).base64EncodedString()
         let form = FormEncoding.encode([("token", refreshToken), ("token_type_hint", "refresh_token")])
         var request = HTTPRequest(method: "POST", url: settings.issuer + "/revoke")
         request.headers = [("Authorization", "Basic \(client)"), ("Content-Type", "application/x-www-form-urlencoded")]
         request.body = try SecureBytes(copying: Array(form.utf8))
-        let status = try http.send(request).status
+        let status = try await http.send(request).status
         guard status == 200 else { throw VaultError(.badResponse, "the revocation answered HTTP \(status)") }
     }
 
