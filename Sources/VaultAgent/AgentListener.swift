@@ -26,10 +26,28 @@ final class AgentListener: Sendable {
     }
 
     static let maxClients = 64
+    static let maxForwardedClients = 8
 
     let environment: AgentEnvironment
     private let descriptors = Mutex(Descriptors())
-    private let clients = Mutex(0)
+    private let clients = Counter()
+    private let forwardedClients = Counter()
+
+    /// Connections being served, shared with their threads.
+    final class Counter: Sendable {
+        private let count = Mutex(0)
+
+        /// Counts one more, unless `limit` are already counted.
+        func take(limit: Int) -> Bool {
+            count.withLock { n in
+                guard n < limit else { return false }
+                n += 1
+                return true
+            }
+        }
+
+        func release() { count.withLock { $0 -= 1 } }
+    }
 
     init(environment: AgentEnvironment) { self.environment = environment }
 
@@ -155,22 +173,19 @@ final class AgentListener: Sendable {
                 close(fd)
                 continue
             }
-            let admitted = clients.withLock { count -> Bool in
-                guard count < AgentListener.maxClients else { return false }
-                count += 1
-                return true
-            }
-            guard admitted else {
-                environment.log("refused a connection: too many clients")
+            // Forwarded peers have a share of their own, so another machine
+            // cannot take every connection this machine's commands need.
+            let peer = AgentPeer.of(fd, socketOrigin: forwarded ? .forwarded : .local)
+            let counter = peer.origin == .forwarded ? forwardedClients : clients
+            let limit = peer.origin == .forwarded ? AgentListener.maxForwardedClients : AgentListener.maxClients
+            guard counter.take(limit: limit) else {
+                environment.log("refused a \(peer.origin.rawValue) connection: too many clients")
                 close(fd)
                 continue
             }
-            // A thread of its own, not a shared pool: a client waiting on a
-            // stalled provider must not take a worker others need.
-            let peer = AgentPeer.of(fd, socketOrigin: forwarded ? .forwarded : .local)
-            startThread { [self] in
+            startThread {
                 serve(fd, peer)
-                clients.withLock { $0 -= 1 }
+                counter.release()
             }
         }
     }

@@ -91,8 +91,10 @@ package struct RequesterClaims: Sendable, Equatable, Codable {
         self.pid = pid
     }
 
-    /// This process's own claims: its host name, its parent's command line
-    /// (the program that ran `vault`), its uid and its parent's pid.
+    /// This process's own claims: its host name, the program that ran
+    /// `vault` (its parent's argv[0] only: the rest of a command line may
+    /// hold what should not travel, such as a header given to curl), its
+    /// uid and its parent's pid.
     package static func ofThisProcess() -> RequesterClaims {
         var name = [CChar](repeating: 0, count: 256)
         let host =
@@ -100,7 +102,8 @@ package struct RequesterClaims: Sendable, Equatable, Codable {
             ? String(decoding: name.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
         let parent = getppid()
         let raw = readSmallFile("/proc/\(parent)/cmdline")
-        let command = String(decoding: Array(raw.split(separator: 0).joined(separator: [0x20])), as: UTF8.self)
+        let command = String(
+            decoding: raw.split(separator: 0, omittingEmptySubsequences: false).first ?? [], as: UTF8.self)
         return RequesterClaims(host: host, command: command, uid: getuid(), pid: UInt32(max(parent, 0)))
     }
 

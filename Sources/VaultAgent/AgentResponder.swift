@@ -124,9 +124,21 @@ final class AgentResponder: Sendable {
 
     /// A fresh grant for a token request, after the policy (and the person,
     /// when it says to confirm) let it through; every outcome is logged.
+    static func signsItself(_ name: String) -> VaultError {
+        VaultError(
+            .unsupported,
+            "'\(name)' is an OAuth 1.0a grant, whose requests are signed with secrets that stay on its machine")
+    }
+
+    /// The most validity a forwarded request may ask for, in seconds.
+    static let forwardedMinimumValidity: UInt32 = 120
+
+    /// `signsRequests`: whether the caller can use an OAuth 1.0a grant
+    /// (whose requests are signed with secrets that stay here) from what it
+    /// is handed; operation 11 cannot.
     private func handOut(
         _ name: String, minimumValidity: UInt32, force: Bool, peer: AgentPeer, claims: RequesterClaims?,
-        vault: Vault
+        vault: Vault, signsRequests: Bool
     ) throws(VaultError) -> Grant {
         var outcome = AuditEntry.Outcome.allowed
         do throws(VaultError) {
@@ -138,8 +150,10 @@ final class AgentResponder: Sendable {
                 outcome = .denied
                 throw VaultError(.denied, "the agent's policy refuses '\(name)' to \(peer.origin.rawValue) requests")
             case .confirm:
-                // Nobody is asked about a grant that is not there.
-                _ = try vault.load(name)
+                // A local peer could list the grants anyway: nobody is asked
+                // about one that is not there. A forwarded peer learns
+                // nothing of which grants exist before the person said yes.
+                if peer.origin == .local { _ = try vault.load(name) }
                 let question = ConfirmationQuestion(grant: name, peer: peer, claims: claims)
                 switch confirmer.ask(question) {
                 case .yes:
@@ -149,6 +163,7 @@ final class AgentResponder: Sendable {
                     throw VaultError(.denied, "the request for '\(name)' was not confirmed: \(why)")
                 }
             }
+            if !signsRequests, try vault.load(name).kind == .oauth1 { throw AgentResponder.signsItself(name) }
             let fresh = try environment.tokenRefresher(vault).freshGrant(
                 name, minimumValidity: TimeInterval(minimumValidity), forceRefresh: force)
             record(name, peer: peer, claims: claims, outcome, reason: nil)
@@ -178,21 +193,22 @@ final class AgentResponder: Sendable {
         case .token(let name, let minimum, let force):
             let vault = try keys.vault(current, session: &session)
             let grant = try handOut(
-                name, minimumValidity: minimum, force: force, peer: peer, claims: nil, vault: vault)
+                name, minimumValidity: minimum, force: force, peer: peer, claims: nil, vault: vault, signsRequests: true
+            )
             w.string(grant.accessToken ?? "")
             w.string(grant.tokenType ?? "Bearer")
             w.u64(UInt64(bitPattern: grant.expiresAt?.epochSeconds ?? AgentProtocol.noExpiry))
         case .grantToken(let name, let minimum, let claims):
             let vault = try keys.vault(current, session: &session)
-            // OAuth 1.0a signs each request with secrets that stay here.
-            if try vault.load(name).kind == .oauth1 {
-                throw VaultError(
-                    .unsupported,
-                    "'\(name)' is an OAuth 1.0a grant, whose requests are signed with secrets that stay on its machine")
-            }
+            // A forwarded peer cannot make every request a refresh by
+            // asking for more validity than a token has.
+            let cap = peer.origin == .forwarded ? min(minimum, AgentResponder.forwardedMinimumValidity) : minimum
+            // A local command signs OAuth 1.0a requests itself: no need to
+            // log a refusal it falls back from.
+            if peer.origin == .local, try vault.load(name).kind == .oauth1 { throw AgentResponder.signsItself(name) }
             let grant = try handOut(
-                name, minimumValidity: minimum, force: false, peer: peer,
-                claims: peer.origin == .forwarded ? claims : nil, vault: vault)
+                name, minimumValidity: cap, force: false, peer: peer,
+                claims: peer.origin == .forwarded ? claims : nil, vault: vault, signsRequests: false)
             w.string(grant.accessToken ?? "")
             w.string(grant.tokenType ?? "Bearer")
             w.u64(UInt64(bitPattern: grant.expiresAt?.epochSeconds ?? AgentProtocol.noExpiry))

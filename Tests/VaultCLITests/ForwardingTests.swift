@@ -110,13 +110,16 @@ struct ForwardingTests {
             #expect(refused.status != 0, "\(args) \(refused.stdout)")
         }
         #expect(try scene.onServer("token", "work", "--force-refresh").status == 64)
+        // Asking for more validity than any token has does not make every request a refresh.
+        let greedy = try scene.onServer("token", "work", "--min-valid", "9000000")
+        #expect(greedy.status == 0 && greedy.stdout == r.stdout, "\(greedy.stderr)")
         #expect(!FileManager.default.fileExists(atPath: scene.server + "/vault/vault.db"))
         #expect(try scene.refreshToken() == kept)
         #expect(try scene.provider.refreshes() == 1)
 
         // The audit log names every request and never a token.
         let entries = try scene.log().filter { $0["origin"] as? String == "forwarded" }
-        #expect(entries.count == 4, "\(entries)")
+        #expect(entries.count == 5, "\(entries)")
         var buffer = [CChar](repeating: 0, count: 256)
         gethostname(&buffer, 255)
         let host = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
@@ -152,9 +155,12 @@ struct ForwardingTests {
         #expect(main.stderr.contains("the agent's policy refuses 'work' to forwarded requests"), "\(main.stderr)")
         let denied = try scene.onServer("token", "work")
         #expect(denied.status == 1 && denied.stdout.isEmpty, "\(denied.stderr)")
+        // Which grants exist is not the other machine's to learn.
+        let probe = try scene.onServer("token", "no-such-grant")
+        #expect(probe.stderr.contains("refuses 'no-such-grant' to forwarded requests"), "\(probe.stderr)")
         #expect(try scene.provider.refreshes() == 0)
         let outcomes = try scene.log().map { $0["outcome"] as? String }
-        #expect(outcomes == ["denied", "denied"], "\(outcomes)")
+        #expect(outcomes == ["denied", "denied", "denied"], "\(outcomes)")
         // Local requests are answered as before.
         #expect(try scene.laptop.home.run("token", "work").status == 0)
     }
