@@ -152,7 +152,10 @@ package final class AgentKeys: VaultKeys {
         self.vaultID = vaultID
     }
 
-    package var masterKey: SecureBytes? { nil }
+    /// None while the agent serves: it never hands the master key out.
+    /// Once the vault was unlocked here, that unlock's, so what needs it
+    /// (a refresh's sync lease) works as for a vault opened here.
+    package var masterKey: SecureBytes? { local?.masterKey }
 
     /// True once the operations are done here rather than by the agent.
     package var unlockedHere: Bool { local != nil }

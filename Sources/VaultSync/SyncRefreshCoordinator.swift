@@ -55,8 +55,9 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
             // writing all the while: wait, never refresh beside them.
             // Anything else means the store cannot be used now (away,
             // failing, serving what it should not): refresh here, and let
-            // the next sync sort the store out.
-            if error.code == .busy || error.code == .notFound { throw error }
+            // the next sync sort the store out. Keys this process does not
+            // hold are not the store's trouble: never a reason to go alone.
+            if error.code == .busy || error.code == .notFound || error.code == .locked { throw error }
             return .proceedAlone
         }
     }

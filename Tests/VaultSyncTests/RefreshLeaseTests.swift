@@ -1,5 +1,7 @@
 import Foundation
 import Testing
+import VaultCrypto
+import VaultHTTP
 import VaultTestSupport
 
 @testable import VaultCore
@@ -128,5 +130,47 @@ struct LostAnswerLeaseTests {
             try a.leaseForRefresh("shared", minimumValidity: nil, through: store, keys: try a.syncKeys())
         }
         #expect(Date().timeIntervalSince(started) < 5)
+    }
+}
+
+/// Keys that do the record operations but withhold the master key, as a
+/// vault opened through the agent does.
+final class WithheldMasterKey: VaultKeys {
+    let keys: any VaultKeys
+    init(_ keys: any VaultKeys) { self.keys = keys }
+    func nameHash(_ name: String) throws(VaultError) -> [UInt8] { try keys.nameHash(name) }
+    func seal(_ payload: Payload, id: [UInt8], version: UInt64, deleted: Bool, nameHash: [UInt8])
+        throws(VaultError) -> StoredRecord
+    {
+        try keys.seal(payload, id: id, version: version, deleted: deleted, nameHash: nameHash)
+    }
+    func open(_ records: [StoredRecord], secrets: Bool) throws(VaultError) -> [Result<Payload, VaultError>] {
+        try keys.open(records, secrets: secrets)
+    }
+    func stateMAC(_ body: [UInt8]) throws(VaultError) -> [UInt8] { try keys.stateMAC(body) }
+    var masterKey: SecureBytes? { nil }
+}
+
+@Suite("a refresh without the keys sync needs")
+struct LeaseWithoutKeysTests {
+    @Test(
+        "a process that cannot take the sync lease for want of keys does not refresh alone",
+        .enabled(if: StoreKind.apacheInstalled))
+    func noKeysNoLoneRefresh() throws {
+        let bench = try SyncBench(.apache)
+        let a = try bench.machine()
+        try a.vault.save(TestKeys.grant(token: "t1"), as: "shared")
+        try bench.sync(a)
+        let locked = try LockedVault(location: a.vault.location)
+        let withheld = Vault(
+            location: a.vault.location, database: locked.database, header: locked.header,
+            keys: WithheldMasterKey(a.vault.keys), time: a.vault.time)
+        let coordinator = SyncRefreshCoordinator(transport: CurlTransport())
+        let grant = try withheld.load("shared")
+        // The store is there and answers: not having the keys is no outage.
+        #expect(throws: VaultError.self) {
+            let decision = try coordinator.prepare(RefreshNeed(name: "shared", force: true), grant: grant, in: withheld)
+            Issue.record("prepare decided \(decision) without the keys to take the lease")
+        }
     }
 }
