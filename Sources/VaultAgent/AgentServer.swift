@@ -41,6 +41,10 @@ public final class AgentServer: Sendable {
         public var confirmOnTerminal = false
         /// How long a confirmation may take before it counts as no.
         public var confirmTimeout: TimeInterval = 30
+        /// Refresh a grant whose refresh token would die of inactivity
+        /// within this long (once an hour); nil: each grant's default, a
+        /// quarter of its limit, at most 7 days.
+        public var keepAliveLead: TimeInterval?
 
         /// The defaults: 15 minutes idle, 8 hours at most.
         public init() {}
@@ -57,6 +61,7 @@ public final class AgentServer: Sendable {
     let listener: AgentListener
     let responder: AgentResponder
     let refresher: BackgroundRefresher
+    let keepAlive: KeepAliveRefresher
     /// When the main thread last did its between-requests work.
     private let lastMaintenance = Mutex(Date(timeIntervalSince1970: 0))
 
@@ -73,6 +78,7 @@ public final class AgentServer: Sendable {
         listener = AgentListener(environment: environment)
         responder = AgentResponder(keys: keys, listener: listener)
         refresher = BackgroundRefresher(keys: keys)
+        keepAlive = KeepAliveRefresher(keys: keys)
     }
 
     // MARK: Starting
@@ -131,7 +137,7 @@ public final class AgentServer: Sendable {
         // A refresh under way may have spent a rotating refresh token: let
         // it store the new one before the process ends.
         let deadline = Monotonic.seconds() + AgentServer.drainTimeout
-        while responder.isBusy || refresher.isBusy, Monotonic.seconds() < deadline {
+        while responder.isBusy || refresher.isBusy || keepAlive.isBusy, Monotonic.seconds() < deadline {
             usleep(20_000)
         }
         environment.log("stopped")
@@ -150,7 +156,8 @@ public final class AgentServer: Sendable {
     }
 
     /// Between requests, at most once a second: the identity of the socket,
-    /// the timeouts and the vault file, and background refresh.
+    /// the timeouts and the vault file, background refresh, and (hourly)
+    /// keep-alive of grants that would die of inactivity.
     private func maintain() {
         let now = environment.time.now()
         let due = lastMaintenance.withLock { last -> Bool in
@@ -166,6 +173,7 @@ public final class AgentServer: Sendable {
         }
         guard keys.enforceLifetime(now: now) else { return }
         refresher.start(now: now)
+        keepAlive.start(now: now)
     }
 }
 

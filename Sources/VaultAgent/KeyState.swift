@@ -198,6 +198,9 @@ final class KeyState: Sendable {
         }
     }
 
+    /// The keys while unlocked, for background work over every grant.
+    var currentKeys: UnlockedKeys? { state.withLock { $0.unlocked } }
+
     /// Stops refreshing `name` in the background (gone, dead, or not refreshable).
     func forget(_ name: String) { state.withLock { $0.recent[name] = nil } }
 

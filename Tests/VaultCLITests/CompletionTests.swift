@@ -59,7 +59,7 @@ struct CompletionTests {
         (["keyslot", ""], ["add", "list", "remove"]),
         (["remote", ""], ["set"]),
         (["sign", "w"], ["work-mail"]),
-        (["help", "ke"], ["keyslot"]),
+        (["help", "ke"], ["keepalive", "keyslot"]),
         (["add", "work"], ["work-mail"]),
         (["token", "work-mail", ""], []),
     ]

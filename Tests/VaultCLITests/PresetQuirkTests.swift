@@ -133,7 +133,7 @@ struct PresetQuirkTests {
             let response = try #require(after["token_response"] as? [String: Any])
             #expect(response["ext_expires_in"] as? Double == 3600 && response["access_token"] == nil)
             let shown = try scene.home.run("show", "work")
-            #expect(shown.stdout.contains("refresh token expires:"), "\(shown.stdout)")
+            #expect(shown.stdout.contains("refresh until:"), "\(shown.stdout)")
         case .plainRevocation:
             let r = try scene.home.run("remove", "work", "--revoke")
             #expect(r.status == 0, "\(r.stderr)")

@@ -42,6 +42,11 @@ Control, for the tests (never secrets in the log):
                             "userinfo": [...], "discovery": {fields}}
   POST /__mint JSON         a token response for {"scope": "..."} issued as
                             if by a code exchange (to import)
+Settings every persona takes: "refresh_inactivity" (seconds a refresh token
+may go unused before refreshing with it answers invalid_grant, as
+Microsoft's AADSTS700082 does; a use is a refresh) and "clock_offset"
+(seconds added to the fixture's clock, to move it with a vault run under
+libfaketime).
   GET  /__log               the requests seen: endpoint, grant_type, client
                             authentication used, form keys, Accept, time
 
@@ -127,12 +132,16 @@ class State:
         self.counter = 0
         self.codes = {}  # code -> request facts
         self.refresh = {}  # refresh token -> grant facts
+        self.used = {}  # refresh token -> when it was issued or last used (fixture clock)
         self.access = {}  # access token -> grant facts
         self.devices = {}  # device code -> facts
 
     def next_id(self, prefix):
         self.counter += 1
         return "%s-%d-%s" % (prefix, self.counter, hashlib.sha256(str(time.time()).encode()).hexdigest()[:12])
+
+    def now(self):
+        return time.time() + float(self.settings.get("clock_offset") or 0)
 
     def take(self, endpoint, grant_type=None):
         queue = self.queues.get(endpoint, [])
@@ -283,7 +292,7 @@ class Handler(BaseHTTPRequestHandler):
     # -- tokens -----------------------------------------------------------
 
     def id_token(self, facts, overrides=None):
-        now = int(time.time())
+        now = int(STATE.now())
         claims = {"iss": self.issuer(), "sub": facts["sub"], "aud": STATE.settings["client_id"], "iat": now,
                   "exp": now + 3600, "auth_time": facts["auth_time"], "email": facts["email"],
                   "email_verified": True}
@@ -311,9 +320,11 @@ class Handler(BaseHTTPRequestHandler):
             if with_refresh:
                 if old_refresh and not s["rotate"]:
                     refresh = None  # the old refresh token stays valid and is not repeated
+                    STATE.used[old_refresh] = STATE.now()
                 else:
                     refresh = STATE.next_id("rt")
                     STATE.refresh[refresh] = facts
+                    STATE.used[refresh] = STATE.now()
                     if old_refresh:
                         STATE.refresh.pop(old_refresh, None)
         scope = facts["scope"]
@@ -382,6 +393,10 @@ class Handler(BaseHTTPRequestHandler):
             old = form.get("refresh_token")
             with STATE.lock:
                 facts = STATE.refresh.get(old)
+                limit = STATE.settings.get("refresh_inactivity")
+                if facts is not None and limit and STATE.now() - STATE.used.get(old, STATE.now()) > limit:
+                    STATE.refresh.pop(old, None)  # died of inactivity
+                    facts = None
             if answer is not None:
                 return self.canned(answer, lambda o: self.token_answer(
                     facts or self.new_facts("openid email"), True, old, overrides=o))

@@ -264,7 +264,12 @@ struct AddCommand: VaultCommand {
         let authorizer = Authorizer(
             transport: transport, ui: TerminalAuthorizationUI(environment: ctx.environment), time: ctx.time)
         var grant = try authorizer.authorize(request)
-        if let existing { grant.createdAt = existing.createdAt }
+        grant = grant.withDocumentedLifetime(provider.refreshTokenPolicy, authorizedAt: grant.createdAt)
+        if let existing {
+            // The tokens are new: the provider counts inactivity from now.
+            grant.refreshedAt = grant.createdAt
+            grant.createdAt = existing.createdAt
+        }
         let existed = existing != nil || (try? vault.load(name)) != nil
         // Replacing keeps the record's id: its sync identity, as well as its name and mappings.
         _ = try vault.save(grant, as: name)

@@ -34,6 +34,17 @@ struct GrantSummary: Encodable {
     /// `show`: where the endpoints and client came from ("preset", "provider
     /// file", "discovery", "imported file"; "unknown" for older grants).
     var endpointsSource: String? = nil
+    /// When the refresh token dies (`GrantLifetimes`), by which rule, and
+    /// whether a refresh moves it; nil when nothing is known.
+    var refreshTokenDeadlineAt: Int64? = nil
+    var refreshTokenDeadline: String? = nil
+    var refreshTokenDeadlineRule: String? = nil
+    var refreshTokenDeadlineRenewable: Bool? = nil
+    /// Where the provider documents its refresh-token policy.
+    var refreshTokenPolicySource: String? = nil
+    /// When a token of the grant was last handed out on this machine (audit log).
+    var lastUsedAt: Int64? = nil
+    var lastUsed: String? = nil
 
     init(name: String, grant: Grant, now: Date) {
         self.name = name
@@ -90,6 +101,13 @@ struct GrantSummary: Encodable {
         case tokenSecret = "token_secret"
         case conflict
         case endpointsSource = "endpoints_source"
+        case refreshTokenDeadlineAt = "refresh_token_deadline_at"
+        case refreshTokenDeadline = "refresh_token_deadline"
+        case refreshTokenDeadlineRule = "refresh_token_deadline_rule"
+        case refreshTokenDeadlineRenewable = "refresh_token_deadline_renewable"
+        case refreshTokenPolicySource = "refresh_token_policy_source"
+        case lastUsedAt = "last_used_at"
+        case lastUsed = "last_used"
     }
 }
 
@@ -100,8 +118,10 @@ struct ListCommand: VaultCommand {
         abstract: "List the stored grants with their state.",
         usage: "list [{json}]",
         discussion: """
-            One grant a line: name, provider, account, state and expiry, and the refresh token's
-            expiry when a provider gave one. The state is fresh (access token valid for more
+            One grant a line: name, provider, account, state and expiry; when its refresh token
+            dies and by which rule (the provider's refresh_token_expires_in, else the provider's
+            documented lifetime or inactivity limit: 'vault providers --json'), and when it was
+            last refreshed and last used on this machine (the audit log). The state is fresh (access token valid for more
             than a minute), refreshable (a refresh token can renew it: a token with a minute or
             less left is renewed before use), expiring (a minute or less left and nothing can
             renew it: no longer handed out), expired, or dead (the provider refused it; add it
@@ -117,6 +137,7 @@ struct ListCommand: VaultCommand {
         // Tokens are never needed to list: they are not even read into memory.
         let listing = try vault.list(secrets: false)
         let now = ctx.time.now()
+        let lifetimes = GrantLifetimes(location: try ctx.opener.location())
         // Grants in a sync conflict are marked (none when this vault does
         // not sync, or an older agent cannot tell).
         let conflicted = Set(
@@ -126,27 +147,36 @@ struct ListCommand: VaultCommand {
         if ctx.output.json {
             try ctx.output.printJSON(
                 listing.grants.map {
-                    var summary = GrantSummary(name: $0.name, grant: $0.grant, now: now)
+                    var summary = lifetimes.summary($0.name, $0.grant, now: now)
                     if conflicted.contains($0.name) { summary.conflict = true }
                     return summary
                 })
         } else if !listing.grants.isEmpty {
-            // The refresh token's expiry, when any provider gave one.
-            let refreshColumn = listing.grants.contains { $0.grant.refreshTokenExpiresAt != nil }
+            // When refresh tokens die, and the last refresh and use that
+            // move an inactivity limit, when anything is known of it.
+            let deadlines = listing.grants.map { lifetimes.deadline($0.grant) }
+            let refreshColumn = deadlines.contains { $0 != nil }
             var rows = [
-                ["NAME", "PROVIDER", "ACCOUNT", "STATE", "EXPIRES"] + (refreshColumn ? ["REFRESH EXPIRES"] : [])
+                ["NAME", "PROVIDER", "ACCOUNT", "STATE", "EXPIRES"]
+                    + (refreshColumn ? ["REFRESH EXPIRES", "REFRESHED", "USED"] : [])
             ]
             rows.reserveCapacity(listing.grants.count + 1)
             func when(_ date: Date?) -> String {
                 date.map { "\(Format.timestamp($0)) (\(Format.relative($0, now: now)))" } ?? "-"
             }
-            for g in listing.grants {
+            for (g, deadline) in zip(listing.grants, deadlines) {
+                let dies = deadline.map { "\(when($0.date)), \(GrantLifetimes.ruleText($0))" } ?? "-"
                 rows.append(
                     [
                         g.name, g.grant.provider, g.grant.account ?? "-",
                         GrantSummary.state(of: g.grant, at: now) + (conflicted.contains(g.name) ? " (conflict)" : ""),
                         when(g.grant.expiresAt),
-                    ] + (refreshColumn ? [when(g.grant.refreshTokenExpiresAt)] : []))
+                    ]
+                        + (refreshColumn
+                            ? [
+                                dies, Format.relative(g.grant.refreshedAt ?? g.grant.createdAt, now: now),
+                                lifetimes.lastUse[g.name].map { Format.relative($0, now: now) } ?? "-",
+                            ] : []))
             }
             // One write for the whole table.
             Console.write(Format.table(rows).joined(separator: "\n") + "\n", to: 1)
@@ -171,8 +201,9 @@ struct ShowCommand: VaultCommand {
         usage: "show NAME [{reveal}] [{json}]",
         arguments: [("NAME", "the grant to show")],
         discussion: """
-            Shows the grant's provider, account, state, expiry (and the refresh token's, when
-            the provider gave one), scopes and dates. --json adds the provider's last token
+            Shows the grant's provider, account, state, expiry, when its refresh token dies and by
+            which rule (and where the provider documents it), scopes and dates, and when a token
+            of it was last handed out on this machine. --json adds the provider's last token
             response as it was sent (token_response), its token-like values redacted unless
             --reveal is given.
             """,
@@ -192,7 +223,8 @@ struct ShowCommand: VaultCommand {
         let vault = try ctx.opener.openVault()
         let grant = try vault.load(name)
         let now = ctx.time.now()
-        var s = GrantSummary(name: name, grant: grant, now: now)
+        let lifetimes = GrantLifetimes(location: try ctx.opener.location())
+        var s = lifetimes.summary(name, grant, now: now)
         let reveal = reveal
         let response = grant.tokenResponse.map { JSONValue.object($0) }
         s.tokenResponse = reveal ? response : response?.redacted()
@@ -218,9 +250,17 @@ struct ShowCommand: VaultCommand {
         ]
         rows.append(["access token:", s.accessToken ?? present(s.hasAccessToken)])
         rows.append(["refresh token:", s.refreshToken ?? present(s.hasRefreshToken)])
-        if let end = grant.refreshTokenExpiresAt {
-            rows.append(["refresh token expires:", "\(Format.timestamp(end)) (\(Format.relative(end, now: now)))"])
+        if let deadline = lifetimes.deadline(grant) {
+            let end = deadline.date
+            rows.append([
+                "refresh until:",
+                "\(Format.timestamp(end)) (\(Format.relative(end, now: now))), \(GrantLifetimes.ruleText(deadline))"
+                    + (deadline.renewable ? "; a refresh before then moves it ('vault keepalive')" : ""),
+            ])
+        } else if grant.refreshToken != nil && grant.kind == .oauth2 && !grant.dead {
+            rows.append(["refresh until:", "unknown (the provider documents no limit vault knows of)"])
         }
+        if let source = s.refreshTokenPolicySource { rows.append(["policy from:", source]) }
         rows.append(["id token:", s.idToken ?? present(s.hasIDToken)])
         if grant.kind == .oauth1 { rows.append(["token secret:", s.tokenSecret ?? present(true)]) }
         if grant.kind.mintsTokens, let config = grant.providerConfiguration {
@@ -239,6 +279,7 @@ struct ShowCommand: VaultCommand {
         if let source = s.endpointsSource { rows.append(["endpoints from:", source]) }
         rows.append(["created:", Format.timestamp(grant.createdAt)])
         rows.append(["refreshed:", grant.refreshedAt.map(Format.timestamp) ?? "-"])
+        rows.append(["last used:", s.lastUsed.map { "\($0) (on this machine)" } ?? "-"])
         if grant.dead { rows.append(["dead because:", grant.deadReason ?? "refused by the provider"]) }
         for line in Format.table(rows) { ctx.output.out(line) }
         return .ok

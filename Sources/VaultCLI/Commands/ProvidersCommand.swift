@@ -16,6 +16,8 @@ struct ProviderSummary: Encodable {
     /// True until a client id is configured: `vault add` then says how to register one.
     let needsClient: Bool
     let notes: String?
+    /// The refresh-token policy as a provider file writes it.
+    let refreshTokenPolicy: [String: JSONValue]?
 
     init(_ p: Provider) {
         name = p.name
@@ -35,6 +37,24 @@ struct ProviderSummary: Encodable {
         hasClientSecret = p.clientSecret != nil
         needsClient = p.clientID == nil
         notes = p.notes
+        refreshTokenPolicy = p.refreshTokenPolicy.map { policy in
+            var o: [String: JSONValue] = [:]
+            if let v = policy.lifetime { o["lifetime"] = .string(RefreshTokenPolicy.text(v)) }
+            if let v = policy.inactivity { o["inactivity"] = .string(RefreshTokenPolicy.text(v)) }
+            if let v = policy.rotates { o["rotates"] = .bool(v) }
+            if let v = policy.source { o["source"] = .string(v) }
+            if let v = policy.notes { o["notes"] = .string(v) }
+            return o
+        }
+    }
+
+    /// `90d unused`, `365d`, `-`: the refresh-token limits in a few words.
+    static func limits(_ p: Provider) -> String {
+        guard let policy = p.refreshTokenPolicy, policy.hasLimit else { return "-" }
+        let parts =
+            (policy.lifetime.map { ["\(RefreshTokenPolicy.text($0)) after authorization"] } ?? [])
+            + (policy.inactivity.map { ["\(RefreshTokenPolicy.text($0)) unused"] } ?? [])
+        return parts.joined(separator: ", ")
     }
 
     enum CodingKeys: String, CodingKey {
@@ -50,6 +70,7 @@ struct ProviderSummary: Encodable {
         case gitHosts = "git_hosts"
         case hasClientSecret = "has_client_secret"
         case needsClient = "needs_client"
+        case refreshTokenPolicy = "refresh_token_policy"
     }
 }
 
@@ -66,6 +87,8 @@ struct ProvidersCommand: VaultCommand {
             docs/providers.md for the fields.
             CLIENT is "needed" until a client id is configured: vault ships none, and 'vault add'
             then says where to register an application and how to give vault its client.
+            REFRESH TOKENS DIE is the provider's documented refresh-token policy (--json adds where
+            the provider says so); a provider file's "refresh_token_policy" states its own.
             """,
         examples: ["vault providers", "vault providers --json"]
     )
@@ -76,13 +99,13 @@ struct ProvidersCommand: VaultCommand {
         if ctx.output.json {
             try ctx.output.printJSON(catalog.sorted.map(ProviderSummary.init))
         } else {
-            var rows = [["NAME", "FLOWS", "CLIENT", "ENDPOINT", "SOURCE"]]
+            var rows = [["NAME", "FLOWS", "CLIENT", "ENDPOINT", "REFRESH TOKENS DIE", "SOURCE"]]
             for p in catalog.sorted {
                 let endpoint = p.issuer ?? p.authorizationEndpoint ?? p.tokenEndpoint ?? "-"
                 let host = URLPolicy.schemeAndHost(endpoint).map(\.1) ?? endpoint
                 rows.append([
                     p.name, p.flows.map(\.rawValue).joined(separator: ","), p.clientID == nil ? "needed" : "set", host,
-                    p.source,
+                    ProviderSummary.limits(p), p.source,
                 ])
             }
             for line in Format.table(rows) { ctx.output.out(line) }

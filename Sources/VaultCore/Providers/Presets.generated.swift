@@ -56,7 +56,13 @@ enum Presets {
                 "device_flow": "tick \"Enable Device Flow\" on the app's page",
                 "client_secret": "generate one: the browser and paste flows need it; the device flow works with the client id alone"
               },
-              "notes": "Classic OAuth apps issue tokens without expiry or refresh token; GitHub Apps with expiring tokens issue both, with refresh tokens that rotate and expire (refresh_token_expires_in). Ask for the repo scope for git over HTTPS. GitHub answers scopes separated by commas and errors with HTTP 200, in its own codes."
+              "notes": "Classic OAuth apps issue tokens without expiry or refresh token; GitHub Apps with expiring tokens issue both, with refresh tokens that rotate and expire (refresh_token_expires_in). Ask for the repo scope for git over HTTPS. GitHub answers scopes separated by commas and errors with HTTP 200, in its own codes.",
+              "refresh_token_policy": {
+                "inactivity": "180d",
+                "rotates": true,
+                "source": "https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/refreshing-user-access-tokens",
+                "notes": "GitHub Apps with expiring user tokens: each refresh token lives six months and is replaced by every refresh; GitHub says its end in refresh_token_expires_in, which vault follows. Classic OAuth apps issue no refresh token."
+              }
             }
             """#
         ),
@@ -82,7 +88,11 @@ enum Presets {
                 "device_flow": "nothing to set",
                 "client_secret": "untick \"Confidential\": vault uses PKCE and needs no secret"
               },
-              "notes": "Ask for the read_repository or write_repository scope for git over HTTPS. For a self-managed GitLab, copy this file to ~/.config/vault/providers/ with your host."
+              "notes": "Ask for the read_repository or write_repository scope for git over HTTPS. For a self-managed GitLab, copy this file to ~/.config/vault/providers/ with your host.",
+              "refresh_token_policy": {
+                "source": "https://docs.gitlab.com/api/oauth2/",
+                "notes": "GitLab documents access tokens of two hours and no refresh-token lifetime: unknown."
+              }
             }
             """#
         ),
@@ -108,7 +118,13 @@ enum Presets {
                 "device_flow": "a second client of type \"TVs and Limited Input devices\" (it cannot ask for Gmail's https://mail.google.com/ scope)",
                 "client_secret": "needed: Google gives desktop clients one and wants it at the token endpoint"
               },
-              "notes": "access_type=offline and prompt=consent make Google issue a refresh token; for Gmail over IMAP/SMTP ask for the scope https://mail.google.com/ (not available to the device flow). Refresh tokens of apps in testing expire after 7 days."
+              "notes": "access_type=offline and prompt=consent make Google issue a refresh token; for Gmail over IMAP/SMTP ask for the scope https://mail.google.com/ (not available to the device flow).",
+              "refresh_token_policy": {
+                "inactivity": "180d",
+                "rotates": false,
+                "source": "https://developers.google.com/identity/protocols/oauth2#expiration",
+                "notes": "A refresh token dies after six months unused (vault counts 180 days), when the user changes their password and it has Gmail scopes, or when the account or client holds too many refresh tokens. An app whose OAuth consent screen is External and in Testing gets refresh tokens that die 7 days after the authorization: state \"lifetime\": \"7d\" in a provider file for such an app."
+              }
             }
             """#
         ),
@@ -131,7 +147,13 @@ enum Presets {
                 "redirect_uri": "under Auth, an exact address such as http://127.0.0.1:8976/callback (any free port), and the same value as redirect_uri in the provider file: LinkedIn compares the whole address",
                 "client_secret": "needed (the Primary Client Secret on the Auth tab)"
               },
-              "notes": "Sign In with LinkedIn using OpenID Connect. LinkedIn has no device flow and needs a client secret."
+              "notes": "Sign In with LinkedIn using OpenID Connect. LinkedIn has no device flow and needs a client secret.",
+              "refresh_token_policy": {
+                "lifetime": "365d",
+                "rotates": false,
+                "source": "https://learn.microsoft.com/en-us/linkedin/shared/authentication/programmatic-refresh-tokens",
+                "notes": "Programmatic refresh tokens (approved partners only) live 365 days from the authorization; refreshing does not extend them, and LinkedIn says their end in refresh_token_expires_in."
+              }
             }
             """#
         ),
@@ -157,7 +179,13 @@ enum Presets {
                 "device_flow": "under Authentication, set \"Allow public client flows\" to Yes",
                 "client_secret": "none: vault is a public client and never sends one"
               },
-              "notes": "offline_access is needed for a refresh token; refresh tokens rotate. A public client must not send a client secret. Set the tenant variable to a tenant id or domain, or to organizations or consumers; the ID token's issuer names the user's own tenant."
+              "notes": "offline_access is needed for a refresh token; refresh tokens rotate. A public client must not send a client secret. Set the tenant variable to a tenant id or domain, or to organizations or consumers; the ID token's issuer names the user's own tenant.",
+              "refresh_token_policy": {
+                "inactivity": "90d",
+                "rotates": true,
+                "source": "https://learn.microsoft.com/en-us/entra/identity-platform/refresh-tokens",
+                "notes": "90 days for every app but single-page apps (24 hours); each refresh issues a new refresh token with a new 90 days, so a grant dies after 90 days unused. A password change revokes the tokens of password-based sign-ins, and an administrator or the user can revoke them all."
+              }
             }
             """#
         ),

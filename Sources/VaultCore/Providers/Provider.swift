@@ -83,6 +83,9 @@ public struct Provider: Sendable, Equatable {
     /// How a person registers an application (a client) for vault with
     /// this provider, for the message that asks for one.
     public var registration: Registration?
+    /// How long the provider's refresh tokens live, as it documents them;
+    /// nil when the file says nothing.
+    public var refreshTokenPolicy: RefreshTokenPolicy?
     /// Where the definition came from: "preset", or the user file's path.
     public var source: String
     /// The `endpoints_source` of the grant this provider was made from,
@@ -220,6 +223,7 @@ public struct Provider: Sendable, Equatable {
         accountClaim = f.account_claim
         notes = f.notes
         registration = f.registration
+        refreshTokenPolicy = f.refresh_token_policy
         self.source = source
         try validate()
     }
@@ -320,6 +324,7 @@ package struct ProviderFile: Decodable {
     var error_aliases: [String: String]?
     var errors_with_http_200, empty_400_is_invalid_grant: Bool?
     var registration: Provider.Registration?
+    var refresh_token_policy: RefreshTokenPolicy?
 
     enum CodingKeys: String, CodingKey, CaseIterable {
         case name, display_name, issuer, authorization_endpoint, token_endpoint, device_authorization_endpoint
@@ -328,6 +333,7 @@ package struct ProviderFile: Decodable {
         case variables
         case flows, public_client, `protocol`, request_token_endpoint, signature_method
         case error_aliases, errors_with_http_200, empty_400_is_invalid_grant, registration
+        case refresh_token_policy
     }
 
     /// An empty file, filled in by code (discovery).
@@ -368,6 +374,7 @@ package struct ProviderFile: Decodable {
         errors_with_http_200 = try c.decodeIfPresent(Bool.self, forKey: .errors_with_http_200)
         empty_400_is_invalid_grant = try c.decodeIfPresent(Bool.self, forKey: .empty_400_is_invalid_grant)
         registration = try c.decodeIfPresent(Provider.Registration.self, forKey: .registration)
+        refresh_token_policy = try c.decodeIfPresent(RefreshTokenPolicy.self, forKey: .refresh_token_policy)
     }
 
     /// Fields set in `override` replace this file's.
@@ -401,6 +408,7 @@ package struct ProviderFile: Decodable {
         m.errors_with_http_200 = o.errors_with_http_200 ?? errors_with_http_200
         m.empty_400_is_invalid_grant = o.empty_400_is_invalid_grant ?? empty_400_is_invalid_grant
         m.registration = o.registration ?? registration
+        m.refresh_token_policy = o.refresh_token_policy ?? refresh_token_policy
         return m
     }
 

@@ -1,0 +1,103 @@
+internal import FoundationEssentials
+internal import VaultCore
+
+/// `vault keepalive`.
+struct KeepaliveCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        name: "keepalive",
+        abstract: "Refresh grants that would otherwise die of inactivity.",
+        usage: "keepalive [--within DURATION] [{json}]",
+        discussion: """
+            Refreshes each grant whose refresh token would die of inactivity (or, rotating,
+            reach the end the provider gave it) within the lead time: by default a quarter of
+            the limit, at most 7 days. A refresh goes through the same path as 'vault refresh',
+            under the grant's lock and the sync store's lease. Grants whose refresh token dies at
+            a fixed time (a lifetime) are not refreshed: nothing but a new authorization moves
+            that. Meant for a systemd user timer or cron, with VAULT_KEYFILE or a running agent
+            (docs/agent.md, "Keep-alive"). Exit status: 0 when every due grant was refreshed (or
+            none was due); 2 when the provider refused one (it is marked dead); 75 when one
+            could not be refreshed for now (network, 5xx); 1 for other failures.
+            """,
+        examples: ["vault keepalive", "vault keepalive --within 14d --json"]
+    )
+
+    @Option("within", value: "DURATION", help: "refresh grants whose deadline is this close (default: per grant)")
+    var within: String?
+
+    /// One line of `--json`.
+    struct Report: Encodable {
+        let name: String
+        let provider: String
+        let account: String?
+        /// `refreshed`, `died` or `failed`.
+        let result: String
+        let rule: String
+        let deadlineAt: Int64
+        let newDeadlineAt: Int64?
+        let reason: String?
+
+        enum CodingKeys: String, CodingKey {
+            case name, provider, account, result, rule, reason
+            case deadlineAt = "deadline_at"
+            case newDeadlineAt = "new_deadline_at"
+        }
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
+        _ = try ctx.positionals()
+        var lead: TimeInterval?
+        if let within {
+            guard let seconds = Duration.parse(within), seconds > 0 else {
+                throw CLIError.usage("--within needs a duration such as 7d, 12h or 30m", command: "keepalive")
+            }
+            lead = seconds
+        }
+        let vault = try ctx.opener.openVault()
+        let lifetimes = GrantLifetimes(location: try ctx.opener.location())
+        let listing = try vault.list(secrets: false)
+        let keepAlive = KeepAlive(policy: lifetimes.policy, lead: lead)
+        let refresher = ctx.network.refresher(vault)
+        let outcomes = keepAlive.due(listing.grants.map { ($0.name, $0.grant) }, now: ctx.time.now()).map {
+            keepAlive.refresh($0.name, grant: $0.grant, deadline: $0.deadline, with: refresher)
+        }
+        var reports: [Report] = []
+        var status = ExitCode.ok
+        for o in outcomes {
+            var newDeadline: Int64?
+            var reason: String?
+            let result: String
+            switch o.result {
+            case .refreshed(let next):
+                result = "refreshed"
+                newDeadline = next?.date.epochSeconds
+                if !ctx.output.json {
+                    let until = next.map { ": its refresh token now lives until \(Format.timestamp($0.date))" } ?? ""
+                    ctx.output.info("refreshed '\(o.name)'\(until)")
+                }
+            case .died(let error):
+                result = "died"
+                reason = error.oauthError ?? error.reason
+                status = .dead
+                if !ctx.output.json { ctx.output.error(error.reason) }
+            case .failed(let error):
+                result = "failed"
+                reason = error.reason
+                if status != .dead { status = error.code == .transient && status != .failure ? .transient : .failure }
+                if !ctx.output.json { ctx.output.error("'\(o.name)' was not refreshed: \(error.reason)") }
+            }
+            reports.append(
+                Report(
+                    name: o.name, provider: o.grant.provider, account: o.grant.account, result: result,
+                    rule: o.deadline.rule.rawValue, deadlineAt: o.deadline.date.epochSeconds,
+                    newDeadlineAt: newDeadline, reason: reason))
+        }
+        if ctx.output.json {
+            try ctx.output.printJSON(reports)
+        } else if outcomes.isEmpty {
+            ctx.output.info("no grant is close to dying of inactivity")
+        }
+        for problem in listing.problems { ctx.output.error(problem.reason) }
+        if status == .ok && !listing.problems.isEmpty { status = .failure }
+        return status
+    }
+}
