@@ -181,7 +181,8 @@ struct GrantDoctor {
         let missing = Array(Set([mail.imap, mail.smtp].filter { !has($0) })).sorted()
         let addScopes = missing.map { "--scope \($0)" }.joined(separator: " ")
         if missing.isEmpty { return Finding("scopes", .ok, "the grant has the scopes IMAP and SMTP need") }
-        let mailLike = grant.scopes.contains { s in mail.related.contains { s.hasPrefix($0) } } || missing.count == 1
+        let mailLike =
+            grant.scopes.contains { s in mail.related.contains { s.hasPrefix($0) } } || has(mail.imap) != has(mail.smtp)
         if forMail || mailLike {
             return Finding(
                 "scopes", forMail ? .fail : .warn,

@@ -76,10 +76,9 @@ struct DoctorCommand: VaultCommand {
             vaultFindings.append(
                 Finding(
                     "unlock", .fail, "cannot open the vault: \(reported.message)",
-                    remedy: reported.hint
-                        ?? (agent.status == .warn
-                            ? "run 'vault agent' to unlock the agent, or give a key (VAULT_KEYFILE, a passphrase)"
-                            : nil)))
+                    remedy: agent.status == .warn
+                        ? "run 'vault agent' to unlock the agent (it asks for the passphrase)"
+                            + (reported.hint.map { ", or \($0)" } ?? "") : reported.hint))
             return try finish(ctx, DoctorReport(ok: false, vault: vaultFindings, grants: []))
         }
         let (syncFindings, conflicted) = syncChecks(ctx, vault)
