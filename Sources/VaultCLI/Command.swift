@@ -89,8 +89,9 @@ enum Commands {
     static let all: [Command] = [
         Command(InitCommand.self), Command(AddCommand.self), Command(ImportCommand.self),
         Command(ListCommand.self), Command(ShowCommand.self), Command(TokenCommand.self),
-        Command(RefreshCommand.self), Command(CheckCommand.self), Command(EnvCommand.self),
-        Command(DoctorCommand.self), Command(ExecCommand.self), Command(HeaderCommand.self), Command(SignCommand.self),
+        Command(RefreshCommand.self), Command(CheckCommand.self), Command(DoctorCommand.self),
+        Command(EnvCommand.self),
+        Command(ExecCommand.self), Command(HeaderCommand.self), Command(SignCommand.self),
         Command(XOAuth2Command.self), Command(MailTestCommand.self), Command(GitCredentialCommand.self),
         Command(RenameCommand.self),
         Command(RemoveCommand.self), Command(PasswdCommand.self), Command(KeyslotCommand.self),
