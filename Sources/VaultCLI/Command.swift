@@ -90,6 +90,7 @@ enum Commands {
         Command(InitCommand.self), Command(AddCommand.self), Command(ImportCommand.self),
         Command(ListCommand.self), Command(ShowCommand.self), Command(TokenCommand.self),
         Command(RefreshCommand.self), Command(KeepaliveCommand.self), Command(CheckCommand.self),
+        Command(DoctorCommand.self),
         Command(EnvCommand.self),
         Command(ExecCommand.self), Command(HeaderCommand.self), Command(SignCommand.self),
         Command(XOAuth2Command.self), Command(MailTestCommand.self), Command(GitCredentialCommand.self),

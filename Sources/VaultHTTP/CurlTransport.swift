@@ -175,7 +175,15 @@ final class EasyHandle {
         switch rc {
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY, CURLE_COULDNT_CONNECT, CURLE_OPERATION_TIMEDOUT,
             CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_GOT_NOTHING, CURLE_PARTIAL_FILE, CURLE_HTTP2, CURLE_HTTP2_STREAM:
-            return HTTPError(.network, "\(place): \(text)")
+            var error = HTTPError(.network, "\(place): \(text)")
+            switch rc {
+            case CURLE_COULDNT_RESOLVE_HOST: error.cause = .resolveHost
+            case CURLE_COULDNT_RESOLVE_PROXY: error.cause = .resolveProxy
+            case CURLE_COULDNT_CONNECT: error.cause = .connect
+            case CURLE_OPERATION_TIMEDOUT: error.cause = .timeout
+            default: break
+            }
+            return error
         case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
             CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH:
             return HTTPError(.tls, "\(place): \(text)")

@@ -17,8 +17,23 @@ public struct HTTPError: Error, Equatable, CustomStringConvertible, Sendable {
         case unavailable = "http.unavailable"
     }
 
+    /// Which step of a network failure failed, for a diagnosis that must
+    /// tell a name that does not resolve from a port that refuses.
+    package enum Cause: String, Sendable {
+        /// The host's name did not resolve.
+        case resolveHost = "dns"
+        /// The proxy's name did not resolve.
+        case resolveProxy = "proxy_dns"
+        /// Nothing accepted the connection (refused, unreachable).
+        case connect
+        /// The connection or the exchange took too long.
+        case timeout
+    }
+
     /// What went wrong.
     public let code: Code
+    /// The failed step, when libcurl said which (network failures only).
+    package var cause: Cause?
     /// A lower-case explanation; never contains request or response bodies.
     public let reason: String
 

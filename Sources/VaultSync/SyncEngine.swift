@@ -160,6 +160,16 @@ extension SyncEngine {
         Array(try loadSyncState(try syncKeys()).device.prefix(4)).hex
     }
 
+    /// Reads the store's root once, with one try of at most `timeout`
+    /// seconds, and changes nothing anywhere: whether the store answers and
+    /// takes this vault's credentials (`vault doctor`). True when the store
+    /// holds a root, false when it answers without one (nothing synced yet).
+    package func probeStore(timeout: Double) throws(VaultError) -> Bool {
+        let state = try loadSyncState(try syncKeys())
+        let store = try SyncEngine.store(for: state, transport: transport, timeout: timeout, attempts: 1)
+        return try store.get(SyncEngine.rootName) != nil
+    }
+
     // MARK: Sync
 
     /// Two-way sync with the store (docs/sync.md, "A sync").

@@ -57,6 +57,7 @@ struct JSONOutputTests {
     static let networked: [JSONRun] = [
         JSONRun("refresh", "live", "--json"),
         JSONRun("check", "live", "--json"),
+        JSONRun("doctor", "live", "--json"),
         JSONRun("remote", "set", "STORE", "--user", "vault", "--password-file", "STORE-PASSWORD", "--json"),
         JSONRun("remote", "--json"),
         JSONRun("sync", "--json"),

@@ -36,7 +36,8 @@ Endpoints (any path prefix, matched on the last segments):
   POST .../revoke           RFC 7009
   GET  .../userinfo, .../user   the bearer token's owner
 Control, for the tests (never secrets in the log):
-  POST /__settings JSON     merge into the persona's settings
+  POST /__settings JSON     merge into the persona's settings; "clock_offset": S
+                            moves the Date header of every answer S seconds
   POST /__script JSON       queue canned answers: {"token": [A...], "device":
                             [...], "authorize": [...], "revoke": [...],
                             "userinfo": [...], "discovery": {fields}}
@@ -178,6 +179,11 @@ class Handler(BaseHTTPRequestHandler):
         if STATE.persona == "microsoft":
             return "%s/%s/v2.0" % (self.base, TENANT)
         return self.base
+
+    def date_time_string(self, timestamp=None):
+        # A provider whose clock is off: the Date header every answer carries.
+        offset = STATE.settings.get("clock_offset") or 0
+        return super().date_time_string((timestamp if timestamp is not None else time.time()) + offset)
 
     def send(self, status, body=b"", content_type="application/json", headers=()):
         if isinstance(body, str):

@@ -234,8 +234,9 @@ enum ClockCheck {
 
 /// The Date header's IMF-fixdate (RFC 9110 section 5.6.7), the form
 /// servers send: `Sun, 06 Nov 1994 08:49:37 GMT`.
-enum HTTPDate {
-    static func parse(_ text: String) -> Date? {
+package enum HTTPDate {
+    /// The instant `text` names, or nil when it is not an IMF-fixdate.
+    package static func parse(_ text: String) -> Date? {
         let parts = text.split(separator: " ")
         guard parts.count == 6, parts[5] == "GMT", let day = Int(parts[1]), let year = Int(parts[3]) else {
             return nil

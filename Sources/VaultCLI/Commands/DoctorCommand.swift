@@ -1,0 +1,224 @@
+internal import FoundationEssentials
+internal import VaultAgent
+internal import VaultCore
+internal import VaultHTTP
+internal import VaultSync
+
+/// What `vault doctor --json` prints.
+struct DoctorReport: Encodable {
+    /// The checks of one grant.
+    struct GrantReport: Encodable {
+        let name: String
+        let provider: String
+        let findings: [Finding]
+    }
+
+    /// True when no check failed.
+    let ok: Bool
+    /// Checks of the vault as a whole: agent, unlocking, proxy, sync store.
+    let vault: [Finding]
+    let grants: [GrantReport]
+}
+
+/// `vault doctor`.
+struct DoctorCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        name: "doctor",
+        abstract: "Say why a grant does not work, and what to do about it.",
+        usage: "doctor [NAME] [{mail}] [{json}]",
+        arguments: [("NAME", "the grant to check (default: every grant)")],
+        discussion: """
+            Checks the vault (its agent, unlocking, a proxy in the environment, the sync store and
+            its conflicts) and each grant: its stored state (dead, and why; an expired refresh
+            token), a Google app in testing (a grant Google refused about 7 days after it was
+            authorized), mail scopes, then its token endpoint: one refresh request with the
+            grant's client and a made-up refresh token, which spends nothing and tells a name that
+            does not resolve, a port that refuses, TLS trouble, a web page from a proxy or portal,
+            this machine's clock against the provider's Date header (over 60 s is reported), and a
+            client the provider no longer accepts (invalid_client, a rotated secret). A valid
+            access token is shown to the userinfo endpoint; a stale one is refreshed as 'vault
+            token' would (the grant needs it anyway). A fresh token is never refreshed. The
+            failures come first, each with the check that found it and what to do. Exit status 0
+            when no check failed (warnings included), 1 when one did.
+            """,
+        examples: ["vault doctor", "vault doctor work", "vault doctor gmail --mail --json"]
+    )
+
+    @Flag("mail", help: "check the grant as one for IMAP and SMTP: missing mail scopes fail")
+    var mail: Bool
+
+    /// NAME, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .grant : .nothing
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
+        let given = ctx.arguments.positionals
+        guard given.count <= 1 else { throw CLIError.usage("unexpected argument '\(given[1])'", command: "doctor") }
+        let only = try given.first.map { try ctx.grantName($0) }
+        let location = try ctx.opener.location()
+        guard Vault.exists(at: location) else {
+            throw CLIError("no vault at \(location.databasePath)", hint: Remedies.hint(.createVault))
+        }
+        var vaultFindings: [Finding] = []
+        let agent = agentFinding(ctx, location)
+        vaultFindings.append(agent)
+        if let proxy = proxyFinding(ctx.environment) { vaultFindings.append(proxy) }
+
+        let vault: Vault
+        do {
+            vault = try ctx.opener.openVault()
+            vaultFindings.append(
+                Finding(
+                    "unlock", .ok, vault.isThroughAgent ? "unlocked through the agent" : "unlocked by this command"))
+        } catch {
+            let reported = CLIError(reporting: error)
+            vaultFindings.append(
+                Finding(
+                    "unlock", .fail, "cannot open the vault: \(reported.message)",
+                    remedy: agent.status == .warn
+                        ? "run 'vault agent' to unlock the agent (it asks for the passphrase)"
+                            + (reported.hint.map { ", or \($0)" } ?? "") : reported.hint))
+            return try finish(ctx, DoctorReport(ok: false, vault: vaultFindings, grants: []))
+        }
+        let (syncFindings, conflicted) = syncChecks(ctx, vault)
+        vaultFindings += syncFindings
+
+        let grants: [(name: String, grant: Grant)]
+        if let only {
+            grants = [(only, try vault.load(only))]
+        } else {
+            let listing = try vault.list()
+            for problem in listing.problems {
+                vaultFindings.append(
+                    Finding("records", .fail, problem.reason, remedy: problem.remedy.map(Remedies.hint)))
+            }
+            grants = listing.grants.map { ($0.name, $0.grant) }
+        }
+        let refresher = ctx.network.refresher(vault)
+        let reports = grants.map { named in
+            DoctorReport.GrantReport(
+                name: named.name, provider: named.grant.provider,
+                findings: GrantDoctor(
+                    name: named.name, grant: named.grant, refresher: refresher, environment: ctx.environment,
+                    now: ctx.time.now(), conflicted: conflicted.contains(named.name), forMail: mail
+                ).run())
+        }
+        let failed = (vaultFindings + reports.flatMap(\.findings)).contains { $0.status == .fail }
+        return try finish(ctx, DoctorReport(ok: !failed, vault: vaultFindings, grants: reports))
+    }
+
+    // MARK: The vault's checks
+
+    func agentFinding(_ ctx: Context, _ location: VaultLocation) -> Finding {
+        guard ctx.agents.paths(for: location) != nil else {
+            return Finding("agent", .skipped, "agents are off (VAULT_AGENT=off, or no XDG_RUNTIME_DIR)")
+        }
+        guard let client = ctx.agents.client(for: location) else {
+            return Finding("agent", .ok, "no agent runs; each command unlocks the vault itself")
+        }
+        do {
+            let status = try client.status(location: location)
+            if status.unlocked {
+                return Finding("agent", .ok, "the agent (pid \(status.pid)) holds the vault unlocked")
+            }
+            return Finding(
+                "agent", .warn,
+                "the agent (pid \(status.pid)) is locked: commands ask for the passphrase, or fail with exit 77 without a way to ask",
+                remedy: "run 'vault agent' to unlock it")
+        } catch {
+            return Finding("agent", .warn, "the agent did not answer: \(error.reason)")
+        }
+    }
+
+    func proxyFinding(_ environment: [String: String]) -> Finding? {
+        let names = ["https_proxy", "HTTPS_PROXY", "http_proxy", "all_proxy", "ALL_PROXY"]
+        let set = names.compactMap { name in
+            environment[name].flatMap { $0.isEmpty ? nil : "\(name)=\(URLPolicy.redacted($0))" }
+        }
+        guard !set.isEmpty else { return nil }
+        let except = environment["no_proxy"] ?? environment["NO_PROXY"]
+        return Finding(
+            "proxy", .ok,
+            "requests go through a proxy: \(set.joined(separator: ", "))" + (except.map { "; no_proxy=\($0)" } ?? ""))
+    }
+
+    /// The sync store and its conflicts; also the names in conflict.
+    func syncChecks(_ ctx: Context, _ vault: Vault) -> ([Finding], Set<String>) {
+        let engine: SyncEngine
+        do { engine = try ctx.network.syncEngine(vault) } catch {
+            return ([Finding("sync-store", .warn, CLIError(reporting: error).message)], [])
+        }
+        guard engine.isConfigured else {
+            return ([Finding("sync-store", .skipped, "this vault syncs with no store")], [])
+        }
+        var out: [Finding] = []
+        var names: [String] = []
+        if vault.isThroughAgent {
+            out.append(
+                Finding(
+                    "sync-store", .skipped,
+                    "the agent holds the store's credentials; 'vault sync' reaches the store through it"))
+            names = (try? ctx.agents.client(for: vault.location)?.conflictNames()) ?? []
+        } else {
+            let place = (try? engine.remoteDescription().url) ?? "the store"
+            do {
+                let timeout = min(try ctx.network.storeTimeout(), 15)
+                let synced = try engine.probeStore(timeout: timeout)
+                out.append(
+                    Finding(
+                        "sync-store", .ok,
+                        "\(place) answers" + (synced ? "" : "; it holds no vault yet ('vault sync' sends this one)")))
+            } catch let error as VaultError {
+                let remedy: String
+                switch error.code {
+                case .transient:
+                    remedy =
+                        "check the network and the store's server; grants keep working here, run 'vault sync' later"
+                default: remedy = error.remedy.map(Remedies.hint) ?? Remedies.hint(.checkStore)
+                }
+                out.append(Finding("sync-store", .fail, "\(place) cannot be read: \(error.reason)", remedy: remedy))
+            } catch {
+                out.append(Finding("sync-store", .fail, CLIError(reporting: error).message))
+            }
+            names = (try? engine.conflictNames()) ?? []
+        }
+        if names.isEmpty {
+            out.append(Finding("conflicts", .ok, "no grant is in a sync conflict"))
+        } else {
+            out.append(
+                Finding(
+                    "conflicts", .warn, "in a sync conflict: \(names.joined(separator: ", "))",
+                    remedy: Remedies.hint(.listConflicts)))
+        }
+        return (out, Set(names))
+    }
+
+    // MARK: Output
+
+    /// Prints the report (the failures first, then every check) and
+    /// returns the exit status.
+    func finish(_ ctx: Context, _ report: DoctorReport) throws -> ExitCode {
+        if ctx.output.json {
+            try ctx.output.printJSON(report)
+            return report.ok ? .ok : .failure
+        }
+        let all = report.vault.map { ("(vault)", $0) } + report.grants.flatMap { g in g.findings.map { (g.name, $0) } }
+        let problems = all.filter { $0.1.status == .fail } + all.filter { $0.1.status == .warn }
+        for (subject, f) in problems {
+            ctx.output.out(Console.escaped("\(f.status.rawValue.uppercased()) \(subject): \(f.check): \(f.detail)"))
+            if let remedy = f.remedy { ctx.output.out(Console.escaped("  what to do: \(remedy)")) }
+        }
+        if !problems.isEmpty { ctx.output.out("") }
+        var rows = [["NAME", "CHECK", "STATUS", "DETAIL"]]
+        for (subject, f) in all { rows.append([subject, f.check, f.status.rawValue, f.detail]) }
+        Format.table(rows).forEach { ctx.output.out($0) }
+        let failures = all.filter { $0.1.status == .fail }.count
+        ctx.output.info(
+            failures == 0
+                ? "no problem found"
+                    + (problems.isEmpty ? "" : " (\(problems.count) warning\(problems.count == 1 ? "" : "s"))")
+                : "\(failures) problem\(failures == 1 ? "" : "s") found")
+        return report.ok ? .ok : .failure
+    }
+}

@@ -1,0 +1,109 @@
+package import FoundationEssentials
+import VaultCrypto
+package import VaultHTTP
+
+/// A look at a grant's token endpoint that spends nothing: one refresh
+/// request with the grant's own client authentication and a refresh token
+/// that cannot exist. The provider checks the client first (RFC 6749
+/// section 5.2), so its answer says whether the network reaches it, whether
+/// something else answers in its place, what its clock says, and whether
+/// it still accepts the client, while the grant's refresh token stays
+/// unsent. For diagnosis (`vault doctor`), never for a decision.
+package struct TokenEndpointProbe {
+    /// The refresh token sent: no provider issued it.
+    package static let placeholderToken = "vault-doctor-probe-not-a-refresh-token"
+    /// Seconds the probe may take.
+    package static let timeout: Double = 15
+
+    /// What the probe saw.
+    package enum Outcome {
+        /// The request failed before any answer.
+        case unreachable(HTTPError)
+        /// Something answered.
+        case answered(Answer)
+    }
+
+    /// An answer, as far as a diagnosis needs it; never its body.
+    package struct Answer {
+        /// The HTTP status.
+        package let status: Int
+        /// The media type, without parameters, lower-cased.
+        package let mediaType: String?
+        /// The answer's `Date`: the provider's clock.
+        package let date: Date?
+        /// What the refresher would make of the answer (nil for a success,
+        /// which would mean the provider took a token it never issued).
+        package let verdict: VaultError?
+        /// The OAuth error code as the provider sent it, before aliases.
+        package let rawError: String?
+        /// The provider's `error_description`, cleaned for people.
+        package let errorDescription: String?
+        /// Whether the request authenticated the grant's client.
+        package let clientChecked: Bool
+    }
+
+    /// Probes the token endpoint `g` keeps, or nil when it keeps none. A
+    /// grant without a client to authenticate with, or one that refreshes
+    /// nothing (OAuth 1.0a, machine grants), gets a plain GET instead,
+    /// which says nothing about the client (its verdict is nil).
+    package static func probe(_ g: Grant, name: String, transport: any HTTPTransport) throws(VaultError) -> Outcome? {
+        guard let config = g.providerConfiguration, let endpoint = config.tokenEndpoint else { return nil }
+        guard g.kind == .oauth2, config.clientID != nil else {
+            var request = HTTPRequest(method: "GET", url: endpoint, headers: [("Accept", "application/json")])
+            request.timeout = timeout
+            do {
+                let response = try transport.send(request)
+                return .answered(
+                    Answer(
+                        status: response.status, mediaType: mediaType(response.header("content-type")),
+                        date: response.header("date").flatMap(HTTPDate.parse), verdict: nil, rawError: nil,
+                        errorDescription: nil, clientChecked: false))
+            } catch {
+                return .unreachable(error)
+            }
+        }
+        let recorder = ProbeTransport(inner: transport)
+        let client = TokenEndpoint(transport: recorder, client: OAuthClient(config, providerName: g.provider))
+        let what = "probing the token endpoint of '\(name)'"
+        let answer: TokenEndpoint.Answer
+        do {
+            answer = try client.send(
+                endpoint, form: [("grant_type", "refresh_token"), ("refresh_token", placeholderToken)], what: what,
+                timeout: timeout)
+        } catch {
+            if let failure = recorder.failure { return .unreachable(failure) }
+            throw error
+        }
+        var raw: String?
+        var description: String?
+        if case .error(let code, let said) = OAuthErrorBody(answer.body) { (raw, description) = (code, said) }
+        return .answered(
+            Answer(
+                status: answer.status, mediaType: mediaType(answer.contentType),
+                date: answer.date.flatMap(HTTPDate.parse),
+                verdict: TokenEndpoint.classify(
+                    answer, what: what, quirks: OAuthClient(config, providerName: g.provider).quirks),
+                rawError: raw, errorDescription: description, clientChecked: true))
+    }
+}
+
+/// A Content-Type's media type, lower-cased, without parameters.
+private func mediaType(_ header: String?) -> String? {
+    header.map { ProviderText.sanitized(String($0.prefix { $0 != ";" }), limit: 60).lowercased() }
+}
+
+/// Passes requests on and keeps the transport's own error, which the token
+/// endpoint client turns into a `VaultError` without its cause.
+private final class ProbeTransport: HTTPTransport {
+    let inner: any HTTPTransport
+    private(set) var failure: HTTPError?
+
+    init(inner: any HTTPTransport) { self.inner = inner }
+
+    func send(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
+        do { return try inner.send(request) } catch {
+            failure = error
+            throw error
+        }
+    }
+}
