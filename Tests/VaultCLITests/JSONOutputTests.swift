@@ -29,6 +29,7 @@ struct JSONOutputTests {
         JSONRun("list", "--json"),
         JSONRun("show", "work", "--json"),
         JSONRun("token", "work", "--json"),
+        JSONRun("keepalive", "--json"),
         JSONRun("env", "work", "--json"),
         JSONRun("env", "work", "--format", "json"),
         JSONRun("git-credential", "map", "--json"),

@@ -6,7 +6,7 @@ struct KeepaliveCommand: VaultCommand {
     static let configuration = CommandConfiguration(
         name: "keepalive",
         abstract: "Refresh grants that would otherwise die of inactivity.",
-        usage: "keepalive [--within DURATION] [{json}]",
+        usage: "keepalive [{within}] [{json}]",
         discussion: """
             Refreshes each grant whose refresh token would die of inactivity (or, rotating,
             reach the end the provider gave it) within the lead time: by default a quarter of
