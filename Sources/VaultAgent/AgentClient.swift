@@ -406,7 +406,7 @@ package final class ForwardedAgent {
     /// Connects to the forwarded socket at `path`: a socket of ours (sshd
     /// creates it as the user who logged in), in a directory nobody else
     /// may write to, served by our uid.
-    package static func connect(socket path: String, timeout: Int = 60) throws(VaultError) -> ForwardedAgent {
+    package static func connect(socket path: String, timeout: Int = 150) throws(VaultError) -> ForwardedAgent {
         var st = stat()
         guard lstat(path, &st) == 0 else { throw VaultError(.notFound, "no forwarded agent socket at \(path)") }
         guard st.st_mode & S_IFMT == S_IFSOCK else {

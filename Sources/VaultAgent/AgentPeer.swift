@@ -85,10 +85,23 @@ package struct RequesterClaims: Sendable, Equatable, Codable {
     static let maxCommand = 512
 
     package init(host: String, command: String, uid: UInt32, pid: UInt32) {
-        self.host = String(host.prefix(RequesterClaims.maxHost))
-        self.command = String(command.prefix(RequesterClaims.maxCommand))
+        self.host = RequesterClaims.cut(host, bytes: RequesterClaims.maxHost)
+        self.command = RequesterClaims.cut(command, bytes: RequesterClaims.maxCommand)
         self.uid = uid
         self.pid = pid
+    }
+
+    /// At most `bytes` bytes of UTF-8 (never characters: one character may
+    /// carry any number of combining marks), cut at a scalar's boundary.
+    static func cut(_ text: String, bytes: Int) -> String {
+        var out = String.UnicodeScalarView()
+        var used = 0
+        for scalar in text.unicodeScalars {
+            used += String(scalar).utf8.count
+            guard used <= bytes else { break }
+            out.append(scalar)
+        }
+        return String(out)
     }
 
     /// This process's own claims: its host name, the program that ran

@@ -36,6 +36,31 @@ package struct AgentPolicy: Sendable, Equatable {
         }
 
         var isEmpty: Bool { local == nil && forwarded == nil }
+
+        private enum CodingKeys: String, CodingKey { case local, forwarded }
+
+        /// Strict: a misspelt key is an error, never a rule silently left out.
+        package init(from decoder: any Decoder) throws {
+            try AgentPolicy.refuseUnknownKeys(in: decoder, allowed: ["local", "forwarded"])
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            local = try c.decodeIfPresent(Rule.self, forKey: .local)
+            forwarded = try c.decodeIfPresent(Rule.self, forKey: .forwarded)
+        }
+    }
+
+    /// Any key of a JSON object, to find the ones the policy does not know.
+    private struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    private struct UnknownKey: Error {}
+
+    fileprivate static func refuseUnknownKeys(in decoder: any Decoder, allowed: Set<String>) throws {
+        let all = try decoder.container(keyedBy: AnyKey.self)
+        guard all.allKeys.allSatisfy({ allowed.contains($0.stringValue) }) else { throw UnknownKey() }
     }
 
     /// Without a policy file: local requests are answered, as they always
@@ -61,6 +86,20 @@ package struct AgentPolicy: Sendable, Equatable {
     private struct File: Codable {
         var `default`: Rules?
         var grants: [String: Rules]?
+
+        init(default: Rules?, grants: [String: Rules]?) {
+            self.default = `default`
+            self.grants = grants
+        }
+
+        private enum CodingKeys: String, CodingKey { case `default`, grants }
+
+        init(from decoder: any Decoder) throws {
+            try AgentPolicy.refuseUnknownKeys(in: decoder, allowed: ["default", "grants"])
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            self.default = try c.decodeIfPresent(Rules.self, forKey: .default)
+            grants = try c.decodeIfPresent([String: Rules].self, forKey: .grants)
+        }
     }
 
     /// The policy in `configDirectory`, or the built-in one when there is no
@@ -71,7 +110,8 @@ package struct AgentPolicy: Sendable, Equatable {
         guard FileSystem.exists(path) else { return AgentPolicy() }
         let bytes = try FileSystem.readFile(path, limit: 1 << 20, trusted: true)
         guard let file = try? JSONDecoder().decode(File.self, from: Data(bytes)) else {
-            throw VaultError(.invalidInput, "\(path) is not a valid agent policy")
+            throw VaultError(
+                .invalidInput, "\(path) is not a valid agent policy (keys: default, grants; rules: local, forwarded)")
         }
         var policy = AgentPolicy()
         policy.defaults = file.default ?? Rules()

@@ -16,6 +16,9 @@ enum AgentProtocol {
     /// Largest message body either side accepts (a state of 300,000
     /// grants fits).
     static let maxLength = 8 << 20
+    /// Largest request body a forwarded peer may send (a grant name and
+    /// its claims fit many times over).
+    static let maxForwardedLength = 16 << 10
     /// Largest batch of records a client puts in one `open` request.
     static let batchBytes = 256 << 10
     /// Largest single field: a state body (25 bytes per grant).

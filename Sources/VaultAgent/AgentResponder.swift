@@ -63,7 +63,7 @@ final class AgentResponder: Sendable {
             return try respond(to: request, peer: peer, session: &session)
         } catch {
             var w = MessageWriter(status: 1)
-            w.error(error)
+            w.error(peer.origin == .forwarded ? AgentResponder.forForwarded(error) : error)
             return w
         }
     }
@@ -109,9 +109,11 @@ final class AgentResponder: Sendable {
         var grant: String?
         if case .token(let name, _, _) = request { grant = name }
         if case .grantToken(let name, _, _) = request { grant = name }
-        guard let current = keys.use(grant: grant) else {
+        // A token request counts as use, and its grant as one to keep fresh,
+        // once it is answered; the other operations at once.
+        guard let current = grant == nil ? keys.use(grant: nil) : keys.current() else {
             session = nil
-            if let grant {
+            if let grant, (try? GrantName.validate(grant)) != nil {
                 record(
                     grant, peer: peer, claims: peer.origin == .forwarded ? request.claims : nil, .failed,
                     reason: VaultError.Code.locked.rawValue)
@@ -124,6 +126,18 @@ final class AgentResponder: Sendable {
 
     /// A fresh grant for a token request, after the policy (and the person,
     /// when it says to confirm) let it through; every outcome is logged.
+    /// What a forwarded peer is told of a failure: the code and a reason
+    /// that names nothing of this machine (no path, no other grant's name,
+    /// no provider text); the details are in the audit log and the agent's.
+    static func forForwarded(_ error: VaultError) -> VaultError {
+        switch error.code {
+        case .denied, .locked, .unsupported, .dead, .transient, .busy:
+            return VaultError(error.code, error.reason).with(retryAfter: error.retryAfter)
+        default:
+            return VaultError(error.code, "the agent could not hand out this token (\(error.code.rawValue))")
+        }
+    }
+
     static func signsItself(_ name: String) -> VaultError {
         VaultError(
             .unsupported,
@@ -138,11 +152,22 @@ final class AgentResponder: Sendable {
     /// is handed; operation 11 cannot.
     private func handOut(
         _ name: String, minimumValidity: UInt32, force: Bool, peer: AgentPeer, claims: RequesterClaims?,
-        vault: Vault, signsRequests: Bool
+        vault: Vault, signsRequests: Bool, keysHeld: UnlockedKeys
     ) throws(VaultError) -> Grant {
+        // A name that is not one is refused before anything, and not logged.
+        try GrantName.validate(name)
         var outcome = AuditEntry.Outcome.allowed
         do throws(VaultError) {
-            let policy = try AgentPolicy.load(configDirectory: environment.location.configDirectory)
+            let policy: AgentPolicy
+            do throws(VaultError) {
+                policy = try AgentPolicy.load(configDirectory: environment.location.configDirectory)
+            } catch {
+                // Fail closed, and so that no command falls back to opening
+                // the vault itself around the policy.
+                outcome = .denied
+                environment.log("agent policy: \(error.reason)")
+                throw VaultError(.denied, "the agent's policy file cannot be used: \(error.reason)")
+            }
             switch policy.rule(for: name, origin: peer.origin) {
             case .allow:
                 break
@@ -162,11 +187,17 @@ final class AgentResponder: Sendable {
                     outcome = .notConfirmed
                     throw VaultError(.denied, "the request for '\(name)' was not confirmed: \(why)")
                 }
+                // The agent may have locked while the person was asked.
+                guard keys.current() === keysHeld else {
+                    outcome = .failed
+                    throw VaultError(.locked, "the agent is locked")
+                }
             }
             if !signsRequests, try vault.load(name).kind == .oauth1 { throw AgentResponder.signsItself(name) }
             let fresh = try environment.tokenRefresher(vault).freshGrant(
                 name, minimumValidity: TimeInterval(minimumValidity), forceRefresh: force)
             record(name, peer: peer, claims: claims, outcome, reason: nil)
+            _ = keys.use(grant: name)
             return fresh.grant
         } catch {
             if outcome == .allowed || outcome == .confirmed { outcome = .failed }
@@ -193,8 +224,9 @@ final class AgentResponder: Sendable {
         case .token(let name, let minimum, let force):
             let vault = try keys.vault(current, session: &session)
             let grant = try handOut(
-                name, minimumValidity: minimum, force: force, peer: peer, claims: nil, vault: vault, signsRequests: true
-            )
+                name, minimumValidity: minimum, force: force, peer: peer, claims: nil, vault: vault,
+                signsRequests: true,
+                keysHeld: current)
             w.string(grant.accessToken ?? "")
             w.string(grant.tokenType ?? "Bearer")
             w.u64(UInt64(bitPattern: grant.expiresAt?.epochSeconds ?? AgentProtocol.noExpiry))
@@ -208,7 +240,8 @@ final class AgentResponder: Sendable {
             if peer.origin == .local, try vault.load(name).kind == .oauth1 { throw AgentResponder.signsItself(name) }
             let grant = try handOut(
                 name, minimumValidity: cap, force: false, peer: peer,
-                claims: peer.origin == .forwarded ? claims : nil, vault: vault, signsRequests: false)
+                claims: peer.origin == .forwarded ? claims : nil, vault: vault, signsRequests: false,
+                keysHeld: current)
             w.string(grant.accessToken ?? "")
             w.string(grant.tokenType ?? "Bearer")
             w.u64(UInt64(bitPattern: grant.expiresAt?.epochSeconds ?? AgentProtocol.noExpiry))

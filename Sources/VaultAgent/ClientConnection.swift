@@ -69,7 +69,10 @@ struct ClientConnection {
     func receiveMessage() -> [UInt8]? {
         guard let prefix = receiveExactly(4) else { return nil }
         let length = prefix.reduce(0) { ($0 << 8) | Int($1) }
-        guard length > 0, length <= AgentProtocol.maxLength else {
+        // A forwarded peer only asks for tokens: its requests are small, and
+        // it never makes the agent set aside megabytes on its word.
+        let limit = peer.origin == .forwarded ? AgentProtocol.maxForwardedLength : AgentProtocol.maxLength
+        guard length > 0, length <= limit else {
             environment.log("refused a message of \(length) bytes")
             return nil
         }

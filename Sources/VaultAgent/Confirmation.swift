@@ -9,20 +9,21 @@ struct ConfirmationQuestion: Sendable {
     let peer: AgentPeer
     let claims: RequesterClaims?
 
-    /// One line for a terminal or a notification, every outside string escaped.
+    /// One line for a terminal or a notification, every outside string
+    /// escaped: the grant and where the request comes from first, what the
+    /// other machine claims last, labelled as such, so a claim cannot pose
+    /// as the grant's name.
     var text: String {
-        var who: String
+        var line = "token of '\(DisplayText.escaped(grant))' for a \(peer.origin.rawValue) request"
+        line += " from pid \(peer.pid.map(String.init) ?? "?")"
+        if let exe = peer.executable { line += " (\(DisplayText.escaped(exe)))" }
         if let claims {
-            who =
-                "\(DisplayText.escaped(claims.host.isEmpty ? "an unnamed host" : claims.host)) "
-                + "(uid \(claims.uid), pid \(claims.pid)"
-                + (claims.command.isEmpty ? ")" : ", running \(DisplayText.escaped(claims.command)))")
-        } else {
-            who = "pid \(peer.pid.map(String.init) ?? "?")"
-            if let exe = peer.executable { who += " (\(DisplayText.escaped(exe)))" }
+            line +=
+                "; the other machine says: host \(DisplayText.escaped(claims.host.isEmpty ? "?" : claims.host)),"
+                + " program \(DisplayText.escaped(claims.command.isEmpty ? "?" : claims.command)),"
+                + " uid \(claims.uid), pid \(claims.pid)"
         }
-        return "\(peer.origin == .forwarded ? "forwarded request" : "request") from \(who) "
-            + "for a token of '\(DisplayText.escaped(grant))'"
+        return line
     }
 
     /// What a confirmation command gets in its environment: values as they
@@ -35,11 +36,13 @@ struct ConfirmationQuestion: Sendable {
             "VAULT_CONFIRM_PEER_PID": peer.pid.map(String.init) ?? "",
             "VAULT_CONFIRM_PEER_EXE": peer.executable ?? "",
         ]
+        // Claims are named as such, and never VAULT_CONFIRM_COMMAND, which
+        // is the setting a `vault` started from the command would read.
         if let claims {
-            env["VAULT_CONFIRM_HOST"] = claims.host
-            env["VAULT_CONFIRM_COMMAND"] = claims.command
-            env["VAULT_CONFIRM_UID"] = String(claims.uid)
-            env["VAULT_CONFIRM_PID"] = String(claims.pid)
+            env["VAULT_CONFIRM_CLAIMED_HOST"] = claims.host
+            env["VAULT_CONFIRM_CLAIMED_PROGRAM"] = claims.command
+            env["VAULT_CONFIRM_CLAIMED_UID"] = String(claims.uid)
+            env["VAULT_CONFIRM_CLAIMED_PID"] = String(claims.pid)
         }
         // The environment ends a value at NUL: such a claim is cut there.
         return env.mapValues { String($0.unicodeScalars.prefix { $0 != "\0" }) }
@@ -70,6 +73,11 @@ final class Confirmer: Sendable {
     let method: Method
     let timeout: TimeInterval
     private let turn = Mutex(())
+    private let waiting = Mutex(0)
+    /// Questions that may wait for their turn; more are refused at once, so
+    /// a flood of requests for one grant cannot hold up the others' for long
+    /// nor keep the person answering.
+    static let maxWaiting = 3
 
     init(method: Method, timeout: TimeInterval) {
         self.method = method
@@ -80,6 +88,13 @@ final class Confirmer: Sendable {
     /// questions asked before this one).
     func ask(_ question: ConfirmationQuestion) -> Answer {
         let deadline = Monotonic.seconds() + timeout
+        let admitted = waiting.withLock { n -> Bool in
+            guard n < Confirmer.maxWaiting else { return false }
+            n += 1
+            return true
+        }
+        guard admitted else { return .no("too many requests are waiting for a confirmation") }
+        defer { waiting.withLock { $0 -= 1 } }
         return turn.withLock { _ -> Answer in
             guard Monotonic.seconds() < deadline else { return .no("no answer in time") }
             switch method {

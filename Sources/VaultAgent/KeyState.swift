@@ -96,6 +96,10 @@ final class KeyState: Sendable {
         }
     }
 
+    /// The keys held now, without counting a use (a token request counts
+    /// only once it is answered: a refused one keeps nothing unlocked).
+    func current() -> UnlockedKeys? { state.withLock { $0.unlocked } }
+
     /// Counts as use: the idle timeout starts again.
     func touch() {
         let now = environment.time.now()

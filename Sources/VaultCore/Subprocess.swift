@@ -6,7 +6,8 @@ internal import Glibc
 package enum Subprocess {
     /// Runs `/bin/sh` with `words` as its argv (`sh -c ...`) and `environment`
     /// as its whole environment, in a session of its own, with stdin,
-    /// stdout and stderr on /dev/null and no other descriptor of vault's:
+    /// stdout and stderr on /dev/null, no other descriptor of vault's, and
+    /// the default signal mask and dispositions:
     /// it must not read the stdin vault may need, write into vault's
     /// output, or hold a descriptor of the vault. Returns its pid, or nil
     /// when it could not be started.
@@ -21,7 +22,17 @@ package enum Subprocess {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        posix_spawnattr_setflags(&attributes, vault_spawn_setsid_flag())
+        // Not the signals vault blocks or ignores (the agent takes its
+        // signals on a descriptor): the program gets the defaults.
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for s in [SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGQUIT] { sigaddset(&defaults, s) }
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(
+            &attributes, vault_spawn_setsid_flag() | Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
         let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 import VaultTestSupport
 
@@ -45,6 +46,44 @@ struct ForwardingPolicyTests {
         #expect(try AgentPolicy.load(configDirectory: directory).rule(for: "x", origin: .forwarded) == .allow)
         try #"{"default": {"forwarded": "sometimes"}}"#.write(toFile: path, atomically: false, encoding: .utf8)
         #expect(throws: VaultError.self) { try AgentPolicy.load(configDirectory: directory) }
+        // A misspelt key is refused, never a rule silently left out.
+        for typo in [
+            #"{"default": {"forwarded": "allow"}, "grants": {"work": {"forwared": "deny"}}}"#,
+            #"{"defaults": {"forwarded": "deny"}}"#,
+        ] {
+            try typo.write(toFile: path, atomically: false, encoding: .utf8)
+            #expect(throws: VaultError.self) { try AgentPolicy.load(configDirectory: directory) }
+        }
+    }
+
+    @Test("claims are cut by bytes, however many marks one character carries")
+    func claimsCutByBytes() {
+        let combining = "a" + String(repeating: "\u{301}", count: 100_000)
+        let claims = RequesterClaims(host: combining, command: combining, uid: 0, pid: 0)
+        #expect(claims.host.utf8.count <= RequesterClaims.maxHost)
+        #expect(claims.command.utf8.count <= RequesterClaims.maxCommand)
+        #expect(RequesterClaims.cut("héllo", bytes: 2) == "h")
+    }
+
+    @Test("a flood of questions is refused at once beyond a few waiting")
+    func confirmationFlood() {
+        let confirmer = Confirmer(method: .command("sleep 1; exit 0"), timeout: 20)
+        let question = ConfirmationQuestion(
+            grant: "work", peer: AgentPeer(origin: .forwarded, uid: 0, pid: 1, executable: nil), claims: nil)
+        let answers = Mutex<[Confirmer.Answer]>([])
+        // Threads of their own, as the agent serves each connection.
+        let done = DispatchGroup()
+        for _ in 0..<8 {
+            done.enter()
+            Thread {
+                let answer = confirmer.ask(question)
+                answers.withLock { $0.append(answer) }
+                done.leave()
+            }.start()
+        }
+        done.wait()
+        let refused = answers.withLock { $0.filter { $0 == .no("too many requests are waiting for a confirmation") } }
+        #expect(refused.count == 8 - Confirmer.maxWaiting, "\(answers.withLock { $0 })")
     }
 
     @Test("the audit log starts over past its size, keeps the one before, and never mixes lines")

@@ -182,8 +182,8 @@ struct ForwardingTests {
         let yes = try scene.onServer("token", "work")
         #expect(yes.status == 0, "\(yes.stderr)")
         let asked = try String(contentsOfFile: scratch + "/asked", encoding: .utf8)
-        #expect(asked.hasPrefix("work|forwarded|forwarded request from "), "\(asked)")
-        #expect(asked.contains("for a token of 'work'"))
+        #expect(asked.hasPrefix("work|forwarded|token of 'work' for a forwarded request from pid "), "\(asked)")
+        #expect(asked.contains("the other machine says: host "))
         try FileManager.default.removeItem(atPath: scratch + "/yes")
         let no = try scene.onServer("token", "work")
         #expect(no.status == 1 && no.stdout.isEmpty)
@@ -198,6 +198,20 @@ struct ForwardingTests {
         #expect(outcomes == ["confirmed", "not-confirmed", "not-confirmed"], "\(outcomes)")
         // Local requests need no confirmation by default.
         #expect(try scene.laptop.home.run("token", "work").status == 0)
+
+        // Locked while the person is asked: a yes that comes after the lock
+        // hands nothing out.
+        try FileManager.default.removeItem(atPath: scratch + "/wait")
+        let slowYes = """
+            sleep 2
+            exit 0
+            """
+        _ = FileManager.default.createFile(atPath: scratch + "/confirm.sh", contents: Data(slowYes.utf8))
+        let pending = try scene.startOnServer(["token", "work"], forwarding: scene.laptop.paths.forwardSocket)
+        usleep(1_000_000)
+        #expect(try scene.laptop.home.run("lock").status == 0)
+        let afterLock = pending.wait(timeout: 60)
+        #expect(afterLock.status != 0 && afterLock.stdout.isEmpty, "\(afterLock.stdout) \(afterLock.stderr)")
     }
 
     @Test("a forwarded connection that drops mid-refresh loses nothing and spends nothing twice")

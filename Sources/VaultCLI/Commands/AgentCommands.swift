@@ -48,8 +48,10 @@ struct AgentSettings {
         hard = try pick(options?.$hard, "VAULT_AGENT_TIMEOUT", hard)
         refreshBefore = try pick(options?.$refreshBefore, "VAULT_AGENT_REFRESH_BEFORE", refreshBefore)
         confirmTimeout = try pick(options?.$confirmTimeout, "VAULT_CONFIRM_TIMEOUT", confirmTimeout)
-        guard confirmTimeout > 0, confirmTimeout <= 600 else {
-            throw CLIError.usage("the confirmation timeout must be from 1s to 10m", command: "agent")
+        // A forwarded client waits 150 s for its answer: the question and a
+        // refresh after a yes must fit.
+        guard confirmTimeout > 0, confirmTimeout <= 120 else {
+            throw CLIError.usage("the confirmation timeout must be from 1s to 2m", command: "agent")
         }
         confirmCommand = (options?.confirmCommand ?? environment["VAULT_CONFIRM_COMMAND"]).flatMap {
             $0.isEmpty ? nil : $0

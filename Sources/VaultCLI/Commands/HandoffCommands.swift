@@ -144,10 +144,11 @@ extension Commands {
         }
         var vault: Vault?
         var out: [(String, Grant)] = []
+        // Each name is asked of the agent, under its policy; only one it
+        // cannot hand out this way (an OAuth 1.0a grant, an agent that is
+        // locked or older) is taken from the vault opened here.
         for name in names {
-            if vault == nil,
-                let handed = try ctx.agents.grant(name, at: location, minimumValidity: Grant.freshnessMargin)
-            {
+            if let handed = try ctx.agents.grant(name, at: location, minimumValidity: Grant.freshnessMargin) {
                 out.append((name, handed))
                 continue
             }
