@@ -24,14 +24,18 @@ struct LifecycleDemo {
             store = try await VaultGrantStore.create(at: location, key: .keyfile(secret))
             try Keyfile.write(secret, to: keyPath)
         }
-        let session = TokenSession(store: store)
+        // The app keeps its accounts under a prefix of its own, through a
+        // store it wrote: the session refreshes for it (VaultGrantStore on
+        // its own would also coordinate refreshes across processes).
+        let accounts = AppAccounts(base: store, prefix: "demo/")
+        let session = TokenSession(store: accounts)
         // Two observers, as an app's account screen and its status bar
         // would be: each sees every event.
         var events = session.events.makeAsyncIterator()
         var statusBar = session.events.makeAsyncIterator()
 
         // At start: use the saved grant, or sign in and save one.
-        if try await store.names().contains(name), try await store.canAuthorize(name) {
+        if try await accounts.names().contains(name), try await accounts.canAuthorize(name) {
             print("loaded the saved grant")
         } else {
             var provider = try await Discovery.provider(
@@ -44,10 +48,10 @@ struct LifecycleDemo {
             let request = AuthorizationRequest(provider: provider, flow: .paste, scopes: ["openid", "email"])
             let grant = try await Authorizer(transport: CurlTransport(), ui: ScriptedPerson(settings)).authorize(
                 request)
-            try await store.save(grant, as: name)
+            try await accounts.save(grant, as: name)
             print("signed in as \(grant.account ?? "an unknown account")")
         }
-        print("can authorize: \(try await store.canAuthorize(name))")
+        print("can authorize: \(try await accounts.canAuthorize(name))")
 
         // An authorized request: a fresh token in the Authorization header.
         var userinfo = HTTPRequest(method: "GET", url: settings.issuer + "/userinfo")
@@ -64,7 +68,7 @@ struct LifecycleDemo {
 
         // The person revokes the app's access at the provider; the next refresh is
         // refused, the grant is marked dead, and the app signs out.
-        try await ScriptedPerson(settings).revoke(try await store.retrieve(name).refreshToken ?? "")
+        try await ScriptedPerson(settings).revoke(try await accounts.retrieve(name).refreshToken ?? "")
         do {
             _ = try await session.freshGrant(name, forceRefresh: true)
             print("the provider still accepts the revoked grant")
@@ -73,9 +77,29 @@ struct LifecycleDemo {
             guard error.code == .dead else { throw error }
             print("event: \(await events.next()!)")
             print("status bar: \(await statusBar.next()!)")
-            print("can authorize: \(try await store.canAuthorize(name))")
-            try await store.remove(name)
-            print("signed out; grants left: \(try await store.names().count)")
+            print("can authorize: \(try await accounts.canAuthorize(name))")
+            try await accounts.remove(name)
+            print("signed out; grants left: \(try await accounts.names().count)")
         }
+    }
+}
+
+/// A store of the app's own (GTMAppAuth's `AuthSessionStore`): it saves,
+/// retrieves and removes, here under a prefix in another store; refreshing
+/// is the session's job.
+struct AppAccounts: GrantStore {
+    let base: any GrantStore
+    let prefix: String
+
+    func save(_ grant: Grant, as name: String) async throws(VaultError) {
+        try await base.save(grant, as: prefix + name)
+    }
+    func retrieve(_ name: String) async throws(VaultError) -> Grant { try await base.retrieve(prefix + name) }
+    func remove(_ name: String) async throws(VaultError) { try await base.remove(prefix + name) }
+    func names() async throws(VaultError) -> [String] {
+        try await base.names().filter { $0.hasPrefix(prefix) }.map { String($0.dropFirst(prefix.count)) }
+    }
+    func usableGrant(_ name: String, minimumValidity: Double) async throws(VaultError) -> Grant? {
+        try await base.usableGrant(prefix + name, minimumValidity: minimumValidity)
     }
 }
