@@ -42,9 +42,13 @@ public final class AgentServer: Sendable {
         /// How long a confirmation may take before it counts as no.
         public var confirmTimeout: TimeInterval = 30
         /// Refresh a grant whose refresh token would die of inactivity
-        /// within this long (once an hour); nil: each grant's default, a
-        /// quarter of its limit, at most 7 days.
+        /// within this long; nil: each grant's default, a quarter of its
+        /// limit, at most 7 days.
         public var keepAliveLead: TimeInterval?
+        /// How often to look for grants to keep alive (0: never). An hour
+        /// suits limits of days; a provider whose refresh tokens die
+        /// within hours needs a shorter one.
+        public var keepAliveInterval: TimeInterval = 3600
 
         /// The defaults: 15 minutes idle, 8 hours at most.
         public init() {}
@@ -156,8 +160,8 @@ public final class AgentServer: Sendable {
     }
 
     /// Between requests, at most once a second: the identity of the socket,
-    /// the timeouts and the vault file, background refresh, and (hourly)
-    /// keep-alive of grants that would die of inactivity.
+    /// the timeouts and the vault file, background refresh, and (hourly
+    /// unless configured) keep-alive of grants that would die of inactivity.
     private func maintain() {
         let now = environment.time.now()
         let due = lastMaintenance.withLock { last -> Bool in

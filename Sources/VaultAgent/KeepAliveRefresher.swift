@@ -2,14 +2,11 @@ internal import FoundationEssentials
 import Synchronization
 internal import VaultCore
 
-/// While the agent holds the keys, looks once an hour for grants whose
+/// While the agent holds the keys, looks every `keepAliveInterval` for grants whose
 /// refresh token would die of inactivity soon and refreshes them (what
 /// `vault keepalive` does from a timer when no agent runs), on a thread of
 /// its own, through the same per-grant lock and sync lease as every refresh.
 final class KeepAliveRefresher: Sendable {
-    /// Seconds between passes.
-    static let interval: TimeInterval = 3600
-
     struct State {
         var running = false
         var lastPass = Date(timeIntervalSince1970: 0)
@@ -27,9 +24,10 @@ final class KeepAliveRefresher: Sendable {
 
     /// Starts a pass when the last one is an interval old and none is under way.
     func start(now: Date) {
-        guard let current = keys.currentKeys else { return }
+        let interval = environment.options.keepAliveInterval
+        guard interval > 0, let current = keys.currentKeys else { return }
         let due = state.withLock { s -> Bool in
-            guard !s.running, now.timeIntervalSince(s.lastPass) >= KeepAliveRefresher.interval else { return false }
+            guard !s.running, now.timeIntervalSince(s.lastPass) >= interval else { return false }
             s.running = true
             s.lastPass = now
             return true

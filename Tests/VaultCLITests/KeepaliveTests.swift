@@ -69,5 +69,8 @@ struct KeepaliveTests {
         #expect(try scene.shown()?["state"] as? String == "dead")
         let bad = try scene.home.run("keepalive", "--within", "soon")
         #expect(bad.status == 64 && bad.stderr.contains("--within needs a duration"))
+        scene.home.extra["VAULT_KEEPALIVE_LEAD"] = "soon"
+        let badLead = try scene.home.run("keepalive")
+        #expect(badLead.status == 64 && badLead.stderr.contains("VAULT_KEEPALIVE_LEAD needs a duration"))
     }
 }

@@ -27,10 +27,47 @@ public final class OIDCProvider: @unchecked Sendable {
         settings = try JSONDecoder().decode(Settings.self, from: Data(server.firstLine.utf8))
     }
 
+    private let issuers = NSLock()
+
+    /// A second issuer on this provider, at `/api/NAME`, whose refresh
+    /// tokens do not rotate and die after `seconds` unused: glewlwyd's
+    /// rolling refresh tokens, which each use starts again (an inactivity
+    /// limit). Added on first use; its URL.
+    public func inactivityIssuer(_ name: String, seconds: Int) throws -> String {
+        issuers.lock()
+        defer { issuers.unlock() }
+        let r = try VaultProcess.start(
+            ["\(FixtureServer.root.path)/Tools/testservers/glewlwyd.py", "issuer", directory, name, "\(seconds)"],
+            environment: ["PATH": "/usr/bin:/bin"], executable: "/usr/bin/python3"
+        ).wait()
+        guard r.status == 0 else { throw ScriptFailed(description: "glewlwyd.py issuer: \(r.stderr)") }
+        return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// The token response of a whole code flow for the confidential client
+    /// at `issuer` (the first issuer when nil), run without vault.
+    public func confidentialTokens(issuer: String? = nil) throws -> [String: Any] {
+        let r = try VaultProcess.start(
+            [
+                "\(FixtureServer.root.path)/Tools/testservers/glewlwyd.py", "tokens", directory,
+                settings.confidential_client,
+            ] + (issuer.map { ["--issuer", $0] } ?? []),
+            environment: ["PATH": "/usr/bin:/bin"], executable: "/usr/bin/python3"
+        ).wait()
+        guard r.status == 0, let doc = try? JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any]
+        else { throw ScriptFailed(description: "glewlwyd.py tokens: \(r.stderr)") }
+        return doc
+    }
+
     /// A $BROWSER command that plays the person in `mode` (see browser.py).
     public func browser(_ mode: String) -> String {
         "python3 \(FixtureServer.root.path)/Tools/testservers/browser.py \(mode) \(directory)"
     }
+}
+
+/// A test server's script that failed, and what it said.
+struct ScriptFailed: Error, CustomStringConvertible {
+    let description: String
 }
 
 /// What Tools/testservers/dovecot.py prints: its ports and its CA.

@@ -5,13 +5,21 @@
   glewlwyd.py stop DIR               stop the server started in DIR (by its PID)
   glewlwyd.py serve DIR [--rotate]   start and provision, print the settings, and
                                      stop the server when stdin closes (for tests)
+  glewlwyd.py issuer DIR NAME SECONDS
+                                     add a second OpenID Connect issuer to the server
+                                     in DIR, at /api/NAME, whose refresh tokens roll
+                                     and die after SECONDS unused (an inactivity
+                                     limit); print its issuer URL
   glewlwyd.py approve DIR URL [--print-only]
                                      log the test user in, consent, follow the
                                      authorization URL and deliver its redirect to
                                      the loopback listener (a browser); print it
-  glewlwyd.py tokens DIR CLIENT [SECRET]
+  glewlwyd.py tokens DIR CLIENT [SECRET] [--issuer URL]
                                      run a whole code flow (PKCE) for CLIENT without
                                      vault and print the token response as JSON
+                                     (at the issuer URL, default the first one; the
+                                     confidential client's secret comes from the
+                                     settings when not given)
   glewlwyd.py approve-device DIR CODE [CLIENT SCOPE]
                                      approve a device authorization user code
                                      (consenting for CLIENT first, when given)
@@ -121,6 +129,33 @@ def client_keys(d):
     return key, pub.stdout
 
 
+def oidc_parameters(key, pub, issuer, rotate, refresh_duration):
+    """The OIDC plugin's parameters. With refresh-token-rolling, each use of
+    a refresh token starts its duration again: the duration is how long it
+    may go unused (an inactivity limit), not a lifetime."""
+    return {
+        "jwt-type": "rsa", "jwt-key-size": "256", "key": key, "cert": pub, "iss": issuer,
+        "access-token-duration": 3600, "refresh-token-duration": refresh_duration, "code-duration": 600,
+        "refresh-token-rolling": True, "refresh-token-one-use": "always" if rotate else "never",
+        "client-refresh-token-one-use-parameter": "refresh-token-one-use",
+        "allow-non-oidc": True, "auth-type-code-enabled": True, "auth-type-code-revoke-replayed": False,
+        "auth-type-token-enabled": False, "auth-type-id-token-enabled": True, "auth-type-none-enabled": False,
+        "auth-type-password-enabled": False, "auth-type-client-enabled": True, "auth-type-device-enabled": True,
+        "auth-type-refresh-enabled": True, "scope": [], "additional-parameters": [], "claims": [],
+        "jwks-show": True, "jwks-x5c": [], "request-parameter-allow": True, "request-maximum-exp": 3600, "secret-type": "public",
+        "address-claim": {"type": "no"}, "name-claim": "on-demand", "name-claim-scope": [],
+        "email-claim": "mandatory", "email-claim-scope": [], "scope-claim": "no", "scope-claim-scope": [],
+        "allowed-scope": SCOPES, "pkce-allowed": True, "pkce-method-plain-allowed": False,
+        "pkce-required": False, "pkce-required-public-client": True, "pkce-scopes": [],
+        "introspection-revocation-allowed": True, "introspection-revocation-auth-scope": [],
+        "introspection-revocation-allow-target-client": True, "register-client-allowed": False,
+        "session-management-allowed": False, "device-authorization-expiration": 600,
+        "device-authorization-interval": 1, "oauth-dpop-allowed": False, "resource-allowed": False,
+        "oauth-rar-allowed": False, "oauth-par-allowed": False, "oauth-ciba-allowed": False,
+        "client-pubkey-parameter": "pubkey",
+    }
+
+
 def start(d, rotate):
     os.makedirs(d, mode=0o700, exist_ok=True)
     db = d + "/glewlwyd.db"
@@ -143,27 +178,7 @@ def start(d, rotate):
     admin.ok("POST", "/api/auth/", {"username": "admin", "password": "password"})
     key, pub = rsa_keys(d)
     issuer = base + "/api/oidc"
-    params = {
-        "jwt-type": "rsa", "jwt-key-size": "256", "key": key, "cert": pub, "iss": issuer,
-        "access-token-duration": 3600, "refresh-token-duration": 1209600, "code-duration": 600,
-        "refresh-token-rolling": True, "refresh-token-one-use": "always" if rotate else "never",
-        "client-refresh-token-one-use-parameter": "refresh-token-one-use",
-        "allow-non-oidc": True, "auth-type-code-enabled": True, "auth-type-code-revoke-replayed": False,
-        "auth-type-token-enabled": False, "auth-type-id-token-enabled": True, "auth-type-none-enabled": False,
-        "auth-type-password-enabled": False, "auth-type-client-enabled": True, "auth-type-device-enabled": True,
-        "auth-type-refresh-enabled": True, "scope": [], "additional-parameters": [], "claims": [],
-        "jwks-show": True, "jwks-x5c": [], "request-parameter-allow": True, "request-maximum-exp": 3600, "secret-type": "public",
-        "address-claim": {"type": "no"}, "name-claim": "on-demand", "name-claim-scope": [],
-        "email-claim": "mandatory", "email-claim-scope": [], "scope-claim": "no", "scope-claim-scope": [],
-        "allowed-scope": SCOPES, "pkce-allowed": True, "pkce-method-plain-allowed": False,
-        "pkce-required": False, "pkce-required-public-client": True, "pkce-scopes": [],
-        "introspection-revocation-allowed": True, "introspection-revocation-auth-scope": [],
-        "introspection-revocation-allow-target-client": True, "register-client-allowed": False,
-        "session-management-allowed": False, "device-authorization-expiration": 600,
-        "device-authorization-interval": 1, "oauth-dpop-allowed": False, "resource-allowed": False,
-        "oauth-rar-allowed": False, "oauth-par-allowed": False, "oauth-ciba-allowed": False,
-        "client-pubkey-parameter": "pubkey",
-    }
+    params = oidc_parameters(key, pub, issuer, rotate, 1209600)
     admin.ok("POST", "/api/mod/plugin/", {"module": "oidc", "name": "oidc", "display_name": "OIDC",
                                           "enabled": True, "parameters": params})
     for scope in SCOPES[1:]:
@@ -197,6 +212,23 @@ def start(d, rotate):
     with open(d + "/settings.json", "w") as f:
         json.dump(settings, f, indent=1)
     print(json.dumps(settings))
+
+
+def add_issuer(d, name, seconds):
+    """A second OIDC plugin instance on the running server, with the same
+    key, clients and user, non-rotating refresh tokens that roll and die
+    after `seconds` unused."""
+    if not name.isalnum() or name == "oidc" or seconds <= 0:
+        raise SystemExit("glewlwyd: issuer NAME must be alphanumeric (not oidc), SECONDS positive")
+    s = json.load(open(d + "/settings.json"))
+    admin = Session(s["base"])
+    admin.ok("POST", "/api/auth/", {"username": "admin", "password": "password"})
+    issuer = s["base"] + "/api/" + name
+    if admin.call("GET", "/api/mod/plugin/" + name)[0] != 200:
+        params = oidc_parameters(open(d + "/key.pem").read(), open(d + "/pub.pem").read(), issuer, False, seconds)
+        admin.ok("POST", "/api/mod/plugin/", {"module": "oidc", "name": name, "display_name": name,
+                                              "enabled": True, "parameters": params})
+    print(issuer)
 
 
 def stop(d):
@@ -235,11 +267,14 @@ class Retry(Exception):
     """A flow that glewlwyd ended without its result, worth another try."""
 
 
-def tokens_once(d, client, secret=None):
+def tokens_once(d, client, secret=None, issuer=None):
     import base64
     import hashlib
     import secrets
     s = json.load(open(d + "/settings.json"))
+    issuer = issuer or s["issuer"]
+    if secret is None and client == s["confidential_client"]:
+        secret = s["client_secret"]  # from the settings file, never a command line
     verifier = secrets.token_urlsafe(32)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
     query = urllib.parse.urlencode({
@@ -250,7 +285,7 @@ def tokens_once(d, client, secret=None):
     import contextlib
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        approve(d, s["issuer"] + "/auth?" + query, deliver=False)
+        approve(d, issuer + "/auth?" + query, deliver=False)
     answer = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(out.getvalue().strip()).query))
     if "code" not in answer:
         raise Retry("glewlwyd: no code in the redirect (error %r)" % answer.get("error"))
@@ -259,18 +294,18 @@ def tokens_once(d, client, secret=None):
             "code_verifier": verifier, "client_id": client}
     if secret:
         form["client_secret"] = secret
-    req = urllib.request.Request(s["issuer"] + "/token", data=urllib.parse.urlencode(form).encode(), method="POST")
+    req = urllib.request.Request(issuer + "/token", data=urllib.parse.urlencode(form).encode(), method="POST")
     with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=10) as r:
         print(r.read().decode())
 
 
-def tokens(d, client, secret=None):
+def tokens(d, client, secret=None, issuer=None):
     """A whole code flow; glewlwyd's SQLite backend answers 500, or ends the
     consent without a code, now and then when several tests use it at once,
     so those are retried a few times."""
     for attempt in range(4):
         try:
-            return tokens_once(d, client, secret)
+            return tokens_once(d, client, secret, issuer)
         except urllib.error.HTTPError as e:
             if e.code < 500 or attempt == 3:
                 raise
@@ -308,8 +343,15 @@ def main():
             stop(d)
     elif cmd == "approve":
         approve(d, sys.argv[3], deliver="--print-only" not in sys.argv)
+    elif cmd == "issuer":
+        add_issuer(d, sys.argv[3], int(sys.argv[4]))
     elif cmd == "tokens":
-        tokens(d, sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None)
+        args, issuer = sys.argv[3:], None
+        if "--issuer" in args:
+            at = args.index("--issuer")
+            issuer = args[at + 1]
+            del args[at:at + 2]
+        tokens(d, args[0], args[1] if len(args) > 1 else None, issuer)
     elif cmd == "approve-device":
         approve_device(d, sys.argv[3], *sys.argv[4:6])
     else:

@@ -22,6 +22,14 @@ struct AgentTimeouts: OptionGroup {
     var confirmCommand: String?
     @Option("confirm-timeout", value: "DURATION", help: "refuse a confirmation not given in time (default 30s)")
     var confirmTimeout: String?
+    @Option(
+        "keepalive-lead", value: "DURATION",
+        help: "keep alive grants this close to dying of inactivity (default: a quarter of the limit, at most 7d)")
+    var keepAliveLead: String?
+    @Option(
+        "keepalive-every", value: "DURATION",
+        help: "look for grants to keep alive this often (default 1h; 0: never)")
+    var keepAliveEvery: String?
 }
 
 /// The agent's timeouts, from `vault agent`'s options or the environment.
@@ -32,6 +40,10 @@ struct AgentSettings {
     /// How the agent asks the person about a request its policy says to confirm.
     var confirmCommand: String?
     var confirmTimeout: TimeInterval = 30
+    /// The keep-alive lead time (nil: each grant's default).
+    var keepAliveLead: TimeInterval?
+    /// How often the agent looks for grants to keep alive (0: never).
+    var keepAliveEvery: TimeInterval = 3600
 
     /// `options`: `vault agent`'s, which come before the environment.
     init(environment: [String: String], options: AgentTimeouts?) throws {
@@ -48,6 +60,14 @@ struct AgentSettings {
         hard = try pick(options?.$hard, "VAULT_AGENT_TIMEOUT", hard)
         refreshBefore = try pick(options?.$refreshBefore, "VAULT_AGENT_REFRESH_BEFORE", refreshBefore)
         confirmTimeout = try pick(options?.$confirmTimeout, "VAULT_CONFIRM_TIMEOUT", confirmTimeout)
+        keepAliveEvery = try pick(options?.$keepAliveEvery, "VAULT_KEEPALIVE_EVERY", keepAliveEvery)
+        if options?.keepAliveLead != nil || environment["VAULT_KEEPALIVE_LEAD"] != nil {
+            let lead = try pick(options?.$keepAliveLead, "VAULT_KEEPALIVE_LEAD", 0)
+            guard lead > 0 else {
+                throw CLIError.usage("the keep-alive lead must be a duration above 0, such as 7d", command: "agent")
+            }
+            keepAliveLead = lead
+        }
         // A forwarded client waits 150 s for its answer: the question and a
         // refresh after a yes must fit.
         guard confirmTimeout > 0, confirmTimeout <= 120 else {
@@ -65,6 +85,8 @@ struct AgentSettings {
         o.refreshBefore = refreshBefore
         o.confirmCommand = confirmCommand
         o.confirmTimeout = confirmTimeout
+        o.keepAliveLead = keepAliveLead
+        o.keepAliveInterval = keepAliveEvery
         return o
     }
 
@@ -79,8 +101,10 @@ struct AgentSettings {
     var arguments: [String] {
         [
             "--idle-timeout", "\(Int(idle))", "--timeout", "\(Int(hard))", "--refresh-before",
-            "\(Int(refreshBefore))", "--confirm-timeout", "\(Int(confirmTimeout))",
-        ] + (confirmCommand.map { ["--confirm-command", $0] } ?? [])
+            "\(Int(refreshBefore))", "--confirm-timeout", "\(Int(confirmTimeout))", "--keepalive-every",
+            "\(Int(keepAliveEvery))",
+        ] + (keepAliveLead.map { ["--keepalive-lead", "\(Int($0))"] } ?? [])
+            + (confirmCommand.map { ["--confirm-command", $0] } ?? [])
     }
 }
 
@@ -359,10 +383,13 @@ struct AgentCommand: VaultCommand {
             (VAULT_AGENT=off disables it). It locks after the idle timeout, after the hard
             timeout, on 'vault lock', SIGHUP or SIGTERM. While unlocked it refreshes the grants
             used since unlocking before they expire, so 'vault token' rarely waits for the
-            network. With --foreground it logs to stderr, and when no passphrase can be asked
+            network, and every hour (--keepalive-every) it refreshes the grants whose refresh
+            token would die of inactivity within the lead time (--keepalive-lead; see 'vault
+            keepalive'). With --foreground it logs to stderr, and when no passphrase can be asked
             it starts locked and takes the key from the first command that unlocks.
             --status exits 0 when an agent holds the vault unlocked, 77 otherwise.
-            Timeouts also come from VAULT_AGENT_IDLE_TIMEOUT and VAULT_AGENT_TIMEOUT.
+            Timeouts also come from VAULT_AGENT_IDLE_TIMEOUT and VAULT_AGENT_TIMEOUT, the
+            keep-alive settings from VAULT_KEEPALIVE_LEAD and VAULT_KEEPALIVE_EVERY.
             Forwarding: its second socket, forward-ID.sock, can be forwarded to another machine
             with ssh -R; there 'vault token', env, exec, header, xoauth2 and git-credential get
             access tokens from it (VAULT_AGENT_SOCK names the forwarded socket), and nothing

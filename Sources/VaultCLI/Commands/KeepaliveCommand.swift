@@ -9,8 +9,8 @@ struct KeepaliveCommand: VaultCommand {
         usage: "keepalive [{within}] [{json}]",
         discussion: """
             Refreshes each grant whose refresh token would die of inactivity (or, rotating,
-            reach the end the provider gave it) within the lead time: by default a quarter of
-            the limit, at most 7 days. A refresh goes through the same path as 'vault refresh',
+            reach the end the provider gave it) within the lead time: --within, else
+            VAULT_KEEPALIVE_LEAD, else a quarter of the limit, at most 7 days. A refresh goes through the same path as 'vault refresh',
             under the grant's lock and the sync store's lease. Grants whose refresh token dies at
             a fixed time (a lifetime) are not refreshed: nothing but a new authorization moves
             that. Meant for a systemd user timer or cron, with VAULT_KEYFILE or a running agent
@@ -46,9 +46,10 @@ struct KeepaliveCommand: VaultCommand {
     func run(_ ctx: Context) throws -> ExitCode {
         _ = try ctx.positionals()
         var lead: TimeInterval?
-        if let within {
-            guard let seconds = Duration.parse(within), seconds > 0 else {
-                throw CLIError.usage("--within needs a duration such as 7d, 12h or 30m", command: "keepalive")
+        if let text = within ?? ctx.environment["VAULT_KEEPALIVE_LEAD"] {
+            guard let seconds = Duration.parse(text), seconds > 0 else {
+                let source = within != nil ? "--within" : "VAULT_KEEPALIVE_LEAD"
+                throw CLIError.usage("\(source) needs a duration such as 7d, 12h or 30m", command: "keepalive")
             }
             lead = seconds
         }

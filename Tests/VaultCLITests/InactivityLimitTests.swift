@@ -1,0 +1,112 @@
+import Foundation
+import Glibc
+import Testing
+import VaultTestSupport
+
+/// Keep-alive against a real provider: a glewlwyd issuer whose refresh
+/// tokens roll (each refresh starts their life again) and die after 20
+/// seconds unused, and a provider file that says so. The tests wait on the
+/// wall clock, about 25 seconds each, side by side.
+@Suite("keep-alive against glewlwyd's refresh tokens that die after 20 s unused (waits about 25 s)")
+struct InactivityLimitTests {
+    /// How long glewlwyd's refresh tokens live unused.
+    static let limit = 20
+    let oidc: OIDCProvider
+    let issuer: String
+    let home = Home()
+
+    init() throws {
+        oidc = try OIDCProvider.shared.get()
+        issuer = try oidc.inactivityIssuer("rolling\(Self.limit)", seconds: Self.limit)
+        try home.initKeyfileVault()
+        try home.providerFile(
+            "rolling",
+            [
+                "authorization_endpoint": issuer + "/auth", "token_endpoint": issuer + "/token",
+                "userinfo_endpoint": issuer + "/userinfo",
+                "client_id": oidc.settings.confidential_client, "client_secret": oidc.settings.client_secret,
+                // glewlwyd answers a dead refresh token with a bare 400.
+                "empty_400_is_invalid_grant": true,
+                "refresh_token_policy": ["inactivity": "\(Self.limit)s", "rotates": false],
+            ])
+    }
+
+    /// Authorizes at the issuer and imports the tokens as `work`, with an
+    /// access token already expired unless `fresh`; when they were issued.
+    func authorize(fresh: Bool = false) throws -> Date {
+        let tokens = try oidc.confidentialTokens(issuer: issuer)
+        let issued = Date()
+        let grant: [String: Any] = [
+            "access_token": tokens["access_token"]!, "refresh_token": tokens["refresh_token"]!,
+            "expires_at": Int(issued.timeIntervalSince1970) + (fresh ? 3600 : -10), "provider": "rolling",
+            "account": oidc.settings.email,
+        ]
+        let json = String(decoding: try JSONSerialization.data(withJSONObject: grant), as: UTF8.self)
+        let imported = try home.run("import", "work", stdin: json)
+        try #require(imported.status == 0, "\(imported.stderr)")
+        return issued
+    }
+
+    /// Sleeps (without holding a thread) until `seconds` after `start`.
+    func wait(until seconds: Double, after start: Date) async throws {
+        let left = start.addingTimeInterval(seconds).timeIntervalSinceNow
+        if left > 0 { try await Task.sleep(nanoseconds: UInt64(left * 1e9)) }
+    }
+
+    func shown() throws -> [String: Any] {
+        let r = try home.run("show", "work", "--json")
+        return try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
+    }
+
+    @Test("without keep-alive, 20 s unused kill the grant at the provider: vault token exits 2 (control)")
+    func diesWithout() async throws {
+        let issued = try authorize()
+        #expect(try shown()["refresh_token_deadline_rule"] as? String == "inactivity")
+        try await wait(until: Double(Self.limit) + 3, after: issued)
+        let r = try home.run("token", "work")
+        #expect(r.status == 2, "\(r.stderr)")
+        #expect(try shown()["state"] as? String == "dead")
+    }
+
+    @Test("vault keepalive before the limit keeps the grant alive past it")
+    func keepaliveCommand() async throws {
+        let issued = try authorize()
+        // The default lead is a quarter of the limit: 5 s; nothing is due yet.
+        let early = try home.run("keepalive")
+        #expect(early.status == 0 && early.stderr.contains("no grant is close"), "\(early.stderr)")
+        try await wait(until: 8, after: issued)
+        let kept = try home.run("keepalive", "--within", "15s", "--json")
+        #expect(kept.status == 0, "\(kept.stderr)")
+        let report = try JSONSerialization.jsonObject(with: Data(kept.stdout.utf8)) as? [[String: Any]]
+        #expect(report?.first?["result"] as? String == "refreshed", "\(kept.stdout)")
+        // 24 s after the authorization, 16 s after the keep-alive: the same
+        // (non-rotating) refresh token still refreshes at the provider.
+        try await wait(until: Double(Self.limit) + 4, after: issued)
+        let later = try home.run("refresh", "work")
+        #expect(later.status == 0, "\(later.stderr)")
+        #expect(try shown()["state"] as? String == "fresh")
+        #expect(try home.run("token", "work").status == 0)
+    }
+
+    @Test("a running agent keeps the grant alive past the limit with no command run meanwhile")
+    func agentKeepsAlive() async throws {
+        let runtime = home.path + "/run"
+        mkdir(runtime, 0o700)
+        home.extra["XDG_RUNTIME_DIR"] = runtime
+        for bad in [["--keepalive-every", "soon"], ["--keepalive-lead", "0"]] {
+            let r = try home.run(["agent"] + bad)
+            #expect(r.status == 64, "\(bad) \(r.stderr)")
+        }
+        let issued = try authorize(fresh: true)
+        let started = try home.run("agent", "--keepalive-every", "2s", "--keepalive-lead", "12s")
+        #expect(started.status == 0, "\(started.stderr)")
+        defer { _ = try? home.run("lock") }
+        // Nothing runs until the grant would have died.
+        try await wait(until: Double(Self.limit) + 6, after: issued)
+        let refreshed = try shown()["refreshed_at"] as? Double
+        #expect((refreshed ?? 0) > issued.timeIntervalSince1970 + 5, "the agent refreshed the grant")
+        let later = try home.run("refresh", "work")
+        #expect(later.status == 0, "\(later.stderr)")
+        #expect(try shown()["state"] as? String == "fresh")
+    }
+}
