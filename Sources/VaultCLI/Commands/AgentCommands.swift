@@ -22,6 +22,10 @@ struct AgentTimeouts: OptionGroup {
     var confirmCommand: String?
     @Option("confirm-timeout", value: "DURATION", help: "refuse a confirmation not given in time (default 30s)")
     var confirmTimeout: String?
+    @Option(
+        "notify-command", value: "COMMAND",
+        help: "run this command when a grant dies, is about to, or is authorized again")
+    var notifyCommand: String?
 }
 
 /// The agent's timeouts, from `vault agent`'s options or the environment.
@@ -32,6 +36,9 @@ struct AgentSettings {
     /// How the agent asks the person about a request its policy says to confirm.
     var confirmCommand: String?
     var confirmTimeout: TimeInterval = 30
+    /// What the agent runs when a grant dies, is about to, or is authorized again.
+    var notifyCommand: String?
+    var notifyLead: TimeInterval = NotifySettings.defaultLead
 
     /// `options`: `vault agent`'s, which come before the environment.
     init(environment: [String: String], options: AgentTimeouts?) throws {
@@ -54,6 +61,9 @@ struct AgentSettings {
         confirmCommand = (options?.confirmCommand ?? environment["VAULT_CONFIRM_COMMAND"]).flatMap {
             $0.isEmpty ? nil : $0
         }
+        let notify = try NotifySettings(environment: environment, command: "agent")
+        notifyCommand = options?.notifyCommand.flatMap { $0.isEmpty ? nil : $0 } ?? notify.command
+        notifyLead = notify.lead
     }
 
     var serverOptions: AgentServer.Options {
@@ -63,6 +73,8 @@ struct AgentSettings {
         o.refreshBefore = refreshBefore
         o.confirmCommand = confirmCommand
         o.confirmTimeout = confirmTimeout
+        o.notifyCommand = notifyCommand
+        o.notifyLead = notifyLead
         return o
     }
 
@@ -79,6 +91,7 @@ struct AgentSettings {
             "--idle-timeout", "\(Int(idle))", "--timeout", "\(Int(hard))", "--refresh-before",
             "\(Int(refreshBefore))", "--confirm-timeout", "\(Int(confirmTimeout))",
         ] + (confirmCommand.map { ["--confirm-command", $0] } ?? [])
+            + (notifyCommand.map { ["--notify-command", $0] } ?? [])
     }
 }
 
@@ -349,7 +362,7 @@ struct AgentCommand: VaultCommand {
     static let configuration = CommandConfiguration(
         name: "agent",
         abstract: "Keep the vault unlocked for a while in a per-user agent.",
-        usage: "agent [{foreground}] [{idle-timeout}] [{timeout}] [{confirm-command}] [{status}]",
+        usage: "agent [{foreground}] [{idle-timeout}] [{timeout}] [{confirm-command}] [{notify-command}] [{status}]",
         discussion: """
             The agent holds the vault's keys in locked, guarded memory and answers the
             commands of the same user over a Unix socket in $XDG_RUNTIME_DIR/vault; it never
@@ -367,7 +380,8 @@ struct AgentCommand: VaultCommand {
             else: no refresh token, no listing, no change. Forwarded requests are confirmed
             (through --confirm-command or VAULT_CONFIRM_COMMAND, or on the terminal of a
             foreground agent) unless 'vault policy' says otherwise; 'vault log' lists every
-            token handed out.
+            token handed out. --notify-command (or VAULT_NOTIFY_COMMAND) is run when a grant
+            dies, is about to, or is authorized again (docs/agent.md, "Notifications").
             """,
         examples: [
             "vault agent --idle-timeout 1h", "vault agent --status",
