@@ -49,6 +49,11 @@ public final class AgentServer: Sendable {
         /// suits limits of days; a provider whose refresh tokens die
         /// within hours needs a shorter one.
         public var keepAliveInterval: TimeInterval = 3600
+        /// A command told when a grant dies, is about to, or is authorized
+        /// again (`sh -c`, the notice in `VAULT_NOTIFY_*`; docs/agent.md).
+        public var notifyCommand: String?
+        /// How long before a refresh token dies, for good, to say so.
+        public var notifyLead: TimeInterval = 7 * 86400
 
         /// The defaults: 15 minutes idle, 8 hours at most.
         public init() {}
@@ -200,7 +205,19 @@ struct AgentEnvironment: @unchecked Sendable {
     /// A refresher of `vault`'s grants, handing sync-aware refreshes to the
     /// core's per-grant lock.
     func tokenRefresher(_ vault: Vault) -> TokenRefresher {
-        TokenRefresher(vault: vault, transport: transport, coordinator: SyncRefreshCoordinator(transport: transport))
+        var refresher = TokenRefresher(
+            vault: vault, transport: transport, coordinator: SyncRefreshCoordinator(transport: transport))
+        refresher.observer = notifier
+        return refresher
+    }
+
+    /// The person's notify command, when the options name one; it runs on
+    /// a thread of its own, so a notice never holds up a token.
+    var notifier: GrantNotifier? {
+        guard let command = options.notifyCommand, !command.isEmpty else { return nil }
+        return GrantNotifier(
+            command: command, environment: Subprocess.inheritedEnvironment(), location: location, background: true,
+            now: { [self] in time.now() }, log: { [self] in log($0) })
     }
 }
 

@@ -111,36 +111,18 @@ final class Confirmer: Sendable {
     private static func runCommand(_ command: String, question: ConfirmationQuestion, deadline: Double) -> Answer {
         // The agent's environment without vault's own variables, whose
         // values may be secrets or say where they are; then the question.
-        var environment: [String: String] = [:]
-        var entry = environ
-        while let raw = entry.pointee {
-            let text = String(cString: raw)
-            if let eq = text.firstIndex(of: "="), !text.hasPrefix("VAULT_") {
-                environment[String(text[..<eq])] = String(text[text.index(after: eq)...])
-            }
-            entry += 1
-        }
+        var environment = Subprocess.inheritedEnvironment()
         environment.merge(question.environment) { $1 }
         // A session of its own, so a timeout ends the whole group it started.
         guard let pid = Subprocess.startShell(["sh", "-c", command], environment: environment) else {
             return .no("the confirmation command could not be started")
         }
-        var status: Int32 = 0
-        while true {
-            let done = waitpid(pid, &status, WNOHANG)
-            if done == pid { break }
-            if done < 0 && errno != EINTR { return .no("the confirmation command vanished") }
-            if Monotonic.seconds() >= deadline {
-                kill(-pid, SIGKILL)
-                kill(pid, SIGKILL)
-                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-                return .no("no answer in time")
-            }
-            usleep(20_000)
+        switch Subprocess.wait(pid, until: deadline) {
+        case .exited(0): return .yes
+        case .killed: return .no("no answer in time")
+        case .vanished: return .no("the confirmation command vanished")
+        case .exited, .signalled: return .no("the person refused")
         }
-        let exited = status & 0x7f == 0
-        let code = (status >> 8) & 0xff
-        return exited && code == 0 ? .yes : .no("the person refused")
     }
 
     private static func askTerminal(_ question: ConfirmationQuestion, deadline: Double) -> Answer {

@@ -44,13 +44,21 @@ final class KeepAliveRefresher: Sendable {
             let keepAlive = KeepAlive(
                 policy: { catalog.providers[$0.provider]?.refreshTokenPolicy }, lead: environment.options.keepAliveLead)
             let refresher = environment.tokenRefresher(vault)
-            for due in keepAlive.due(listing.grants.map { ($0.name, $0.grant) }, now: now) {
+            let grants = listing.grants.map { ($0.name, $0.grant) }
+            var outcomes: [KeepAlive.Outcome] = []
+            for due in keepAlive.due(grants, now: now) {
                 let outcome = keepAlive.refresh(due.name, grant: due.grant, deadline: due.deadline, with: refresher)
+                outcomes.append(outcome)
                 switch outcome.result {
                 case .refreshed: environment.log("kept a grant alive ahead of its inactivity limit")
                 case .died(let error): environment.log("a grant died at its keep-alive: \(error.reason)")
                 case .failed(let error): environment.log("keep-alive refresh failed: \(error.reason)")
                 }
+            }
+            if let notifier = environment.notifier {
+                let notices = keepAlive.expiring(
+                    grants, outcomes: outcomes, now: now, notifyLead: environment.options.notifyLead, in: vault)
+                notices.forEach(notifier.notice)
             }
         }
     }

@@ -31,5 +31,10 @@ struct Network {
 
     /// Fresh tokens from `vault`, coordinated as it was opened (through
     /// the agent, or with the sync store).
-    func refresher(_ vault: Vault) -> TokenRefresher { TokenRefresher(vault: vault, transport: transport) }
+    /// A grant a refresh marks dead is told to the notify command, if any.
+    func refresher(_ vault: Vault) -> TokenRefresher {
+        var refresher = TokenRefresher(vault: vault, transport: transport)
+        refresher.observer = NotifySettings.notifier(environment: environment, location: vault.location)
+        return refresher
+    }
 }

@@ -44,3 +44,57 @@ package enum Subprocess {
         return pid
     }
 }
+
+extension Subprocess {
+    /// `environment` without vault's own variables, whose values may be
+    /// secrets or say where they are: what a person's command inherits.
+    package static func withoutVaultVariables(_ environment: [String: String]) -> [String: String] {
+        environment.filter { !$0.key.hasPrefix("VAULT_") }
+    }
+
+    /// This process's environment without vault's own variables.
+    package static func inheritedEnvironment() -> [String: String] {
+        var environment: [String: String] = [:]
+        var entry = environ
+        while let raw = entry.pointee {
+            let text = String(cString: raw)
+            if let eq = text.firstIndex(of: "=") {
+                environment[String(text[..<eq])] = String(text[text.index(after: eq)...])
+            }
+            entry += 1
+        }
+        return withoutVaultVariables(environment)
+    }
+
+    /// How a command started with `startShell` ended.
+    package enum Ending: Sendable, Equatable {
+        /// It exited with this status.
+        case exited(Int32)
+        /// A signal ended it.
+        case signalled
+        /// It ran past the deadline: it and its process group were killed.
+        case killed
+        /// It could not be waited for.
+        case vanished
+    }
+
+    /// Waits for `pid` (a session leader from `startShell`) until `deadline`
+    /// on the monotonic clock; past it, kills its whole process group, so
+    /// nothing it started lives on.
+    package static func wait(_ pid: Int32, until deadline: Double) -> Ending {
+        var status: Int32 = 0
+        while true {
+            let done = waitpid(pid, &status, WNOHANG)
+            if done == pid { break }
+            if done < 0 && errno != EINTR { return .vanished }
+            if Monotonic.seconds() >= deadline {
+                kill(-pid, SIGKILL)
+                kill(pid, SIGKILL)
+                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+                return .killed
+            }
+            usleep(20_000)
+        }
+        return status & 0x7f == 0 ? .exited((status >> 8) & 0xff) : .signalled
+    }
+}

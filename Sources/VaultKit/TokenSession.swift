@@ -1,4 +1,4 @@
-internal import FoundationEssentials
+public import FoundationEssentials
 internal import Synchronization
 public import VaultCore
 public import VaultHTTP
@@ -19,6 +19,12 @@ public enum GrantEvent: Sendable, Equatable {
     /// A refresh this session tried failed and changed nothing (the
     /// provider or the network away, a 429 with `error.retryAfter`, ...).
     case failed(name: String, error: VaultError)
+    /// The grant this session handed out has a refresh token that dies at
+    /// `deadline`, within the session's `expiringLead`, and no refresh will
+    /// move it (a lifetime counted from the authorization, or the end the
+    /// provider gave a token that does not rotate): only a new
+    /// authorization will. Told once per grant and deadline.
+    case expiring(name: String, deadline: Date)
 }
 
 /// Fresh tokens from a `GrantStore`: GTMAppAuth's
@@ -39,6 +45,9 @@ public final class TokenSession: Sendable {
     /// app's, never kept in the vault: other programs refreshing the same
     /// grant (the `vault` command, another app) do not send them.
     public let refreshExtras: [String: TokenRequestExtras]
+    /// How long before a grant's refresh token dies for good to tell
+    /// `.expiring`; nil: never.
+    public let expiringLead: TimeInterval?
 
     private let observers = Observers()
     /// What this session last saw of each grant's tokens (a hash, never
@@ -46,16 +55,20 @@ public final class TokenSession: Sendable {
     private let seen = Mutex([String: [UInt8]]())
     private let inFlight = InFlight()
     private let gates = RefreshGates()
+    /// The deadline each grant was last told `.expiring` for.
+    private let toldExpiring = Mutex([String: Date]())
 
     /// Creates a session over `store`; `refreshExtras` are added to the
-    /// refreshes of the grants of the providers they name.
+    /// refreshes of the grants of the providers they name; `expiringLead`
+    /// (seconds) turns on `.expiring` events.
     public init(
         store: any GrantStore, transport: any HTTPTransport & Sendable = CurlTransport(),
-        refreshExtras: [String: TokenRequestExtras] = [:]
+        refreshExtras: [String: TokenRequestExtras] = [:], expiringLead: TimeInterval? = nil
     ) {
         self.store = store
         self.transport = transport
         self.refreshExtras = refreshExtras
+        self.expiringLead = expiringLead
     }
 
     deinit { observers.finish() }
@@ -74,9 +87,23 @@ public final class TokenSession: Sendable {
         return !refreshedHere && before != nil && before != print
     }
 
-    /// Tells the observers that `grant` changed elsewhere, when it did.
+    /// Tells the observers that `grant` changed elsewhere, when it did, and
+    /// that its refresh token dies soon for good, when it does.
     private func observe(_ name: String, _ grant: Grant, refreshedHere: Bool = false) {
         if noteSeen(name, grant, refreshedHere: refreshedHere) { observers.yield(.changedElsewhere(name: name)) }
+        if let deadline = expiringDeadline(name, grant) { observers.yield(.expiring(name: name, deadline: deadline)) }
+    }
+
+    /// The deadline to tell `.expiring` for, once: what the grant itself
+    /// records of its refresh token's end (the provider's
+    /// `refresh_token_expires_in`, or the documented lifetime kept at its
+    /// authorization), when no refresh moves it and it is within the lead.
+    private func expiringDeadline(_ name: String, _ grant: Grant) -> Date? {
+        guard let expiringLead, let d = grant.refreshTokenDeadline(policy: nil), !d.renewable,
+            d.date.timeIntervalSinceNow <= expiringLead
+        else { return nil }
+        let told = toldExpiring.withLock { $0.updateValue(d.date, forKey: name) }
+        return told == d.date ? nil : d.date
     }
 
     /// A grant with more than `minimumValidity` seconds of access token left,

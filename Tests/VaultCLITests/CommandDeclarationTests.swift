@@ -77,7 +77,7 @@ struct CommandDeclarationTests {
         #expect(
             Commands.named("agent")!.options.map(\.name) == [
                 "foreground", "idle-timeout", "timeout", "refresh-before", "confirm-command", "confirm-timeout",
-                "keepalive-lead", "keepalive-every", "status", "key-on-stdin",
+                "keepalive-lead", "keepalive-every", "notify-command", "status", "key-on-stdin",
             ])
     }
 }

@@ -273,6 +273,7 @@ struct AddCommand: VaultCommand {
         let existed = existing != nil || (try? vault.load(name)) != nil
         // Replacing keeps the record's id: its sync identity, as well as its name and mappings.
         _ = try vault.save(grant, as: name)
+        if existing != nil { tellAuthorizedAgain(name, grant, provider: provider, vault: vault, ctx: ctx) }
         let now = ctx.time.now()
         if ctx.output.json {
             try ctx.output.printJSON(GrantSummary(name: name, grant: grant, now: now))
@@ -298,6 +299,20 @@ struct AddCommand: VaultCommand {
 }
 
 extension AddCommand {
+    /// After `vault add NAME` authorized a grant again: what was told of
+    /// it before (its death, its deadline) is forgotten, and the notify
+    /// command, if any, hears that it lives again.
+    func tellAuthorizedAgain(_ name: String, _ grant: Grant, provider: Provider, vault: Vault, ctx: Context) {
+        guard let (row, _) = try? vault.loadWithRow(name) else { return }
+        NoticeLedger(directory: vault.location.directory).forget(record: row.id)
+        guard let notifier = NotifySettings.notifier(environment: ctx.environment, location: vault.location) else {
+            return
+        }
+        notifier.notice(
+            GrantNotice(
+                event: .reauthorized, name: name, record: row.id, grant: grant, reason: "authorized again",
+                deadline: grant.refreshTokenDeadline(policy: provider.refreshTokenPolicy)?.date))
+    }
 
     /// The grant stored under `name`, or nil and the stored names near it
     /// when there is none; any other trouble reading it (a damaged record)

@@ -30,6 +30,10 @@ struct AgentTimeouts: OptionGroup {
         "keepalive-every", value: "DURATION",
         help: "look for grants to keep alive this often (default 1h; 0: never)")
     var keepAliveEvery: String?
+    @Option(
+        "notify-command", value: "COMMAND",
+        help: "run this command when a grant dies, is about to, or is authorized again")
+    var notifyCommand: String?
 }
 
 /// The agent's timeouts, from `vault agent`'s options or the environment.
@@ -44,6 +48,9 @@ struct AgentSettings {
     var keepAliveLead: TimeInterval?
     /// How often the agent looks for grants to keep alive (0: never).
     var keepAliveEvery: TimeInterval = 3600
+    /// What the agent runs when a grant dies, is about to, or is authorized again.
+    var notifyCommand: String?
+    var notifyLead: TimeInterval = NotifySettings.defaultLead
 
     /// `options`: `vault agent`'s, which come before the environment.
     init(environment: [String: String], options: AgentTimeouts?) throws {
@@ -76,6 +83,9 @@ struct AgentSettings {
         confirmCommand = (options?.confirmCommand ?? environment["VAULT_CONFIRM_COMMAND"]).flatMap {
             $0.isEmpty ? nil : $0
         }
+        let notify = try NotifySettings(environment: environment, command: "agent")
+        notifyCommand = options?.notifyCommand.flatMap { $0.isEmpty ? nil : $0 } ?? notify.command
+        notifyLead = notify.lead
     }
 
     var serverOptions: AgentServer.Options {
@@ -87,6 +97,8 @@ struct AgentSettings {
         o.confirmTimeout = confirmTimeout
         o.keepAliveLead = keepAliveLead
         o.keepAliveInterval = keepAliveEvery
+        o.notifyCommand = notifyCommand
+        o.notifyLead = notifyLead
         return o
     }
 
@@ -105,6 +117,7 @@ struct AgentSettings {
             "\(Int(keepAliveEvery))",
         ] + (keepAliveLead.map { ["--keepalive-lead", "\(Int($0))"] } ?? [])
             + (confirmCommand.map { ["--confirm-command", $0] } ?? [])
+            + (notifyCommand.map { ["--notify-command", $0] } ?? [])
     }
 }
 
@@ -375,7 +388,7 @@ struct AgentCommand: VaultCommand {
     static let configuration = CommandConfiguration(
         name: "agent",
         abstract: "Keep the vault unlocked for a while in a per-user agent.",
-        usage: "agent [{foreground}] [{idle-timeout}] [{timeout}] [{confirm-command}] [{status}]",
+        usage: "agent [{foreground}] [{idle-timeout}] [{timeout}] [{confirm-command}] [{notify-command}] [{status}]",
         discussion: """
             The agent holds the vault's keys in locked, guarded memory and answers the
             commands of the same user over a Unix socket in $XDG_RUNTIME_DIR/vault; it never
@@ -396,7 +409,8 @@ struct AgentCommand: VaultCommand {
             else: no refresh token, no listing, no change. Forwarded requests are confirmed
             (through --confirm-command or VAULT_CONFIRM_COMMAND, or on the terminal of a
             foreground agent) unless 'vault policy' says otherwise; 'vault log' lists every
-            token handed out.
+            token handed out. --notify-command (or VAULT_NOTIFY_COMMAND) is run when a grant
+            dies, is about to, or is authorized again (docs/agent.md, "Notifications").
             """,
         examples: [
             "vault agent --idle-timeout 1h", "vault agent --status",

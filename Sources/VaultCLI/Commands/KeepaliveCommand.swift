@@ -16,7 +16,9 @@ struct KeepaliveCommand: VaultCommand {
             that. Meant for a systemd user timer or cron, with VAULT_KEYFILE or a running agent
             (docs/agent.md, "Keep-alive"). Exit status: 0 when every due grant was refreshed (or
             none was due); 2 when the provider refused one (it is marked dead); 75 when one
-            could not be refreshed for now (network, 5xx); 1 for other failures.
+            could not be refreshed for now (network, 5xx); 1 for other failures. With
+            VAULT_NOTIFY_COMMAND set, a grant whose refresh token dies within VAULT_NOTIFY_LEAD
+            (default 7d) and that no refresh saves is told to that command, once.
             """,
         examples: ["vault keepalive", "vault keepalive --within 14d --json"]
     )
@@ -53,13 +55,21 @@ struct KeepaliveCommand: VaultCommand {
             }
             lead = seconds
         }
+        let notify = try NotifySettings(environment: ctx.environment, command: "keepalive")
         let vault = try ctx.opener.openVault()
         let lifetimes = GrantLifetimes(location: try ctx.opener.location())
         let listing = try vault.list(secrets: false)
         let keepAlive = KeepAlive(policy: lifetimes.policy, lead: lead)
         let refresher = ctx.network.refresher(vault)
-        let outcomes = keepAlive.due(listing.grants.map { ($0.name, $0.grant) }, now: ctx.time.now()).map {
+        let grants = listing.grants.map { ($0.name, $0.grant) }
+        let now = ctx.time.now()
+        let outcomes = keepAlive.due(grants, now: now).map {
             keepAlive.refresh($0.name, grant: $0.grant, deadline: $0.deadline, with: refresher)
+        }
+        if let notifier = refresher.observer {
+            let notices = keepAlive.expiring(
+                grants, outcomes: outcomes, now: now, notifyLead: notify.lead, in: vault)
+            notices.forEach(notifier.notice)
         }
         var reports: [Report] = []
         var status = ExitCode.ok

@@ -63,4 +63,37 @@ package struct KeepAlive {
                 result: error.code == .dead ? .died(error) : .failed(error))
         }
     }
+
+    /// The notices a keep-alive pass over `grants` at `now` gives, for
+    /// grants whose refresh token dies within `notifyLead` and that the
+    /// pass did not save: a deadline no refresh moves (a lifetime), or a
+    /// keep-alive refresh that failed. Grants that died in the pass were
+    /// told of by the refresh itself. Record ids come from `vault`; a grant
+    /// gone meanwhile is left out.
+    package func expiring(
+        _ grants: [(name: String, grant: Grant)], outcomes: [Outcome], now: Date, notifyLead: TimeInterval,
+        in vault: Vault
+    ) -> [GrantNotice] {
+        var notices: [GrantNotice] = []
+        for (name, grant) in grants {
+            guard let d = grant.refreshTokenDeadline(policy: policy(grant)),
+                d.date.timeIntervalSince(now) <= notifyLead
+            else { continue }
+            let reason: String
+            switch outcomes.first(where: { $0.name == name })?.result {
+            case .refreshed, .died: continue
+            case .failed(let error): reason = "keep-alive could not refresh it: \(error.reason)"
+            case nil:
+                // Not due: a refresh would not move it (else the pass would
+                // have refreshed it).
+                guard !d.renewable else { continue }
+                reason = d.rule.rawValue
+            }
+            guard let (row, _) = try? vault.loadWithRow(name) else { continue }
+            notices.append(
+                GrantNotice(
+                    event: .expiring, name: name, record: row.id, grant: grant, reason: reason, deadline: d.date))
+        }
+        return notices
+    }
 }

@@ -50,6 +50,9 @@ public struct TokenRefresher {
     /// Parameters and headers added to the refresh requests this makes
     /// (an app's own, never kept in the vault).
     public var refreshExtras: TokenRequestExtras = .none
+    /// Told when a refresh marks a grant dead (the person's notify command,
+    /// above the core). Only the process that marks it tells, once.
+    package var observer: (any GrantNoticeObserver)?
 
     /// Seconds a token request may take.
     public static let requestTimeout: Double = 20
@@ -120,6 +123,10 @@ public struct TokenRefresher {
             }
             let reason = error.oauthError ?? "refused"
             let marked = try vault.markDead(id: row.id, spentRefreshToken: current.refreshToken, reason: reason)
+            if marked != nil {
+                observer?.notice(
+                    GrantNotice(event: .died, name: currentName, record: row.id, grant: current, reason: reason))
+            }
             throw TokenRefresher.deadError(currentName, marked ?? current, cause: error)
         }
         var stored = try vault.storeRefreshed(id: row.id, spentRefreshToken: current.refreshToken, next)
