@@ -1,4 +1,5 @@
 internal import Glibc
+import Synchronization
 internal import VaultAgent
 internal import VaultCore
 internal import VaultSync
@@ -146,7 +147,15 @@ struct VaultOpener {
         let path: String
         let seen = Counter()
 
-        final class Counter: @unchecked Sendable { var value = 0 }
+        final class Counter: Sendable {
+            private let count = Mutex(0)
+            /// Counts one more request and returns the count.
+            func next() -> Int {
+                count.withLock {
+                    $0 += 1; return $0
+                }
+            }
+        }
 
         init?(environment: [String: String]) {
             guard let spec = environment["VAULT_TEST_AGENT_PAUSE"], let colon = spec.firstIndex(of: ":"),
@@ -157,8 +166,7 @@ struct VaultOpener {
         }
 
         func wait() {
-            seen.value += 1
-            guard seen.value == count else { return }
+            guard seen.next() == count else { return }
             let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
             guard fd >= 0 else { return }
             close(fd)
