@@ -124,8 +124,6 @@ final class AgentResponder: Sendable {
         return w
     }
 
-    /// A fresh grant for a token request, after the policy (and the person,
-    /// when it says to confirm) let it through; every outcome is logged.
     /// What a forwarded peer is told of a failure: the code and a reason
     /// that names nothing of this machine (no path, no other grant's name,
     /// no provider text); the details are in the audit log and the agent's.
@@ -147,6 +145,8 @@ final class AgentResponder: Sendable {
     /// The most validity a forwarded request may ask for, in seconds.
     static let forwardedMinimumValidity: UInt32 = 120
 
+    /// A fresh grant for a token request, after the policy (and the person,
+    /// when it says to confirm) let it through; every outcome is logged.
     /// `signsRequests`: whether the caller can use an OAuth 1.0a grant
     /// (whose requests are signed with secrets that stay here) from what it
     /// is handed; operation 11 cannot.
@@ -166,7 +166,12 @@ final class AgentResponder: Sendable {
                 // the vault itself around the policy.
                 outcome = .denied
                 environment.log("agent policy: \(error.reason)")
-                throw VaultError(.denied, "the agent's policy file cannot be used: \(error.reason)")
+                // The path is this machine's business, not another's.
+                throw VaultError(
+                    .denied,
+                    peer.origin == .forwarded
+                        ? "the agent's policy file cannot be used"
+                        : "the agent's policy file cannot be used: \(error.reason)")
             }
             switch policy.rule(for: name, origin: peer.origin) {
             case .allow:
