@@ -16,9 +16,9 @@ enum ProviderGrants {
         let s = oidc.settings
         let r = try VaultProcess.start(
             [
+                // The secret comes from the settings file, never argv.
                 "\(FixtureServer.root.path)/Tools/testservers/glewlwyd.py", "tokens", oidc.directory,
                 s.confidential_client,
-                s.client_secret,
             ],
             environment: ["PATH": "/usr/bin:/bin"], executable: "/usr/bin/python3"
         ).wait()

@@ -27,8 +27,8 @@ struct RefreshTests {
         let s = oidc.settings
         let client = confidential ? s.confidential_client : s.public_client
         let r = try VaultProcess.start(
-            ["\(FixtureServer.root.path)/Tools/testservers/glewlwyd.py", "tokens", oidc.directory, client]
-                + (confidential ? [s.client_secret] : []),
+            // The confidential client's secret comes from the settings file, never argv.
+            ["\(FixtureServer.root.path)/Tools/testservers/glewlwyd.py", "tokens", oidc.directory, client],
             environment: ["PATH": "/usr/bin:/bin"], executable: "/usr/bin/python3"
         ).wait()
         try #require(r.status == 0, "\(r.stderr)")
