@@ -46,7 +46,7 @@ struct GrantSummary: Encodable {
     /// `pushed`, `pushed (required)`, `in the address`, or `as its issuer says`.
     var pushedAuthorizationRequests: String? = nil
     /// `show`: how the answer's `iss` is checked (RFC 9207): `required`,
-    /// `compared when present`, or `as its issuer says`.
+    /// `compared when present`, `not checked (no issuer)`, or `as its issuer says`.
     var authorizationResponseIss: String? = nil
     /// When a token of the grant was last handed out on this machine (audit log).
     var lastUsedAt: Int64? = nil
@@ -221,7 +221,10 @@ extension GrantSummary {
             p?.pushedAuthorizationRequestEndpoint == nil
             ? "in the address" : (p!.requirePushedAuthorizationRequests ? "pushed (required)" : "pushed")
         authorizationResponseIss =
-            p?.authorizationResponseIssParameterSupported == true ? "required" : "compared when present"
+            p?.authorizationResponseIssParameterSupported == true
+            ? "required"
+            : (grant.providerConfiguration?.issuer ?? p?.issuer) == nil
+                ? "not checked (no issuer)" : "compared when present"
     }
 }
 
@@ -312,8 +315,13 @@ struct ShowCommand: VaultCommand {
         }
         if let endpoint = grant.providerConfiguration?.tokenEndpoint { rows.append(["token endpoint:", endpoint]) }
         if let source = s.endpointsSource { rows.append(["endpoints from:", source]) }
-        if let par = s.pushedAuthorizationRequests { rows.append(["authorization request:", par]) }
-        if let iss = s.authorizationResponseIss { rows.append(["answer's issuer (iss):", iss]) }
+        // Only what differs from a plain authorization gets a line of its own.
+        if let par = s.pushedAuthorizationRequests, par != "in the address" {
+            rows.append(["authorization request:", par])
+        }
+        if let iss = s.authorizationResponseIss, iss != "compared when present" && iss != "not checked (no issuer)" {
+            rows.append(["answer's issuer (iss):", iss])
+        }
         rows.append(["created:", Format.timestamp(grant.createdAt)])
         rows.append(["refreshed:", grant.refreshedAt.map(Format.timestamp) ?? "-"])
         rows.append(["last used:", s.lastUsed.map { "\($0) (on this machine)" } ?? "-"])
