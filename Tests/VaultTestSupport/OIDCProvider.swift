@@ -44,6 +44,20 @@ public final class OIDCProvider: @unchecked Sendable {
         return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// An issuer on this provider, at `/api/NAME`, with glewlwyd's
+    /// `features` on (`par`, `par-required`, `iss`: see glewlwyd.py).
+    /// Added on first use; its URL.
+    public func featureIssuer(_ name: String, _ features: [String]) throws -> String {
+        issuers.lock()
+        defer { issuers.unlock() }
+        let r = try VaultProcess.start(
+            ["\(FixtureServer.root.path)/Tools/testservers/glewlwyd.py", "feature", directory, name] + features,
+            environment: ["PATH": "/usr/bin:/bin"], executable: "/usr/bin/python3"
+        ).wait()
+        guard r.status == 0 else { throw ScriptFailed(description: "glewlwyd.py feature: \(r.stderr)") }
+        return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     /// The token response of a whole code flow for the confidential client
     /// at `issuer` (the first issuer when nil), run without vault.
     public func confidentialTokens(issuer: String? = nil) throws -> [String: Any] {

@@ -10,6 +10,7 @@ Modes:
   deny         deliver error=access_denied with this request's state
   wrong-state  approve at the provider, deliver the redirect with another state
   fake-code    deliver code=fake-code with this request's state (no provider)
+  wrong-iss    approve at the provider, deliver the redirect with another iss
   nothing      do nothing (the person never comes back)
   oauth1-allow approve an OAuth 1.0a request at oauth1_server.py and deliver
                its redirect (GLEWLWYD_DIR is unused: pass -)
@@ -72,10 +73,11 @@ def main():
     if mode.startswith("oauth1-"):
         return oauth1("allow" if mode == "oauth1-allow" else "deny", url)
     query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(url).query))
-    redirect, state = query["redirect_uri"], query["state"]
+    # A pushed request (RFC 9126) carries only client_id and request_uri.
+    redirect, state = query.get("redirect_uri"), query.get("state")
     if mode == "nothing":
         return
-    if mode in ("approve", "approve-save", "wrong-state"):
+    if mode in ("approve", "approve-save", "wrong-state", "wrong-iss"):
         location = subprocess.run([sys.executable, HERE + "/glewlwyd.py", "approve", gdir, url, "--print-only"],
                                   check=True, capture_output=True, text=True).stdout.strip()
         if mode == "approve-save":
@@ -84,6 +86,10 @@ def main():
         if mode == "wrong-state":
             code = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(location).query))["code"]
             location = with_query(redirect, code=code, state=state[::-1])
+        if mode == "wrong-iss":
+            answer = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(location).query))
+            answer["iss"] = "https://attacker.example"
+            location = with_query(location, **answer)
         deliver(location)
     elif mode == "replay":
         old = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(open(gdir + "/last-redirect").read()).query))

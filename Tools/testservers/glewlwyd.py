@@ -10,6 +10,11 @@
                                      in DIR, at /api/NAME, whose refresh tokens roll
                                      and die after SECONDS unused (an inactivity
                                      limit); print its issuer URL
+  glewlwyd.py feature DIR NAME FEATURE...
+                                     add an OpenID Connect issuer at /api/NAME with
+                                     FEATUREs on: par (pushed authorization requests
+                                     taken), par-required (and no others), iss (the
+                                     answer names the issuer); print its issuer URL
   glewlwyd.py approve DIR URL [--print-only]
                                      log the test user in, consent, follow the
                                      authorization URL and deliver its redirect to
@@ -231,6 +236,35 @@ def add_issuer(d, name, seconds):
     print(issuer)
 
 
+# The OIDC plugin's parameters for the features of `feature`.
+FEATURES = {
+    "par": {"oauth-par-allowed": True, "oauth-par-request_uri-prefix": "urn:ietf:params:oauth:request_uri:",
+            "oauth-par-duration": 90},
+    "par-required": {"oauth-par-allowed": True, "oauth-par-required": True,
+                     "oauth-par-request_uri-prefix": "urn:ietf:params:oauth:request_uri:", "oauth-par-duration": 90},
+    "iss": {"oauth-as-iss-id": True},
+}
+
+
+def add_feature_issuer(d, name, features):
+    """Another OIDC plugin instance on the running server, with the same
+    key, clients and user, and the given features on."""
+    if not name.isalnum() or name == "oidc" or not features or any(f not in FEATURES for f in features):
+        raise SystemExit("glewlwyd: feature NAME FEATURE...: NAME alphanumeric (not oidc), FEATURE one of "
+                         + ", ".join(sorted(FEATURES)))
+    s = json.load(open(d + "/settings.json"))
+    admin = Session(s["base"])
+    admin.ok("POST", "/api/auth/", {"username": "admin", "password": "password"})
+    issuer = s["base"] + "/api/" + name
+    if admin.call("GET", "/api/mod/plugin/" + name)[0] != 200:
+        params = oidc_parameters(open(d + "/key.pem").read(), open(d + "/pub.pem").read(), issuer, False, 1209600)
+        for f in features:
+            params.update(FEATURES[f])
+        admin.ok("POST", "/api/mod/plugin/", {"module": "oidc", "name": name, "display_name": name,
+                                              "enabled": True, "parameters": params})
+    print(issuer)
+
+
 def stop(d):
     try:
         stop_pid(int(open(d + "/pid").read()), group=True)
@@ -249,7 +283,9 @@ def approve(d, url, deliver=True):
     """What a person does in the browser: log in, consent, continue to the redirect."""
     s, session = user_session(d)
     query = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)
-    session.ok("PUT", "/api/auth/grant/%s" % query["client_id"][0], {"scope": query.get("scope", ["openid"])[0]})
+    # A pushed request's scopes are not in the address: consent to them all.
+    default = " ".join(SCOPES) if "request_uri" in query else "openid"
+    session.ok("PUT", "/api/auth/grant/%s" % query["client_id"][0], {"scope": query.get("scope", [default])[0]})
     status, headers, body = session.call("GET", url + "&g_continue")
     location = headers.get("Location")
     if status != 302 or not location:
@@ -345,6 +381,8 @@ def main():
         approve(d, sys.argv[3], deliver="--print-only" not in sys.argv)
     elif cmd == "issuer":
         add_issuer(d, sys.argv[3], int(sys.argv[4]))
+    elif cmd == "feature":
+        add_feature_issuer(d, sys.argv[3], sys.argv[4:])
     elif cmd == "tokens":
         args, issuer = sys.argv[3:], None
         if "--issuer" in args:

@@ -4,6 +4,7 @@
   provider_fixture.py PERSONA      serve; PERSONA is rfc, github, google or microsoft
   provider_fixture.py browse URL   a scripted browser ($BROWSER): GET URL at the
                                    fixture and deliver its redirect to vault
+  provider_fixture.py browse-after SECONDS URL   the same, SECONDS later
 
 The server binds a free port, prints it, and serves until stdin closes.
 Each persona answers the way its provider documents (see PERSONAS below):
@@ -33,6 +34,8 @@ Endpoints (any path prefix, matched on the last segments):
                             with code and state (or error=access_denied)
   POST .../token, .../access_token   authorization_code, refresh_token, device_code
   POST .../device, .../devicecode, .../device/code   RFC 8628 section 3.1
+  POST .../par              RFC 9126 pushed authorization requests: 201 with a
+                            request_uri that GET .../authorize takes once
   POST .../revoke           RFC 7009
   GET  .../userinfo, .../user   the bearer token's owner
 Control, for the tests (never secrets in the log):
@@ -43,6 +46,12 @@ Control, for the tests (never secrets in the log):
                             "userinfo": [...], "discovery": {fields}}
   POST /__mint JSON         a token response for {"scope": "..."} issued as
                             if by a code exchange (to import)
+Settings for RFC 9126 and RFC 9207: "par" (discovery names the pushed-request
+endpoint), "par_required" (and says it is required; /authorize then refuses a
+request that was not pushed), "par_expires_in" (seconds a request_uri lasts),
+"iss_parameter" (the redirect carries iss, the issuer) and "advertise_iss"
+(discovery says so; default: as "iss_parameter"). A canned "authorize" answer
+may carry "iss": VALUE (null: none) for that one redirect.
 Settings every persona takes: "refresh_inactivity" (seconds a refresh token
 may go unused before refreshing with it answers invalid_grant, as
 Microsoft's AADSTS700082 does; a use is a refresh) and "clock_offset"
@@ -82,6 +91,7 @@ PERSONAS = {
         "auth_methods": ["client_secret_basic", "client_secret_post"],
         "rotate": False, "refresh_token_expires_in": None, "expires_in": 3600, "interval": 1,
         "device_expires_in": 900, "openid": True,
+        "par": False, "par_required": False, "par_expires_in": 60, "iss_parameter": False, "advertise_iss": None,
     },
     "github": {
         "client_id": "vault-test", "client_secret": "fixture-client-secret",
@@ -136,6 +146,7 @@ class State:
         self.used = {}  # refresh token -> when it was issued or last used (fixture clock)
         self.access = {}  # access token -> grant facts
         self.devices = {}  # device code -> facts
+        self.pushed = {}  # request_uri -> (authorization parameters, expiry on the fixture clock)
 
     def next_id(self, prefix):
         self.counter += 1
@@ -456,16 +467,55 @@ class Handler(BaseHTTPRequestHandler):
         encoding = obj.pop("encoding", None)
         return self.answer_object(200, obj, encoding=encoding)
 
+    def pushed_request(self):
+        """RFC 9126 section 2: the authorization request, authenticated like
+        a token request, kept under a request_uri for one use."""
+        form = self.read_form()
+        if self.check_client(form, "par"):
+            return
+        with STATE.lock:
+            answer = STATE.take("par")
+        if answer is not None:
+            return self.canned(answer)
+        if "request_uri" in form:
+            return self.error("invalid_request", "request_uri cannot be pushed")
+        if not form.get("redirect_uri") or form.get("response_type") != "code":
+            return self.error("invalid_request", "redirect_uri and response_type=code are required")
+        form.pop("client_secret", None)
+        form["client_id"] = STATE.settings["client_id"]
+        lifetime = STATE.settings.get("par_expires_in") or 60
+        with STATE.lock:
+            uri = "urn:ietf:params:oauth:request_uri:" + STATE.next_id("par")
+            STATE.pushed[uri] = (form, STATE.now() + lifetime)
+        self.send(201, json.dumps({"request_uri": uri, "expires_in": lifetime}))
+
     def authorize(self):
         query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
         self.record("authorize", {k: v for k, v in query.items() if k not in ("code_challenge",)})
         with STATE.lock:
             answer = STATE.take("authorize")
+        s = STATE.settings
+        expired = False
+        if "request_uri" in query:
+            with STATE.lock:
+                pushed, expiry = STATE.pushed.pop(query["request_uri"], (None, 0))
+            if pushed is None or query.get("client_id") != pushed["client_id"]:
+                return self.send(400, "<html><body>unknown request_uri</body></html>", "text/html")
+            expired = STATE.now() > expiry
+            query = pushed
         redirect, state = query.get("redirect_uri"), query.get("state")
-        if not redirect or query.get("client_id") != STATE.settings["client_id"]:
+        if not redirect or query.get("client_id") != s["client_id"]:
             return self.send(400, "<html><body>unknown client or redirect</body></html>", "text/html")
         params = {"state": state}
-        if answer is not None and answer.get("deny"):
+        iss = answer.get("iss", self.issuer()) if answer is not None and "iss" in answer else (
+            self.issuer() if s.get("iss_parameter") else None)
+        if iss is not None:
+            params["iss"] = iss
+        if expired:
+            params.update(error="invalid_request_uri", error_description="The request_uri has expired")
+        elif s.get("par_required") and "request_uri" not in urllib.parse.urlsplit(self.path).query:
+            params.update(error="invalid_request", error_description="Pushed authorization requests are required")
+        elif answer is not None and answer.get("deny"):
             params.update(error=NATIVE_ERRORS[STATE.persona]["denied"], error_description="The user said no")
         else:
             facts = self.new_facts(query.get("scope", ""), query.get("nonce"),
@@ -519,6 +569,13 @@ class Handler(BaseHTTPRequestHandler):
                "revocation_endpoint": base + "/revoke", "userinfo_endpoint": base + "/userinfo",
                "response_types_supported": ["code"], "code_challenge_methods_supported": ["S256"],
                "token_endpoint_auth_methods_supported": STATE.settings["auth_methods"]}
+        s = STATE.settings
+        if s.get("par"):
+            doc["pushed_authorization_request_endpoint"] = prefix + "/par"
+            doc["require_pushed_authorization_requests"] = bool(s.get("par_required"))
+        advertise = s.get("advertise_iss")
+        if advertise if advertise is not None else s.get("iss_parameter"):
+            doc["authorization_response_iss_parameter_supported"] = True
         with STATE.lock:
             doc.update(STATE.discovery)
         self.send(200, json.dumps({k: v for k, v in doc.items() if v is not None}))
@@ -562,6 +619,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.token()
         if path.endswith("/device/code") or last in ("device", "devicecode"):
             return self.device()
+        if last == "par" and self.command == "POST":
+            return self.pushed_request()
         if last == "revoke" and self.command == "POST":
             return self.revoke()
         if last in ("userinfo", "user"):
@@ -589,6 +648,9 @@ def main():
     global STATE
     if len(sys.argv) == 3 and sys.argv[1] == "browse":
         return browse(sys.argv[2])
+    if len(sys.argv) == 4 and sys.argv[1] == "browse-after":
+        time.sleep(float(sys.argv[2]))
+        return browse(sys.argv[3])
     if len(sys.argv) != 2 or sys.argv[1] not in PERSONAS:
         raise SystemExit("usage: provider_fixture.py rfc|github|google|microsoft | browse URL")
     STATE = State(sys.argv[1])

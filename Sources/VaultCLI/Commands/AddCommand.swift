@@ -228,6 +228,9 @@ struct AddCommand: VaultCommand {
         if let existing {
             for problem in catalog.problems(ignoring: existing.provider) { ctx.output.warn(problem.reason) }
             provider = try Provider(storedIn: existing, name: name, base: catalog.providers[existing.provider])
+            if existing.providerConfiguration?.endpointsSource == "discovery", let issuer = provider.issuer {
+                provider = rediscovered(provider, issuer: issuer, ctx: ctx, transport: transport)
+            }
         } else {
             if opened != nil && catalog.providers[first] == nil && !catalog.files.keys.contains(first) {
                 // Neither a grant nor a provider: say both were looked for.
@@ -323,6 +326,31 @@ extension AddCommand {
             if case .nearGrantNames(let names) = error.remedy { return (nil, names) }
             return (nil, [])
         }
+    }
+
+    /// A grant found by discovery keeps its endpoints, not what its issuer
+    /// says of pushed requests (RFC 9126) and `iss` in answers (RFC 9207):
+    /// those are asked again. The pushed-request endpoint is taken only
+    /// when the issuer still names the grant's own authorization and token
+    /// endpoints, so all of them come from one source.
+    func rediscovered(_ provider: Provider, issuer: String, ctx: Context, transport: CurlTransport) -> Provider {
+        let fresh: Provider
+        do { fresh = try Discovery.provider(name: provider.name, issuer: issuer, transport: transport) } catch {
+            ctx.output.warn(
+                "could not ask \(issuer) again whether it takes pushed requests or names itself in answers: "
+                    + error.reason)
+            return provider
+        }
+        var p = provider
+        p.authorizationResponseIssParameterSupported =
+            p.authorizationResponseIssParameterSupported || fresh.authorizationResponseIssParameterSupported
+        if fresh.authorizationEndpoint == p.authorizationEndpoint && fresh.tokenEndpoint == p.tokenEndpoint,
+            p.pushedAuthorizationRequestEndpoint == nil
+        {
+            p.pushedAuthorizationRequestEndpoint = fresh.pushedAuthorizationRequestEndpoint
+            p.requirePushedAuthorizationRequests = fresh.requirePushedAuthorizationRequests
+        }
+        return p
     }
 
     /// The provider: a preset or user file, discovered when it has only an issuer or `--issuer` is given.

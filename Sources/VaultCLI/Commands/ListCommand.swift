@@ -42,6 +42,12 @@ struct GrantSummary: Encodable {
     var refreshTokenDeadlineRenewable: Bool? = nil
     /// Where the provider documents its refresh-token policy.
     var refreshTokenPolicySource: String? = nil
+    /// `show`: how authorizing the grant again sends the request (RFC 9126):
+    /// `pushed`, `pushed (required)`, `in the address`, or `as its issuer says`.
+    var pushedAuthorizationRequests: String? = nil
+    /// `show`: how the answer's `iss` is checked (RFC 9207): `required`,
+    /// `compared when present`, `not checked (no issuer)`, or `as its issuer says`.
+    var authorizationResponseIss: String? = nil
     /// When a token of the grant was last handed out on this machine (audit log).
     var lastUsedAt: Int64? = nil
     var lastUsed: String? = nil
@@ -106,6 +112,8 @@ struct GrantSummary: Encodable {
         case refreshTokenDeadlineRule = "refresh_token_deadline_rule"
         case refreshTokenDeadlineRenewable = "refresh_token_deadline_renewable"
         case refreshTokenPolicySource = "refresh_token_policy_source"
+        case pushedAuthorizationRequests = "pushed_authorization_requests"
+        case authorizationResponseIss = "authorization_response_iss"
         case lastUsedAt = "last_used_at"
         case lastUsed = "last_used"
     }
@@ -193,6 +201,33 @@ struct ListCommand: VaultCommand {
     }
 }
 
+extension GrantSummary {
+    /// What authorizing `grant` again (`vault add NAME`) does about pushed
+    /// requests and `iss`, from its configured provider: the grant keeps
+    /// neither, and a grant found by discovery asks its issuer again.
+    mutating func addAuthorizationFeatures(_ grant: Grant, provider: Provider?) {
+        let config = grant.providerConfiguration
+        guard config?.authorizationEndpoint != nil || provider?.authorizationEndpoint != nil || provider?.issuer != nil
+        else { return }
+        if config?.endpointsSource == "discovery" || (provider != nil && provider!.tokenEndpoint == nil) {
+            let said = provider.map { $0.pushedAuthorizationRequestEndpoint != nil } ?? false
+            pushedAuthorizationRequests = said ? "pushed" : "as its issuer says"
+            authorizationResponseIss =
+                provider?.authorizationResponseIssParameterSupported == true ? "required" : "as its issuer says"
+            return
+        }
+        let p = provider
+        pushedAuthorizationRequests =
+            p?.pushedAuthorizationRequestEndpoint == nil
+            ? "in the address" : (p!.requirePushedAuthorizationRequests ? "pushed (required)" : "pushed")
+        authorizationResponseIss =
+            p?.authorizationResponseIssParameterSupported == true
+            ? "required"
+            : (grant.providerConfiguration?.issuer ?? p?.issuer) == nil
+                ? "not checked (no issuer)" : "compared when present"
+    }
+}
+
 /// `vault show`.
 struct ShowCommand: VaultCommand {
     static let configuration = CommandConfiguration(
@@ -230,6 +265,9 @@ struct ShowCommand: VaultCommand {
         s.tokenResponse = reveal ? response : response?.redacted()
         if let config = grant.providerConfiguration, config.namesEndpoints {
             s.endpointsSource = config.endpointsSource ?? "unknown"
+        }
+        if grant.kind == .oauth2 {
+            s.addAuthorizationFeatures(grant, provider: lifetimes.catalog.providers[grant.provider])
         }
         if reveal {
             s.accessToken = grant.accessToken
@@ -277,6 +315,13 @@ struct ShowCommand: VaultCommand {
         }
         if let endpoint = grant.providerConfiguration?.tokenEndpoint { rows.append(["token endpoint:", endpoint]) }
         if let source = s.endpointsSource { rows.append(["endpoints from:", source]) }
+        // Only what differs from a plain authorization gets a line of its own.
+        if let par = s.pushedAuthorizationRequests, par != "in the address" {
+            rows.append(["authorization request:", par])
+        }
+        if let iss = s.authorizationResponseIss, iss != "compared when present" && iss != "not checked (no issuer)" {
+            rows.append(["answer's issuer (iss):", iss])
+        }
         rows.append(["created:", Format.timestamp(grant.createdAt)])
         rows.append(["refreshed:", grant.refreshedAt.map(Format.timestamp) ?? "-"])
         rows.append(["last used:", s.lastUsed.map { "\($0) (on this machine)" } ?? "-"])

@@ -18,6 +18,11 @@ struct ProviderSummary: Encodable {
     let notes: String?
     /// The refresh-token policy as a provider file writes it.
     let refreshTokenPolicy: [String: JSONValue]?
+    /// Pushed authorization requests (RFC 9126): where, and whether the provider takes no other.
+    let pushedAuthorizationRequestEndpoint: String?
+    let requirePushedAuthorizationRequests: Bool
+    /// The provider names itself (`iss`) in every authorization answer (RFC 9207).
+    let authorizationResponseIssParameterSupported: Bool
 
     init(_ p: Provider) {
         name = p.name
@@ -37,6 +42,9 @@ struct ProviderSummary: Encodable {
         hasClientSecret = p.clientSecret != nil
         needsClient = p.clientID == nil
         notes = p.notes
+        pushedAuthorizationRequestEndpoint = p.pushedAuthorizationRequestEndpoint
+        requirePushedAuthorizationRequests = p.requirePushedAuthorizationRequests
+        authorizationResponseIssParameterSupported = p.authorizationResponseIssParameterSupported
         refreshTokenPolicy = p.refreshTokenPolicy.map { policy in
             var o: [String: JSONValue] = [:]
             if let v = policy.lifetime { o["lifetime"] = .string(RefreshTokenPolicy.text(v)) }
@@ -71,6 +79,9 @@ struct ProviderSummary: Encodable {
         case hasClientSecret = "has_client_secret"
         case needsClient = "needs_client"
         case refreshTokenPolicy = "refresh_token_policy"
+        case pushedAuthorizationRequestEndpoint = "pushed_authorization_request_endpoint"
+        case requirePushedAuthorizationRequests = "require_pushed_authorization_requests"
+        case authorizationResponseIssParameterSupported = "authorization_response_iss_parameter_supported"
     }
 }
 
@@ -89,6 +100,9 @@ struct ProvidersCommand: VaultCommand {
             then says where to register an application and how to give vault its client.
             REFRESH TOKENS DIE is the provider's documented refresh-token policy (--json adds where
             the provider says so); a provider file's "refresh_token_policy" states its own.
+            --json also says whether the provider takes pushed authorization requests (RFC 9126)
+            and names itself in its authorization answers (RFC 9207), as far as its file says:
+            for a provider found by discovery, its issuer says so when a grant is authorized.
             """,
         examples: ["vault providers", "vault providers --json"]
     )

@@ -165,7 +165,21 @@ public struct Authorizer {
         for (k, v) in added.sorted(by: { $0.key < $1.key }) where !query.contains(where: { $0.0 == k }) {
             query.append((k, v))
         }
-        let url = FormEncoding.appendQuery(authorizationEndpoint, query)
+        var url = FormEncoding.appendQuery(authorizationEndpoint, query)
+        var pushed: PushedRequest? = nil
+        if let parEndpoint = p.pushedAuthorizationRequestEndpoint {
+            // RFC 9126: the request goes to the provider directly, with the
+            // client's authentication; the browser carries only its handle.
+            let pushedRequest = try push(query, to: parEndpoint, provider: p)
+            pushed = pushedRequest
+            url = FormEncoding.appendQuery(
+                authorizationEndpoint, [("client_id", clientID), ("request_uri", pushedRequest.requestURI)])
+        } else if p.requirePushedAuthorizationRequests {
+            throw VaultError(
+                .invalidInput,
+                "provider '\(p.name)' takes only pushed authorization requests but names no "
+                    + "pushed_authorization_request_endpoint")
+        }
         // The address the browser is started with is a loopback one that
         // only this user's processes can follow (see LoopbackListener): the
         // real one carries state and the PKCE challenge, and a command line
@@ -193,7 +207,20 @@ public struct Authorizer {
         } else if request.flow == .browser || answer.count > 1 {
             throw VaultError(.badResponse, "the answer carries no state (refused)")
         }
+        // RFC 9207: the answer names the server that sent it. Checked before
+        // the error or the code is looked at, so a code from another server
+        // (a mix-up) never reaches this provider's token endpoint.
+        try checkIssuer(value("iss"), provider: p, bareCode: answer.count == 1 && value("code") != nil)
         if let error = value("error") {
+            if let pushed, error == "invalid_request_uri" || error == "invalid_request_object",
+                time.now() >= pushed.expiresAt
+            {
+                throw VaultError(
+                    .timedOut,
+                    "the pushed authorization request expired before the browser opened it (the provider "
+                        + "gave it \(Int(pushed.lifetime)) seconds)",
+                    remedy: .finishSooner(otherFlows: p.flows.filter { $0 != request.flow }))
+            }
             guard ProviderText.isErrorCode(error) else {
                 throw VaultError(
                     .badResponse, "the authorization was refused with an error code that is not an OAuth error code")
@@ -214,6 +241,83 @@ public struct Authorizer {
                 ("code_verifier", pkce.verifier),
             ], what: "exchanging the authorization code", extras: request.tokenExtras)
         return try grant(from: response, request: request, nonce: nonce)
+    }
+
+    /// RFC 9207 section 2.4: an `iss` in the answer must be the provider's
+    /// issuer, compared as a string (Microsoft's `{tenantid}` standing for
+    /// one path segment, as for ID tokens); a provider that says it always
+    /// sends `iss` must have sent it, a pasted bare code included. Without
+    /// a known issuer there is nothing to compare an `iss` with.
+    func checkIssuer(_ iss: String?, provider p: Provider, bareCode: Bool) throws(VaultError) {
+        guard let iss else {
+            guard p.authorizationResponseIssParameterSupported else { return }
+            throw VaultError(
+                .badResponse,
+                bareCode
+                    ? "provider '\(p.name)' names itself in its answers (iss): paste the whole address the "
+                        + "browser ended on, not the code alone"
+                    : "the answer does not name the server that sent it (iss), which provider '\(p.name)' always "
+                        + "does (refused)")
+        }
+        guard let issuer = p.issuer else { return }
+        guard IDTokenClaims.matches(issuer: iss, pattern: issuer) else {
+            throw VaultError(
+                .badResponse,
+                "the answer comes from another server ('\(ProviderText.sanitized(iss, limit: 200))', expected "
+                    + "'\(issuer)'): refused, and its code was not used")
+        }
+    }
+
+    /// A pushed authorization request's handle and when it stops working.
+    struct PushedRequest {
+        let requestURI: String
+        let lifetime: Double
+        let expiresAt: Date
+    }
+
+    /// RFC 9126 section 2: POSTs the authorization request's parameters to
+    /// the provider's pushed-request endpoint, authenticated as at the
+    /// token endpoint, and returns the `request_uri` the browser is sent
+    /// with. Each authorization pushes its own; none is kept or reused.
+    func push(_ query: [(String, String)], to endpoint: String, provider p: Provider) throws(VaultError)
+        -> PushedRequest
+    {
+        let what = "pushing the authorization request"
+        let client = OAuthClient(p)
+        // The client's authentication adds client_id itself, except with
+        // Basic, where the body still names the client the request is for.
+        let basic =
+            client.secret != nil && !["client_secret_post", "private_key_jwt", "none"].contains(client.authMethod)
+        let form = query.filter { $0.0 != "client_id" || basic }
+        let answer = try TokenEndpoint(transport: transport, client: client).send(endpoint, form: form, what: what)
+        // Some providers refuse a pushed request with a bare 4xx (glewlwyd:
+        // 403 for a wrong secret, redirect URI or parameter) where RFC 9126
+        // section 2.3 has an OAuth error.
+        if (400...499).contains(answer.status) && answer.body.count == 0 {
+            throw VaultError(
+                .providerError,
+                "\(what): the provider refused it (HTTP \(answer.status) without a reason); check the client id, "
+                    + "its secret, its redirect URI and the scopes"
+            ).with(httpStatus: answer.status)
+        }
+        // 201 Created is the RFC's success; 200 is accepted too.
+        if answer.status != 201, let error = TokenEndpoint.classify(answer, what: what, quirks: p.errorQuirks) {
+            throw error
+        }
+        struct Wire: Decodable {
+            var request_uri: String?
+            var expires_in: Double?
+        }
+        let malformed = VaultError(
+            .badResponse, "\(what): the provider's answer (HTTP \(answer.status)) has no usable request_uri")
+        guard answer.status == 200 || answer.status == 201,
+            let w = try? JSONDecoder().decode(Wire.self, from: answer.body.withUnsafeBytes { Data($0) }),
+            let uri = w.request_uri, ProviderText.isToken(uri), uri.utf8.count <= 2048
+        else { throw malformed }
+        // RFC 9126 section 2.2: expires_in is required; a lifetime that is
+        // absent or absurd is read as the shortest one, one minute.
+        let lifetime = w.expires_in.flatMap { $0.isFinite && $0 > 0 ? min($0, 86400) : nil } ?? 60
+        return PushedRequest(requestURI: uri, lifetime: lifetime, expiresAt: time.now().addingTimeInterval(lifetime))
     }
 
     /// Accepts a whole redirect URL, just its query, or a bare code.

@@ -38,6 +38,17 @@ public enum Discovery {
             var revocation_endpoint: String?
             var userinfo_endpoint: String?
             var token_endpoint_auth_methods_supported: [String]?
+            var pushed_authorization_request_endpoint: String?
+            var require_pushed_authorization_requests: Flag?
+            var authorization_response_iss_parameter_supported: Flag?
+        }
+        /// A metadata flag: true only as JSON `true`; any other value reads
+        /// as false rather than making the whole document unusable.
+        struct Flag: Decodable {
+            var value: Bool
+            init(from decoder: any Decoder) throws {
+                value = (try? decoder.singleValueContainer().decode(Bool.self)) ?? false
+            }
         }
         guard let doc = try? JSONDecoder().decode(Document.self, from: response.body.withUnsafeBytes { Data($0) })
         else {
@@ -55,6 +66,9 @@ public enum Discovery {
         file.device_authorization_endpoint = doc.device_authorization_endpoint
         file.revocation_endpoint = doc.revocation_endpoint
         file.userinfo_endpoint = doc.userinfo_endpoint
+        file.pushed_authorization_request_endpoint = doc.pushed_authorization_request_endpoint
+        file.require_pushed_authorization_requests = doc.require_pushed_authorization_requests?.value
+        file.authorization_response_iss_parameter_supported = doc.authorization_response_iss_parameter_supported?.value
         file.flows = Provider.Flow.forPeople(
             authorizationEndpoint: doc.authorization_endpoint != nil,
             deviceEndpoint: doc.device_authorization_endpoint != nil)

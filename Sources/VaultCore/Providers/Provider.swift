@@ -51,6 +51,18 @@ public struct Provider: Sendable, Equatable {
     public var revocationEndpoint: String?
     /// The userinfo endpoint, for the liveness probe and the account name.
     public var userinfoEndpoint: String?
+    /// Where authorization requests are pushed before the browser opens
+    /// (RFC 9126); when set, the browser sees only `client_id` and
+    /// `request_uri`.
+    public var pushedAuthorizationRequestEndpoint: String?
+    /// True when the provider takes authorization requests only pushed
+    /// (RFC 9126 section 5): an authorization without a pushed-request
+    /// endpoint is refused before it starts.
+    public var requirePushedAuthorizationRequests: Bool = false
+    /// True when the provider names itself (`iss`) in every authorization
+    /// response (RFC 9207): an answer without it is refused. An `iss` that
+    /// is present is compared with the issuer either way.
+    public var authorizationResponseIssParameterSupported: Bool = false
     /// Scopes asked for by default.
     public var scopes: [String]
     /// The OAuth client id.
@@ -156,6 +168,7 @@ public struct Provider: Sendable, Equatable {
         p.deviceAuthorizationEndpoint = fill(deviceAuthorizationEndpoint)
         p.revocationEndpoint = fill(revocationEndpoint)
         p.userinfoEndpoint = fill(userinfoEndpoint)
+        p.pushedAuthorizationRequestEndpoint = fill(pushedAuthorizationRequestEndpoint)
         p.requestTokenEndpoint = fill(requestTokenEndpoint)
         return p
     }
@@ -183,6 +196,9 @@ public struct Provider: Sendable, Equatable {
         deviceAuthorizationEndpoint = f.device_authorization_endpoint
         revocationEndpoint = f.revocation_endpoint
         userinfoEndpoint = f.userinfo_endpoint
+        pushedAuthorizationRequestEndpoint = f.pushed_authorization_request_endpoint
+        requirePushedAuthorizationRequests = f.require_pushed_authorization_requests ?? false
+        authorizationResponseIssParameterSupported = f.authorization_response_iss_parameter_supported ?? false
         scopes = f.scopes ?? []
         clientID = f.client_id
         clientSecret = f.client_secret
@@ -239,6 +255,7 @@ public struct Provider: Sendable, Equatable {
             ("device_authorization_endpoint", sample.deviceAuthorizationEndpoint),
             ("revocation_endpoint", sample.revocationEndpoint), ("userinfo_endpoint", sample.userinfoEndpoint),
             ("request_token_endpoint", sample.requestTokenEndpoint),
+            ("pushed_authorization_request_endpoint", sample.pushedAuthorizationRequestEndpoint),
         ]
         for case (let key, let value?) in endpoints {
             do { try URLPolicy.check(value) } catch {
@@ -255,6 +272,18 @@ public struct Provider: Sendable, Equatable {
             guard !flows.contains(.device) else {
                 throw VaultError(.invalidInput, "\(where_): OAuth 1.0a has no device flow")
             }
+        }
+        // Without an issuer to discover it from, a provider that takes only
+        // pushed requests must name where they go.
+        if requirePushedAuthorizationRequests && pushedAuthorizationRequestEndpoint == nil
+            && (issuer == nil || authorizationEndpoint != nil)
+        {
+            throw VaultError(
+                .invalidInput,
+                "\(where_): require_pushed_authorization_requests needs 'pushed_authorization_request_endpoint'")
+        }
+        if pushedAuthorizationRequestEndpoint != nil && protocolVersion == .oauth1 {
+            throw VaultError(.invalidInput, "\(where_): OAuth 1.0a has no pushed authorization requests")
         }
         if tokenEndpoint == nil && issuer == nil {
             throw VaultError(.invalidInput, "\(where_): needs 'token_endpoint' or an 'issuer' to discover it")
@@ -315,6 +344,8 @@ struct LoopbackRedirect: Equatable {
 package struct ProviderFile: Decodable {
     var name, display_name, issuer, authorization_endpoint, token_endpoint, device_authorization_endpoint: String?
     var revocation_endpoint, userinfo_endpoint, client_id, client_secret, redirect_uri: String?
+    var pushed_authorization_request_endpoint: String?
+    var require_pushed_authorization_requests, authorization_response_iss_parameter_supported: Bool?
     var token_endpoint_auth_method, account_claim, notes, git_username: String?
     var `protocol`, request_token_endpoint, signature_method: String?
     var scopes, git_hosts: [String]?
@@ -334,6 +365,8 @@ package struct ProviderFile: Decodable {
         case flows, public_client, `protocol`, request_token_endpoint, signature_method
         case error_aliases, errors_with_http_200, empty_400_is_invalid_grant, registration
         case refresh_token_policy
+        case pushed_authorization_request_endpoint, require_pushed_authorization_requests
+        case authorization_response_iss_parameter_supported
     }
 
     /// An empty file, filled in by code (discovery).
@@ -375,6 +408,12 @@ package struct ProviderFile: Decodable {
         empty_400_is_invalid_grant = try c.decodeIfPresent(Bool.self, forKey: .empty_400_is_invalid_grant)
         registration = try c.decodeIfPresent(Provider.Registration.self, forKey: .registration)
         refresh_token_policy = try c.decodeIfPresent(RefreshTokenPolicy.self, forKey: .refresh_token_policy)
+        pushed_authorization_request_endpoint = try c.decodeIfPresent(
+            String.self, forKey: .pushed_authorization_request_endpoint)
+        require_pushed_authorization_requests = try c.decodeIfPresent(
+            Bool.self, forKey: .require_pushed_authorization_requests)
+        authorization_response_iss_parameter_supported = try c.decodeIfPresent(
+            Bool.self, forKey: .authorization_response_iss_parameter_supported)
     }
 
     /// Fields set in `override` replace this file's.
@@ -409,6 +448,16 @@ package struct ProviderFile: Decodable {
         m.empty_400_is_invalid_grant = o.empty_400_is_invalid_grant ?? empty_400_is_invalid_grant
         m.registration = o.registration ?? registration
         m.refresh_token_policy = o.refresh_token_policy ?? refresh_token_policy
+        // The pushed-request endpoint travels with the other endpoints: a
+        // file that names its own authorization or token endpoint does not
+        // take this one's pushed-request endpoint with them.
+        let ownEndpoints = o.authorization_endpoint != nil || o.token_endpoint != nil
+        m.pushed_authorization_request_endpoint =
+            o.pushed_authorization_request_endpoint ?? (ownEndpoints ? nil : pushed_authorization_request_endpoint)
+        m.require_pushed_authorization_requests =
+            o.require_pushed_authorization_requests ?? (ownEndpoints ? nil : require_pushed_authorization_requests)
+        m.authorization_response_iss_parameter_supported =
+            o.authorization_response_iss_parameter_supported ?? authorization_response_iss_parameter_supported
         return m
     }
 
