@@ -38,6 +38,7 @@ public enum Discovery {
             var revocation_endpoint: String?
             var userinfo_endpoint: String?
             var token_endpoint_auth_methods_supported: [String]?
+            var registration_endpoint: String?
         }
         guard let doc = try? JSONDecoder().decode(Document.self, from: response.body.withUnsafeBytes { Data($0) })
         else {
@@ -55,6 +56,7 @@ public enum Discovery {
         file.device_authorization_endpoint = doc.device_authorization_endpoint
         file.revocation_endpoint = doc.revocation_endpoint
         file.userinfo_endpoint = doc.userinfo_endpoint
+        file.registration_endpoint = doc.registration_endpoint
         file.flows = Provider.Flow.forPeople(
             authorizationEndpoint: doc.authorization_endpoint != nil,
             deviceEndpoint: doc.device_authorization_endpoint != nil)

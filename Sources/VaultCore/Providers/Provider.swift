@@ -91,6 +91,11 @@ public struct Provider: Sendable, Equatable {
     /// The `endpoints_source` of the grant this provider was made from,
     /// when it was made from a stored grant alone.
     package var storedSource: String?
+    /// Where clients can register themselves (RFC 7591), from discovery of
+    /// the issuer or from the user's provider file.
+    package var registrationEndpoint: String?
+    /// The client vault registered with this provider for the grant, if it did.
+    package var registeredClient: RegisteredClient?
 
     /// How to register a client with a provider, in words for people: each
     /// field is shown as it is (escaped) when `vault add` finds no client.
@@ -131,7 +136,7 @@ public struct Provider: Sendable, Equatable {
 
     /// The configuration a stored grant keeps for refresh and revocation.
     public var storedConfiguration: ProviderConfiguration {
-        ProviderConfiguration(
+        var c = ProviderConfiguration(
             name: name, issuer: issuer, authorizationEndpoint: authorizationEndpoint, tokenEndpoint: tokenEndpoint,
             deviceAuthorizationEndpoint: deviceAuthorizationEndpoint, revocationEndpoint: revocationEndpoint,
             userinfoEndpoint: userinfoEndpoint, clientID: clientID, clientSecret: publicClient ? nil : clientSecret,
@@ -139,6 +144,10 @@ public struct Provider: Sendable, Equatable {
             signatureMethod: protocolVersion == .oauth1 ? signatureMethod.rawValue : nil, errorQuirks: errorQuirks,
             redirectURI: redirectURI, authorizationParams: authorizationParams.isEmpty ? nil : authorizationParams,
             accountClaim: accountClaim, endpointsSource: endpointsSourceLabel)
+        c.registrationEndpoint = registeredClient?.endpoint
+        c.registrationClientURI = registeredClient?.clientURI
+        c.registrationAccessToken = registeredClient?.accessToken
+        return c
     }
 
     /// A copy with `{name}` placeholders filled from `overrides`, then the defaults.
@@ -157,6 +166,7 @@ public struct Provider: Sendable, Equatable {
         p.revocationEndpoint = fill(revocationEndpoint)
         p.userinfoEndpoint = fill(userinfoEndpoint)
         p.requestTokenEndpoint = fill(requestTokenEndpoint)
+        p.registrationEndpoint = fill(registrationEndpoint)
         return p
     }
 
@@ -183,6 +193,7 @@ public struct Provider: Sendable, Equatable {
         deviceAuthorizationEndpoint = f.device_authorization_endpoint
         revocationEndpoint = f.revocation_endpoint
         userinfoEndpoint = f.userinfo_endpoint
+        registrationEndpoint = f.registration_endpoint
         scopes = f.scopes ?? []
         clientID = f.client_id
         clientSecret = f.client_secret
@@ -239,6 +250,7 @@ public struct Provider: Sendable, Equatable {
             ("device_authorization_endpoint", sample.deviceAuthorizationEndpoint),
             ("revocation_endpoint", sample.revocationEndpoint), ("userinfo_endpoint", sample.userinfoEndpoint),
             ("request_token_endpoint", sample.requestTokenEndpoint),
+            ("registration_endpoint", sample.registrationEndpoint),
         ]
         for case (let key, let value?) in endpoints {
             do { try URLPolicy.check(value) } catch {
@@ -315,6 +327,7 @@ struct LoopbackRedirect: Equatable {
 package struct ProviderFile: Decodable {
     var name, display_name, issuer, authorization_endpoint, token_endpoint, device_authorization_endpoint: String?
     var revocation_endpoint, userinfo_endpoint, client_id, client_secret, redirect_uri: String?
+    var registration_endpoint: String?
     var token_endpoint_auth_method, account_claim, notes, git_username: String?
     var `protocol`, request_token_endpoint, signature_method: String?
     var scopes, git_hosts: [String]?
@@ -333,7 +346,7 @@ package struct ProviderFile: Decodable {
         case variables
         case flows, public_client, `protocol`, request_token_endpoint, signature_method
         case error_aliases, errors_with_http_200, empty_400_is_invalid_grant, registration
-        case refresh_token_policy
+        case refresh_token_policy, registration_endpoint
     }
 
     /// An empty file, filled in by code (discovery).
@@ -354,6 +367,7 @@ package struct ProviderFile: Decodable {
         device_authorization_endpoint = try c.decodeIfPresent(String.self, forKey: .device_authorization_endpoint)
         revocation_endpoint = try c.decodeIfPresent(String.self, forKey: .revocation_endpoint)
         userinfo_endpoint = try c.decodeIfPresent(String.self, forKey: .userinfo_endpoint)
+        registration_endpoint = try c.decodeIfPresent(String.self, forKey: .registration_endpoint)
         client_id = try c.decodeIfPresent(String.self, forKey: .client_id)
         client_secret = try c.decodeIfPresent(String.self, forKey: .client_secret)
         redirect_uri = try c.decodeIfPresent(String.self, forKey: .redirect_uri)
@@ -388,6 +402,7 @@ package struct ProviderFile: Decodable {
         m.device_authorization_endpoint = o.device_authorization_endpoint ?? device_authorization_endpoint
         m.revocation_endpoint = o.revocation_endpoint ?? revocation_endpoint
         m.userinfo_endpoint = o.userinfo_endpoint ?? userinfo_endpoint
+        m.registration_endpoint = o.registration_endpoint ?? registration_endpoint
         m.client_id = o.client_id ?? client_id
         m.client_secret = o.client_secret ?? client_secret
         m.redirect_uri = o.redirect_uri ?? redirect_uri
@@ -433,4 +448,28 @@ struct AnyCodingKey: CodingKey {
     var intValue: Int? { nil }
     init(stringValue: String) { self.stringValue = stringValue }
     init?(intValue: Int) { nil }
+}
+
+/// A client vault registered itself with a provider (RFC 7591), and what
+/// deleting it again takes (RFC 7592), as a grant keeps them.
+package struct RegisteredClient: Sendable, Equatable {
+    /// The registration endpoint the client was registered at.
+    package var endpoint: String
+    /// Where the registration is read and deleted; nil when the provider manages none.
+    package var clientURI: String?
+    /// The bearer token for `clientURI`: a secret, like a client secret.
+    package var accessToken: String?
+
+    /// A registered client.
+    package init(endpoint: String, clientURI: String?, accessToken: String?) {
+        self.endpoint = endpoint
+        self.clientURI = clientURI
+        self.accessToken = accessToken
+    }
+
+    /// The registration a stored configuration keeps, if vault registered its client.
+    package init?(_ c: ProviderConfiguration) {
+        guard let endpoint = c.registrationEndpoint else { return nil }
+        self.init(endpoint: endpoint, clientURI: c.registrationClientURI, accessToken: c.registrationAccessToken)
+    }
 }
