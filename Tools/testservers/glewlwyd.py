@@ -10,6 +10,13 @@
                                      in DIR, at /api/NAME, whose refresh tokens roll
                                      and die after SECONDS unused (an inactivity
                                      limit); print its issuer URL
+  glewlwyd.py registration DIR NAME
+                                     add an OpenID Connect issuer at /api/NAME that lets
+                                     clients register themselves (RFC 7591, open: no
+                                     initial access token) and delete their registration
+                                     (RFC 7592); print its issuer URL
+  glewlwyd.py client DIR CLIENT_ID   print the client as the admin API shows it (JSON),
+                                     or exit 1 when there is none
   glewlwyd.py approve DIR URL [--print-only]
                                      log the test user in, consent, follow the
                                      authorization URL and deliver its redirect to
@@ -231,6 +238,35 @@ def add_issuer(d, name, seconds):
     print(issuer)
 
 
+def add_registration_issuer(d, name):
+    """An OIDC plugin instance on the running server where any client may
+    register (no initial access token) and manage its registration."""
+    if not name.isalnum() or name == "oidc":
+        raise SystemExit("glewlwyd: registration NAME must be alphanumeric (not oidc)")
+    s = json.load(open(d + "/settings.json"))
+    admin = Session(s["base"])
+    admin.ok("POST", "/api/auth/", {"username": "admin", "password": "password"})
+    issuer = s["base"] + "/api/" + name
+    if admin.call("GET", "/api/mod/plugin/" + name)[0] != 200:
+        params = oidc_parameters(open(d + "/key.pem").read(), open(d + "/pub.pem").read(), issuer, False, 1209600)
+        params.update({"register-client-allowed": True, "register-client-auth-scope": [],
+                       "register-client-credentials-scope": [], "register-client-management-allowed": True,
+                       "register-default-properties": []})
+        admin.ok("POST", "/api/mod/plugin/", {"module": "oidc", "name": name, "display_name": name,
+                                              "enabled": True, "parameters": params})
+    print(issuer)
+
+
+def show_client(d, client_id):
+    s = json.load(open(d + "/settings.json"))
+    admin = Session(s["base"])
+    admin.ok("POST", "/api/auth/", {"username": "admin", "password": "password"})
+    status, _, body = admin.call("GET", "/api/client/" + urllib.parse.quote(client_id))
+    if status != 200:
+        raise SystemExit(1)
+    print(body.decode())
+
+
 def stop(d):
     try:
         stop_pid(int(open(d + "/pid").read()), group=True)
@@ -343,6 +379,10 @@ def main():
             stop(d)
     elif cmd == "approve":
         approve(d, sys.argv[3], deliver="--print-only" not in sys.argv)
+    elif cmd == "registration":
+        add_registration_issuer(d, sys.argv[3])
+    elif cmd == "client":
+        show_client(d, sys.argv[3])
     elif cmd == "issuer":
         add_issuer(d, sys.argv[3], int(sys.argv[4]))
     elif cmd == "tokens":
