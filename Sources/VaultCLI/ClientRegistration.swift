@@ -1,4 +1,5 @@
 internal import VaultCore
+internal import VaultHTTP
 
 /// The one message `vault add` gives when a provider has no client yet:
 /// where to register an application, what to enter there, which scopes,
@@ -38,5 +39,64 @@ enum ClientRegistration {
         return CLIError(
             "provider '\(p.name)' has no client: vault needs an application registered with \(who) first",
             hints: hints)
+    }
+}
+
+extension ClientRegistration {
+    /// `vault add --register`: registers a public client for vault at the
+    /// provider's own registration endpoint (RFC 7591) and makes it the
+    /// provider's client, with a fixed loopback redirect URI so that
+    /// authorizing the grant again later uses the URI registered now.
+    static func register(_ p: inout Provider, transport: any HTTPTransport, output: Output) throws
+        -> ClientRegistrar
+        .Client
+    {
+        guard let endpoint = p.registrationEndpoint else { throw noEndpoint(p) }
+        let redirectURI = try p.redirectURI ?? freeLoopbackRedirect()
+        let client = try ClientRegistrar(transport: transport).register(at: endpoint, redirectURI: redirectURI)
+        p.clientID = client.id
+        p.clientSecret = client.secret
+        p.publicClient = client.secret == nil
+        if let method = client.authMethod { p.tokenEndpointAuthMethod = method }
+        p.redirectURI = redirectURI
+        p.registeredClient = client.registration
+        output.info(
+            "registered client '\(client.id)' for vault with \(p.name) (redirect URI \(redirectURI)"
+                + (client.secret != nil ? "; the provider issued a client secret, kept in the vault)" : ")"))
+        return client
+    }
+
+    /// The error for `--register` with a provider that names no registration endpoint.
+    static func noEndpoint(_ p: Provider) -> CLIError {
+        let why =
+            p.issuer != nil
+            ? "its discovery document names no registration_endpoint"
+            : "its provider file names no registration_endpoint"
+        return CLIError(
+            "provider '\(p.name)' does not offer dynamic client registration (RFC 7591): \(why)",
+            hint: "register an application with the provider yourself and give vault its client with --client-id")
+    }
+
+    /// Deletes a client registered for an authorization that then failed,
+    /// so that nothing is left behind; says so when that is not possible.
+    static func undo(_ client: ClientRegistrar.Client, transport: any HTTPTransport, output: Output) {
+        do {
+            if try ClientRegistrar(transport: transport).delete(client.registration) == .deleted {
+                output.info("deleted the client registered for it")
+                return
+            }
+            output.warn(
+                "the client '\(client.id)' registered for it stays at the provider, which offers no way to delete it")
+        } catch {
+            output.warn("the client '\(client.id)' registered for it stays at the provider: \(error.reason)")
+        }
+    }
+
+    /// `http://127.0.0.1:PORT/callback` with a port free now: a listener
+    /// is opened on any port and closed, and the browser flow listens there.
+    static func freeLoopbackRedirect() throws -> String {
+        do { return try LoopbackListener(port: 0).redirectURI } catch {
+            throw CLIError("cannot find a free loopback port for the redirect URI: \(error.reason)")
+        }
     }
 }

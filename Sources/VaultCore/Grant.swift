@@ -208,6 +208,14 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
     /// endpoints an imported token file named, with its own client or
     /// none); nil for grants stored before it was kept.
     public var endpointsSource: String?
+    /// Dynamic registration (RFC 7591): the registration endpoint vault
+    /// registered this grant's client at; nil for a client registered by a person.
+    package var registrationEndpoint: String?
+    /// RFC 7592: where the registered client is read and deleted.
+    package var registrationClientURI: String?
+    /// RFC 7592: the bearer token that manages the registered client; a
+    /// secret, kept encrypted with the grant like the client secret.
+    package var registrationAccessToken: String?
 
     /// How the provider's error answers deviate from RFC 6749.
     public var errorQuirks: ErrorQuirks {
@@ -269,6 +277,9 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
         case authorizationParams = "authorization_params"
         case accountClaim = "account_claim"
         case endpointsSource = "endpoints_source"
+        case registrationEndpoint = "registration_endpoint"
+        case registrationClientURI = "registration_client_uri"
+        case registrationAccessToken = "registration_access_token"
     }
 }
 

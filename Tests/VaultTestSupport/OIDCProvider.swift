@@ -58,6 +58,35 @@ public final class OIDCProvider: @unchecked Sendable {
         return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    /// An issuer on this provider, at `/api/NAME`, where clients register
+    /// themselves (RFC 7591, open registration) and delete their
+    /// registration (RFC 7592). Added on first use; its URL.
+    public func registrationIssuer(_ name: String) throws -> String {
+        issuers.lock()
+        defer { issuers.unlock() }
+        return try script("registration", name)
+    }
+
+    /// The client `id` as the admin API shows it, or nil when the provider has none.
+    public func client(_ id: String) throws -> [String: Any]? {
+        let r = try VaultProcess.start(
+            ["\(FixtureServer.root.path)/Tools/testservers/glewlwyd.py", "client", directory, id],
+            environment: ["PATH": "/usr/bin:/bin"], executable: "/usr/bin/python3"
+        ).wait()
+        guard r.status == 0 else { return nil }
+        return try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any]
+    }
+
+    /// Runs glewlwyd.py with `arguments` after the server's directory; its output.
+    private func script(_ command: String, _ arguments: String...) throws -> String {
+        let r = try VaultProcess.start(
+            ["\(FixtureServer.root.path)/Tools/testservers/glewlwyd.py", command, directory] + arguments,
+            environment: ["PATH": "/usr/bin:/bin"], executable: "/usr/bin/python3"
+        ).wait()
+        guard r.status == 0 else { throw ScriptFailed(description: "glewlwyd.py \(command): \(r.stderr)") }
+        return r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     /// The token response of a whole code flow for the confidential client
     /// at `issuer` (the first issuer when nil), run without vault.
     public func confidentialTokens(issuer: String? = nil) throws -> [String: Any] {

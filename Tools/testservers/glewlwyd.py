@@ -15,6 +15,13 @@
                                      FEATUREs on: par (pushed authorization requests
                                      taken), par-required (and no others), iss (the
                                      answer names the issuer); print its issuer URL
+  glewlwyd.py registration DIR NAME
+                                     add an OpenID Connect issuer at /api/NAME that lets
+                                     clients register themselves (RFC 7591, open: no
+                                     initial access token) and delete their registration
+                                     (RFC 7592); print its issuer URL
+  glewlwyd.py client DIR CLIENT_ID   print the client as the admin API shows it (JSON),
+                                     or exit 1 when there is none
   glewlwyd.py approve DIR URL [--print-only]
                                      log the test user in, consent, follow the
                                      authorization URL and deliver its redirect to
@@ -243,6 +250,11 @@ FEATURES = {
     "par-required": {"oauth-par-allowed": True, "oauth-par-required": True,
                      "oauth-par-request_uri-prefix": "urn:ietf:params:oauth:request_uri:", "oauth-par-duration": 90},
     "iss": {"oauth-as-iss-id": True},
+    # Clients register themselves (RFC 7591, open: no initial access
+    # token) and manage their registration (RFC 7592).
+    "registration": {"register-client-allowed": True, "register-client-auth-scope": [],
+                     "register-client-credentials-scope": [], "register-client-management-allowed": True,
+                     "register-default-properties": []},
 }
 
 
@@ -263,6 +275,22 @@ def add_feature_issuer(d, name, features):
         admin.ok("POST", "/api/mod/plugin/", {"module": "oidc", "name": name, "display_name": name,
                                               "enabled": True, "parameters": params})
     print(issuer)
+
+
+def add_registration_issuer(d, name):
+    """An OIDC plugin instance on the running server where any client may
+    register (no initial access token) and manage its registration."""
+    add_feature_issuer(d, name, ["registration"])
+
+
+def show_client(d, client_id):
+    s = json.load(open(d + "/settings.json"))
+    admin = Session(s["base"])
+    admin.ok("POST", "/api/auth/", {"username": "admin", "password": "password"})
+    status, _, body = admin.call("GET", "/api/client/" + urllib.parse.quote(client_id))
+    if status != 200:
+        raise SystemExit(1)
+    print(body.decode())
 
 
 def stop(d):
@@ -379,6 +407,10 @@ def main():
             stop(d)
     elif cmd == "approve":
         approve(d, sys.argv[3], deliver="--print-only" not in sys.argv)
+    elif cmd == "registration":
+        add_registration_issuer(d, sys.argv[3])
+    elif cmd == "client":
+        show_client(d, sys.argv[3])
     elif cmd == "issuer":
         add_issuer(d, sys.argv[3], int(sys.argv[4]))
     elif cmd == "feature":

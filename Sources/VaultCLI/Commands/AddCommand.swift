@@ -168,6 +168,10 @@ struct AddCommand: VaultCommand {
     var tenant: String?
     @Option("timeout", value: "SECONDS", help: "how long to wait for the person (default 300)")
     var timeout: String?
+    @Flag(
+        "register",
+        help: "register a client for vault with the provider first (RFC 7591 dynamic registration), if it allows that")
+    var register: Bool
 
     /// PROVIDER, or a grant to authorize again.
     static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
@@ -180,6 +184,16 @@ struct AddCommand: VaultCommand {
         guard args.count <= 2 else { throw CLIError.usage("unexpected argument '\(args[2])'", command: "add") }
         let name = try ctx.grantName(args.count == 2 ? args[1] : first)
         _ = try ctx.grantName(first)
+        if register {
+            for option in [$clientID, $clientSecretFile, $serviceAccount] where option.given {
+                throw CLIError.usage("--register and --\(option.spec.name) exclude each other", command: "add")
+            }
+            guard flow == nil || flow == "browser" || flow == "paste" else {
+                throw CLIError.usage(
+                    "--register registers a client for the browser and paste flows: not with --flow \(flow!)",
+                    command: "add")
+            }
+        }
         if serviceAccount != nil || flow == "client-credentials" {
             return try addMachineGrant(
                 ctx, providerName: first, name: name,
@@ -226,6 +240,11 @@ struct AddCommand: VaultCommand {
                 exitCode: .usage)
         }
         if let existing {
+            if register {
+                throw CLIError.usage(
+                    "'\(name)' is a grant: 'vault add \(name)' authorizes it again with its own client; "
+                        + "--register is for a new grant", command: "add")
+            }
             for problem in catalog.problems(ignoring: existing.provider) { ctx.output.warn(problem.reason) }
             provider = try Provider(storedIn: existing, name: name, base: catalog.providers[existing.provider])
             if existing.providerConfiguration?.endpointsSource == "discovery", let issuer = provider.issuer {
@@ -249,13 +268,19 @@ struct AddCommand: VaultCommand {
             let raw = try SecretFile.trimmingNewline(SecretFile.read(path: path))
             provider.clientSecret = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
         }
-        guard provider.clientID != nil else {
+        guard provider.clientID != nil || register else {
             throw ClientRegistration.error(for: provider, configDirectory: configDirectory)
         }
-        let flow: Provider.Flow
+        // Said before the vault is unlocked: there is nothing to register at.
+        if register && provider.registrationEndpoint == nil { throw ClientRegistration.noEndpoint(provider) }
+        var flow: Provider.Flow
         if let requestedFlow { flow = requestedFlow } else { flow = try defaultFlow(ctx, provider: provider) }
+        if register && flow == .device { flow = provider.flows.contains(.paste) ? .paste : .browser }
         if opened == nil { opened = try ctx.opener.openVault() }
         let vault = opened!
+        // Registered once the vault is open, so a wrong passphrase leaves no client behind.
+        let registered =
+            register ? try ClientRegistration.register(&provider, transport: transport, output: ctx.output) : nil
         var scopes = scopes
         if existing != nil {
             // Scopes given now come on top of the grant's own.
@@ -266,7 +291,11 @@ struct AddCommand: VaultCommand {
             timeout: timeout)
         let authorizer = Authorizer(
             transport: transport, ui: TerminalAuthorizationUI(environment: ctx.environment), time: ctx.time)
-        var grant = try authorizer.authorize(request)
+        var grant: Grant
+        do { grant = try authorizer.authorize(request) } catch {
+            if let registered { ClientRegistration.undo(registered, transport: transport, output: ctx.output) }
+            throw error
+        }
         grant = grant.withDocumentedLifetime(provider.refreshTokenPolicy, authorizedAt: grant.createdAt)
         if let existing {
             // The tokens are new: the provider counts inactivity from now.

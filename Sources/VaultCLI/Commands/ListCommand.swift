@@ -34,6 +34,9 @@ struct GrantSummary: Encodable {
     /// `show`: where the endpoints and client came from ("preset", "provider
     /// file", "discovery", "imported file"; "unknown" for older grants).
     var endpointsSource: String? = nil
+    /// `show`: the client vault registered itself (RFC 7591), if it did;
+    /// its registration access token only when revealed.
+    var clientRegistration: [String: JSONValue]? = nil
     /// When the refresh token dies (`GrantLifetimes`), by which rule, and
     /// whether a refresh moves it; nil when nothing is known.
     var refreshTokenDeadlineAt: Int64? = nil
@@ -107,6 +110,7 @@ struct GrantSummary: Encodable {
         case tokenSecret = "token_secret"
         case conflict
         case endpointsSource = "endpoints_source"
+        case clientRegistration = "client_registration"
         case refreshTokenDeadlineAt = "refresh_token_deadline_at"
         case refreshTokenDeadline = "refresh_token_deadline"
         case refreshTokenDeadlineRule = "refresh_token_deadline_rule"
@@ -269,6 +273,16 @@ struct ShowCommand: VaultCommand {
         if grant.kind == .oauth2 {
             s.addAuthorizationFeatures(grant, provider: lifetimes.catalog.providers[grant.provider])
         }
+        let registered = grant.providerConfiguration.flatMap(RegisteredClient.init)
+        if let registered {
+            var o: [String: JSONValue] = [
+                "registration_endpoint": .string(registered.endpoint),
+                "deletable": .bool(registered.clientURI != nil),
+            ]
+            if let uri = registered.clientURI { o["registration_client_uri"] = .string(uri) }
+            if reveal, let token = registered.accessToken { o["registration_access_token"] = .string(token) }
+            s.clientRegistration = o
+        }
         if reveal {
             s.accessToken = grant.accessToken
             s.refreshToken = grant.refreshToken
@@ -321,6 +335,13 @@ struct ShowCommand: VaultCommand {
         }
         if let iss = s.authorizationResponseIss, iss != "compared when present" && iss != "not checked (no issuer)" {
             rows.append(["answer's issuer (iss):", iss])
+        }
+        if let registered {
+            let deletion =
+                registered.clientURI != nil
+                ? "'vault remove \(name) --revoke' deletes it" : "the provider offers no way to delete it"
+            rows.append(["client:", "registered by vault at \(registered.endpoint) (RFC 7591); \(deletion)"])
+            if reveal, let token = registered.accessToken { rows.append(["registration token:", token]) }
         }
         rows.append(["created:", Format.timestamp(grant.createdAt)])
         rows.append(["refreshed:", grant.refreshedAt.map(Format.timestamp) ?? "-"])

@@ -1,5 +1,6 @@
 internal import VaultAgent
 internal import VaultCore
+internal import VaultHTTP
 internal import VaultSync
 
 /// `vault rename`.
@@ -41,11 +42,20 @@ struct RemoveCommand: VaultCommand {
             For client credentials and service accounts only the access token can be revoked:
             the client's secret or the service account's key stays valid at the provider, which
             vault says; delete or rotate it there.
+
+            A grant whose client vault registered itself ('vault add --register') has that client
+            deleted too (RFC 7592), after the revocation: each step is reported. When the
+            revocation succeeded but the deletion fails, the grant is removed all the same (its
+            tokens are revoked), the client is named for deleting it at the provider, and the exit
+            status is 1. When the provider refuses the revocation, deleting the client ends the
+            grant instead (a provider deletes a client's tokens with it, RFC 7592 section 2.3);
+            when that fails too, the grant is kept. Without --revoke, a registered client stays
+            at the provider.
             """,
         examples: ["vault remove old-work", "vault remove work --revoke"]
     )
 
-    @Flag("revoke", help: "revoke the grant at the provider first (RFC 7009)")
+    @Flag("revoke", help: "revoke the grant at the provider first (RFC 7009), and delete a client vault registered")
     var revoke: Bool
 
     /// NAME, a grant.
@@ -62,11 +72,20 @@ struct RemoveCommand: VaultCommand {
             let revoked: String?
         }
         guard revoke else {
+            let registered = (try? vault.load(name))?.providerConfiguration.flatMap(RegisteredClient.init)
             try vault.remove(name)
+            if registered != nil {
+                ctx.output.warn(
+                    "the client vault registered for '\(name)' stays at the provider; '--revoke' deletes it")
+            }
             try ctx.output.report("removed '\(name)'", json: Removed(name: name, revoked: nil))
             return .ok
         }
-        let kind = try vault.load(name).kind
+        let stored = try vault.load(name)
+        let kind = stored.kind
+        if let registered = stored.providerConfiguration.flatMap(RegisteredClient.init) {
+            return try revokeRegistered(name, stored, registered, vault: vault, ctx: ctx)
+        }
         let result = try ctx.network.refresher(vault).revokeAndRemove(name)
         // A client cannot revoke its own credentials (RFC 7009 revokes tokens).
         switch kind {
@@ -91,6 +110,70 @@ struct RemoveCommand: VaultCommand {
                 "the provider has no revocation endpoint; the grant stays valid there until it expires or you revoke it in your account settings"
             )
             try ctx.output.report("removed '\(name)'", json: Removed(name: name, revoked: nil))
+        }
+        return .ok
+    }
+}
+
+extension RemoveCommand {
+    /// `remove --revoke` for a grant whose client vault registered: the
+    /// revocation (RFC 7009), then the client's deletion (RFC 7592), each
+    /// reported.
+    func revokeRegistered(
+        _ name: String, _ grant: Grant, _ registered: RegisteredClient, vault: Vault, ctx: Context
+    ) throws -> ExitCode {
+        let client = grant.providerConfiguration?.clientID ?? "?"
+        let transport = CurlTransport(caBundle: ctx.environment["SSL_CERT_FILE"])
+        let registrar = ClientRegistrar(transport: transport)
+        var revoked: String? = nil
+        do {
+            switch try ctx.network.refresher(vault).revokeAndRemove(name) {
+            case .revoked(let type):
+                revoked = type
+                ctx.output.info("revoked the \(type.replacing("_", with: " ")) at the provider and removed '\(name)'")
+            case .unsupported:
+                ctx.output.info("the provider has no revocation endpoint; removed '\(name)'")
+            }
+        } catch {
+            // Refused: deleting the client is the other way to end its tokens.
+            // Anything transient keeps everything for another try.
+            guard error.code != .transient, registered.clientURI != nil else { throw error }
+            do { _ = try registrar.delete(registered) } catch let deletion {
+                throw CLIError(
+                    "\(error.reason); deleting the client registration failed too (\(deletion.reason)): "
+                        + "'\(name)' is kept", hint: "try again later, or remove it without --revoke")
+            }
+            try vault.remove(name)
+            ctx.output.warn("\(error.reason)")
+            ctx.output.warn(
+                "deleted the client '\(client)' vault registered instead: a provider that follows RFC 7592 "
+                    + "invalidates its tokens with it")
+            try ctx.output.report(
+                "deleted the client registration and removed '\(name)'",
+                json: ["name": name, "client_registration": "deleted"])
+            return .ok
+        }
+        let deletion: ClientRegistrar.Deletion
+        do { deletion = try registrar.delete(registered) } catch {
+            ctx.output.warn(
+                "'\(name)' is removed, but the client '\(client)' vault registered stays at the provider: "
+                    + error.reason)
+            ctx.output.warn("delete it there: \(registered.clientURI ?? registered.endpoint)")
+            if ctx.output.json {
+                try ctx.output.printJSON(["name": name, "revoked": revoked, "client_registration": "failed"])
+            }
+            return .failure
+        }
+        switch deletion {
+        case .deleted:
+            try ctx.output.report(
+                "deleted the client '\(client)' vault registered at the provider",
+                json: ["name": name, "revoked": revoked, "client_registration": "deleted"])
+        case .unmanaged:
+            ctx.output.warn(
+                "the provider offers no way to delete the client '\(client)' vault registered: it stays there")
+            try ctx.output.report(
+                "removed '\(name)'", json: ["name": name, "revoked": revoked, "client_registration": "unmanaged"])
         }
         return .ok
     }

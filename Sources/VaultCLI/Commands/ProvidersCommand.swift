@@ -13,6 +13,11 @@ struct ProviderSummary: Encodable {
     let revocationEndpoint, userinfoEndpoint, clientID, redirectURI: String?
     let scopes, gitHosts: [String]
     let hasClientSecret: Bool
+    /// Where clients can register themselves (RFC 7591), when known without the network.
+    let registrationEndpoint: String?
+    /// Dynamic registration: `yes` (an endpoint is known), `discovery` (the
+    /// issuer's discovery document says, at 'vault add'), or `no`.
+    let dynamicRegistration: String
     /// True until a client id is configured: `vault add` then says how to register one.
     let needsClient: Bool
     let notes: String?
@@ -40,6 +45,9 @@ struct ProviderSummary: Encodable {
         scopes = p.scopes
         gitHosts = p.gitHosts
         hasClientSecret = p.clientSecret != nil
+        registrationEndpoint = p.registrationEndpoint
+        dynamicRegistration =
+            p.registrationEndpoint != nil ? "yes" : (p.issuer != nil && p.tokenEndpoint == nil ? "discovery" : "no")
         needsClient = p.clientID == nil
         notes = p.notes
         pushedAuthorizationRequestEndpoint = p.pushedAuthorizationRequestEndpoint
@@ -77,6 +85,8 @@ struct ProviderSummary: Encodable {
         case redirectURI = "redirect_uri"
         case gitHosts = "git_hosts"
         case hasClientSecret = "has_client_secret"
+        case registrationEndpoint = "registration_endpoint"
+        case dynamicRegistration = "dynamic_registration"
         case needsClient = "needs_client"
         case refreshTokenPolicy = "refresh_token_policy"
         case pushedAuthorizationRequestEndpoint = "pushed_authorization_request_endpoint"

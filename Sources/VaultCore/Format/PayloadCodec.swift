@@ -496,7 +496,9 @@ extension ProviderConfiguration {
         ("token_endpoint_auth_method", \.tokenEndpointAuthMethod), ("signature_method", \.signatureMethod),
         ("redirect_uri", \.redirectURI), ("account_claim", \.accountClaim),
         ("client_private_key", \.clientPrivateKey), ("client_key_id", \.clientKeyID), ("subject", \.subject),
-        ("endpoints_source", \.endpointsSource),
+        ("endpoints_source", \.endpointsSource), ("registration_endpoint", \.registrationEndpoint),
+        ("registration_client_uri", \.registrationClientURI),
+        ("registration_access_token", \.registrationAccessToken),
     ]
 
     /// Keys that are not strings, read after the string fields above.
@@ -528,8 +530,9 @@ extension ProviderConfiguration {
             }
             guard seen & (1 << n) == 0 else { throw .malformed }
             seen |= 1 << n
-            // Without secrets, the client secret and private key are checked
-            // and dropped: a present one reads as an empty string.
+            // Without secrets, the client secret, private key and registration
+            // access token are checked and dropped: a present one reads as
+            // an empty string.
             if !secrets && ProviderConfiguration.secretFields.contains(fields[n].1) {
                 c[keyPath: fields[n].1] = try r.skipString() ? "" : nil
             } else {
@@ -541,7 +544,7 @@ extension ProviderConfiguration {
 
     /// The fields a listing does not keep.
     nonisolated(unsafe) private static let secretFields: [WritableKeyPath<ProviderConfiguration, String?>] = [
-        \.clientSecret, \.clientPrivateKey,
+        \.clientSecret, \.clientPrivateKey, \.registrationAccessToken,
     ]
 
     /// An array of strings (`scopes`).

@@ -38,6 +38,7 @@ public enum Discovery {
             var revocation_endpoint: String?
             var userinfo_endpoint: String?
             var token_endpoint_auth_methods_supported: [String]?
+            var registration_endpoint: String?
             var pushed_authorization_request_endpoint: String?
             var require_pushed_authorization_requests: Flag?
             var authorization_response_iss_parameter_supported: Flag?
@@ -69,6 +70,7 @@ public enum Discovery {
         file.pushed_authorization_request_endpoint = doc.pushed_authorization_request_endpoint
         file.require_pushed_authorization_requests = doc.require_pushed_authorization_requests?.value
         file.authorization_response_iss_parameter_supported = doc.authorization_response_iss_parameter_supported?.value
+        file.registration_endpoint = doc.registration_endpoint
         file.flows = Provider.Flow.forPeople(
             authorizationEndpoint: doc.authorization_endpoint != nil,
             deviceEndpoint: doc.device_authorization_endpoint != nil)

@@ -103,6 +103,11 @@ public struct Provider: Sendable, Equatable {
     /// The `endpoints_source` of the grant this provider was made from,
     /// when it was made from a stored grant alone.
     package var storedSource: String?
+    /// Where clients can register themselves (RFC 7591), from discovery of
+    /// the issuer or from the user's provider file.
+    package var registrationEndpoint: String?
+    /// The client vault registered with this provider for the grant, if it did.
+    package var registeredClient: RegisteredClient?
 
     /// How to register a client with a provider, in words for people: each
     /// field is shown as it is (escaped) when `vault add` finds no client.
@@ -143,7 +148,7 @@ public struct Provider: Sendable, Equatable {
 
     /// The configuration a stored grant keeps for refresh and revocation.
     public var storedConfiguration: ProviderConfiguration {
-        ProviderConfiguration(
+        var c = ProviderConfiguration(
             name: name, issuer: issuer, authorizationEndpoint: authorizationEndpoint, tokenEndpoint: tokenEndpoint,
             deviceAuthorizationEndpoint: deviceAuthorizationEndpoint, revocationEndpoint: revocationEndpoint,
             userinfoEndpoint: userinfoEndpoint, clientID: clientID, clientSecret: publicClient ? nil : clientSecret,
@@ -151,6 +156,10 @@ public struct Provider: Sendable, Equatable {
             signatureMethod: protocolVersion == .oauth1 ? signatureMethod.rawValue : nil, errorQuirks: errorQuirks,
             redirectURI: redirectURI, authorizationParams: authorizationParams.isEmpty ? nil : authorizationParams,
             accountClaim: accountClaim, endpointsSource: endpointsSourceLabel)
+        c.registrationEndpoint = registeredClient?.endpoint
+        c.registrationClientURI = registeredClient?.clientURI
+        c.registrationAccessToken = registeredClient?.accessToken
+        return c
     }
 
     /// A copy with `{name}` placeholders filled from `overrides`, then the defaults.
@@ -170,6 +179,7 @@ public struct Provider: Sendable, Equatable {
         p.userinfoEndpoint = fill(userinfoEndpoint)
         p.pushedAuthorizationRequestEndpoint = fill(pushedAuthorizationRequestEndpoint)
         p.requestTokenEndpoint = fill(requestTokenEndpoint)
+        p.registrationEndpoint = fill(registrationEndpoint)
         return p
     }
 
@@ -199,6 +209,7 @@ public struct Provider: Sendable, Equatable {
         pushedAuthorizationRequestEndpoint = f.pushed_authorization_request_endpoint
         requirePushedAuthorizationRequests = f.require_pushed_authorization_requests ?? false
         authorizationResponseIssParameterSupported = f.authorization_response_iss_parameter_supported ?? false
+        registrationEndpoint = f.registration_endpoint
         scopes = f.scopes ?? []
         clientID = f.client_id
         clientSecret = f.client_secret
@@ -256,6 +267,7 @@ public struct Provider: Sendable, Equatable {
             ("revocation_endpoint", sample.revocationEndpoint), ("userinfo_endpoint", sample.userinfoEndpoint),
             ("request_token_endpoint", sample.requestTokenEndpoint),
             ("pushed_authorization_request_endpoint", sample.pushedAuthorizationRequestEndpoint),
+            ("registration_endpoint", sample.registrationEndpoint),
         ]
         for case (let key, let value?) in endpoints {
             do { try URLPolicy.check(value) } catch {
@@ -346,6 +358,7 @@ package struct ProviderFile: Decodable {
     var revocation_endpoint, userinfo_endpoint, client_id, client_secret, redirect_uri: String?
     var pushed_authorization_request_endpoint: String?
     var require_pushed_authorization_requests, authorization_response_iss_parameter_supported: Bool?
+    var registration_endpoint: String?
     var token_endpoint_auth_method, account_claim, notes, git_username: String?
     var `protocol`, request_token_endpoint, signature_method: String?
     var scopes, git_hosts: [String]?
@@ -364,7 +377,7 @@ package struct ProviderFile: Decodable {
         case variables
         case flows, public_client, `protocol`, request_token_endpoint, signature_method
         case error_aliases, errors_with_http_200, empty_400_is_invalid_grant, registration
-        case refresh_token_policy
+        case refresh_token_policy, registration_endpoint
         case pushed_authorization_request_endpoint, require_pushed_authorization_requests
         case authorization_response_iss_parameter_supported
     }
@@ -387,6 +400,7 @@ package struct ProviderFile: Decodable {
         device_authorization_endpoint = try c.decodeIfPresent(String.self, forKey: .device_authorization_endpoint)
         revocation_endpoint = try c.decodeIfPresent(String.self, forKey: .revocation_endpoint)
         userinfo_endpoint = try c.decodeIfPresent(String.self, forKey: .userinfo_endpoint)
+        registration_endpoint = try c.decodeIfPresent(String.self, forKey: .registration_endpoint)
         client_id = try c.decodeIfPresent(String.self, forKey: .client_id)
         client_secret = try c.decodeIfPresent(String.self, forKey: .client_secret)
         redirect_uri = try c.decodeIfPresent(String.self, forKey: .redirect_uri)
@@ -427,6 +441,7 @@ package struct ProviderFile: Decodable {
         m.device_authorization_endpoint = o.device_authorization_endpoint ?? device_authorization_endpoint
         m.revocation_endpoint = o.revocation_endpoint ?? revocation_endpoint
         m.userinfo_endpoint = o.userinfo_endpoint ?? userinfo_endpoint
+        m.registration_endpoint = o.registration_endpoint ?? registration_endpoint
         m.client_id = o.client_id ?? client_id
         m.client_secret = o.client_secret ?? client_secret
         m.redirect_uri = o.redirect_uri ?? redirect_uri
@@ -482,4 +497,28 @@ struct AnyCodingKey: CodingKey {
     var intValue: Int? { nil }
     init(stringValue: String) { self.stringValue = stringValue }
     init?(intValue: Int) { nil }
+}
+
+/// A client vault registered itself with a provider (RFC 7591), and what
+/// deleting it again takes (RFC 7592), as a grant keeps them.
+package struct RegisteredClient: Sendable, Equatable {
+    /// The registration endpoint the client was registered at.
+    package var endpoint: String
+    /// Where the registration is read and deleted; nil when the provider manages none.
+    package var clientURI: String?
+    /// The bearer token for `clientURI`: a secret, like a client secret.
+    package var accessToken: String?
+
+    /// A registered client.
+    package init(endpoint: String, clientURI: String?, accessToken: String?) {
+        self.endpoint = endpoint
+        self.clientURI = clientURI
+        self.accessToken = accessToken
+    }
+
+    /// The registration a stored configuration keeps, if vault registered its client.
+    package init?(_ c: ProviderConfiguration) {
+        guard let endpoint = c.registrationEndpoint else { return nil }
+        self.init(endpoint: endpoint, clientURI: c.registrationClientURI, accessToken: c.registrationAccessToken)
+    }
 }

@@ -100,6 +100,7 @@ extension Provider {
             f.flows = flows
             try self.init(file: f, source: "grant '\(name)'")
             storedSource = c.endpointsSource
+            registeredClient = RegisteredClient(c)
             return
         }
         // Codes, verifiers and client secrets go only where the configured
@@ -127,6 +128,8 @@ extension Provider {
             // A secret belongs to its client: never the file's with the grant's id.
             p.clientID = id
             p.clientSecret = c.clientSecret
+            // A client vault registered stays the grant's, with what deletes it.
+            p.registeredClient = RegisteredClient(c)
         }
         if let method = c.tokenEndpointAuthMethod { p.tokenEndpointAuthMethod = method }
         if let method = c.signatureMethod.flatMap(OAuth1SignatureMethod.init(rawValue:)) { p.signatureMethod = method }

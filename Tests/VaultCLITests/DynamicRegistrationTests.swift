@@ -1,0 +1,87 @@
+import Foundation
+import Testing
+import VaultHTTP
+import VaultTestSupport
+
+/// `vault add --register` (RFC 7591) and `vault remove --revoke` (RFC 7592)
+/// against glewlwyd with open client registration, with a scripted browser
+/// standing in for the person.
+@Suite("dynamic client registration against a real OpenID Connect provider", .serialized)
+struct DynamicRegistrationTests {
+    let oidc: OIDCProvider
+    let home = Home()
+
+    init() throws {
+        oidc = try OIDCProvider.shared.get()
+        try home.initKeyfileVault()
+    }
+
+    func add(_ args: [String], browser mode: String = "approve") throws -> ProcessResult {
+        var env = home.environment
+        env["BROWSER"] = oidc.browser(mode)
+        return try VaultProcess.run(["add"] + args, environment: env)
+    }
+
+    func shown(_ name: String, reveal: Bool = false) throws -> [String: Any]? {
+        let r = try home.run(["show", name, "--json"] + (reveal ? ["--reveal"] : []))
+        guard r.status == 0 else { return nil }
+        return try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any]
+    }
+
+    @Test("add --register registers a public client, authorizes with it, refreshes; remove --revoke deletes it")
+    func registerAndDelete() throws {
+        let issuer = try oidc.registrationIssuer("reg")
+        let r = try add(["corp", "--issuer", issuer, "--register"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("vault: registered client '"), "\(r.stderr)")
+        #expect(r.stderr.contains("vault: added 'corp' (corp, \(oidc.settings.email)"), "\(r.stderr)")
+        let g = try #require(try shown("corp"))
+        let registration = try #require(g["client_registration"] as? [String: Any])
+        #expect(registration["registration_endpoint"] as? String == issuer + "/register")
+        #expect(registration["deletable"] as? Bool == true)
+        #expect(registration["registration_access_token"] == nil, "the token is shown only with --reveal")
+        let revealed = try #require(try shown("corp", reveal: true)?["client_registration"] as? [String: Any])
+        let token = try #require(revealed["registration_access_token"] as? String)
+        let uri = try #require(revealed["registration_client_uri"] as? String)
+        let clientID = try #require(uri.split(separator: "/").last.map(String.init))
+        #expect(!r.stderr.contains(token))
+        // glewlwyd's own view: a public client with exactly vault's loopback redirect.
+        let client = try #require(try oidc.client(clientID))
+        #expect(client["confidential"] as? Bool == false)
+        let redirects = try #require(client["redirect_uri"] as? [String])
+        #expect(redirects.count == 1 && redirects[0].hasPrefix("http://127.0.0.1:"))
+        #expect(try !home.run("show", "corp").stdout.contains(token))
+        // The grant refreshes with the registered client.
+        let refreshed = try home.run("refresh", "corp")
+        #expect(refreshed.status == 0, "\(refreshed.stderr)")
+        // glewlwyd refuses a public client's revocation (401): deleting the client ends the grant.
+        let removed = try home.run("remove", "corp", "--revoke")
+        #expect(removed.status == 0, "\(removed.stderr)")
+        #expect(removed.stderr.contains("deleted the client registration and removed 'corp'"), "\(removed.stderr)")
+        #expect(!removed.stderr.contains(token))
+        #expect(try oidc.client(clientID)?["enabled"] as? Bool != true)
+        let read = try CurlTransport().send(
+            HTTPRequest(method: "GET", url: uri, headers: [("Authorization", "Bearer \(token)")]))
+        #expect(read.status == 401 || read.status == 404, "the registration still answers \(read.status)")
+        #expect(try home.run("show", "corp").status == 1)
+    }
+
+    @Test("a provider whose discovery names no registration endpoint gives a clear error, and nothing is stored")
+    func noRegistrationEndpoint() throws {
+        let r = try add(["plain", "--issuer", oidc.settings.issuer, "--register"])
+        #expect(r.status == 1)
+        #expect(
+            r.stderr.contains(
+                "vault: error: provider 'plain' does not offer dynamic client registration (RFC 7591): "
+                    + "its discovery document names no registration_endpoint"), "\(r.stderr)")
+        #expect(try home.run("show", "plain").status == 1)
+    }
+
+    @Test("--register with a client of one's own, or for an existing grant, is a usage error")
+    func usage() throws {
+        let r = try add(["x", "--issuer", oidc.settings.issuer, "--register", "--client-id", "abc"])
+        #expect(r.status == 64, "\(r.stderr)")
+        let device = try add(["x", "--issuer", oidc.settings.issuer, "--register", "--flow", "device"])
+        #expect(device.status == 64, "\(device.stderr)")
+    }
+}
