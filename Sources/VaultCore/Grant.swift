@@ -217,6 +217,15 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
     /// secret, kept encrypted with the grant like the client secret.
     package var registrationAccessToken: String?
 
+    /// Forgets a client registration: what an imported file says of one is
+    /// not vault's record of a client it registered (it would choose where
+    /// `remove --revoke` sends its token).
+    package mutating func dropRegistration() {
+        registrationEndpoint = nil
+        registrationClientURI = nil
+        registrationAccessToken = nil
+    }
+
     /// How the provider's error answers deviate from RFC 6749.
     public var errorQuirks: ErrorQuirks {
         var q = ErrorQuirks()

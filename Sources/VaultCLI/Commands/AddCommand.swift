@@ -263,7 +263,12 @@ struct AddCommand: VaultCommand {
             }
             provider = try resolveProvider(first, catalog: catalog, ctx: ctx, transport: transport)
         }
-        if let id = clientID { provider.clientID = id }
+        if let id = clientID, id != provider.clientID {
+            // The registration vault kept was of another client: it must not
+            // travel with this one (remove --revoke would delete the wrong one).
+            provider.clientID = id
+            provider.registeredClient = nil
+        }
         if let path = clientSecretFile {
             let raw = try SecretFile.trimmingNewline(SecretFile.read(path: path))
             provider.clientSecret = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }

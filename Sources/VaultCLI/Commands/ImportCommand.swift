@@ -94,6 +94,7 @@ struct ImportCommand: VaultCommand {
         let now = ctx.time.now()
         let section = tool.flatMap { $0 == .rclone ? remote : host }
         var grant = try importedGrant(input, from: tool, section: section, now: now)
+        grant.providerConfiguration?.dropRegistration()
         let notes = try resolveClient(&grant, name: name, tool: tool, clientSecret: clientSecret, ctx: ctx)
         let vault = try ctx.opener.openVault()
         _ = try vault.save(grant, as: name, mode: replace ? .replace : .insertOnly)

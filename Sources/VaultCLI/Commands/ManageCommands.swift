@@ -126,13 +126,15 @@ extension RemoveCommand {
         let transport = CurlTransport(caBundle: ctx.environment["SSL_CERT_FILE"])
         let registrar = ClientRegistrar(transport: transport)
         var revoked: String? = nil
+        // The grant, and with it the registration token, is kept until the
+        // client is deleted: a deletion that fails can be tried again.
         do {
-            switch try ctx.network.refresher(vault).revokeAndRemove(name) {
+            switch try ctx.network.refresher(vault).revoke(name) {
             case .revoked(let type):
                 revoked = type
-                ctx.output.info("revoked the \(type.replacing("_", with: " ")) at the provider and removed '\(name)'")
+                ctx.output.info("revoked the \(type.replacing("_", with: " ")) at the provider")
             case .unsupported:
-                ctx.output.info("the provider has no revocation endpoint; removed '\(name)'")
+                ctx.output.info("the provider has no revocation endpoint")
             }
         } catch {
             // Refused: deleting the client is the other way to end its tokens.
@@ -155,19 +157,19 @@ extension RemoveCommand {
         }
         let deletion: ClientRegistrar.Deletion
         do { deletion = try registrar.delete(registered) } catch {
-            ctx.output.warn(
-                "'\(name)' is removed, but the client '\(client)' vault registered stays at the provider: "
-                    + error.reason)
-            ctx.output.warn("delete it there: \(registered.clientURI ?? registered.endpoint)")
-            if ctx.output.json {
-                try ctx.output.printJSON(["name": name, "revoked": revoked, "client_registration": "failed"])
-            }
-            return .failure
+            // Its tokens are revoked; the grant stays so that the
+            // registration token can delete the client on another try.
+            throw CLIError(
+                "the tokens of '\(name)' are revoked, but deleting the client '\(client)' vault registered failed: "
+                    + "\(error.reason); '\(name)' is kept so that the client can still be deleted",
+                hint: "run 'vault remove \(name) --revoke' again, or 'vault remove \(name)' to leave the client there",
+                exitCode: error.code == .transient ? .transient : .failure)
         }
+        try vault.remove(name)
         switch deletion {
         case .deleted:
             try ctx.output.report(
-                "deleted the client '\(client)' vault registered at the provider",
+                "deleted the client '\(client)' vault registered at the provider and removed '\(name)'",
                 json: ["name": name, "revoked": revoked, "client_registration": "deleted"])
         case .unmanaged:
             ctx.output.warn(

@@ -197,6 +197,18 @@ package struct ClientRegistrar {
     package func delete(_ registration: RegisteredClient) throws(VaultError) -> Deletion {
         guard let uri = registration.clientURI, let token = registration.accessToken else { return .unmanaged }
         let what = "deleting the client registration"
+        // Checked again, whatever stored it: the token goes only to the
+        // registration endpoint's host, and only as a header can carry it.
+        do { try URLPolicy.check(uri) } catch {
+            throw VaultError(.invalidInput, "\(what): registration_client_uri: \(error.reason)")
+        }
+        guard let mine = ClientRegistrar.origin(registration.endpoint), ClientRegistrar.origin(uri) == mine else {
+            throw VaultError(
+                .invalidInput, "\(what): registration_client_uri is not at the registration endpoint's host")
+        }
+        guard !token.isEmpty, token.unicodeScalars.allSatisfy({ (0x21...0x7e).contains($0.value) }) else {
+            throw VaultError(.invalidInput, "\(what): the registration access token is not one a header can carry")
+        }
         let response: HTTPResponse
         do {
             response = try transport.send(

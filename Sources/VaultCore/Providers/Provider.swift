@@ -441,7 +441,6 @@ package struct ProviderFile: Decodable {
         m.device_authorization_endpoint = o.device_authorization_endpoint ?? device_authorization_endpoint
         m.revocation_endpoint = o.revocation_endpoint ?? revocation_endpoint
         m.userinfo_endpoint = o.userinfo_endpoint ?? userinfo_endpoint
-        m.registration_endpoint = o.registration_endpoint ?? registration_endpoint
         m.client_id = o.client_id ?? client_id
         m.client_secret = o.client_secret ?? client_secret
         m.redirect_uri = o.redirect_uri ?? redirect_uri
@@ -463,10 +462,11 @@ package struct ProviderFile: Decodable {
         m.empty_400_is_invalid_grant = o.empty_400_is_invalid_grant ?? empty_400_is_invalid_grant
         m.registration = o.registration ?? registration
         m.refresh_token_policy = o.refresh_token_policy ?? refresh_token_policy
-        // The pushed-request endpoint travels with the other endpoints: a
-        // file that names its own authorization or token endpoint does not
-        // take this one's pushed-request endpoint with them.
+        // The pushed-request and registration endpoints travel with the
+        // other endpoints: a file that names its own authorization or token
+        // endpoint takes neither of this one's with them.
         let ownEndpoints = o.authorization_endpoint != nil || o.token_endpoint != nil
+        m.registration_endpoint = o.registration_endpoint ?? (ownEndpoints ? nil : registration_endpoint)
         m.pushed_authorization_request_endpoint =
             o.pushed_authorization_request_endpoint ?? (ownEndpoints ? nil : pushed_authorization_request_endpoint)
         m.require_pushed_authorization_requests =

@@ -205,9 +205,16 @@ public struct TokenRefresher {
     /// Revokes the grant at the provider (RFC 7009: the refresh token, else
     /// the access token), then removes it. A failed revocation keeps the grant.
     public func revokeAndRemove(_ name: String) throws(VaultError) -> Revocation {
+        let revocation = try revoke(name)
+        try vault.remove(name)
+        return revocation
+    }
+
+    /// Revokes the grant `name` at the provider (RFC 7009) and keeps it:
+    /// for a removal that has more to do at the provider first.
+    package func revoke(_ name: String) throws(VaultError) -> Revocation {
         let grant = try vault.load(name)
         guard let config = grant.providerConfiguration, let endpoint = config.revocationEndpoint else {
-            try vault.remove(name)
             return .unsupported
         }
         let (token, hint) =
@@ -226,7 +233,6 @@ public struct TokenRefresher {
             throw kept(error)
         }
         guard status == 200 else { throw kept(TokenEndpoint.classify(status: status, body: body, what: what)) }
-        try vault.remove(name)
         return .revoked(tokenType: hint)
     }
 
