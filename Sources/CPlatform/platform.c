@@ -206,4 +206,14 @@ void vault_signal_unblock(void) {
     sigprocmask(SIG_UNBLOCK, &set, NULL);
 }
 
-short vault_spawn_setsid_flag(void) { return POSIX_SPAWN_SETSID; }
+int vault_spawn_detached(posix_spawnattr_t *attributes) {
+    sigset_t empty, defaults;
+    sigemptyset(&empty);
+    sigemptyset(&defaults);
+    int reset[] = {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGQUIT};
+    for (size_t i = 0; i < sizeof reset / sizeof reset[0]; i++) sigaddset(&defaults, reset[i]);
+    int rc = posix_spawnattr_setsigmask(attributes, &empty);
+    if (rc == 0) rc = posix_spawnattr_setsigdefault(attributes, &defaults);
+    if (rc == 0) rc = posix_spawnattr_setflags(attributes, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    return rc;
+}

@@ -49,7 +49,10 @@ int vault_wiping_freed_memory(void);
 /// Returns free heap pages to the kernel (malloc_trim).
 void vault_release_free_memory(void);
 
-/// glibc's POSIX_SPAWN_SETSID flag (a GNU extension Swift cannot see).
-short vault_spawn_setsid_flag(void);
+/// Makes a spawned child lead a session of its own (POSIX_SPAWN_SETSID, a
+/// GNU extension Swift cannot see), with no signal blocked
+/// and the signals vault blocks or ignores (TERM, INT, HUP, PIPE, QUIT)
+/// back at their defaults. Returns 0, or an errno value.
+int vault_spawn_detached(posix_spawnattr_t *attributes);
 
 #endif

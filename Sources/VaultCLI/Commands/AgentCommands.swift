@@ -188,17 +188,14 @@ enum AgentLauncher {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        var empty = sigset_t()
-        sigemptyset(&empty)
-        var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for s in [SIGTERM, SIGINT, SIGHUP, SIGPIPE] { sigaddset(&defaults, s) }
-        posix_spawnattr_setsigmask(&attributes, &empty)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        // Its own session: closing the terminal does not kill it.
-        posix_spawnattr_setflags(
-            &attributes, vault_spawn_setsid_flag() | Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
+        // Its own session (closing the terminal does not kill it), and the
+        // signals this command blocks back at their defaults.
+        let detached = vault_spawn_detached(&attributes)
+        guard detached == 0 else {
+            close(fds[0])
+            close(ready[1])
+            throw CLIError("cannot start the agent: \(String(cString: strerror(detached)))")
+        }
         let words = ["vault", "agent", "--key-on-stdin"] + settings.arguments
         let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
