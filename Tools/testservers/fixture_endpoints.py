@@ -18,10 +18,18 @@ closes:
                       or spent one gets 400 invalid_grant, a wrong client
                       401 invalid_client. Client authentication: HTTP Basic or
                       client_id and client_secret in the form.
+                      When the object also has "mint":
+                      {"client_credentials": TOKEN_RESPONSE,
+                       "jwt_bearer": {"issuer": ..., "response": TOKEN_RESPONSE}},
+                      the client_credentials grant (that client) and the
+                      RFC 7523 JWT bearer grant (an assertion whose iss is
+                      that issuer and whose aud is this endpoint; its
+                      signature is not checked) get that answer, as often as
+                      asked.
   /store/...          forwarded to STORE_UPSTREAM with the same path (the
                       project's Apache WebDAV server, Tools/testservers/webdav.py),
                       preconditions and ETags included.
-  GET /__counts       JSON: {"refreshed": N, "refused": N}
+  GET /__counts       JSON: {"refreshed": N, "refused": N, "minted": N}
 """
 import base64
 import json
@@ -34,7 +42,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from common import forward, no_redirect_opener
 
 LOCK = threading.Lock()
-COUNTS = {"refreshed": 0, "refused": 0}
+COUNTS = {"refreshed": 0, "refused": 0, "minted": 0}
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 SPENT = set()
 OPENER = no_redirect_opener()
 
@@ -71,15 +80,42 @@ class Handler(BaseHTTPRequestHandler):
                 return None, None
         return form.get("client_id"), form.get("client_secret")
 
+    def refuse(self, status, error):
+        with LOCK:
+            COUNTS["refused"] += 1
+        self.json_answer(status, {"error": error})
+
+    def mint(self, response):
+        with LOCK:
+            COUNTS["minted"] += 1
+        self.json_answer(200, response)
+
+    def jwt_bearer(self, form):
+        """The JWT bearer grant: the assertion's issuer and audience, not its signature."""
+        rule = self.endpoint.get("mint", {}).get("jwt_bearer")
+        try:
+            payload = form.get("assertion", "").split(".")[1]
+            claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        except (IndexError, ValueError):
+            return self.refuse(400, "invalid_grant")
+        url = "http://%s:%d/oauth/token" % self.server.server_address[:2]
+        if not rule or claims.get("iss") != rule.get("issuer") or claims.get("aud") != url:
+            return self.refuse(400, "invalid_grant")
+        self.mint(rule["response"])
+
     def token(self, body):
         form = dict(urllib.parse.parse_qsl(body.decode("utf-8", "replace")))
-        if form.get("grant_type") != "refresh_token":
+        grant_type = form.get("grant_type")
+        if grant_type == JWT_BEARER and "jwt_bearer" in self.endpoint.get("mint", {}):
+            return self.jwt_bearer(form)
+        minted = self.endpoint.get("mint", {}).get("client_credentials")
+        if grant_type != "refresh_token" and not (grant_type == "client_credentials" and minted):
             return self.json_answer(400, {"error": "unsupported_grant_type"})
         client_id, secret = self.client(form)
         if client_id != self.endpoint.get("client_id") or secret != self.endpoint.get("client_secret"):
-            with LOCK:
-                COUNTS["refused"] += 1
-            return self.json_answer(401, {"error": "invalid_client"})
+            return self.refuse(401, "invalid_client")
+        if grant_type == "client_credentials":
+            return self.mint(minted)
         presented = form.get("refresh_token", "")
         with LOCK:
             response = self.endpoint.get("refresh", {}).get(presented)
