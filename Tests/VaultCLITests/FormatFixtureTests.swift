@@ -25,7 +25,27 @@ struct FormatFixture {
             let store: String
         }
         struct Answer: Decodable { let access_token: String }
-        struct TokenEndpoint: Decodable { let refresh: [String: Answer] }
+        struct Mint: Decodable {
+            struct JWTBearer: Decodable { let response: Answer }
+            let client_credentials: Answer
+            let jwt_bearer: JWTBearer
+        }
+        struct TokenEndpoint: Decodable {
+            let refresh: [String: Answer]
+            /// What the endpoint mints for grants for machines (fixtures with `later_fields`).
+            let mint: Mint?
+        }
+        /// What a fixture written with `--later-fields` holds beyond the grants' shown fields.
+        struct LaterFields: Decodable {
+            struct Authorization: Decodable {
+                let redirect_uri: String
+                let authorization_params: [String: String]
+            }
+            /// Per grant, what `vault add NAME` must send to authorize it again.
+            let authorize_again: [String: Authorization]
+            /// Per grant for machines, the grant type it mints with (`client_credentials`, `jwt_bearer`).
+            let minted: [String: String]
+        }
         struct Conflict: Decodable {
             let name: String
             let current_access_token: String
@@ -39,6 +59,7 @@ struct FormatFixture {
         let conflicts: [Conflict]
         let removed: [String]
         let sha256: [String: String]
+        let later_fields: LaterFields?
     }
 
     let directory: String
@@ -47,6 +68,11 @@ struct FormatFixture {
     let grants: [String: [String: Any]]
     /// `vault keyslot list --json` as the release printed it.
     let keyslots: [[String: Any]]
+
+    /// Every committed fixture directory, with the commit that wrote it.
+    static let written: [String: String] = ["v1": "f92dcca", "v1-b986ef6": "b986ef6"]
+    /// The directories, oldest first: the tests run for each in turn.
+    static let versions = ["v1", "v1-b986ef6"]
 
     static func directory(_ version: String) -> String { FixtureServer.root.path + "/Tests/Fixtures/" + version }
 
@@ -63,6 +89,9 @@ struct FormatFixture {
 
     /// The fields of a grant that hold secrets: compared, never printed.
     static let secretFields: Set<String> = ["access_token", "refresh_token", "id_token", "token_secret"]
+
+    /// Whether every fixture's fixed port can be bound on 127.0.0.1 now.
+    static var portsAreFree: Bool { versions.allSatisfy(portIsFree) }
 
     /// Whether the fixture's fixed port can be bound on 127.0.0.1 now. An
     /// unreadable manifest counts as free, so the tests run and fail on it.
@@ -171,20 +200,24 @@ final class FixtureEndpoints {
 
     /// Refreshes the token endpoint granted and refused so far.
     func counts() throws -> (refreshed: Int, refused: Int) {
-        let r = try CurlTransport().send(HTTPRequest(method: "GET", url: "\(base)/__counts"))
-        let doc = try #require(
-            try JSONSerialization.jsonObject(with: r.body.withUnsafeBytes { Data($0) }) as? [String: Int])
+        let doc = try allCounts()
         return (doc["refreshed"] ?? -1, doc["refused"] ?? -1)
+    }
+
+    /// Tokens the endpoint minted for grants for machines so far.
+    func minted() throws -> Int { try allCounts()["minted"] ?? -1 }
+
+    private func allCounts() throws -> [String: Int] {
+        let r = try CurlTransport().send(HTTPRequest(method: "GET", url: "\(base)/__counts"))
+        return try #require(
+            try JSONSerialization.jsonObject(with: r.body.withUnsafeBytes { Data($0) }) as? [String: Int])
     }
 }
 
+/// Every test runs for each fixture directory, one after the other: they
+/// all serve the same fixed port, so no two may run at once.
 @Suite("format fixtures: a vault and a store written by an earlier release keep working", .serialized)
 struct FormatFixtureTests {
-    let fixture: FormatFixture
-
-    init() throws {
-        fixture = try FormatFixture("v1")
-    }
 
     /// Compares secrets without ever printing them.
     func same(_ printed: String, _ token: String) -> Bool { printed == token + "\n" }
@@ -207,8 +240,21 @@ struct FormatFixtureTests {
         return try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
     }
 
-    @Test("the committed files are the bytes the release wrote")
-    func committedBytes() throws {
+    @Test("every fixture directory is tested")
+    func everyDirectory() throws {
+        let root = FixtureServer.root.path + "/Tests/Fixtures"
+        let found = try FileManager.default.contentsOfDirectory(atPath: root).filter { name in
+            var isDirectory: ObjCBool = false
+            return FileManager.default.fileExists(atPath: root + "/" + name, isDirectory: &isDirectory)
+                && isDirectory.boolValue
+        }
+        #expect(Set(found) == Set(FormatFixture.versions))
+        #expect(Set(FormatFixture.written.keys) == Set(FormatFixture.versions))
+    }
+
+    @Test("the committed files are the bytes the release wrote", arguments: FormatFixture.versions)
+    func committedBytes(version: String) throws {
+        let fixture = try FormatFixture(version)
         let names = fixture.manifest.sha256.keys.sorted()
         let r = try VaultProcess.start(
             ["--"] + names.map(fixture.path), environment: ["PATH": "/usr/bin:/bin"],
@@ -225,11 +271,15 @@ struct FormatFixtureTests {
         #expect(changed.isEmpty, "committed fixture files changed (fixtures are never rewritten): \(changed)")
         let store = try FileManager.default.contentsOfDirectory(atPath: fixture.path(fixture.manifest.files.store))
         #expect(store.sorted() == fixture.manifest.store.objects.sorted())
-        #expect(fixture.manifest.written_by.commit.hasPrefix("f92dcca"))
+        let commit = try #require(FormatFixture.written[version])
+        #expect(fixture.manifest.written_by.commit.hasPrefix(commit))
     }
 
-    @Test("the committed vault opens with its key file, and with its passphrase from a file or a command")
-    func unlocks() throws {
+    @Test(
+        "the committed vault opens with its key file, and with its passphrase from a file or a command",
+        arguments: FormatFixture.versions)
+    func unlocks(version: String) throws {
+        let fixture = try FormatFixture(version)
         let home = try fixture.machine()
         let expected = Set(fixture.grants.keys)
         func listed(_ how: String) throws {
@@ -280,8 +330,11 @@ struct FormatFixtureTests {
         #expect(Self.canonical(now) == Self.canonical(fixture.keyslots))
     }
 
-    @Test("list, show, token, header and conflicts give what the release stored, without a network")
-    func readsGrants() throws {
+    @Test(
+        "list, show, token, header and conflicts give what the release stored, without a network",
+        arguments: FormatFixture.versions)
+    func readsGrants(version: String) throws {
+        let fixture = try FormatFixture(version)
         let home = try fixture.machine()
         home.extra["VAULT_KEYFILE"] = home.path + "/vault.key"
 
@@ -316,7 +369,11 @@ struct FormatFixtureTests {
         }
 
         // Fresh grants give their stored token; no endpoint is running.
-        for name in ["forever", "renamed", "second", "legacy"] {
+        var fresh = ["forever", "renamed", "second", "legacy"]
+        if fixture.manifest.later_fields != nil {
+            fresh += ["own-config", "from-provider-file", "refreshed", "machine-client", "machine-account"]
+        }
+        for name in fresh {
             let r = try home.run("token", name)
             #expect(r.status == 0, "token \(name): \(r.stderr)")
             #expect(same(r.stdout, try #require(fixture.grants[name]?["access_token"] as? String)), "token \(name)")
@@ -328,7 +385,8 @@ struct FormatFixtureTests {
         let header = try home.run("header", "legacy", "--method", "GET", "--url", "https://api.example.com/photos")
         #expect(header.status == 0, "\(header.stderr)")
         for part in [
-            "Authorization: OAuth ", #"oauth_consumer_key="v1-consumer-key""#, #"oauth_signature_method="HMAC-SHA1""#,
+            "Authorization: OAuth ", #"oauth_consumer_key="\#(version)-consumer-key""#,
+            #"oauth_signature_method="HMAC-SHA1""#,
             "oauth_signature=",
         ] {
             #expect(header.stdout.contains(part), "header lacks \(part)")
@@ -352,8 +410,10 @@ struct FormatFixtureTests {
 
     @Test(
         "an expired fixture grant refreshes at the token endpoint it stored, and the new tokens reach the store",
-        .enabled(if: FormatFixture.portIsFree("v1"), "the v1 fixture's fixed port on 127.0.0.1 is in use"))
-    func refreshes() throws {
+        .enabled(if: FormatFixture.portsAreFree, "the fixtures' fixed port on 127.0.0.1 is in use"),
+        arguments: FormatFixture.versions)
+    func refreshes(version: String) throws {
+        let fixture = try FormatFixture(version)
         let servers = try FixtureEndpoints(fixture)
         let home = try fixture.machine()
         home.extra["VAULT_KEYFILE"] = home.path + "/vault.key"
@@ -391,8 +451,10 @@ struct FormatFixtureTests {
 
     @Test(
         "the committed store takes a new machine, and changes travel both ways with the committed vault",
-        .enabled(if: FormatFixture.portIsFree("v1"), "the v1 fixture's fixed port on 127.0.0.1 is in use"))
-    func syncs() throws {
+        .enabled(if: FormatFixture.portsAreFree, "the fixtures' fixed port on 127.0.0.1 is in use"),
+        arguments: FormatFixture.versions)
+    func syncs(version: String) throws {
+        let fixture = try FormatFixture(version)
         let servers = try FixtureEndpoints(fixture)
         let a = try fixture.machine()
         a.extra["VAULT_PASSPHRASE_FILE"] = a.path + "/passphrase"
@@ -433,5 +495,69 @@ struct FormatFixtureTests {
         let second = try #require(fixture.grants["second"]?["access_token"] as? String)
         #expect(same(try c.run("token", "second-renamed").stdout, second))
         #expect(try servers.counts() == (0, 0), "no refresh was needed")
+    }
+
+    /// The fixtures written with `--later-fields` (Tests/Fixtures/README.md).
+    static let withLaterFields = ["v1-b986ef6"]
+
+    @Test(
+        "a grant authorized again goes with the redirect_uri and authorization_params the release stored",
+        arguments: withLaterFields)
+    func authorizesAgain(version: String) throws {
+        let fixture = try FormatFixture(version)
+        let later = try #require(fixture.manifest.later_fields, "\(version) was written with --later-fields")
+        let home = try fixture.machine()
+        home.extra["VAULT_KEYFILE"] = home.path + "/vault.key"
+        try #require(!later.authorize_again.isEmpty)
+        func query(_ value: String) -> String {
+            var allowed = CharacterSet.alphanumerics
+            allowed.insert(charactersIn: "-._~")
+            return value.addingPercentEncoding(withAllowedCharacters: allowed) ?? value
+        }
+        for (name, sent) in later.authorize_again.sorted(by: { $0.key < $1.key }) {
+            let before = try showJSON(home, name, reveal: true)
+            // The paste flow prints the address, then finds nothing pasted
+            // on stdin: nothing is stored, and no network is needed.
+            let r = try home.run("add", name, "--flow", "paste", stdin: "")
+            #expect(r.status == 1, "add \(name): \(r.stderr)")
+            let printed = r.stdout + r.stderr
+            let address = try #require(
+                printed.split(whereSeparator: \.isNewline).first { $0.contains("response_type=code") },
+                "add \(name) printed no authorization address: \(r.stderr)")
+            #expect(address.contains("redirect_uri=" + query(sent.redirect_uri)), "add \(name): \(address)")
+            for (key, value) in sent.authorization_params.sorted(by: { $0.key < $1.key }) {
+                #expect(address.contains("&\(key)=\(query(value))"), "add \(name) lacks \(key): \(address)")
+            }
+            let after = try showJSON(home, name, reveal: true)
+            #expect(Self.canonical(after) == Self.canonical(before), "add \(name) changed the grant")
+        }
+    }
+
+    @Test(
+        "grants for machines mint again at the endpoint, with the secret or key the release stored",
+        .enabled(if: FormatFixture.portsAreFree, "the fixtures' fixed port on 127.0.0.1 is in use"),
+        arguments: withLaterFields)
+    func mints(version: String) throws {
+        let fixture = try FormatFixture(version)
+        let later = try #require(fixture.manifest.later_fields, "\(version) was written with --later-fields")
+        let mint = try #require(fixture.manifest.token_endpoint.mint)
+        let servers = try FixtureEndpoints(fixture)
+        let home = try fixture.machine()
+        home.extra["VAULT_KEYFILE"] = home.path + "/vault.key"
+        try #require(Set(later.minted.values) == ["client_credentials", "jwt_bearer"])
+        var minted = 0
+        for (name, grantType) in later.minted.sorted(by: { $0.key < $1.key }) {
+            let r = try home.run("refresh", name)
+            #expect(r.status == 0, "refresh \(name): \(r.stderr)")
+            minted += 1
+            #expect(try servers.minted() == minted, "refresh \(name) minted no token")
+            let expected =
+                grantType == "client_credentials"
+                ? mint.client_credentials.access_token : mint.jwt_bearer.response.access_token
+            #expect(same(try home.run("token", name).stdout, expected), "token \(name)")
+            let shown = try showJSON(home, name)
+            #expect(shown["state"] as? String == "fresh", "\(name)")
+        }
+        #expect(try servers.counts() == (0, 0), "no refresh token was sent")
     }
 }
