@@ -39,7 +39,9 @@
     X(crypto_hash_sha256)                                                                                              \
     X(crypto_pwhash)                                                                                                   \
     X(crypto_aead_xchacha20poly1305_ietf_encrypt)                                                                      \
-    X(crypto_aead_xchacha20poly1305_ietf_decrypt)
+    X(crypto_aead_xchacha20poly1305_ietf_decrypt)                                                                      \
+    X(crypto_sign_seed_keypair)                                                                                        \
+    X(crypto_sign_detached)
 
 static struct {
 #define FIELD(name) __typeof__(name) *name;
@@ -189,6 +191,15 @@ int crypto_aead_xchacha20poly1305_ietf_decrypt(unsigned char *m, unsigned long l
                                                const unsigned char *ad, unsigned long long adlen,
                                                const unsigned char *npub, const unsigned char *k) {
     return ready() ? api.crypto_aead_xchacha20poly1305_ietf_decrypt(m, mlen_p, nsec, c, clen, ad, adlen, npub, k) : -1;
+}
+
+int crypto_sign_seed_keypair(unsigned char *pk, unsigned char *sk, const unsigned char *seed) {
+    return ready() ? api.crypto_sign_seed_keypair(pk, sk, seed) : -1;
+}
+
+int crypto_sign_detached(unsigned char *sig, unsigned long long *siglen_p, const unsigned char *m,
+                         unsigned long long mlen, const unsigned char *sk) {
+    return ready() ? api.crypto_sign_detached(sig, siglen_p, m, mlen, sk) : -1;
 }
 
 #pragma GCC visibility pop

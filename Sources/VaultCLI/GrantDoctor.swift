@@ -375,8 +375,7 @@ struct GrantDoctor {
     func accessTokenFinding(_ endpoint: String) -> Finding {
         let status: Int
         do {
-            status = try TokenRefresher.userinfoStatus(
-                endpoint, token: grant.accessToken ?? "", transport: refresher.transport)
+            status = try TokenRefresher.userinfoStatus(endpoint, grant: grant, transport: refresher.transport)
         } catch {
             return Finding("access-token", .warn, "the userinfo request failed: \(error.reason)")
         }

@@ -67,6 +67,10 @@ public struct Grant: Equatable, Sendable {
     /// The provider's last token response, as sent, without the tokens
     /// that have fields of their own (access, refresh and ID token).
     public var tokenResponse: [String: JSONValue]?
+    /// The key the grant's tokens are bound to (RFC 9449 DPoP); nil for
+    /// bearer tokens. It travels with the tokens: refreshed, synced and
+    /// removed with them.
+    public var dpopKey: DPoPKey?
 
     /// Creates a grant.
     public init(
@@ -74,7 +78,8 @@ public struct Grant: Equatable, Sendable {
         refreshToken: String? = nil, tokenType: String? = nil, expiresAt: Date? = nil, scopes: [String] = [],
         idToken: String? = nil, tokenSecret: String? = nil, providerConfiguration: ProviderConfiguration? = nil,
         createdAt: Date, refreshedAt: Date? = nil, dead: Bool = false, deadReason: String? = nil,
-        refreshTokenRotates: Bool? = nil, refreshTokenExpiresAt: Date? = nil, tokenResponse: [String: JSONValue]? = nil
+        refreshTokenRotates: Bool? = nil, refreshTokenExpiresAt: Date? = nil, tokenResponse: [String: JSONValue]? = nil,
+        dpopKey: DPoPKey? = nil
     ) {
         self.provider = provider
         self.kind = kind
@@ -94,6 +99,7 @@ public struct Grant: Equatable, Sendable {
         self.refreshTokenRotates = refreshTokenRotates
         self.refreshTokenExpiresAt = refreshTokenExpiresAt
         self.tokenResponse = tokenResponse
+        self.dpopKey = dpopKey
     }
 
     /// Seconds of validity an access token must still have to count as
@@ -318,6 +324,8 @@ struct GrantField {
         case providerConfiguration
         /// A JSON object kept as sent; not read by a listing.
         case object(WritableKeyPath<Grant, [String: JSONValue]?>)
+        /// The DPoP key; its private key is a secret.
+        case dpopKey
     }
 
     let key: String
@@ -355,7 +363,16 @@ extension Grant {
         GrantField("refresh_token_rotates", .optionalFlag(\.refreshTokenRotates)),
         GrantField("refresh_token_expires_at", .optionalDate(\.refreshTokenExpiresAt)),
         GrantField("token_response", .object(\.tokenResponse)),
+        GrantField("dpop_key", .dpopKey),
     ]
+
+    /// `kind` as stored: a DPoP-bound OAuth 2.0 grant is `oauth2_dpop`, so
+    /// a release that cannot sign proofs refuses it rather than spend its
+    /// tokens as bearer tokens (and get it refused).
+    var storedKind: String { kind == .oauth2 && dpopKey != nil ? Grant.dpopKind : kind.rawValue }
+
+    /// The stored `kind` of a DPoP-bound OAuth 2.0 grant.
+    static let dpopKind = "oauth2_dpop"
 }
 
 extension Grant: Codable {
@@ -371,6 +388,7 @@ extension Grant: Codable {
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: FieldKey.self)
         self.init(provider: "", createdAt: Date(epochSeconds: 0))
+        var bound = false
         for field in Grant.storedFields {
             let key = FieldKey(stringValue: field.key)
             switch field.value {
@@ -382,12 +400,24 @@ extension Grant: Codable {
                 self[keyPath: path] = try c.decodeIfPresent(Int64.self, forKey: key).map(Date.init(epochSeconds:))
             case .flag(let path): self[keyPath: path] = try c.decodeIfPresent(Bool.self, forKey: key) ?? false
             case .optionalFlag(let path): self[keyPath: path] = try c.decodeIfPresent(Bool.self, forKey: key)
-            case .kind: kind = try c.decodeIfPresent(Kind.self, forKey: key) ?? .oauth2
+            case .kind:
+                let raw = try c.decodeIfPresent(String.self, forKey: key)
+                bound = raw == Grant.dpopKind
+                guard let k = bound ? .oauth2 : raw.map({ Kind(rawValue: $0) }) ?? .oauth2 else {
+                    throw DecodingError.dataCorruptedError(forKey: key, in: c, debugDescription: "unknown kind")
+                }
+                kind = k
             case .providerConfiguration:
                 providerConfiguration = try c.decodeIfPresent(ProviderConfiguration.self, forKey: key)
             case .object(let path):
                 self[keyPath: path] = try c.decodeIfPresent([String: JSONValue].self, forKey: key)
+            case .dpopKey:
+                dpopKey = try c.decodeIfPresent(DPoPKey.Stored.self, forKey: key)?.key
             }
+        }
+        guard bound == (dpopKey != nil) else {
+            throw DecodingError.dataCorrupted(
+                .init(codingPath: [], debugDescription: "a DPoP key without kind oauth2_dpop, or the reverse"))
         }
     }
 
@@ -404,9 +434,10 @@ extension Grant: Codable {
             case .optionalDate(let path): try c.encodeIfPresent(self[keyPath: path]?.epochSeconds, forKey: key)
             case .flag(let path): try c.encode(self[keyPath: path], forKey: key)
             case .optionalFlag(let path): try c.encodeIfPresent(self[keyPath: path], forKey: key)
-            case .kind: try c.encode(kind, forKey: key)
+            case .kind: try c.encode(storedKind, forKey: key)
             case .providerConfiguration: try c.encodeIfPresent(providerConfiguration, forKey: key)
             case .object(let path): try c.encodeIfPresent(self[keyPath: path], forKey: key)
+            case .dpopKey: try c.encodeIfPresent(dpopKey.map(DPoPKey.Stored.init), forKey: key)
             }
         }
     }

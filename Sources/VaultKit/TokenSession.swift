@@ -252,9 +252,9 @@ public final class TokenSession: Sendable {
             throw VaultError(.invalidInput, "grant '\(name)' has no userinfo endpoint to check it against")
         }
         while true {
-            let token = fresh.grant.accessToken ?? ""
+            let grant = fresh.grant
             let status = try await blocking { [transport] () throws(VaultError) in
-                try TokenRefresher.userinfoStatus(endpoint, token: token, transport: transport)
+                try TokenRefresher.userinfoStatus(endpoint, grant: grant, transport: transport)
             }
             switch status {
             case 200..<300:

@@ -172,6 +172,8 @@ struct AddCommand: VaultCommand {
         "register",
         help: "register a client for vault with the provider first (RFC 7591 dynamic registration), if it allows that")
     var register: Bool
+    @Flag("dpop", help: "bind the grant's tokens to a key vault keeps in the vault (RFC 9449 DPoP)")
+    var dpop: Bool
 
     /// PROVIDER, or a grant to authorize again.
     static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
@@ -291,15 +293,20 @@ struct AddCommand: VaultCommand {
             // Scopes given now come on top of the grant's own.
             scopes = provider.scopes + scopes.filter { !provider.scopes.contains($0) }
         }
-        let request = AuthorizationRequest(
+        var request = AuthorizationRequest(
             provider: provider, flow: flow, scopes: scopes, loginHint: loginHint,
             timeout: timeout)
+        request.dpopKey = try proofKey(for: provider, existing: existing)
         let authorizer = Authorizer(
             transport: transport, ui: TerminalAuthorizationUI(environment: ctx.environment), time: ctx.time)
         var grant: Grant
         do { grant = try authorizer.authorize(request) } catch {
             if let registered { ClientRegistration.undo(registered, transport: transport, output: ctx.output) }
             throw error
+        }
+        if request.dpopKey != nil && grant.dpopKey == nil {
+            ctx.output.warn(
+                "\(provider.name) answered with bearer tokens: the grant's tokens are not bound to a DPoP key")
         }
         grant = grant.withDocumentedLifetime(provider.refreshTokenPolicy, authorizedAt: grant.createdAt)
         if let existing {
@@ -360,6 +367,25 @@ extension AddCommand {
             if case .nearGrantNames(let names) = error.remedy { return (nil, names) }
             return (nil, [])
         }
+    }
+
+    /// A new DPoP key when the grant's tokens are to be bound to one: with
+    /// --dpop, when the provider binds every grant
+    /// (`dpop_bound_access_tokens`), or when the grant authorized again was
+    /// bound. Signed with the first of vault's algorithms the provider lists.
+    func proofKey(for provider: Provider, existing: Grant?) throws -> DPoPKey? {
+        guard dpop || provider.dpopBoundAccessTokens || existing?.isDPoPBound == true else { return nil }
+        guard provider.protocolVersion != .oauth1 else {
+            throw CLIError.usage("--dpop binds OAuth 2.0 tokens; \(provider.name) uses OAuth 1.0a", command: "add")
+        }
+        guard let algorithm = DPoPKey.algorithm(for: provider.dpopSigningAlgValuesSupported) else {
+            let listed = (provider.dpopSigningAlgValuesSupported ?? []).map { ProviderText.sanitized($0, limit: 20) }
+            throw CLIError(
+                "\(provider.name) takes DPoP proofs signed with \(listed.joined(separator: ", ")) only; "
+                    + "vault signs them with \(DPoPKey.supportedAlgorithms.joined(separator: " or "))",
+                exitCode: .failure)
+        }
+        return try DPoPKey.generate(algorithm: algorithm)
     }
 
     /// A grant found by discovery keeps its endpoints, not what its issuer

@@ -424,6 +424,7 @@ extension Grant {
         var g = Grant(provider: "", createdAt: Date(epochSeconds: 0))
         var seen: UInt32 = 0
         var required: UInt32 = 0
+        var bound = false
         try r.beginObject(depth: 1)
         while let key = try r.nextKey() {
             guard let n = fields.firstIndex(where: { key.is($0.bytes) }) else {
@@ -458,7 +459,8 @@ extension Grant {
             case .optionalFlag(let path): g[keyPath: path] = try r.null() ? nil : try r.bool()
             case .kind:
                 if let raw = try r.optionalString() {
-                    guard let kind = Kind(rawValue: raw) else { throw .malformed }
+                    bound = raw == Grant.dpopKind
+                    guard let kind = bound ? .oauth2 : Kind(rawValue: raw) else { throw .malformed }
                     g.kind = kind
                 }
             case .providerConfiguration:
@@ -472,9 +474,11 @@ extension Grant {
                 guard try !r.null() else { continue }
                 guard case .object(let o) = try r.value(depth: 2) else { throw .malformed }
                 g[keyPath: path] = o
+            case .dpopKey:
+                g.dpopKey = try r.null() ? nil : try DPoPKey.read(&r, secrets: secrets)
             }
         }
-        guard required == Grant.requiredFields else { throw .malformed }
+        guard required == Grant.requiredFields, bound == (g.dpopKey != nil) else { throw .malformed }
         return g
     }
 
@@ -564,5 +568,52 @@ extension ProviderConfiguration {
             map[name] = try r.string()
         }
         return map
+    }
+}
+
+extension DPoPKey {
+    /// The stored form of a DPoP key, the `dpop_key` object.
+    struct Stored: Codable {
+        var alg: String
+        var jkt: String
+        var private_key: String
+
+        init(_ key: DPoPKey) {
+            alg = key.algorithm
+            jkt = key.thumbprint
+            private_key = key.privateKey
+        }
+
+        var key: DPoPKey { DPoPKey(algorithm: alg, thumbprint: jkt, privateKey: private_key) }
+    }
+
+    /// Reads `dpop_key`: three strings, all required; without `secrets`
+    /// the private key is checked and read as "".
+    static func read(_ r: inout JSONReader, secrets: Bool) throws(JSONReader.Failure) -> DPoPKey {
+        var alg: String?
+        var jkt: String?
+        var privateKey: String?
+        try r.beginObject(depth: 2)
+        while let key = try r.nextKey() {
+            if key.is("alg") {
+                guard alg == nil else { throw .malformed }
+                alg = try r.string()
+            } else if key.is("jkt") {
+                guard jkt == nil else { throw .malformed }
+                jkt = try r.string()
+            } else if key.is("private_key") {
+                guard privateKey == nil else { throw .malformed }
+                if secrets {
+                    privateKey = try r.string()
+                } else {
+                    guard try r.skipString() else { throw .malformed }
+                    privateKey = ""
+                }
+            } else {
+                try r.skip(depth: 3)
+            }
+        }
+        guard let alg, let jkt, let privateKey else { throw .malformed }
+        return DPoPKey(algorithm: alg, thumbprint: jkt, privateKey: privateKey)
     }
 }

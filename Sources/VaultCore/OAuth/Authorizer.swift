@@ -46,11 +46,16 @@ public struct AuthorizationRequest: Sendable {
     /// Parameters and headers added to the token request that ends this
     /// authorization (the code exchange, or the device flow's polls).
     public var tokenExtras: TokenRequestExtras = .none
+    /// The key to bind the grant's tokens to (RFC 9449 DPoP): its
+    /// thumbprint goes in the authorization request (`dpop_jkt`) and its
+    /// proofs with every token request. The grant keeps it when the
+    /// provider answers with DPoP-bound tokens.
+    public var dpopKey: DPoPKey?
 
     /// The authorization URL's fields that the flow sets itself.
     public static let protocolParameters: Set<String> = [
         "response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge", "code_challenge_method",
-        "nonce", "login_hint", "request", "request_uri",
+        "nonce", "login_hint", "request", "request_uri", "dpop_jkt",
     ]
 
     /// Creates a request.
@@ -151,6 +156,8 @@ public struct Authorizer {
         ]
         if let nonce { query.append(("nonce", nonce)) }
         if let hint = request.loginHint { query.append(("login_hint", hint)) }
+        // RFC 9449 section 10: the code is bound to the key before any proof is seen.
+        if let key = request.dpopKey { query.append(("dpop_jkt", key.thumbprint)) }
         for (k, v) in request.additionalParameters {
             guard !k.isEmpty, !TokenRequestExtras.hasControl(k), !TokenRequestExtras.hasControl(v) else {
                 throw VaultError(
@@ -170,7 +177,7 @@ public struct Authorizer {
         if let parEndpoint = p.pushedAuthorizationRequestEndpoint {
             // RFC 9126: the request goes to the provider directly, with the
             // client's authentication; the browser carries only its handle.
-            let pushedRequest = try push(query, to: parEndpoint, provider: p)
+            let pushedRequest = try push(query, to: parEndpoint, provider: p, dpopKey: request.dpopKey)
             pushed = pushedRequest
             url = FormEncoding.appendQuery(
                 authorizationEndpoint, [("client_id", clientID), ("request_uri", pushedRequest.requestURI)])
@@ -233,7 +240,7 @@ public struct Authorizer {
         guard let code = value("code"), !code.isEmpty else {
             throw VaultError(.badResponse, "the answer carries no authorization code")
         }
-        let endpoint = TokenEndpoint(transport: transport, client: OAuthClient(p))
+        let endpoint = TokenEndpoint(transport: transport, client: client(p, request))
         let response = try endpoint.tokenResponse(
             tokenEndpoint,
             form: [
@@ -279,11 +286,13 @@ public struct Authorizer {
     /// the provider's pushed-request endpoint, authenticated as at the
     /// token endpoint, and returns the `request_uri` the browser is sent
     /// with. Each authorization pushes its own; none is kept or reused.
-    func push(_ query: [(String, String)], to endpoint: String, provider p: Provider) throws(VaultError)
-        -> PushedRequest
+    func push(_ query: [(String, String)], to endpoint: String, provider p: Provider, dpopKey: DPoPKey? = nil)
+        throws(VaultError) -> PushedRequest
     {
         let what = "pushing the authorization request"
-        let client = OAuthClient(p)
+        var client = OAuthClient(p)
+        // RFC 9449 section 10.1: a proof with the pushed request too.
+        client.dpopKey = dpopKey
         // The client's authentication adds client_id itself, except with
         // Basic, where the body still names the client the request is for.
         let basic =
@@ -339,7 +348,7 @@ public struct Authorizer {
         guard let deviceEndpoint = p.deviceAuthorizationEndpoint, let tokenEndpoint = p.tokenEndpoint else {
             throw VaultError(.invalidInput, "provider '\(p.name)' has no device authorization endpoint")
         }
-        let endpoint = TokenEndpoint(transport: transport, client: OAuthClient(p))
+        let endpoint = TokenEndpoint(transport: transport, client: client(p, request))
         let what = "starting the device authorization"
         let answer = try endpoint.send(
             deviceEndpoint, form: [("scope", request.effectiveScopes.joined(separator: " "))], what: what)
@@ -398,6 +407,13 @@ public struct Authorizer {
 
     // MARK: The grant
 
+    /// The provider's client, with the request's DPoP key.
+    func client(_ p: Provider, _ request: AuthorizationRequest) -> OAuthClient {
+        var client = OAuthClient(p)
+        client.dpopKey = request.dpopKey
+        return client
+    }
+
     func grant(from response: TokenResponse, request: AuthorizationRequest, nonce: String?) throws(VaultError) -> Grant
     {
         let p = request.provider
@@ -409,11 +425,13 @@ public struct Authorizer {
         } else if nonce != nil {
             throw VaultError(.badResponse, "the provider returned no ID token for an OpenID Connect authorization")
         }
-        if account == nil, let userinfo = p.userinfoEndpoint, let token = response.accessToken {
-            account = try? UserInfo.account(
-                endpoint: userinfo, accessToken: token, claim: p.accountClaim, transport: transport)
-        }
         var g = response.grant(provider: p.name, account: account, now: now)
+        // The key stays with tokens the provider bound to it (RFC 9449
+        // section 5); a provider that answered with bearer tokens bound nothing.
+        if response.tokenType?.lowercased() == "dpop" { g.dpopKey = request.dpopKey }
+        if account == nil, let userinfo = p.userinfoEndpoint, g.accessToken != nil {
+            g.account = try? UserInfo.account(endpoint: userinfo, grant: g, claim: p.accountClaim, transport: transport)
+        }
         if g.scopes.isEmpty { g.scopes = request.effectiveScopes }
         g.providerConfiguration = p.storedConfiguration
         return g
@@ -473,15 +491,16 @@ public enum UserInfo {
     public static func account(endpoint: String, accessToken: String, claim: String?, transport: any HTTPTransport)
         throws(VaultError) -> String?
     {
-        let response: HTTPResponse
-        do {
-            response = try transport.send(
-                HTTPRequest(
-                    method: "GET", url: endpoint,
-                    headers: [("Authorization", "Bearer \(accessToken)"), ("Accept", "application/json")]))
-        } catch {
-            throw error.vaultError("the userinfo request")
-        }
+        let bearer = Grant(provider: "", accessToken: accessToken, createdAt: Date())
+        return try account(endpoint: endpoint, grant: bearer, claim: claim, transport: transport)
+    }
+
+    /// The account claim from the userinfo endpoint, asked with the grant's
+    /// access token (and a DPoP proof when the grant is bound to a key).
+    package static func account(endpoint: String, grant: Grant, claim: String?, transport: any HTTPTransport)
+        throws(VaultError) -> String?
+    {
+        let response = try ProtectedResource.get(endpoint, grant: grant, transport: transport, what: "the userinfo request")
         guard response.status == 200 else { return nil }
         let data = response.body.withUnsafeBytes { Data($0) }
         struct Claims: Decodable {

@@ -42,6 +42,14 @@ public enum Discovery {
             var pushed_authorization_request_endpoint: String?
             var require_pushed_authorization_requests: Flag?
             var authorization_response_iss_parameter_supported: Flag?
+            var dpop_signing_alg_values_supported: Strings?
+        }
+        /// A metadata list of strings; any other value reads as absent.
+        struct Strings: Decodable {
+            var value: [String]?
+            init(from decoder: any Decoder) throws {
+                value = try? decoder.singleValueContainer().decode([String].self)
+            }
         }
         /// A metadata flag: true only as JSON `true`; any other value reads
         /// as false rather than making the whole document unusable.
@@ -70,6 +78,7 @@ public enum Discovery {
         file.pushed_authorization_request_endpoint = doc.pushed_authorization_request_endpoint
         file.require_pushed_authorization_requests = doc.require_pushed_authorization_requests?.value
         file.authorization_response_iss_parameter_supported = doc.authorization_response_iss_parameter_supported?.value
+        file.dpop_signing_alg_values_supported = doc.dpop_signing_alg_values_supported?.value
         file.registration_endpoint = doc.registration_endpoint
         file.flows = Provider.Flow.forPeople(
             authorizationEndpoint: doc.authorization_endpoint != nil,

@@ -95,7 +95,7 @@ package enum JWTAssertion {
     }
 
     /// A JSON object with members in this order, base64url-encoded.
-    private static func segment(_ members: [(String, String)]) -> String {
+    static func segment(_ members: [(String, String)]) -> String {
         let text = "{" + members.map { json($0.0) + ":" + $0.1 }.joined(separator: ",") + "}"
         return Base64.encodeString(Array(text.utf8), .urlSafeUnpadded)
     }

@@ -37,11 +37,22 @@ public struct TokenEndpoint {
         }
     }
 
-    /// POSTs `form` to `url` with the client's authentication.
+    /// POSTs `form` to `url` with the client's authentication, and with a
+    /// DPoP proof when the client has a key: the server's nonce challenge
+    /// (`use_dpop_nonce`, RFC 9449 section 8) is answered once.
     func send(
         _ url: String, form: [(String, String)], what: String, timeout: Double = 30,
         extras: TokenRequestExtras = .none
     ) throws(VaultError) -> Answer {
+        let first = try sendOnce(url, form: form, what: what, timeout: timeout, extras: extras)
+        guard client.dpopKey != nil, DPoPNonces.asksForNonce(first.response) else { return first.answer }
+        return try sendOnce(url, form: form, what: what, timeout: timeout, extras: extras).answer
+    }
+
+    /// One POST of `send`.
+    private func sendOnce(
+        _ url: String, form: [(String, String)], what: String, timeout: Double, extras: TokenRequestExtras
+    ) throws(VaultError) -> (answer: Answer, response: HTTPResponse) {
         var pairs = extras.adding(to: form)
         var headers: [(name: String, value: String)] = [
             ("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json"),
@@ -68,6 +79,10 @@ public struct TokenEndpoint {
         case (_, nil):
             pairs.append(("client_id", clientID))
         }
+        if let key = client.dpopKey {
+            let nonce = DPoPNonces.shared.nonce(for: url)
+            headers.append(("DPoP", try key.proof(method: "POST", url: url, nonce: nonce, at: client.now())))
+        }
         let body = try Secure.copy(Array(FormEncoding.encode(pairs).utf8))
         let response: HTTPResponse
         do {
@@ -77,11 +92,12 @@ public struct TokenEndpoint {
         } catch {
             throw error.vaultError(what)
         }
+        if client.dpopKey != nil { DPoPNonces.shared.remember(response, from: url) }
         var answer = Answer(
             status: response.status, body: response.body, retryAfter: response.header("retry-after"),
             contentType: response.header("content-type"))
         answer.date = response.header("date")
-        return answer
+        return (answer, response)
     }
 
     /// RFC 7523 section 2.2: a new assertion signed by the client's key, in
@@ -130,7 +146,9 @@ public struct TokenEndpoint {
         guard response.accessToken != nil else {
             throw VaultError(.badResponse, "\(what): the provider's answer has no access_token")
         }
-        if let type = response.tokenType, type.lowercased() != "bearer" {
+        // RFC 9449 section 5: a DPoP-bound token only for a request with a proof.
+        let types = client.dpopKey == nil ? ["bearer"] : ["bearer", "dpop"]
+        if let type = response.tokenType, !types.contains(type.lowercased()) {
             throw VaultError(.badResponse, "\(what): unsupported token type '\(type)'")
         }
         return response
@@ -323,7 +341,10 @@ public struct OAuthClient: Sendable {
     /// called (the token endpoint, as RFC 7523 section 3 suggests, or the
     /// revocation endpoint, which glewlwyd for one insists on).
     public var audience: String?
-    /// The clock that dates assertions.
+    /// The key whose proofs go with every request (RFC 9449 DPoP), for a
+    /// DPoP-bound grant or an authorization that asks for one.
+    public var dpopKey: DPoPKey?
+    /// The clock that dates assertions and proofs.
     var now: @Sendable () -> Date = { Date() }
 
     /// The client of a provider definition.
@@ -344,6 +365,12 @@ public struct OAuthClient: Sendable {
         quirks = c.errorQuirks
         privateKey = c.clientPrivateKey
         keyID = c.clientKeyID
+    }
+
+    /// The client a stored grant remembers, with the grant's DPoP key.
+    package init(grant g: Grant, _ c: ProviderConfiguration) {
+        self.init(c, providerName: g.provider)
+        dpopKey = g.dpopKey
     }
 }
 

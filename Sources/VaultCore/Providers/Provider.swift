@@ -63,6 +63,12 @@ public struct Provider: Sendable, Equatable {
     /// response (RFC 9207): an answer without it is refused. An `iss` that
     /// is present is compared with the issuer either way.
     public var authorizationResponseIssParameterSupported: Bool = false
+    /// The JWS algorithms the provider accepts in DPoP proofs (RFC 9449
+    /// section 5.1), as its metadata lists them; nil when it says nothing.
+    public var dpopSigningAlgValuesSupported: [String]?
+    /// True when every grant of this provider is bound to a DPoP key
+    /// (RFC 9449 section 5.2's client metadata), as if `vault add --dpop`.
+    public var dpopBoundAccessTokens: Bool = false
     /// Scopes asked for by default.
     public var scopes: [String]
     /// The OAuth client id.
@@ -209,6 +215,8 @@ public struct Provider: Sendable, Equatable {
         pushedAuthorizationRequestEndpoint = f.pushed_authorization_request_endpoint
         requirePushedAuthorizationRequests = f.require_pushed_authorization_requests ?? false
         authorizationResponseIssParameterSupported = f.authorization_response_iss_parameter_supported ?? false
+        dpopSigningAlgValuesSupported = f.dpop_signing_alg_values_supported
+        dpopBoundAccessTokens = f.dpop_bound_access_tokens ?? false
         registrationEndpoint = f.registration_endpoint
         scopes = f.scopes ?? []
         clientID = f.client_id
@@ -297,6 +305,17 @@ public struct Provider: Sendable, Equatable {
         if pushedAuthorizationRequestEndpoint != nil && protocolVersion == .oauth1 {
             throw VaultError(.invalidInput, "\(where_): OAuth 1.0a has no pushed authorization requests")
         }
+        if dpopBoundAccessTokens {
+            guard protocolVersion != .oauth1 else {
+                throw VaultError(.invalidInput, "\(where_): OAuth 1.0a has no DPoP-bound tokens")
+            }
+            guard DPoPKey.algorithm(for: dpopSigningAlgValuesSupported) != nil else {
+                throw VaultError(
+                    .invalidInput,
+                    "\(where_): dpop_bound_access_tokens needs a DPoP algorithm vault signs with (ES256 or EdDSA) "
+                        + "in dpop_signing_alg_values_supported")
+            }
+        }
         if tokenEndpoint == nil && issuer == nil {
             throw VaultError(.invalidInput, "\(where_): needs 'token_endpoint' or an 'issuer' to discover it")
         }
@@ -358,6 +377,8 @@ package struct ProviderFile: Decodable {
     var revocation_endpoint, userinfo_endpoint, client_id, client_secret, redirect_uri: String?
     var pushed_authorization_request_endpoint: String?
     var require_pushed_authorization_requests, authorization_response_iss_parameter_supported: Bool?
+    var dpop_signing_alg_values_supported: [String]?
+    var dpop_bound_access_tokens: Bool?
     var registration_endpoint: String?
     var token_endpoint_auth_method, account_claim, notes, git_username: String?
     var `protocol`, request_token_endpoint, signature_method: String?
@@ -380,6 +401,7 @@ package struct ProviderFile: Decodable {
         case refresh_token_policy, registration_endpoint
         case pushed_authorization_request_endpoint, require_pushed_authorization_requests
         case authorization_response_iss_parameter_supported
+        case dpop_signing_alg_values_supported, dpop_bound_access_tokens
     }
 
     /// An empty file, filled in by code (discovery).
@@ -428,6 +450,9 @@ package struct ProviderFile: Decodable {
             Bool.self, forKey: .require_pushed_authorization_requests)
         authorization_response_iss_parameter_supported = try c.decodeIfPresent(
             Bool.self, forKey: .authorization_response_iss_parameter_supported)
+        dpop_signing_alg_values_supported = try c.decodeIfPresent(
+            [String].self, forKey: .dpop_signing_alg_values_supported)
+        dpop_bound_access_tokens = try c.decodeIfPresent(Bool.self, forKey: .dpop_bound_access_tokens)
     }
 
     /// Fields set in `override` replace this file's.
@@ -473,6 +498,10 @@ package struct ProviderFile: Decodable {
             o.require_pushed_authorization_requests ?? (ownEndpoints ? nil : require_pushed_authorization_requests)
         m.authorization_response_iss_parameter_supported =
             o.authorization_response_iss_parameter_supported ?? authorization_response_iss_parameter_supported
+        // What the server's proofs may be signed with is the server's, like its endpoints.
+        m.dpop_signing_alg_values_supported =
+            o.dpop_signing_alg_values_supported ?? (ownEndpoints ? nil : dpop_signing_alg_values_supported)
+        m.dpop_bound_access_tokens = o.dpop_bound_access_tokens ?? dpop_bound_access_tokens
         return m
     }
 

@@ -63,7 +63,7 @@ package struct TokenEndpointProbe {
             }
         }
         let recorder = ProbeTransport(inner: transport)
-        let client = TokenEndpoint(transport: recorder, client: OAuthClient(config, providerName: g.provider))
+        let client = TokenEndpoint(transport: recorder, client: OAuthClient(grant: g, config))
         let what = "probing the token endpoint of '\(name)'"
         let answer: TokenEndpoint.Answer
         do {

@@ -154,10 +154,9 @@ public struct TokenRefresher {
         guard g.kind == .oauth2 else { return g }
         var account = fromIDToken
         if account == nil, let config = g.providerConfiguration, let endpoint = config.userinfoEndpoint,
-            let token = g.accessToken
+            g.accessToken != nil
         {
-            account = try? UserInfo.account(
-                endpoint: endpoint, accessToken: token, claim: config.accountClaim, transport: transport)
+            account = try? UserInfo.account(endpoint: endpoint, grant: g, claim: config.accountClaim, transport: transport)
         }
         guard let account, !account.isEmpty else { return g }
         return (try? vault.fillAccount(id: id, account, holding: g.refreshToken)) ?? g
@@ -176,7 +175,7 @@ public struct TokenRefresher {
             throw VaultError(.invalidInput, "grant '\(name)' has no userinfo endpoint to check it against")
         }
         while true {
-            let status = try userinfoStatus(endpoint, token: fresh.grant.accessToken ?? "")
+            let status = try TokenRefresher.userinfoStatus(endpoint, grant: fresh.grant, transport: transport)
             switch status {
             case 200..<300:
                 return .live(account: fresh.grant.account)
@@ -219,7 +218,7 @@ public struct TokenRefresher {
         }
         let (token, hint) =
             grant.refreshToken.map { ($0, "refresh_token") } ?? (grant.accessToken ?? "", "access_token")
-        let client = TokenEndpoint(transport: transport, client: OAuthClient(config, providerName: grant.provider))
+        let client = TokenEndpoint(transport: transport, client: OAuthClient(grant: grant, config))
         let what = "revoking '\(name)'"
         func kept(_ e: VaultError) -> VaultError {
             VaultError(
@@ -265,7 +264,7 @@ public struct TokenRefresher {
                 .invalidInput, "grant '\(name)' cannot be refreshed: it keeps \(missing)",
                 remedy: .authorizeAgain(provider: g.provider, grant: name))
         }
-        let client = TokenEndpoint(transport: transport, client: OAuthClient(config, providerName: g.provider))
+        let client = TokenEndpoint(transport: transport, client: OAuthClient(grant: g, config))
         let what = "refreshing '\(name)'"
         let response = try client.tokenResponse(
             endpoint, form: [("grant_type", "refresh_token"), ("refresh_token", refreshToken)], what: what,
@@ -273,19 +272,14 @@ public struct TokenRefresher {
         return try g.applying(refresh: response, now: now(), what: what)
     }
 
-    func userinfoStatus(_ endpoint: String, token: String) throws(VaultError) -> Int {
-        try TokenRefresher.userinfoStatus(endpoint, token: token, transport: transport)
-    }
-
-    /// The status of a userinfo request with `token`.
-    package static func userinfoStatus(_ endpoint: String, token: String, transport: any HTTPTransport)
+    /// The status of a userinfo request with the grant's access token,
+    /// with a DPoP proof when the grant is bound to a key.
+    package static func userinfoStatus(_ endpoint: String, grant: Grant, transport: any HTTPTransport)
         throws(VaultError) -> Int
     {
-        var request = HTTPRequest(
-            method: "GET", url: endpoint,
-            headers: [("Authorization", "Bearer \(token)"), ("Accept", "application/json")])
-        request.timeout = Self.requestTimeout
-        do { return try transport.send(request).status } catch { throw error.vaultError("the userinfo request") }
+        try ProtectedResource.get(
+            endpoint, grant: grant, transport: transport, what: "the userinfo request", timeout: Self.requestTimeout
+        ).status
     }
 
     /// The error for a grant that needs a new authorization.
