@@ -136,11 +136,18 @@ final class AgentResponder: Sendable {
         }
     }
 
-    static func signsItself(_ name: String) -> VaultError {
+    static func signsItself(_ name: String, _ grant: Grant) -> VaultError {
         VaultError(
             .unsupported,
-            "'\(name)' is an OAuth 1.0a grant, whose requests are signed with secrets that stay on its machine")
+            grant.isDPoPBound
+                ? "'\(name)' is bound to a DPoP key, which signs its requests and stays on its machine"
+                : "'\(name)' is an OAuth 1.0a grant, whose requests are signed with secrets that stay on its machine")
     }
+
+    /// True for a grant whose requests are signed with secrets that never
+    /// leave the vault (OAuth 1.0a, a DPoP key): an access token alone does
+    /// not authorize them.
+    static func signsItsOwnRequests(_ grant: Grant) -> Bool { grant.kind == .oauth1 || grant.isDPoPBound }
 
     /// The most validity a forwarded request may ask for, in seconds.
     static let forwardedMinimumValidity: UInt32 = 120
@@ -198,7 +205,10 @@ final class AgentResponder: Sendable {
                     throw VaultError(.locked, "the agent is locked")
                 }
             }
-            if !signsRequests, try vault.load(name).kind == .oauth1 { throw AgentResponder.signsItself(name) }
+            if !signsRequests {
+                let stored = try vault.load(name)
+                if AgentResponder.signsItsOwnRequests(stored) { throw AgentResponder.signsItself(name, stored) }
+            }
             let fresh = try environment.tokenRefresher(vault).freshGrant(
                 name, minimumValidity: TimeInterval(minimumValidity), forceRefresh: force)
             record(name, peer: peer, claims: claims, outcome, reason: nil)
@@ -240,9 +250,12 @@ final class AgentResponder: Sendable {
             // A forwarded peer cannot make every request a refresh by
             // asking for more validity than a token has.
             let cap = peer.origin == .forwarded ? min(minimum, AgentResponder.forwardedMinimumValidity) : minimum
-            // A local command signs OAuth 1.0a requests itself: no need to
+            // A local command signs OAuth 1.0a and DPoP requests itself: no need to
             // log a refusal it falls back from.
-            if peer.origin == .local, try vault.load(name).kind == .oauth1 { throw AgentResponder.signsItself(name) }
+            if peer.origin == .local {
+                let stored = try vault.load(name)
+                if AgentResponder.signsItsOwnRequests(stored) { throw AgentResponder.signsItself(name, stored) }
+            }
             let grant = try handOut(
                 name, minimumValidity: cap, force: false, peer: peer,
                 claims: peer.origin == .forwarded ? claims : nil, vault: vault, signsRequests: false,

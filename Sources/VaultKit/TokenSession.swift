@@ -229,16 +229,23 @@ public final class TokenSession: Sendable {
     }
 
     /// GTMAppAuth's `authorizeRequest`: adds `Authorization: Bearer` with a
-    /// fresh token of `name`. Refuses to send a token over plain http to
-    /// anything but a loopback address.
-    public func authorize(_ request: inout HTTPRequest, with name: String) async throws(VaultError) {
+    /// fresh token of `name`, or for a grant bound to a DPoP key
+    /// `Authorization: DPoP` and a `DPoP` proof for this request's method
+    /// and URL (RFC 9449), with `dpopNonce` when the server asked for one
+    /// (its `DPoP-Nonce` header). Refuses to send a token over plain http
+    /// to anything but a loopback address.
+    public func authorize(_ request: inout HTTPRequest, with name: String, dpopNonce: String? = nil)
+        async throws(VaultError)
+    {
         do { try URLPolicy.check(request.url) } catch { throw VaultError(.invalidInput, error.reason) }
         let grant = try await freshGrant(name).grant
-        guard let token = grant.accessToken else {
+        guard grant.accessToken != nil, grant.kind != .oauth1 else {
             throw VaultError(.invalidInput, "grant '\(name)' holds no OAuth 2.0 access token")
         }
-        request.headers.removeAll { $0.name.lowercased() == "authorization" }
-        request.headers.append(("Authorization", "Bearer \(token)"))
+        let headers = try grant.authorizationHeaders(
+            method: request.method, url: request.url, nonce: dpopNonce, at: Date())
+        request.headers.removeAll { ["authorization", "dpop"].contains($0.name.lowercased()) }
+        request.headers += headers
     }
 
     /// GTMAppAuth's validity check: calls the provider's userinfo endpoint

@@ -13,11 +13,14 @@ public import VaultKit
 
 extension TokenSession {
     /// GTMAppAuth's `authorizeRequest` for a `URLRequest`: sets
-    /// `Authorization: Bearer` to a fresh token of `name`. The same rules
+    /// `Authorization: Bearer` to a fresh token of `name` (or, for a grant
+    /// bound to a DPoP key, `Authorization: DPoP` and its `DPoP` proof). The same rules
     /// as `authorize(_:with:)` for `HTTPRequest`: https, or plain http only
     /// to a loopback address; anything else is refused before any token is
     /// read.
-    public func authorize(_ request: inout URLRequest, with name: String) async throws(VaultError) {
+    public func authorize(_ request: inout URLRequest, with name: String, dpopNonce: String? = nil)
+        async throws(VaultError)
+    {
         guard let url = request.url, let scheme = url.scheme?.lowercased() else {
             throw VaultError(.invalidInput, "the request has no absolute url")
         }
@@ -32,10 +35,11 @@ extension TokenSession {
                     : "the url scheme '\(scheme)' is refused; use https")
         }
         var probe = HTTPRequest(method: request.httpMethod ?? "GET", url: url.absoluteString)
-        try await authorize(&probe, with: name)
+        try await authorize(&probe, with: name, dpopNonce: dpopNonce)
         guard let value = probe.headers.last(where: { $0.name == "Authorization" })?.value else {
             throw VaultError(.internalError, "no authorization was added")
         }
         request.setValue(value, forHTTPHeaderField: "Authorization")
+        request.setValue(probe.headers.last(where: { $0.name == "DPoP" })?.value, forHTTPHeaderField: "DPoP")
     }
 }

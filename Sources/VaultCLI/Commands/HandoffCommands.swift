@@ -104,11 +104,11 @@ enum EnvFormat: String {
     }
 }
 
-/// The request an OAuth 1.0a signature covers (`header`, `sign`).
+/// The request an OAuth 1.0a signature or a DPoP proof covers (`header`, `sign`).
 struct SigningOptions: OptionGroup {
-    @Option("method", value: "M", help: "OAuth 1.0a: the request's HTTP method (default GET)")
+    @Option("method", value: "M", help: "OAuth 1.0a and DPoP: the request's HTTP method (default GET)")
     var method: String?
-    @Option("url", value: "U", help: "OAuth 1.0a: the request's URL, query included")
+    @Option("url", value: "U", help: "OAuth 1.0a and DPoP: the request's URL, query included")
     var url: String?
     @Option("body-form", value: "F", help: "OAuth 1.0a: a form-encoded request body to sign, from file F")
     var bodyForm: String?
@@ -319,21 +319,27 @@ struct HeaderCommand: VaultCommand {
     static let configuration = CommandConfiguration(
         name: "header",
         abstract: "Print an Authorization header with a fresh token (or an OAuth 1.0a signature).",
-        usage: "header NAME [{method} {url} [{body-form}]]",
+        usage: "header NAME [{method} {url} [{body-form}] [{dpop-nonce}]]",
         arguments: [("NAME", "the grant")],
         discussion: """
             Prints 'Authorization: Bearer TOKEN', ready for curl -H @-. For an OAuth 1.0a grant it
             prints a signed 'Authorization: OAuth ...' header for the request given by --method,
-            --url and --body-form (RFC 5849, with a fresh nonce and timestamp).
+            --url and --body-form (RFC 5849, with a fresh nonce and timestamp). For a grant bound
+            to a DPoP key (vault add --dpop) it prints 'Authorization: DPoP TOKEN' and a 'DPoP:'
+            proof for the request given by --method and --url (RFC 9449, with the token's hash);
+            when the server answers 401 with a DPoP-Nonce header, ask again with --dpop-nonce.
             """,
         examples: [
             "vault header work | curl -H @- https://api.example.com/",
             "vault header flickr --url 'https://api.flickr.com/services/rest?method=flickr.test.login'",
+            "vault header bound --method POST --url https://api.example.com/items | curl -H @- -d @item.json https://api.example.com/items",
         ],
         printsJSON: false
     )
 
     let signing = SigningOptions()
+    @Option("dpop-nonce", value: "N", help: "DPoP: the nonce the server gave in its DPoP-Nonce header")
+    var dpopNonce: String?
 
     /// NAME, a grant.
     static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
@@ -343,9 +349,14 @@ struct HeaderCommand: VaultCommand {
     func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let grant = try Commands.freshGrants([name], ctx: ctx)[0].1
+        if dpopNonce != nil && !grant.isDPoPBound {
+            throw CLIError.usage("--dpop-nonce is for a grant bound to a DPoP key", command: "header")
+        }
         let line: String
         if grant.kind == .oauth1 {
             line = "Authorization: " + OAuth1.authorizationHeader(try signing.signature(grant, ctx: ctx))
+        } else if grant.isDPoPBound {
+            line = try dpopLines(name, grant, ctx: ctx)
         } else {
             let token = grant.accessToken ?? ""
             // A header value ends at a line break: refuse what would start another header.
@@ -359,6 +370,38 @@ struct HeaderCommand: VaultCommand {
         var bytes = Array((line + "\n").utf8)
         Console.writeAll(&bytes, fd: 1)
         return .ok
+    }
+
+    /// `Authorization: DPoP TOKEN` and the `DPoP` proof for --method on --url.
+    func dpopLines(_ name: String, _ grant: Grant, ctx: Context) throws -> String {
+        guard let url = signing.url else {
+            throw CLIError.usage(
+                "'\(name)' is bound to a DPoP key: its proof is for one request, given by --url (and --method)",
+                command: "header")
+        }
+        guard signing.bodyForm == nil else {
+            throw CLIError.usage("--body-form is for OAuth 1.0a; a DPoP proof does not cover the body", command: "header")
+        }
+        // The proof names the URL (htu): an absolute http(s) URL of printable ASCII.
+        guard url.hasPrefix("https://") || url.hasPrefix("http://"), url.utf8.allSatisfy({ (0x21...0x7e).contains($0) })
+        else {
+            throw CLIError.usage("--url must be an absolute http or https URL without spaces", command: "header")
+        }
+        let method = signing.method ?? "GET"
+        guard !method.isEmpty, method.utf8.allSatisfy({ (0x41...0x5a).contains($0) || $0 == 0x2d }) else {
+            throw CLIError.usage("--method must be an HTTP method in capitals (GET, POST, ...)", command: "header")
+        }
+        if let nonce = dpopNonce, !DPoPKey.isNonce(nonce) {
+            throw CLIError.usage("--dpop-nonce is not a DPoP nonce (printable ASCII without spaces, quotes or backslashes)", command: "header")
+        }
+        let token = grant.accessToken ?? ""
+        guard !token.isEmpty, token.unicodeScalars.allSatisfy({ (0x21...0x7e).contains($0.value) }) else {
+            throw CLIError(
+                "the access token of '\(name)' has characters an HTTP header cannot carry",
+                hint: "run 'vault refresh \(name)', or 'vault add \(name)' to authorize it again")
+        }
+        let headers = try grant.authorizationHeaders(method: method, url: url, nonce: dpopNonce, at: ctx.time.now())
+        return headers.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
     }
 }
 

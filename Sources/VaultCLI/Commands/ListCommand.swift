@@ -51,6 +51,10 @@ struct GrantSummary: Encodable {
     /// `show`: how the answer's `iss` is checked (RFC 9207): `required`,
     /// `compared when present`, `not checked (no issuer)`, or `as its issuer says`.
     var authorizationResponseIss: String? = nil
+    /// DPoP (RFC 9449): the algorithm and thumbprint of the key the
+    /// grant's tokens are bound to; nil for bearer tokens.
+    let dpopAlg: String?
+    let dpopJkt: String?
     /// When a token of the grant was last handed out on this machine (audit log).
     var lastUsedAt: Int64? = nil
     var lastUsed: String? = nil
@@ -73,6 +77,8 @@ struct GrantSummary: Encodable {
         deadReason = grant.deadReason
         refreshTokenExpiresAt = grant.refreshTokenExpiresAt?.epochSeconds
         refreshTokenExpires = grant.refreshTokenExpiresAt.map(Format.timestamp)
+        dpopAlg = grant.dpopKey?.algorithm
+        dpopJkt = grant.dpopKey?.thumbprint
     }
 
     /// The state `list` and `show` name, here and with --json: the
@@ -120,6 +126,8 @@ struct GrantSummary: Encodable {
         case authorizationResponseIss = "authorization_response_iss"
         case lastUsedAt = "last_used_at"
         case lastUsed = "last_used"
+        case dpopAlg = "dpop_alg"
+        case dpopJkt = "dpop_jkt"
     }
 }
 
@@ -301,6 +309,9 @@ struct ShowCommand: VaultCommand {
             ["token type:", s.tokenType ?? "-"],
         ]
         rows.append(["access token:", s.accessToken ?? present(s.hasAccessToken)])
+        if let alg = s.dpopAlg, let jkt = s.dpopJkt {
+            rows.append(["bound to:", "a DPoP key kept in the vault (\(alg), thumbprint \(jkt))"])
+        }
         rows.append(["refresh token:", s.refreshToken ?? present(s.hasRefreshToken)])
         if let deadline = lifetimes.deadline(grant) {
             let end = deadline.date

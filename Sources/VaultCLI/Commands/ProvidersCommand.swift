@@ -28,6 +28,9 @@ struct ProviderSummary: Encodable {
     let requirePushedAuthorizationRequests: Bool
     /// The provider names itself (`iss`) in every authorization answer (RFC 9207).
     let authorizationResponseIssParameterSupported: Bool
+    /// DPoP (RFC 9449): the algorithms the provider lists, and whether it binds every grant.
+    let dpopSigningAlgValuesSupported: [String]?
+    let dpopBoundAccessTokens: Bool
 
     init(_ p: Provider) {
         name = p.name
@@ -53,6 +56,8 @@ struct ProviderSummary: Encodable {
         pushedAuthorizationRequestEndpoint = p.pushedAuthorizationRequestEndpoint
         requirePushedAuthorizationRequests = p.requirePushedAuthorizationRequests
         authorizationResponseIssParameterSupported = p.authorizationResponseIssParameterSupported
+        dpopSigningAlgValuesSupported = p.dpopSigningAlgValuesSupported
+        dpopBoundAccessTokens = p.dpopBoundAccessTokens
         refreshTokenPolicy = p.refreshTokenPolicy.map { policy in
             var o: [String: JSONValue] = [:]
             if let v = policy.lifetime { o["lifetime"] = .string(RefreshTokenPolicy.text(v)) }
@@ -92,6 +97,8 @@ struct ProviderSummary: Encodable {
         case pushedAuthorizationRequestEndpoint = "pushed_authorization_request_endpoint"
         case requirePushedAuthorizationRequests = "require_pushed_authorization_requests"
         case authorizationResponseIssParameterSupported = "authorization_response_iss_parameter_supported"
+        case dpopSigningAlgValuesSupported = "dpop_signing_alg_values_supported"
+        case dpopBoundAccessTokens = "dpop_bound_access_tokens"
     }
 }
 

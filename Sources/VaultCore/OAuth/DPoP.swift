@@ -92,7 +92,7 @@ public struct DPoPKey: Equatable, Sendable {
     }
 
     /// RFC 9449 section 8.1: a nonce is one or more NQCHAR (%x21 / %x23-5B / %x5D-7E).
-    static func isNonce(_ s: String) -> Bool {
+    package static func isNonce(_ s: String) -> Bool {
         !s.isEmpty && s.utf8.count <= 1024
             && s.utf8.allSatisfy { $0 == 0x21 || (0x23...0x5B).contains($0) || (0x5D...0x7E).contains($0) }
     }
