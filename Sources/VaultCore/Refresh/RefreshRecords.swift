@@ -73,6 +73,8 @@ extension Vault {
             merged.idToken = next.idToken
             merged.refreshedAt = next.refreshedAt
             merged.refreshTokenRotates = next.refreshTokenRotates
+            merged.refreshTokenExpiresAt = next.refreshTokenExpiresAt
+            merged.tokenResponse = next.tokenResponse
             merged.dead = false
             merged.deadReason = nil
             try rewrite(row, with: merged, name: name, state: &state)
