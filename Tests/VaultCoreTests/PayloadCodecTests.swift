@@ -84,11 +84,13 @@ struct PayloadCodecTests {
     @Test("every property of a grant is in its one list of stored fields, once, and reads back by key")
     func fieldsListedOnce() throws {
         let grant = Grant(
-            provider: "p", kind: .oauth1, account: "a", accessToken: "at", refreshToken: "rt", tokenType: "MAC",
+            provider: "p", kind: .oauth2, account: "a", accessToken: "at", refreshToken: "rt", tokenType: "MAC",
             expiresAt: Date(epochSeconds: 2), scopes: ["s"], idToken: "it", tokenSecret: "ts",
             providerConfiguration: ProviderConfiguration(clientID: "c", clientSecret: "cs"),
             createdAt: Date(epochSeconds: 1), refreshedAt: Date(epochSeconds: 3), dead: true, deadReason: "r",
-            refreshTokenRotates: true, refreshTokenExpiresAt: Date(epochSeconds: 4), tokenResponse: ["x": .bool(true)])
+            refreshTokenRotates: true, refreshTokenExpiresAt: Date(epochSeconds: 4), tokenResponse: ["x": .bool(true)],
+            // A key makes the stored kind oauth2_dpop, not the default.
+            dpopKey: DPoPKey(algorithm: "ES256", thumbprint: "t", privateKey: "k"))
         let properties = Mirror(reflecting: grant).children.compactMap(\.label)
         let fields = Grant.storedFields
         #expect(fields.count == properties.count, "\(properties)")
@@ -105,6 +107,7 @@ struct PayloadCodecTests {
             case .object(let p): p
             case .kind: \Grant.kind
             case .providerConfiguration: \Grant.providerConfiguration
+            case .dpopKey: \Grant.dpopKey
             }
         }
         #expect(Set(paths).count == fields.count)
@@ -119,6 +122,7 @@ struct PayloadCodecTests {
         let listed = try #require(try bytes.withUnsafeBytes { try Payload(json: $0, label: "r", secrets: false) }.grant)
         #expect([listed.accessToken, listed.refreshToken, listed.idToken, listed.tokenSecret] == ["", "", "", ""])
         #expect(listed.providerConfiguration?.clientSecret == "" && listed.tokenResponse == nil)
+        #expect(listed.dpopKey?.privateKey == "" && listed.dpopKey?.thumbprint == "t")
         #expect(listed.account == "a" && listed.expiresAt == grant.expiresAt && listed.dead)
     }
 }

@@ -14,7 +14,8 @@
                                      add an OpenID Connect issuer at /api/NAME with
                                      FEATUREs on: par (pushed authorization requests
                                      taken), par-required (and no others), iss (the
-                                     answer names the issuer); print its issuer URL
+                                     answer names the issuer), dpop (DPoP-bound tokens),
+                                     dpop-nonce (and nonces); print its issuer URL
   glewlwyd.py registration DIR NAME
                                      add an OpenID Connect issuer at /api/NAME that lets
                                      clients register themselves (RFC 7591, open: no
@@ -250,6 +251,11 @@ FEATURES = {
     "par-required": {"oauth-par-allowed": True, "oauth-par-required": True,
                      "oauth-par-request_uri-prefix": "urn:ietf:params:oauth:request_uri:", "oauth-par-duration": 90},
     "iss": {"oauth-as-iss-id": True},
+    # DPoP (RFC 9449; glewlwyd implements draft 07): proofs up to 60 s old,
+    # 5 s ahead of its clock; with dpop-nonce, a nonce it gives is needed too.
+    "dpop": {"oauth-dpop-allowed": True, "oauth-dpop-iat-duration": 60, "oauth-dpop-iat-gap-duration": 5},
+    "dpop-nonce": {"oauth-dpop-allowed": True, "oauth-dpop-iat-duration": 60, "oauth-dpop-iat-gap-duration": 5,
+                   "oauth-dpop-nonce-mandatory": True, "oauth-dpop-nonce-counter": 10},
     # Clients register themselves (RFC 7591, open: no initial access
     # token) and manage their registration (RFC 7592).
     "registration": {"register-client-allowed": True, "register-client-auth-scope": [],

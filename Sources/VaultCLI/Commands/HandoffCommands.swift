@@ -380,11 +380,12 @@ struct HeaderCommand: VaultCommand {
                 command: "header")
         }
         guard signing.bodyForm == nil else {
-            throw CLIError.usage("--body-form is for OAuth 1.0a; a DPoP proof does not cover the body", command: "header")
+            throw CLIError.usage(
+                "--body-form is for OAuth 1.0a; a DPoP proof does not cover the body", command: "header")
         }
         // The proof names the URL (htu): an absolute http(s) URL of printable ASCII.
-        guard url.hasPrefix("https://") || url.hasPrefix("http://"), url.utf8.allSatisfy({ (0x21...0x7e).contains($0) })
-        else {
+        let printable = url.utf8.allSatisfy { (0x21...0x7e).contains($0) }
+        guard url.hasPrefix("https://") || url.hasPrefix("http://"), printable else {
             throw CLIError.usage("--url must be an absolute http or https URL without spaces", command: "header")
         }
         let method = signing.method ?? "GET"
@@ -392,7 +393,9 @@ struct HeaderCommand: VaultCommand {
             throw CLIError.usage("--method must be an HTTP method in capitals (GET, POST, ...)", command: "header")
         }
         if let nonce = dpopNonce, !DPoPKey.isNonce(nonce) {
-            throw CLIError.usage("--dpop-nonce is not a DPoP nonce (printable ASCII without spaces, quotes or backslashes)", command: "header")
+            throw CLIError.usage(
+                "--dpop-nonce is not a DPoP nonce (printable ASCII without spaces, quotes or backslashes)",
+                command: "header")
         }
         let token = grant.accessToken ?? ""
         guard !token.isEmpty, token.unicodeScalars.allSatisfy({ (0x21...0x7e).contains($0.value) }) else {

@@ -500,7 +500,8 @@ public enum UserInfo {
     package static func account(endpoint: String, grant: Grant, claim: String?, transport: any HTTPTransport)
         throws(VaultError) -> String?
     {
-        let response = try ProtectedResource.get(endpoint, grant: grant, transport: transport, what: "the userinfo request")
+        let response = try ProtectedResource.get(
+            endpoint, grant: grant, transport: transport, what: "the userinfo request")
         guard response.status == 200 else { return nil }
         let data = response.body.withUnsafeBytes { Data($0) }
         struct Claims: Decodable {

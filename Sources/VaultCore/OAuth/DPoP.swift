@@ -61,7 +61,9 @@ public struct DPoPKey: Equatable, Sendable {
         let alg = try DPoPKey.signing(algorithm)
         let secret = try secretKey()
         let jwk = try DPoPKey.publicJWK(alg, secret)
-        let key = "{" + jwk.map { JWTAssertion.json($0.name) + ":" + JWTAssertion.json($0.value) }.joined(separator: ",") + "}"
+        let key =
+            "{" + jwk.map { JWTAssertion.json($0.name) + ":" + JWTAssertion.json($0.value) }.joined(separator: ",")
+            + "}"
         let header = [("typ", JWTAssertion.json("dpop+jwt")), ("alg", JWTAssertion.json(alg.rawValue)), ("jwk", key)]
         var body = [
             ("jti", JWTAssertion.json(Base64.encodeString(try Secure.randomBytes(16), .urlSafeUnpadded))),

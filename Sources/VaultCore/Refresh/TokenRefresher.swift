@@ -156,7 +156,8 @@ public struct TokenRefresher {
         if account == nil, let config = g.providerConfiguration, let endpoint = config.userinfoEndpoint,
             g.accessToken != nil
         {
-            account = try? UserInfo.account(endpoint: endpoint, grant: g, claim: config.accountClaim, transport: transport)
+            account = try? UserInfo.account(
+                endpoint: endpoint, grant: g, claim: config.accountClaim, transport: transport)
         }
         guard let account, !account.isEmpty else { return g }
         return (try? vault.fillAccount(id: id, account, holding: g.refreshToken)) ?? g
