@@ -392,7 +392,9 @@ extension AddCommand {
         _ name: String, catalog: ProviderCatalog, ctx: Context, transport: CurlTransport
     ) throws -> Provider {
         let issuerFlag = issuer
-        for problem in issuerFlag == nil ? catalog.problems : catalog.problems(ignoring: name) {
+        // A provider whose own file is wrong is that error, not an unknown provider.
+        let own = issuerFlag == nil ? catalog.problem(of: name) : nil
+        for problem in issuerFlag == nil && own == nil ? catalog.problems : catalog.problems(ignoring: name) {
             ctx.output.warn(problem.reason)
         }
         let known = catalog.providers[name]
@@ -402,6 +404,7 @@ extension AddCommand {
             return try catalog.discovering(name, issuer: issuer, transport: transport)
         }
         guard let known else {
+            if let own { throw own }
             throw CLIError(try catalog.provider(name).name)
         }
         return known.resolved(overrides)
