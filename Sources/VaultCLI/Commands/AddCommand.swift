@@ -248,7 +248,7 @@ struct AddCommand: VaultCommand {
             for problem in catalog.problems(ignoring: existing.provider) { ctx.output.warn(problem.reason) }
             provider = try Provider(storedIn: existing, name: name, base: catalog.providers[existing.provider])
             if existing.providerConfiguration?.endpointsSource == "discovery", let issuer = provider.issuer {
-                provider = rediscovered(provider, issuer: issuer, ctx: ctx, transport: transport)
+                provider = try rediscovered(provider, grant: name, issuer: issuer, transport: transport)
             }
         } else {
             if opened != nil && catalog.providers[first] == nil && !catalog.files.keys.contains(first) {
@@ -366,14 +366,22 @@ extension AddCommand {
     /// says of pushed requests (RFC 9126) and `iss` in answers (RFC 9207):
     /// those are asked again. The pushed-request endpoint is taken only
     /// when the issuer still names the grant's own authorization and token
-    /// endpoints, so all of them come from one source.
-    func rediscovered(_ provider: Provider, issuer: String, ctx: Context, transport: CurlTransport) -> Provider {
+    /// endpoints, so all of them come from one source. When the issuer
+    /// cannot be asked, nothing is authorized: going ahead without what it
+    /// may require would be a downgrade an attacker on the path could force.
+    func rediscovered(_ provider: Provider, grant name: String, issuer: String, transport: CurlTransport) throws
+        -> Provider
+    {
         let fresh: Provider
         do { fresh = try Discovery.provider(name: provider.name, issuer: issuer, transport: transport) } catch {
-            ctx.output.warn(
-                "could not ask \(issuer) again whether it takes pushed requests or names itself in answers: "
-                    + error.reason)
-            return provider
+            let transient = error.code == .transient
+            throw CLIError(
+                "cannot ask \(issuer) again whether it takes pushed requests or names itself in answers "
+                    + "(\(error.reason)): '\(name)' is not authorized again without knowing",
+                hint: transient
+                    ? "try again shortly"
+                    : "check the issuer's discovery document (its .well-known/openid-configuration)",
+                exitCode: transient ? .transient : .failure)
         }
         var p = provider
         p.authorizationResponseIssParameterSupported =
