@@ -283,9 +283,10 @@ struct AddCommand: VaultCommand {
         if register && flow == .device { flow = provider.flows.contains(.paste) ? .paste : .browser }
         if opened == nil { opened = try ctx.opener.openVault() }
         let vault = opened!
-        // Registered once the vault is open, so a wrong passphrase leaves no client behind.
-        let registered =
-            register ? try ClientRegistration.register(&provider, transport: transport, output: ctx.output) : nil
+        // Registered once the vault is open, so a wrong passphrase leaves no
+        // client behind; deleted again unless the grant is stored.
+        let pending = register ? PendingRegistration(transport: transport, output: ctx.output) : nil
+        try pending?.register(&provider)
         var scopes = scopes
         if existing != nil {
             // Scopes given now come on top of the grant's own.
@@ -298,7 +299,7 @@ struct AddCommand: VaultCommand {
             transport: transport, ui: TerminalAuthorizationUI(environment: ctx.environment), time: ctx.time)
         var grant: Grant
         do { grant = try authorizer.authorize(request) } catch {
-            if let registered { ClientRegistration.undo(registered, transport: transport, output: ctx.output) }
+            pending?.undo()
             throw error
         }
         grant = grant.withDocumentedLifetime(provider.refreshTokenPolicy, authorizedAt: grant.createdAt)
@@ -309,7 +310,14 @@ struct AddCommand: VaultCommand {
         }
         let existed = existing != nil || (try? vault.load(name)) != nil
         // Replacing keeps the record's id: its sync identity, as well as its name and mappings.
-        _ = try vault.save(grant, as: name)
+        if let pending {
+            do { try pending.settle { _ = try vault.save(grant, as: name) } } catch {
+                pending.undo()
+                throw error
+            }
+        } else {
+            _ = try vault.save(grant, as: name)
+        }
         if existing != nil { tellAuthorizedAgain(name, grant, provider: provider, vault: vault, ctx: ctx) }
         let now = ctx.time.now()
         if ctx.output.json {
