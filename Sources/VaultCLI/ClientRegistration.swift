@@ -137,6 +137,11 @@ final class PendingRegistration: Sendable {
     init(transport: CurlTransport, output: Output) {
         self.transport = transport
         self.output = output
+        // The registration's answer carries its access token and maybe a
+        // client secret, which end up in strings as tokens do: every heap
+        // block is zeroed before it is freed from now on, as in the agent,
+        // so no copy of them outlives its use.
+        vault_wipe_freed_memory()
         let fd = vault_signal_fd()
         guard fd >= 0 else { return }
         startThread { [self] in

@@ -153,3 +153,31 @@ struct RegistrationCleanupTests {
         #expect(noneDoc?["client_registration"] is NSNull && noneDoc?["revoked"] is NSNull)
     }
 }
+
+extension RegistrationCleanupTests {
+    @Test(
+        "while the browser is out, the registration's token is in vault's memory no more often than it is kept",
+        .enabled(if: geteuid() == 0, "reading another process's memory needs root"))
+    func registrationWiped() throws {
+        let token = "rat-\(UUID().uuidString)-canary"
+        let scene = try scene(["registration_access_token": token])
+        var env = scene.home.environment
+        env["BROWSER"] = "/bin/true"
+        let p = try VaultProcess.start(
+            ["add", "plain", "work", "--register", "--timeout", "60"], environment: env)
+        defer {
+            p.signal(SIGTERM)
+            _ = p.wait(timeout: 30)
+        }
+        var registered = false
+        for _ in 0..<200 where !registered {
+            registered = try !registrations(scene).isEmpty
+            if !registered { usleep(50_000) }
+        }
+        try #require(registered)
+        usleep(1_000_000)  // the answer read, the listener waiting
+        let count = try memoryCounts(pid: p.pid, [token])[token] ?? 0
+        // One live copy (what deletes the client), maybe one more; 3 or more without the wipe.
+        #expect(count <= 2, "\(count) copies")
+    }
+}

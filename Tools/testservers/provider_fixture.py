@@ -538,7 +538,7 @@ class Handler(BaseHTTPRequestHandler):
         s = STATE.settings
         client_id = s["client_id"]
         with STATE.lock:
-            token = STATE.next_id("rat")
+            token = s.get("registration_access_token") or STATE.next_id("rat")
             STATE.registrations[client_id] = token
         doc = dict(body, client_id=client_id, registration_access_token=token,
                    registration_client_uri="%s/register/%s" % (self.base, urllib.parse.quote(client_id)))

@@ -109,8 +109,12 @@ package struct ClientRegistrar {
         throws(VaultError) -> Client
     {
         func bad(_ why: String) -> VaultError { VaultError(.badResponse, "\(what): \(why)") }
-        guard let value = try? JSONDecoder().decode(JSONValue.self, from: body.withUnsafeBytes { Data($0) }),
-            case .object(let o) = value
+        // The answer carries the registration access token and maybe a
+        // client secret: its copy for the decoder is wiped once read, as
+        // token responses' are.
+        var data = body.withUnsafeBytes { Data($0) }
+        defer { data.withUnsafeMutableBytes { secureZero($0) } }
+        guard let value = try? JSONDecoder().decode(JSONValue.self, from: data), case .object(let o) = value
         else { throw bad("the answer is not a JSON object") }
         func text(_ key: String) throws(VaultError) -> String? {
             switch o[key] {
