@@ -173,7 +173,7 @@ public struct Authorizer {
         if let parEndpoint = p.pushedAuthorizationRequestEndpoint {
             // RFC 9126: the request goes to the provider directly, with the
             // client's authentication; the browser carries only its handle.
-            let pushedRequest = try push(query, to: parEndpoint, provider: p)
+            let pushedRequest = try push(query, to: parEndpoint, provider: p, client: OAuthClient(p))
             pushed = pushedRequest
             url = FormEncoding.appendQuery(
                 authorizationEndpoint, [("client_id", clientID), ("request_uri", pushedRequest.requestURI)])
@@ -299,11 +299,19 @@ public struct Authorizer {
     /// the provider's pushed-request endpoint, authenticated as at the
     /// token endpoint, and returns the `request_uri` the browser is sent
     /// with. Each authorization pushes its own; none is kept or reused.
-    func push(_ query: [(String, String)], to endpoint: String, provider p: Provider) throws(VaultError)
-        -> PushedRequest
+    func push(_ query: [(String, String)], to endpoint: String, provider p: Provider, client: OAuthClient)
+        throws(VaultError) -> PushedRequest
     {
         let what = "pushing the authorization request"
-        let client = OAuthClient(p)
+        var client = client
+        // RFC 9126 section 2: a client assertion's audience is the issuer
+        // identifier, not the pushed-request endpoint's URL (which servers
+        // need not take); without an issuer, the token endpoint's URL, which
+        // the section has them take too (and for an issuer that is a
+        // pattern, such as Microsoft's `{tenantid}`, which names no one).
+        if client.audience == nil {
+            client.audience = p.issuer.flatMap { $0.contains("{") ? nil : $0 } ?? p.tokenEndpoint
+        }
         // The client's authentication adds client_id itself, except with
         // Basic, where the body still names the client the request is for.
         let basic =
