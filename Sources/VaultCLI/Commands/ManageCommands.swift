@@ -49,8 +49,9 @@ struct RemoveCommand: VaultCommand {
             tokens are revoked), the client is named for deleting it at the provider, and the exit
             status is 1. When the provider refuses the revocation, deleting the client ends the
             grant instead (a provider deletes a client's tokens with it, RFC 7592 section 2.3);
-            when that fails too, the grant is kept. Without --revoke, a registered client stays
-            at the provider.
+            when that fails too, the grant is kept. A deletion answered 401 or 404 means the
+            provider no longer knows the client: it counts as deleted. Without --revoke, a
+            registered client stays at the provider.
             """,
         examples: ["vault remove old-work", "vault remove work --revoke"]
     )
