@@ -222,7 +222,7 @@ struct AgentEnvironment: @unchecked Sendable {
 }
 
 /// Starts `body` on a new detached thread.
-func startThread(_ body: @escaping @Sendable () -> Void) {
+package func startThread(_ body: @escaping @Sendable () -> Void) {
     final class Box: Sendable {
         let body: @Sendable () -> Void
         init(_ body: @escaping @Sendable () -> Void) { self.body = body }

@@ -1,3 +1,7 @@
+internal import CPlatform
+internal import Glibc
+internal import Synchronization
+internal import VaultAgent
 internal import VaultCore
 internal import VaultHTTP
 
@@ -77,18 +81,24 @@ extension ClientRegistration {
             hint: "register an application with the provider yourself and give vault its client with --client-id")
     }
 
-    /// Deletes a client registered for an authorization that then failed,
-    /// so that nothing is left behind; says so when that is not possible.
+    /// Deletes a client registered for an authorization that then failed
+    /// or was stopped, so that nothing is left behind; when that is not
+    /// possible, says what is left (the client id and where it is
+    /// registered, never its tokens) for the person to delete.
     static func undo(_ client: ClientRegistrar.Client, transport: any HTTPTransport, output: Output) {
+        let r = client.registration
+        let left =
+            "the client '\(client.id)' registered for it stays at the provider ("
+            + (r.clientURI.map { "its registration: \(URLPolicy.redacted($0))" }
+                ?? "registered at \(URLPolicy.redacted(r.endpoint))") + ")"
         do {
-            if try ClientRegistrar(transport: transport).delete(client.registration) == .deleted {
-                output.info("deleted the client registered for it")
-                return
+            switch try ClientRegistrar(transport: transport).delete(r) {
+            case .deleted: output.info("deleted the client '\(client.id)' registered for it")
+            case .gone: output.info("the client '\(client.id)' registered for it is gone from the provider already")
+            case .unmanaged: output.warn("\(left), which offers no way to delete it: delete it there")
             }
-            output.warn(
-                "the client '\(client.id)' registered for it stays at the provider, which offers no way to delete it")
         } catch {
-            output.warn("the client '\(client.id)' registered for it stays at the provider: \(error.reason)")
+            output.warn("\(left): deleting it failed (\(error.reason)); delete it there")
         }
     }
 
@@ -98,5 +108,93 @@ extension ClientRegistration {
         do { return try LoopbackListener(port: 0).redirectURI } catch {
             throw CLIError("cannot find a free loopback port for the redirect URI: \(error.reason)")
         }
+    }
+}
+
+/// A client `vault add --register` registers, from before it is registered
+/// until the grant that uses it is stored: deleted again (RFC 7592) when the
+/// authorization fails or is cancelled, or when SIGINT, SIGTERM or SIGHUP
+/// stops vault before the grant is stored. The signals are blocked from
+/// the start and read on a thread of their own, which takes the same lock
+/// as the registration and the storing of the grant: a signal during either
+/// waits for it to end, so the client is deleted exactly when no grant
+/// keeps it.
+final class PendingRegistration: Sendable {
+    enum State {
+        /// Not registered (yet): nothing to delete.
+        case none
+        /// Registered, the grant not stored: to be deleted on failure.
+        case pending(ClientRegistrar.Client)
+        /// Stored with the grant, or deleted: nothing more to do.
+        case settled
+    }
+
+    let state = Mutex(State.none)
+    let transport: CurlTransport
+    let output: Output
+
+    /// Blocks the stop signals and starts watching for them.
+    init(transport: CurlTransport, output: Output) {
+        self.transport = transport
+        self.output = output
+        // The registration's answer carries its access token and maybe a
+        // client secret, which end up in strings as tokens do: every heap
+        // block is zeroed before it is freed from now on, as in the agent,
+        // so no copy of them outlives its use.
+        vault_wipe_freed_memory()
+        let fd = vault_signal_fd()
+        guard fd >= 0 else { return }
+        startThread { [self] in
+            var watched = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            while true {
+                if poll(&watched, 1, -1) < 0 && errno != EINTR { return }
+                let signal = vault_signal_read(fd)
+                if signal != 0 { stop(signal) }
+            }
+        }
+    }
+
+    /// Registers a client for `provider` (`ClientRegistration.register`).
+    func register(_ provider: inout Provider) throws {
+        try state.withLock { (s: inout State) throws -> Void in
+            s = .pending(try ClientRegistration.register(&provider, transport: transport, output: output))
+        }
+    }
+
+    /// Runs `store`, which stores the grant that keeps the client; once it
+    /// succeeded, the client is the grant's and is never deleted here.
+    func settle(_ store: () throws -> Void) throws {
+        try state.withLock { (s: inout State) throws -> Void in
+            try store()
+            s = .settled
+        }
+    }
+
+    /// The authorization failed: the client is deleted, if there is one.
+    func undo() {
+        state.withLock { s in
+            if case .pending(let client) = s {
+                ClientRegistration.undo(client, transport: transport, output: output)
+            }
+            s = .settled
+        }
+    }
+
+    /// A stop signal: the client is deleted unless a stored grant keeps
+    /// it, then vault ends by the signal, as it would have without this.
+    func stop(_ signal: Int32) -> Never {
+        state.withLock { s in
+            if case .pending(let client) = s {
+                output.warn(
+                    "stopped (\(signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "SIGHUP")) before the grant was stored"
+                )
+                ClientRegistration.undo(client, transport: transport, output: output)
+            }
+            s = .settled
+        }
+        Glibc.signal(signal, SIG_DFL)
+        vault_signal_unblock()
+        raise(signal)
+        _exit(128 + signal)
     }
 }

@@ -143,4 +143,47 @@ struct AuthorizationResponseTests {
         #expect(shown["pushed_authorization_requests"] as? String == "pushed (required)")
         #expect(shown["authorization_response_iss"] as? String == "required")
     }
+
+    @Test("a provider file that says it sends iss but names no issuer is refused, not used without the check")
+    func issWithoutIssuer() throws {
+        let scene = try ProviderScene("rfc", as: "corp", settings: ["iss_parameter": true])
+        try scene.writeProviderFile([
+            "issuer": NSNull(), "authorization_endpoint": scene.base + "/authorize",
+            "token_endpoint": scene.base + "/token", "authorization_response_iss_parameter_supported": true,
+        ])
+        let r = try scene.add()
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(
+            r.stderr.contains("authorization_response_iss_parameter_supported needs 'issuer'"), "\(r.stderr)")
+        #expect(!r.stderr.contains("unknown provider"), "the provider is there, its file is wrong: \(r.stderr)")
+        #expect(try scene.log("authorize").isEmpty && scene.log("token").isEmpty)
+        #expect(try scene.home.run("show", "work").status == 1)
+    }
+
+    @Test("authorized again, the issuer's discovery fails: no downgrade; exit 75 when transient, else 1")
+    func rediscoveryFails() throws {
+        for (status, exit) in [(503, Int32(75)), (429, 75), (404, 1)] {
+            let scene = try ProviderScene("rfc", settings: ["par": true, "iss_parameter": true])
+            #expect(try scene.add().status == 0)
+            let before = try scene.snapshot()
+            try scene.post("/__settings", ["discovery_status": status])
+            let r = try VaultProcess.run(["add", "work", "--timeout", "60"], environment: scene.home.environment)
+            #expect(r.status == exit, "\(status): \(r.stderr)")
+            #expect(
+                r.stderr.contains(
+                    "vault: error: cannot ask \(scene.base) again whether it takes pushed requests or names itself "
+                        + "in answers (discovery at \(scene.base)/.well-known/openid-configuration answered HTTP "
+                        + "\(status)): 'work' is not authorized again without knowing"), "\(r.stderr)")
+            #expect(try scene.log("authorize").count == 1, "the browser was sent again")
+            #expect(try scene.snapshot() == before, "the grant changed")
+        }
+        // The network: nothing answers at the issuer any more.
+        let scene = try ProviderScene("rfc", settings: ["par": true])
+        #expect(try scene.add().status == 0)
+        let gone = scene.base
+        scene.server.stop()
+        let r = try VaultProcess.run(["add", "work", "--timeout", "60"], environment: scene.home.environment)
+        #expect(r.status == 75, "\(r.stderr)")
+        #expect(r.stderr.contains("cannot ask \(gone) again"), "\(r.stderr)")
+    }
 }

@@ -84,4 +84,42 @@ struct DynamicRegistrationTests {
         let device = try add(["x", "--issuer", oidc.settings.issuer, "--register", "--flow", "device"])
         #expect(device.status == 64, "\(device.stderr)")
     }
+
+    /// The client id in `vault: registered client 'ID' ...`.
+    func registeredID(_ stderr: String) -> String? {
+        guard let start = stderr.firstRange(of: "registered client '")?.upperBound,
+            let end = stderr[start...].firstIndex(of: "'")
+        else { return nil }
+        return String(stderr[start..<end])
+    }
+
+    @Test("the person denies after --register: the client is deleted at glewlwyd, nothing stored")
+    func deniedDeletes() throws {
+        let issuer = try oidc.registrationIssuer("reg")
+        let r = try add(["denied", "--issuer", issuer, "--register"], browser: "deny")
+        #expect(r.status == 1, "\(r.stderr)")
+        let clientID = try #require(registeredID(r.stderr), "\(r.stderr)")
+        #expect(r.stderr.contains("vault: deleted the client '\(clientID)' registered for it"), "\(r.stderr)")
+        #expect(try oidc.client(clientID)?["enabled"] as? Bool != true, "the client is left at glewlwyd")
+        #expect(try home.run("show", "denied").status == 1)
+    }
+
+    @Test("remove --revoke of a client already deleted at glewlwyd (401, empty body): gone, the grant removed")
+    func alreadyDeleted() throws {
+        let issuer = try oidc.registrationIssuer("reg")
+        let r = try add(["early", "--issuer", issuer, "--register"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let revealed = try #require(try shown("early", reveal: true)?["client_registration"] as? [String: Any])
+        let token = try #require(revealed["registration_access_token"] as? String)
+        let uri = try #require(revealed["registration_client_uri"] as? String)
+        let deleted = try CurlTransport().send(
+            HTTPRequest(method: "DELETE", url: uri, headers: [("Authorization", "Bearer \(token)")]))
+        try #require(deleted.status == 200 || deleted.status == 204, "glewlwyd answered \(deleted.status)")
+        let removed = try home.run("remove", "early", "--revoke", "--json")
+        #expect(removed.status == 0, "\(removed.stderr)")
+        let doc = try JSONSerialization.jsonObject(with: Data(removed.stdout.utf8)) as? [String: Any]
+        #expect(doc?["client_registration"] as? String == "gone", "\(removed.stdout)")
+        #expect(!removed.stderr.contains(token))
+        #expect(try home.run("show", "early").status == 1)
+    }
 }

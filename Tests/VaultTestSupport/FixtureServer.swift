@@ -58,6 +58,13 @@ public final class FixtureServer: @unchecked Sendable {
     /// The base URL, `http://127.0.0.1:PORT`.
     public var base: String { "http://127.0.0.1:\(port)" }
 
+    /// Stops the server now (a test of what happens when nothing answers).
+    public func stop() {
+        try? stdin.fileHandleForWriting.close()
+        let deadline = Date().addingTimeInterval(15)
+        while process.isRunning && Date() < deadline { usleep(20_000) }
+    }
+
     deinit {
         // Closing stdin asks the script to stop its servers by PID; give it
         // the time to, and only then terminate it.

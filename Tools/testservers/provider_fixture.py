@@ -46,6 +46,17 @@ Control, for the tests (never secrets in the log):
                             "userinfo": [...], "discovery": {fields}}
   POST /__mint JSON         a token response for {"scope": "..."} issued as
                             if by a code exchange (to import)
+  POST .../register         RFC 7591 client registration (when the setting
+                            "registration" is on): 201 with the persona's client,
+                            a registration_client_uri and a registration access token
+  GET, DELETE .../register/ID   RFC 7592 with that token: 200 / 204, 401 once deleted
+Settings for RFC 7591 and RFC 7592: "registration" (discovery names the
+registration endpoint). Canned answers "register" and "register_delete"
+replace the next answer of each.
+Setting "discovery_status": N answers discovery with HTTP N and no document.
+Client assertions (private_key_jwt, when "auth_methods" lists it) are taken
+unverified; the log keeps their decoded claims (never the assertion) as
+"assertion_claims".
 Settings for RFC 9126 and RFC 9207: "par" (discovery names the pushed-request
 endpoint), "par_required" (and says it is required; /authorize then refuses a
 request that was not pushed), "par_expires_in" (seconds a request_uri lasts),
@@ -147,6 +158,7 @@ class State:
         self.access = {}  # access token -> grant facts
         self.devices = {}  # device code -> facts
         self.pushed = {}  # request_uri -> (authorization parameters, expiry on the fixture clock)
+        self.registrations = {}  # registered client id -> its registration access token
 
     def next_id(self, prefix):
         self.counter += 1
@@ -168,6 +180,15 @@ STATE = None
 
 def b64url(data):
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def assertion_claims(jwt):
+    """The claims of a client assertion (RFC 7523), unverified; None when it is not a JWT."""
+    try:
+        part = jwt.split(".")[1]
+        return json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+    except (IndexError, ValueError):
+        return None
 
 
 def pkce_ok(challenge, verifier):
@@ -276,6 +297,8 @@ class Handler(BaseHTTPRequestHandler):
             return ("client_secret_basic", urllib.parse.unquote_plus(user), urllib.parse.unquote_plus(password))
         if "client_secret" in form:
             return ("client_secret_post", form.get("client_id"), form["client_secret"])
+        if "client_assertion" in form:
+            return ("private_key_jwt", form.get("client_id"), None)
         return ("none", form.get("client_id"), None)
 
     def record(self, endpoint, form, auth=None):
@@ -283,6 +306,8 @@ class Handler(BaseHTTPRequestHandler):
                  "grant_type": form.get("grant_type"), "auth": auth,
                  "form": {k: ("(sent)" if k in SECRET_KEYS else v) for k, v in form.items()},
                  "accept": self.headers.get("Accept"), "time": time.time()}
+        if "client_assertion" in form:
+            entry["assertion_claims"] = assertion_claims(form["client_assertion"])
         with STATE.lock:
             STATE.log.append(entry)
 
@@ -299,6 +324,8 @@ class Handler(BaseHTTPRequestHandler):
                               "nor 'client_secret' should be presented.") or True
         if s["client_secret"] is None or endpoint == "device" and STATE.persona in ("github", "microsoft"):
             return None
+        if method == "private_key_jwt" and method in s["auth_methods"]:
+            return None  # the claims are logged; the signature is not checked
         # Without a list, OpenID Connect Discovery's default: client_secret_basic.
         if method not in (s["auth_methods"] or ["client_secret_basic"]):
             return self.error(native, "client authentication %s is not accepted" % method) or True
@@ -489,6 +516,60 @@ class Handler(BaseHTTPRequestHandler):
             STATE.pushed[uri] = (form, STATE.now() + lifetime)
         self.send(201, json.dumps({"request_uri": uri, "expires_in": lifetime}))
 
+    # -- client registration (RFC 7591, RFC 7592) --------------------------
+
+    def read_json(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            return json.loads(self.rfile.read(length) or b"{}") if length else {}
+        except ValueError:
+            return None
+
+    def register(self):
+        """RFC 7591 section 3: registers the persona's client for the metadata sent."""
+        body = self.read_json()
+        self.record("register", {k: json.dumps(v) for k, v in (body or {}).items()})
+        with STATE.lock:
+            answer = STATE.take("register")
+        if answer is not None:
+            return self.canned(answer)
+        if not isinstance(body, dict) or not body.get("redirect_uris"):
+            return self.answer_object(400, {"error": "invalid_client_metadata"}, encoding="json")
+        s = STATE.settings
+        client_id = s["client_id"]
+        with STATE.lock:
+            token = s.get("registration_access_token") or STATE.next_id("rat")
+            STATE.registrations[client_id] = token
+        doc = dict(body, client_id=client_id, registration_access_token=token,
+                   registration_client_uri="%s/register/%s" % (self.base, urllib.parse.quote(client_id)))
+        if s["client_secret"] is not None:
+            doc.update(client_secret=s["client_secret"], token_endpoint_auth_method="client_secret_basic")
+        self.send(201, json.dumps(doc))
+
+    def registration(self):
+        """RFC 7592: GET reads, DELETE deletes, with the registration access token."""
+        client_id = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path.rstrip("/").rsplit("/", 1)[-1])
+        header = self.headers.get("Authorization") or ""
+        token = header[7:] if header.startswith("Bearer ") else None
+        self.record("register_" + self.command.lower(), {"client_id": client_id})
+        if self.command == "DELETE":
+            with STATE.lock:
+                answer = STATE.take("register_delete")
+            if answer is not None:
+                return self.canned(answer)
+        with STATE.lock:
+            known = STATE.registrations.get(client_id)
+            if known is None or token != known:
+                known = None
+            elif self.command == "DELETE":
+                del STATE.registrations[client_id]
+        if known is None:
+            # RFC 7592 section 2: an unknown or deleted client's token gets 401.
+            return self.send(401, "", headers=[("WWW-Authenticate", 'Bearer error="invalid_token"')])
+        if self.command == "DELETE":
+            return self.send(204)
+        return self.send(200, json.dumps({"client_id": client_id}))
+
     def authorize(self):
         query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
         self.record("authorize", {k: v for k, v in query.items() if k not in ("code_challenge",)})
@@ -560,6 +641,9 @@ class Handler(BaseHTTPRequestHandler):
     def discovery_document(self):
         if STATE.persona == "github":
             return self.send(404, "Not Found", "text/plain")
+        failing = STATE.settings.get("discovery_status")
+        if failing:
+            return self.send(failing, "<html><body>unavailable</body></html>", "text/html")
         base = self.base
         prefix = base + ("/common/oauth2/v2.0" if STATE.persona == "microsoft" else "")
         doc = {"issuer": self.issuer() if STATE.persona != "microsoft" else base + "/{tenantid}/v2.0",
@@ -573,6 +657,8 @@ class Handler(BaseHTTPRequestHandler):
         if s.get("par"):
             doc["pushed_authorization_request_endpoint"] = prefix + "/par"
             doc["require_pushed_authorization_requests"] = bool(s.get("par_required"))
+        if s.get("registration"):
+            doc["registration_endpoint"] = base + "/register"
         advertise = s.get("advertise_iss")
         if advertise if advertise is not None else s.get("iss_parameter"):
             doc["authorization_response_iss_parameter_supported"] = True
@@ -601,6 +687,9 @@ class Handler(BaseHTTPRequestHandler):
             scope = body.get("scope", "openid email")
             facts = self.new_facts(scope, extra={"access_type": "offline", "prompt": "consent"})
             return self.token_answer(facts, True, overrides={"encoding": "json"})
+        if path == "/__registrations":
+            with STATE.lock:
+                return self.send(200, json.dumps(sorted(STATE.registrations)))
         if path == "/__log":
             with STATE.lock:
                 return self.send(200, json.dumps(STATE.log))
@@ -621,13 +710,17 @@ class Handler(BaseHTTPRequestHandler):
             return self.device()
         if last == "par" and self.command == "POST":
             return self.pushed_request()
+        if last == "register" and self.command == "POST":
+            return self.register()
+        if path.rstrip("/").rsplit("/", 2)[-2:-1] == ["register"] and self.command in ("GET", "DELETE"):
+            return self.registration()
         if last == "revoke" and self.command == "POST":
             return self.revoke()
         if last in ("userinfo", "user"):
             return self.userinfo()
         return self.send(404, "<html><body>not here</body></html>", "text/html")
 
-    do_GET = do_POST = route
+    do_GET = do_POST = do_DELETE = route
 
 
 def browse(url):

@@ -250,7 +250,7 @@ struct AddCommand: VaultCommand {
             for problem in catalog.problems(ignoring: existing.provider) { ctx.output.warn(problem.reason) }
             provider = try Provider(storedIn: existing, name: name, base: catalog.providers[existing.provider])
             if existing.providerConfiguration?.endpointsSource == "discovery", let issuer = provider.issuer {
-                provider = rediscovered(provider, issuer: issuer, ctx: ctx, transport: transport)
+                provider = try rediscovered(provider, grant: name, issuer: issuer, transport: transport)
             }
         } else {
             if opened != nil && catalog.providers[first] == nil && !catalog.files.keys.contains(first) {
@@ -285,9 +285,10 @@ struct AddCommand: VaultCommand {
         if register && flow == .device { flow = provider.flows.contains(.paste) ? .paste : .browser }
         if opened == nil { opened = try ctx.opener.openVault() }
         let vault = opened!
-        // Registered once the vault is open, so a wrong passphrase leaves no client behind.
-        let registered =
-            register ? try ClientRegistration.register(&provider, transport: transport, output: ctx.output) : nil
+        // Registered once the vault is open, so a wrong passphrase leaves no
+        // client behind; deleted again unless the grant is stored.
+        let pending = register ? PendingRegistration(transport: transport, output: ctx.output) : nil
+        try pending?.register(&provider)
         var scopes = scopes
         if existing != nil {
             // Scopes given now come on top of the grant's own.
@@ -301,7 +302,7 @@ struct AddCommand: VaultCommand {
             transport: transport, ui: TerminalAuthorizationUI(environment: ctx.environment), time: ctx.time)
         var grant: Grant
         do { grant = try authorizer.authorize(request) } catch {
-            if let registered { ClientRegistration.undo(registered, transport: transport, output: ctx.output) }
+            pending?.undo()
             throw error
         }
         if request.dpopKey != nil && grant.dpopKey == nil {
@@ -316,7 +317,14 @@ struct AddCommand: VaultCommand {
         }
         let existed = existing != nil || (try? vault.load(name)) != nil
         // Replacing keeps the record's id: its sync identity, as well as its name and mappings.
-        _ = try vault.save(grant, as: name)
+        if let pending {
+            do { try pending.settle { _ = try vault.save(grant, as: name) } } catch {
+                pending.undo()
+                throw error
+            }
+        } else {
+            _ = try vault.save(grant, as: name)
+        }
         if existing != nil { tellAuthorizedAgain(name, grant, provider: provider, vault: vault, ctx: ctx) }
         let now = ctx.time.now()
         if ctx.output.json {
@@ -392,14 +400,22 @@ extension AddCommand {
     /// says of pushed requests (RFC 9126) and `iss` in answers (RFC 9207):
     /// those are asked again. The pushed-request endpoint is taken only
     /// when the issuer still names the grant's own authorization and token
-    /// endpoints, so all of them come from one source.
-    func rediscovered(_ provider: Provider, issuer: String, ctx: Context, transport: CurlTransport) -> Provider {
+    /// endpoints, so all of them come from one source. When the issuer
+    /// cannot be asked, nothing is authorized: going ahead without what it
+    /// may require would be a downgrade an attacker on the path could force.
+    func rediscovered(_ provider: Provider, grant name: String, issuer: String, transport: CurlTransport) throws
+        -> Provider
+    {
         let fresh: Provider
         do { fresh = try Discovery.provider(name: provider.name, issuer: issuer, transport: transport) } catch {
-            ctx.output.warn(
-                "could not ask \(issuer) again whether it takes pushed requests or names itself in answers: "
-                    + error.reason)
-            return provider
+            let transient = error.code == .transient
+            throw CLIError(
+                "cannot ask \(issuer) again whether it takes pushed requests or names itself in answers "
+                    + "(\(error.reason)): '\(name)' is not authorized again without knowing",
+                hint: transient
+                    ? "try again shortly"
+                    : "check the issuer's discovery document (its .well-known/openid-configuration)",
+                exitCode: transient ? .transient : .failure)
         }
         var p = provider
         p.authorizationResponseIssParameterSupported =
@@ -418,7 +434,9 @@ extension AddCommand {
         _ name: String, catalog: ProviderCatalog, ctx: Context, transport: CurlTransport
     ) throws -> Provider {
         let issuerFlag = issuer
-        for problem in issuerFlag == nil ? catalog.problems : catalog.problems(ignoring: name) {
+        // A provider whose own file is wrong is that error, not an unknown provider.
+        let own = issuerFlag == nil ? catalog.problem(of: name) : nil
+        for problem in issuerFlag == nil && own == nil ? catalog.problems : catalog.problems(ignoring: name) {
             ctx.output.warn(problem.reason)
         }
         let known = catalog.providers[name]
@@ -428,6 +446,7 @@ extension AddCommand {
             return try catalog.discovering(name, issuer: issuer, transport: transport)
         }
         guard let known else {
+            if let own { throw own }
             throw CLIError(try catalog.provider(name).name)
         }
         return known.resolved(overrides)

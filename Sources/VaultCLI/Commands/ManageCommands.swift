@@ -49,8 +49,9 @@ struct RemoveCommand: VaultCommand {
             tokens are revoked), the client is named for deleting it at the provider, and the exit
             status is 1. When the provider refuses the revocation, deleting the client ends the
             grant instead (a provider deletes a client's tokens with it, RFC 7592 section 2.3);
-            when that fails too, the grant is kept. Without --revoke, a registered client stays
-            at the provider.
+            when that fails too, the grant is kept. A deletion answered 401 or 404 means the
+            provider no longer knows the client: it counts as deleted. Without --revoke, a
+            registered client stays at the provider.
             """,
         examples: ["vault remove old-work", "vault remove work --revoke"]
     )
@@ -66,11 +67,6 @@ struct RemoveCommand: VaultCommand {
     func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let vault = try ctx.opener.openVault()
-        /// What `remove --json` prints.
-        struct Removed: Encodable {
-            let name: String
-            let revoked: String?
-        }
         guard revoke else {
             let registered = (try? vault.load(name))?.providerConfiguration.flatMap(RegisteredClient.init)
             try vault.remove(name)
@@ -78,7 +74,8 @@ struct RemoveCommand: VaultCommand {
                 ctx.output.warn(
                     "the client vault registered for '\(name)' stays at the provider; '--revoke' deletes it")
             }
-            try ctx.output.report("removed '\(name)'", json: Removed(name: name, revoked: nil))
+            try ctx.output.report(
+                "removed '\(name)'", json: Removed(name: name, clientRegistration: registered != nil ? .kept : nil))
             return .ok
         }
         let stored = try vault.load(name)
@@ -109,13 +106,49 @@ struct RemoveCommand: VaultCommand {
             ctx.output.warn(
                 "the provider has no revocation endpoint; the grant stays valid there until it expires or you revoke it in your account settings"
             )
-            try ctx.output.report("removed '\(name)'", json: Removed(name: name, revoked: nil))
+            try ctx.output.report("removed '\(name)'", json: Removed(name: name))
         }
         return .ok
     }
 }
 
 extension RemoveCommand {
+    /// What `remove --json` prints, whatever happened: every key always
+    /// there, null when it does not apply (docs/cli.md).
+    struct Removed: Encodable {
+        /// What became of a client vault registered for the grant.
+        enum Registration: String, Encodable {
+            /// Deleted at the provider now (RFC 7592).
+            case deleted
+            /// The provider no longer knew it (401 or 404): deleted before.
+            case gone
+            /// Left at the provider: removed without --revoke.
+            case kept
+            /// The provider gave no way to delete it (no registration client URI).
+            case unmanaged
+            /// Its deletion failed: the grant is kept, and the exit status says why.
+            case failed
+        }
+
+        let name: String
+        /// The token type revoked (`refresh_token`, `access_token`), or nil when none was.
+        var revoked: String? = nil
+        var clientRegistration: Registration? = nil
+
+        enum CodingKeys: String, CodingKey {
+            case name, revoked
+            case clientRegistration = "client_registration"
+        }
+
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(name, forKey: .name)
+            // Nulls are written out: one shape for every outcome.
+            try c.encode(revoked, forKey: .revoked)
+            try c.encode(clientRegistration?.rawValue, forKey: .clientRegistration)
+        }
+    }
+
     /// `remove --revoke` for a grant whose client vault registered: the
     /// revocation (RFC 7009), then the client's deletion (RFC 7592), each
     /// reported.
@@ -140,25 +173,32 @@ extension RemoveCommand {
             // Refused: deleting the client is the other way to end its tokens.
             // Anything transient keeps everything for another try.
             guard error.code != .transient, registered.clientURI != nil else { throw error }
-            do { _ = try registrar.delete(registered) } catch let deletion {
+            let deletion: ClientRegistrar.Deletion
+            do { deletion = try registrar.delete(registered) } catch let failed {
                 throw CLIError(
-                    "\(error.reason); deleting the client registration failed too (\(deletion.reason)): "
+                    "\(error.reason); deleting the client registration failed too (\(failed.reason)): "
                         + "'\(name)' is kept", hint: "try again later, or remove it without --revoke")
             }
             try vault.remove(name)
             ctx.output.warn("\(error.reason)")
+            let gone = deletion == .gone
             ctx.output.warn(
-                "deleted the client '\(client)' vault registered instead: a provider that follows RFC 7592 "
-                    + "invalidates its tokens with it")
+                (gone
+                    ? "the client '\(client)' vault registered was already deleted at the provider"
+                    : "deleted the client '\(client)' vault registered instead")
+                    + ": a provider that follows RFC 7592 invalidates its tokens with it")
             try ctx.output.report(
-                "deleted the client registration and removed '\(name)'",
-                json: ["name": name, "client_registration": "deleted"])
+                gone ? "removed '\(name)'" : "deleted the client registration and removed '\(name)'",
+                json: Removed(name: name, clientRegistration: gone ? .gone : .deleted))
             return .ok
         }
         let deletion: ClientRegistrar.Deletion
         do { deletion = try registrar.delete(registered) } catch {
             // Its tokens are revoked; the grant stays so that the
             // registration token can delete the client on another try.
+            if ctx.output.json {
+                try ctx.output.printJSON(Removed(name: name, revoked: revoked, clientRegistration: .failed))
+            }
             throw CLIError(
                 "the tokens of '\(name)' are revoked, but deleting the client '\(client)' vault registered failed: "
                     + "\(error.reason); '\(name)' is kept so that the client can still be deleted",
@@ -170,12 +210,16 @@ extension RemoveCommand {
         case .deleted:
             try ctx.output.report(
                 "deleted the client '\(client)' vault registered at the provider and removed '\(name)'",
-                json: ["name": name, "revoked": revoked, "client_registration": "deleted"])
+                json: Removed(name: name, revoked: revoked, clientRegistration: .deleted))
+        case .gone:
+            try ctx.output.report(
+                "the client '\(client)' vault registered was already deleted at the provider; removed '\(name)'",
+                json: Removed(name: name, revoked: revoked, clientRegistration: .gone))
         case .unmanaged:
             ctx.output.warn(
                 "the provider offers no way to delete the client '\(client)' vault registered: it stays there")
             try ctx.output.report(
-                "removed '\(name)'", json: ["name": name, "revoked": revoked, "client_registration": "unmanaged"])
+                "removed '\(name)'", json: Removed(name: name, revoked: revoked, clientRegistration: .unmanaged))
         }
         return .ok
     }

@@ -128,6 +128,9 @@ public struct Authorizer {
                 .invalidInput, "provider '\(p.name)' needs an authorization endpoint, a token endpoint and a client id",
                 remedy: p.clientID == nil ? .giveClient(oauth1: false) : nil)
         }
+        // Refused before anything is sent: without an issuer, the iss the
+        // provider says it sends could not be checked (RFC 9207).
+        try Authorizer.requireIssuerForIss(p)
         let pkce = try PKCE()
         let state = try RandomToken.make()
         let oidc = p.issuer != nil && request.effectiveScopes.contains("openid")
@@ -177,7 +180,8 @@ public struct Authorizer {
         if let parEndpoint = p.pushedAuthorizationRequestEndpoint {
             // RFC 9126: the request goes to the provider directly, with the
             // client's authentication; the browser carries only its handle.
-            let pushedRequest = try push(query, to: parEndpoint, provider: p, dpopKey: request.dpopKey)
+            // RFC 9449 section 10.1: with a DPoP key, a proof goes with the pushed request too.
+            let pushedRequest = try push(query, to: parEndpoint, provider: p, client: client(p, request))
             pushed = pushedRequest
             url = FormEncoding.appendQuery(
                 authorizationEndpoint, [("client_id", clientID), ("request_uri", pushedRequest.requestURI)])
@@ -253,8 +257,10 @@ public struct Authorizer {
     /// RFC 9207 section 2.4: an `iss` in the answer must be the provider's
     /// issuer, compared as a string (Microsoft's `{tenantid}` standing for
     /// one path segment, as for ID tokens); a provider that says it always
-    /// sends `iss` must have sent it, a pasted bare code included. Without
-    /// a known issuer there is nothing to compare an `iss` with.
+    /// sends `iss` must have sent it, a pasted bare code included. A provider
+    /// without an issuer (a plain OAuth 2.0 one, not said to send `iss`)
+    /// has nothing to compare an `iss` with; one said to send it is
+    /// refused (`requireIssuerForIss`).
     func checkIssuer(_ iss: String?, provider p: Provider, bareCode: Bool) throws(VaultError) {
         guard let iss else {
             guard p.authorizationResponseIssParameterSupported else { return }
@@ -266,13 +272,28 @@ public struct Authorizer {
                     : "the answer does not name the server that sent it (iss), which provider '\(p.name)' always "
                         + "does (refused)")
         }
-        guard let issuer = p.issuer else { return }
+        guard let issuer = p.issuer else {
+            // Nothing to compare with: only a provider not said to send iss gets here.
+            try Authorizer.requireIssuerForIss(p)
+            return
+        }
         guard IDTokenClaims.matches(issuer: iss, pattern: issuer) else {
             throw VaultError(
                 .badResponse,
                 "the answer comes from another server ('\(ProviderText.sanitized(iss, limit: 200))', expected "
                     + "'\(issuer)'): refused, and its code was not used")
         }
+    }
+
+    /// A provider said to name itself in its answers (RFC 9207) needs an
+    /// issuer to compare that name with: without one the mix-up defence
+    /// would be skipped, so the authorization is refused instead.
+    static func requireIssuerForIss(_ p: Provider) throws(VaultError) {
+        guard p.authorizationResponseIssParameterSupported, p.issuer == nil else { return }
+        throw VaultError(
+            .invalidInput,
+            "provider '\(p.name)' names itself in its answers (iss), but vault knows no issuer to compare that "
+                + "name with: refused rather than authorizing without the mix-up check")
     }
 
     /// A pushed authorization request's handle and when it stops working.
@@ -286,13 +307,19 @@ public struct Authorizer {
     /// the provider's pushed-request endpoint, authenticated as at the
     /// token endpoint, and returns the `request_uri` the browser is sent
     /// with. Each authorization pushes its own; none is kept or reused.
-    func push(_ query: [(String, String)], to endpoint: String, provider p: Provider, dpopKey: DPoPKey? = nil)
+    func push(_ query: [(String, String)], to endpoint: String, provider p: Provider, client: OAuthClient)
         throws(VaultError) -> PushedRequest
     {
         let what = "pushing the authorization request"
-        var client = OAuthClient(p)
-        // RFC 9449 section 10.1: a proof with the pushed request too.
-        client.dpopKey = dpopKey
+        var client = client
+        // RFC 9126 section 2: a client assertion's audience is the issuer
+        // identifier, not the pushed-request endpoint's URL (which servers
+        // need not take); without an issuer, the token endpoint's URL, which
+        // the section has them take too (and for an issuer that is a
+        // pattern, such as Microsoft's `{tenantid}`, which names no one).
+        if client.audience == nil {
+            client.audience = p.issuer.flatMap { $0.contains("{") ? nil : $0 } ?? p.tokenEndpoint
+        }
         // The client's authentication adds client_id itself, except with
         // Basic, where the body still names the client the request is for.
         let basic =

@@ -9,7 +9,7 @@ package import VaultHTTP
 /// is kept with exactly that provider's endpoints.
 package struct ClientRegistrar {
     /// What a successful registration gives.
-    package struct Client: Equatable {
+    package struct Client: Equatable, Sendable {
         /// The client id the provider issued.
         package var id: String
         /// A secret, when the provider issued one although none was asked for.
@@ -109,8 +109,12 @@ package struct ClientRegistrar {
         throws(VaultError) -> Client
     {
         func bad(_ why: String) -> VaultError { VaultError(.badResponse, "\(what): \(why)") }
-        guard let value = try? JSONDecoder().decode(JSONValue.self, from: body.withUnsafeBytes { Data($0) }),
-            case .object(let o) = value
+        // The answer carries the registration access token and maybe a
+        // client secret: its copy for the decoder is wiped once read, as
+        // token responses' are.
+        var data = body.withUnsafeBytes { Data($0) }
+        defer { data.withUnsafeMutableBytes { secureZero($0) } }
+        guard let value = try? JSONDecoder().decode(JSONValue.self, from: data), case .object(let o) = value
         else { throw bad("the answer is not a JSON object") }
         func text(_ key: String) throws(VaultError) -> String? {
             switch o[key] {
@@ -189,6 +193,10 @@ package struct ClientRegistrar {
     package enum Deletion: Equatable {
         /// The provider deleted the client (RFC 7592 section 2.3).
         case deleted
+        /// The provider no longer knows the client: it answered 401 or 404,
+        /// what RFC 7592 section 2 has for a deleted client's token (glewlwyd:
+        /// 401 with an empty body).
+        case gone
         /// The grant keeps no registration_client_uri: the provider manages no registrations.
         case unmanaged
     }
@@ -216,6 +224,9 @@ package struct ClientRegistrar {
         } catch {
             throw error.vaultError(what)
         }
+        // RFC 7592 section 2: a token of a client that is no longer there
+        // gets 401; some servers say 404. Either way nothing is left to delete.
+        if response.status == 401 || response.status == 404 { return .gone }
         // RFC 7592 answers 204; glewlwyd answers 200.
         guard response.status == 204 || response.status == 200 else {
             if response.status >= 500 || response.status == 429 {

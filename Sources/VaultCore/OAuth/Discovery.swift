@@ -27,7 +27,7 @@ public enum Discovery {
         }
         guard response.status == 200 else {
             throw VaultError(
-                response.status >= 500 ? .transient : .badResponse,
+                response.status >= 500 || response.status == 429 ? .transient : .badResponse,
                 "discovery at \(URLPolicy.redacted(url)) answered HTTP \(response.status)")
         }
         struct Document: Decodable {

@@ -302,6 +302,15 @@ public struct Provider: Sendable, Equatable {
                 .invalidInput,
                 "\(where_): require_pushed_authorization_requests needs 'pushed_authorization_request_endpoint'")
         }
+        // RFC 9207: an answer's iss is compared with the issuer; a provider
+        // said to send it, without an issuer to compare it with, would
+        // have the mix-up defence skipped.
+        if authorizationResponseIssParameterSupported && issuer == nil {
+            throw VaultError(
+                .invalidInput,
+                "\(where_): authorization_response_iss_parameter_supported needs 'issuer', which the answers' iss "
+                    + "is compared with")
+        }
         if pushedAuthorizationRequestEndpoint != nil && protocolVersion == .oauth1 {
             throw VaultError(.invalidInput, "\(where_): OAuth 1.0a has no pushed authorization requests")
         }

@@ -79,6 +79,11 @@ public struct ProviderCatalog: Sendable {
         try Discovery.provider(name: name, issuer: issuer, transport: transport, base: files[name])
     }
 
+    /// Why the provider `name`, whose files were read, cannot be used; nil when it can or has no file.
+    package func problem(of name: String) -> VaultError? {
+        issues.first { $0.name == name }?.error
+    }
+
     /// Problems other than those of the provider `name` (which discovery completes).
     public func problems(ignoring name: String) -> [VaultError] {
         issues.filter { $0.name != name }.map(\.error)
