@@ -355,6 +355,8 @@ public struct AgentRefreshCoordinator: RefreshCoordinator {
 
     /// Asks the agent to refresh the grant in its own process, where other clients' refreshes are coordinated.
     public func refreshElsewhere(_ need: RefreshNeed, in vault: Vault) throws(VaultError) -> FreshGrant? {
+        // A narrowed token is asked for here, with the agent's keys.
+        if need.target != nil { return nil }
         let keys = here == nil ? nil : vault.agentKeys
         if let keys, keys.unlockedHere { return nil }
         // A forced refresh counts on the record's version to tell whether

@@ -42,6 +42,15 @@ struct AgentAccess {
         }
     }
 
+    /// A token of `name` narrowed to `target` from this vault's agent, or
+    /// nil when no agent holds the vault unlocked or it is too old to know
+    /// the operation: the caller then opens the vault itself.
+    func derivedGrant(_ name: String, target: TokenTarget, at location: VaultLocation, minimumValidity: Double) throws
+        -> Grant?
+    {
+        nil
+    }
+
     /// A fresh access token of `name` and what describes it from this
     /// vault's agent, under its policy, or nil when no agent holds the vault
     /// unlocked or it cannot hand this grant out this way (an OAuth 1.0a

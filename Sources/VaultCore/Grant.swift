@@ -67,6 +67,9 @@ public struct Grant: Equatable, Sendable {
     /// The provider's last token response, as sent, without the tokens
     /// that have fields of their own (access, refresh and ID token).
     public var tokenResponse: [String: JSONValue]?
+    /// Access tokens narrowed to a resource, an audience or fewer scopes
+    /// (RFC 8707, RFC 8693), newest first: part of the grant's tokens.
+    public var derivedTokens: [DerivedToken] = []
 
     /// Creates a grant.
     public init(
@@ -74,7 +77,8 @@ public struct Grant: Equatable, Sendable {
         refreshToken: String? = nil, tokenType: String? = nil, expiresAt: Date? = nil, scopes: [String] = [],
         idToken: String? = nil, tokenSecret: String? = nil, providerConfiguration: ProviderConfiguration? = nil,
         createdAt: Date, refreshedAt: Date? = nil, dead: Bool = false, deadReason: String? = nil,
-        refreshTokenRotates: Bool? = nil, refreshTokenExpiresAt: Date? = nil, tokenResponse: [String: JSONValue]? = nil
+        refreshTokenRotates: Bool? = nil, refreshTokenExpiresAt: Date? = nil, tokenResponse: [String: JSONValue]? = nil,
+        derivedTokens: [DerivedToken] = []
     ) {
         self.provider = provider
         self.kind = kind
@@ -94,6 +98,7 @@ public struct Grant: Equatable, Sendable {
         self.refreshTokenRotates = refreshTokenRotates
         self.refreshTokenExpiresAt = refreshTokenExpiresAt
         self.tokenResponse = tokenResponse
+        self.derivedTokens = derivedTokens
     }
 
     /// Seconds of validity an access token must still have to count as
@@ -318,6 +323,9 @@ struct GrantField {
         case providerConfiguration
         /// A JSON object kept as sent; not read by a listing.
         case object(WritableKeyPath<Grant, [String: JSONValue]?>)
+        /// The cached narrowed tokens, stored only when there are some;
+        /// not read by a listing.
+        case derivedTokens
     }
 
     let key: String
@@ -355,6 +363,7 @@ extension Grant {
         GrantField("refresh_token_rotates", .optionalFlag(\.refreshTokenRotates)),
         GrantField("refresh_token_expires_at", .optionalDate(\.refreshTokenExpiresAt)),
         GrantField("token_response", .object(\.tokenResponse)),
+        GrantField("derived_tokens", .derivedTokens),
     ]
 }
 
@@ -387,6 +396,8 @@ extension Grant: Codable {
                 providerConfiguration = try c.decodeIfPresent(ProviderConfiguration.self, forKey: key)
             case .object(let path):
                 self[keyPath: path] = try c.decodeIfPresent([String: JSONValue].self, forKey: key)
+            case .derivedTokens:
+                derivedTokens = try c.decodeIfPresent([DerivedToken].self, forKey: key) ?? []
             }
         }
     }
@@ -407,6 +418,7 @@ extension Grant: Codable {
             case .kind: try c.encode(kind, forKey: key)
             case .providerConfiguration: try c.encodeIfPresent(providerConfiguration, forKey: key)
             case .object(let path): try c.encodeIfPresent(self[keyPath: path], forKey: key)
+            case .derivedTokens: if !derivedTokens.isEmpty { try c.encode(derivedTokens, forKey: key) }
             }
         }
     }

@@ -88,7 +88,16 @@ struct PayloadCodecTests {
             expiresAt: Date(epochSeconds: 2), scopes: ["s"], idToken: "it", tokenSecret: "ts",
             providerConfiguration: ProviderConfiguration(clientID: "c", clientSecret: "cs"),
             createdAt: Date(epochSeconds: 1), refreshedAt: Date(epochSeconds: 3), dead: true, deadReason: "r",
-            refreshTokenRotates: true, refreshTokenExpiresAt: Date(epochSeconds: 4), tokenResponse: ["x": .bool(true)])
+            refreshTokenRotates: true, refreshTokenExpiresAt: Date(epochSeconds: 4), tokenResponse: ["x": .bool(true)],
+            derivedTokens: [
+                DerivedToken(
+                    target: try TokenTarget(resource: "https://api.example/", scopes: ["b", "a"]), accessToken: "dt",
+                    tokenType: "Bearer", expiresAt: Date(epochSeconds: 5), scopes: ["a"],
+                    issuedAt: Date(epochSeconds: 4)),
+                DerivedToken(
+                    target: try TokenTarget(audience: "aud", exchange: true), accessToken: "dx", tokenType: nil,
+                    expiresAt: nil, scopes: [], issuedAt: Date(epochSeconds: 4)),
+            ])
         let properties = Mirror(reflecting: grant).children.compactMap(\.label)
         let fields = Grant.storedFields
         #expect(fields.count == properties.count, "\(properties)")
@@ -105,6 +114,7 @@ struct PayloadCodecTests {
             case .object(let p): p
             case .kind: \Grant.kind
             case .providerConfiguration: \Grant.providerConfiguration
+            case .derivedTokens: \Grant.derivedTokens
             }
         }
         #expect(Set(paths).count == fields.count)
@@ -119,6 +129,28 @@ struct PayloadCodecTests {
         let listed = try #require(try bytes.withUnsafeBytes { try Payload(json: $0, label: "r", secrets: false) }.grant)
         #expect([listed.accessToken, listed.refreshToken, listed.idToken, listed.tokenSecret] == ["", "", "", ""])
         #expect(listed.providerConfiguration?.clientSecret == "" && listed.tokenResponse == nil)
+        #expect(listed.derivedTokens.isEmpty && text.contains("\"dt\""))
         #expect(listed.account == "a" && listed.expiresAt == grant.expiresAt && listed.dead)
+    }
+
+    @Test("derived tokens: strict reading, and records without them read as before")
+    func derivedTokensRead() {
+        func read(_ json: String) -> Payload? { Array(json.utf8).withUnsafeBytes { Payload.read($0) } }
+        let base = #"{"name":"n","grant":{"provider":"p","created_at":1"#
+        #expect(read(base + "}}")?.grant?.derivedTokens == [])
+        let good =
+            #","derived_tokens":[{"target":{"resource":"https://r/","scopes":["s"]},"access_token":"t","issued_at":2,"expires_at":9}]"#
+        let g = read(base + good + "}}")?.grant
+        #expect(g?.derivedTokens.first?.target.resource == "https://r/")
+        #expect(g?.derivedTokens.first?.expiresAt == Date(epochSeconds: 9))
+        // No target, no token, a key given twice, a wrong type.
+        for bad in [
+            #","derived_tokens":[{"access_token":"t","issued_at":2}]"#,
+            #","derived_tokens":[{"target":{},"issued_at":2}]"#,
+            #","derived_tokens":[{"target":{},"access_token":"t","access_token":"u","issued_at":2}]"#,
+            #","derived_tokens":{"target":{}}"#,
+        ] {
+            #expect(read(base + bad + "}}") == nil, "\(bad)")
+        }
     }
 }

@@ -14,7 +14,9 @@
                                      add an OpenID Connect issuer at /api/NAME with
                                      FEATUREs on: par (pushed authorization requests
                                      taken), par-required (and no others), iss (the
-                                     answer names the issuer); print its issuer URL
+                                     answer names the issuer), resource (RFC 8707
+                                     resource indicators), rotate (refresh tokens
+                                     rotate); print its issuer URL
   glewlwyd.py registration DIR NAME
                                      add an OpenID Connect issuer at /api/NAME that lets
                                      clients register themselves (RFC 7591, open: no
@@ -64,6 +66,8 @@ PUBLIC_CLIENT, CONFIDENTIAL_CLIENT = "vault-public", "vault-confidential"
 JWT_CLIENT = "vault-jwt"
 CLIENT_SECRET = "vault-confidential-test-secret"
 SCOPES = ["openid", "email", "profile", "mail"]
+# The resources (RFC 8707) the "resource" feature lets grants with the email scope ask for.
+RESOURCES = ("https://api.example.com/", "https://billing.example.com/v1")
 
 
 
@@ -250,6 +254,14 @@ FEATURES = {
     "par-required": {"oauth-par-allowed": True, "oauth-par-required": True,
                      "oauth-par-request_uri-prefix": "urn:ietf:params:oauth:request_uri:", "oauth-par-duration": 90},
     "iss": {"oauth-as-iss-id": True},
+    # RFC 8707 resource indicators: a grant whose scopes include "email"
+    # may ask for tokens for either resource below (the aud claim then
+    # names it); any other resource is refused with invalid_target.
+    "resource": {"resource-allowed": True, "resource-scope-and-client-property": False,
+                 "resource-scope": {"email": list(RESOURCES)}},
+    # Refresh tokens rotate at every use (glewlwyd then ties the new one
+    # to the resource its refresh asked for).
+    "rotate": {"refresh-token-one-use": "always"},
     # Clients register themselves (RFC 7591, open: no initial access
     # token) and manage their registration (RFC 7592).
     "registration": {"register-client-allowed": True, "register-client-auth-scope": [],
