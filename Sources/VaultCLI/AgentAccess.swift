@@ -48,7 +48,13 @@ struct AgentAccess {
     func derivedGrant(_ name: String, target: TokenTarget, at location: VaultLocation, minimumValidity: Double) throws
         -> Grant?
     {
-        nil
+        guard let agent = client(for: location) else { return nil }
+        do {
+            return try agent.derivedToken(name, target: target, minimumValidity: minimumValidity)
+        } catch {
+            if error.code == .locked || error.code == .unsupported || error.code == .io { return nil }
+            throw error
+        }
     }
 
     /// A fresh access token of `name` and what describes it from this

@@ -35,7 +35,9 @@ struct TokenExchangeTests {
 
     /// Stores a grant the server minted under `name`, for `client`; an
     /// expired access token when `expired`.
-    func importGrant(_ name: String, client: String? = nil, secret: String? = nil, expired: Bool = false) throws {
+    func importGrant(
+        _ name: String, client: String? = nil, secret: String? = nil, expired: Bool = false, into: Home? = nil
+    ) throws {
         let tokens = try #require(try json("POST", "/__issue") as? [String: Any])
         let grant: [String: Any] = [
             "access_token": tokens["access_token"]!, "refresh_token": tokens["refresh_token"]!,
@@ -47,7 +49,7 @@ struct TokenExchangeTests {
             ],
         ]
         let text = String(decoding: try JSONSerialization.data(withJSONObject: grant), as: UTF8.self)
-        let r = try home.run("import", name, stdin: text)
+        let r = try (into ?? home).run("import", name, stdin: text)
         try #require(r.status == 0, "\(r.stderr)")
     }
 
@@ -127,5 +129,29 @@ struct TokenExchangeTests {
         // An exchange names what it is for: a usage error before any request.
         let r = try home.run("token", "x", "--exchange")
         #expect(r.status == 64 && r.stderr.contains("audience"), "\(r.stderr)")
+    }
+
+    @Test("through the agent: the agent, which alone can open the vault, exchanges and caches")
+    func throughAgent() throws {
+        let agent = AgentHome()
+        try agent.home.initPassphraseVault("agent passphrase")
+        try importGrant("x", into: agent.home)
+        _ = try #require(try agent.waitForAgent())
+        agent.home.extra["VAULT_PASSPHRASE_FILE"] = nil
+        let r = try agent.home.run("token", "x", "--exchange", "--audience", "billing", "--scope", "read")
+        try #require(r.status == 0, "\(r.stderr)")
+        let token = r.stdout.trimmingCharacters(in: .newlines)
+        #expect(try introspect(token)["aud"] as? String == "billing")
+        let env = try agent.home.run(
+            "env", "x", "--exchange", "--audience", "billing", "--scope", "read", "--format", "json")
+        let vars = try JSONSerialization.jsonObject(with: Data(env.stdout.utf8)) as? [String: String]
+        #expect(vars?["X_ACCESS_TOKEN"] == token && vars?["X_SCOPES"] == "read", "\(env.stderr)")
+        #expect(try log(Self.exchange) == ["ok"])
+        // The agent logged what it handed out.
+        let audit = try agent.home.run("log", "x")
+        #expect(audit.status == 0 && audit.stdout.contains("x"), "\(audit.stderr)")
+        // A refused target comes back from the agent as the provider said it.
+        let refused = try agent.home.run("token", "x", "--exchange", "--audience", "payroll")
+        #expect(refused.status == 1 && refused.stderr.contains("invalid_target"), "\(refused.stderr)")
     }
 }

@@ -1,5 +1,5 @@
 public import FoundationEssentials
-import VaultHTTP
+package import VaultHTTP
 
 /// A narrowed access token and the grant it was obtained with.
 public struct FreshDerivedToken: Sendable {
@@ -85,6 +85,16 @@ extension TokenRefresher {
     /// One refresh-token request naming `target`: the grant to store (the
     /// refresh token as the answer leaves it, the new token cached) and the token.
     func narrowedRefresh(_ g: Grant, name: String, target: TokenTarget) throws(VaultError) -> (Grant, DerivedToken) {
+        try TokenRefresher.narrowedRefresh(
+            g, name: name, target: target, transport: transport, now: vault.time.now(), extras: narrowedExtras)
+    }
+
+    /// One refresh-token request for `g` naming `target`, made with
+    /// `transport`; nothing is stored. For stores other than a vault file (see VaultKit).
+    package static func narrowedRefresh(
+        _ g: Grant, name: String, target: TokenTarget, transport: any HTTPTransport, now: Date,
+        extras: TokenRequestExtras = .none
+    ) throws(VaultError) -> (Grant, DerivedToken) {
         guard g.kind == .oauth2 else {
             throw VaultError(.unsupported, "grant '\(name)' has no refresh token to ask for a narrowed token with")
         }
@@ -97,8 +107,7 @@ extension TokenRefresher {
         let what = "asking for a narrowed token of '\(name)'"
         let form = [("grant_type", "refresh_token"), ("refresh_token", refreshToken)] + TokenRefresher.form(target)
         let response = try client.tokenResponse(
-            endpoint, form: form, what: what, timeout: Self.requestTimeout, extras: narrowedExtras)
-        let now = vault.time.now()
+            endpoint, form: form, what: what, timeout: Self.requestTimeout, extras: narrowed(extras))
         let token = try TokenRefresher.derived(response, target: target, now: now, what: what)
         var next = g
         next.takeRefreshToken(of: response, now: now)
@@ -126,6 +135,18 @@ extension TokenRefresher {
         }
         // The subject token: the grant's own access token, refreshed first when needed.
         let subject = try freshGrant(name).grant
+        let token = try TokenRefresher.exchanged(
+            subject, name: name, target: target, transport: transport, now: now(), extras: narrowedExtras)
+        let cached = try vault.cacheDerived(id: row.id, token)
+        return FreshDerivedToken(token: token, grant: cached, requested: true)
+    }
+
+    /// An RFC 8693 exchange of `subject`'s access token (fresh) for one
+    /// narrowed to `target`, made with `transport`; nothing is stored.
+    package static func exchanged(
+        _ subject: Grant, name: String, target: TokenTarget, transport: any HTTPTransport, now: Date,
+        extras: TokenRequestExtras = .none
+    ) throws(VaultError) -> DerivedToken {
         guard subject.kind != .oauth1, let access = subject.accessToken, !access.isEmpty else {
             throw VaultError(.unsupported, "grant '\(name)' has no OAuth 2.0 access token to exchange")
         }
@@ -138,7 +159,7 @@ extension TokenRefresher {
                 ("requested_token_type", TokenRefresher.accessTokenType),
             ] + TokenRefresher.form(target)
         let response = try client.tokenResponse(
-            endpoint, form: form, what: what, timeout: Self.requestTimeout, extras: narrowedExtras)
+            endpoint, form: form, what: what, timeout: Self.requestTimeout, extras: narrowed(extras))
         guard case .string(let issued)? = response.fields["issued_token_type"] else {
             throw VaultError(.badResponse, "\(what): the provider's answer has no issued_token_type (RFC 8693)")
         }
@@ -148,9 +169,7 @@ extension TokenRefresher {
                 "\(what): the provider issued a token of type '\(ProviderText.sanitized(issued, limit: 80))', "
                     + "not an access token")
         }
-        let token = try TokenRefresher.derived(response, target: target, now: now(), what: what)
-        let cached = try vault.cacheDerived(id: row.id, token)
-        return FreshDerivedToken(token: token, grant: cached, requested: true)
+        return try TokenRefresher.derived(response, target: target, now: now, what: what)
     }
 
     /// The target's parameters of a token request: `resource` (RFC 8707),
@@ -165,9 +184,12 @@ extension TokenRefresher {
 
     /// The app's extras for a narrowed request, without any resource or
     /// audience of their own: the target names those.
-    var narrowedExtras: TokenRequestExtras {
-        let parameters = refreshExtras.parameters.filter { !["resource", "audience"].contains($0.key.lowercased()) }
-        return (try? TokenRequestExtras(parameters: parameters, headers: refreshExtras.headers)) ?? .none
+    var narrowedExtras: TokenRequestExtras { refreshExtras }
+
+    /// `extras` without a resource or audience of their own.
+    static func narrowed(_ extras: TokenRequestExtras) -> TokenRequestExtras {
+        let parameters = extras.parameters.filter { !["resource", "audience"].contains($0.key.lowercased()) }
+        return (try? TokenRequestExtras(parameters: parameters, headers: extras.headers)) ?? .none
     }
 
     /// The token endpoint and client a grant keeps.
