@@ -355,6 +355,17 @@ public struct AgentRefreshCoordinator: RefreshCoordinator {
 
     /// Asks the agent to refresh the grant in its own process, where other clients' refreshes are coordinated.
     public func refreshElsewhere(_ need: RefreshNeed, in vault: Vault) throws(VaultError) -> FreshGrant? {
+        if let target = need.target {
+            do {
+                _ = try client.derivedToken(
+                    need.name, target: target, minimumValidity: need.minimumValidity, forceRequest: need.force)
+            } catch {
+                // An agent that predates operation 12, or locked: asked for here.
+                if error.code == .unsupported || error.code == .locked { return nil }
+                throw error
+            }
+            return FreshGrant(grant: try vault.load(need.name), refreshed: true)
+        }
         let keys = here == nil ? nil : vault.agentKeys
         if let keys, keys.unlockedHere { return nil }
         // A forced refresh counts on the record's version to tell whether
@@ -465,19 +476,57 @@ extension AgentConnection {
         request.u32(claims.uid)
         request.u32(claims.pid)
         var r = try call(request)
-        let accessToken = try r.string()
-        let tokenType = try r.string()
-        let expiry = Int64(bitPattern: try r.u64())
-        let account = try r.string()
-        let provider = try r.string()
-        let scopes = try r.string()
+        let grant = try r.handedGrant()
         try r.finish()
-        // A grant that holds what was handed out and nothing that could
-        // refresh it: the refresh token stays with the agent.
+        return grant
+    }
+
+    /// Operation 12: a token narrowed to `target` and what describes it.
+    func derivedToken(_ name: String, target: TokenTarget, minimumValidity: TimeInterval, force: Bool)
+        throws(VaultError) -> Grant
+    {
+        try GrantName.validate(name)
+        var request = MessageWriter(request: .derivedToken)
+        request.string(name)
+        request.u32(UInt32(max(0, min(minimumValidity, 1e7))))
+        request.u8(force ? 1 : 0)
+        request.string(target.resource ?? "")
+        request.string(target.audience ?? "")
+        request.strings(target.scopes)
+        request.u8(target.exchange ? 1 : 0)
+        var r = try call(request)
+        let grant = try r.handedGrant()
+        try r.finish()
+        return grant
+    }
+}
+
+extension MessageReader {
+    /// The answer of operations 11 and 12 as a grant that holds what was
+    /// handed out and nothing that could refresh it: the refresh token
+    /// stays with the agent.
+    mutating func handedGrant() throws(VaultError) -> Grant {
+        let accessToken = try string()
+        let tokenType = try string()
+        let expiry = Int64(bitPattern: try u64())
+        let account = try string()
+        let provider = try string()
+        let scopes = try string()
         return Grant(
             provider: provider, account: account.isEmpty ? nil : account, accessToken: accessToken,
             tokenType: tokenType,
             expiresAt: expiry == AgentProtocol.noExpiry ? nil : Date(timeIntervalSince1970: TimeInterval(expiry)),
             scopes: scopes.split(separator: " ").map(String.init), createdAt: Date())
+    }
+}
+
+extension AgentClient {
+    /// A token of `name` narrowed to `target` (operation 12), obtained and
+    /// cached by the agent under its policy, as
+    /// `TokenRefresher.derivedToken` does: the token and what describes it.
+    package func derivedToken(
+        _ name: String, target: TokenTarget, minimumValidity: TimeInterval, forceRequest: Bool = false
+    ) throws(VaultError) -> Grant {
+        try connection.derivedToken(name, target: target, minimumValidity: minimumValidity, force: forceRequest)
     }
 }

@@ -56,6 +56,11 @@ enum AgentProtocol {
         /// forwarded client may use: an access token and what describes it,
         /// never a refresh token or a record.
         case grantToken = 11
+        /// Name, minimum validity u32, force u8, resource, audience (each
+        /// empty for none), scopes (u32 count, then each), exchange u8 →
+        /// what operation 11 answers, for the token narrowed to that
+        /// target (`TokenRefresher.derivedToken`). Local clients only.
+        case derivedToken = 12
     }
 
     static let noExpiry = Int64.min
@@ -228,6 +233,7 @@ package enum AgentRequest {
         case .sync: .sync
         case .conflicts: .conflicts
         case .grantToken: .grantToken
+        case .derivedToken: .derivedToken
         }
     }
 
@@ -242,6 +248,7 @@ package enum AgentRequest {
     case sync
     case conflicts
     case grantToken(name: String, minimumValidity: UInt32, claims: RequesterClaims)
+    case derivedToken(name: String, minimumValidity: UInt32, force: Bool, target: TokenTarget)
 
     /// The most records one `open` may carry.
     static let maxRecords = 100_000
@@ -274,6 +281,20 @@ package enum AgentRequest {
                 name: try r.string(), minimumValidity: try r.u32(),
                 claims: RequesterClaims(
                     host: try r.string(), command: try r.string(), uid: try r.u32(), pid: try r.u32()))
+        case .derivedToken:
+            let name = try r.string()
+            let minimum = try r.u32()
+            let force = try r.bool()
+            let resource = try r.string()
+            let audience = try r.string()
+            let count = Int(try r.u32())
+            guard count <= 64 else { throw VaultError(.invalidInput, "too many scopes in one request") }
+            var scopes: [String] = []
+            for _ in 0..<count { scopes.append(try r.string()) }
+            let target = try TokenTarget(
+                resource: resource.isEmpty ? nil : resource, audience: audience.isEmpty ? nil : audience,
+                scopes: scopes, exchange: try r.bool())
+            self = .derivedToken(name: name, minimumValidity: minimum, force: force, target: target)
         }
         try r.finish()
     }

@@ -109,6 +109,7 @@ final class AgentResponder: Sendable {
         var grant: String?
         if case .token(let name, _, _) = request { grant = name }
         if case .grantToken(let name, _, _) = request { grant = name }
+        if case .derivedToken(let name, _, _, _) = request { grant = name }
         // A token request counts as use, and its grant as one to keep fresh,
         // once it is answered; the other operations at once.
         guard let current = grant == nil ? keys.use(grant: nil) : keys.current() else {
@@ -159,7 +160,7 @@ final class AgentResponder: Sendable {
     /// is handed; operation 11 cannot.
     private func handOut(
         _ name: String, minimumValidity: UInt32, force: Bool, peer: AgentPeer, claims: RequesterClaims?,
-        vault: Vault, signsRequests: Bool, keysHeld: UnlockedKeys
+        vault: Vault, signsRequests: Bool, keysHeld: UnlockedKeys, target: TokenTarget? = nil
     ) throws(VaultError) -> Grant {
         // A name that is not one is refused before anything, and not logged.
         try GrantName.validate(name)
@@ -209,11 +210,19 @@ final class AgentResponder: Sendable {
                 let stored = try vault.load(name)
                 if AgentResponder.signsItsOwnRequests(stored) { throw AgentResponder.signsItself(name, stored) }
             }
-            let fresh = try environment.tokenRefresher(vault).freshGrant(
-                name, minimumValidity: TimeInterval(minimumValidity), forceRefresh: force)
+            let refresher = environment.tokenRefresher(vault)
+            let handed =
+                if let target {
+                    try refresher.derivedToken(
+                        name, for: target, minimumValidity: TimeInterval(minimumValidity), forceRequest: force
+                    ).narrowedGrant
+                } else {
+                    try refresher.freshGrant(name, minimumValidity: TimeInterval(minimumValidity), forceRefresh: force)
+                        .grant
+                }
             record(name, peer: peer, claims: claims, outcome, reason: nil)
             _ = keys.use(grant: name)
-            return fresh.grant
+            return handed
         } catch {
             if outcome == .allowed || outcome == .confirmed { outcome = .failed }
             record(name, peer: peer, claims: claims, outcome, reason: error.code == .denied ? nil : error.code.rawValue)
@@ -260,12 +269,15 @@ final class AgentResponder: Sendable {
                 name, minimumValidity: cap, force: false, peer: peer,
                 claims: peer.origin == .forwarded ? claims : nil, vault: vault, signsRequests: false,
                 keysHeld: current)
-            w.string(grant.accessToken ?? "")
-            w.string(grant.tokenType ?? "Bearer")
-            w.u64(UInt64(bitPattern: grant.expiresAt?.epochSeconds ?? AgentProtocol.noExpiry))
-            w.string(grant.account ?? "")
-            w.string(grant.provider)
-            w.string(grant.scopes.joined(separator: " "))
+            w.grantToken(grant)
+        case .derivedToken(let name, let minimum, let force, let target):
+            let vault = try keys.vault(current, session: &session)
+            let stored = try vault.load(name)
+            if AgentResponder.signsItsOwnRequests(stored) { throw AgentResponder.signsItself(name, stored) }
+            let grant = try handOut(
+                name, minimumValidity: minimum, force: force, peer: peer, claims: nil, vault: vault,
+                signsRequests: false, keysHeld: current, target: target)
+            w.grantToken(grant)
         case .nameHash(let name):
             w.fixed(try recordKeys.nameHash(name))
         case .seal(let raw, let id, let version, let deleted, let hash):
@@ -310,5 +322,18 @@ extension AgentRequest {
     var claims: RequesterClaims? {
         if case .grantToken(_, _, let claims) = self { return claims }
         return nil
+    }
+}
+
+extension MessageWriter {
+    /// The answer of operations 11 and 12: an access token and what
+    /// describes it, never a refresh token.
+    mutating func grantToken(_ grant: Grant) {
+        string(grant.accessToken ?? "")
+        string(grant.tokenType ?? "Bearer")
+        u64(UInt64(bitPattern: grant.expiresAt?.epochSeconds ?? AgentProtocol.noExpiry))
+        string(grant.account ?? "")
+        string(grant.provider)
+        string(grant.scopes.joined(separator: " "))
     }
 }

@@ -42,6 +42,21 @@ struct AgentAccess {
         }
     }
 
+    /// A token of `name` narrowed to `target` from this vault's agent, or
+    /// nil when no agent holds the vault unlocked or it is too old to know
+    /// the operation: the caller then opens the vault itself.
+    func derivedGrant(_ name: String, target: TokenTarget, at location: VaultLocation, minimumValidity: Double) throws
+        -> Grant?
+    {
+        guard let agent = client(for: location) else { return nil }
+        do {
+            return try agent.derivedToken(name, target: target, minimumValidity: minimumValidity)
+        } catch {
+            if error.code == .locked || error.code == .unsupported || error.code == .io { return nil }
+            throw error
+        }
+    }
+
     /// A fresh access token of `name` and what describes it from this
     /// vault's agent, under its policy, or nil when no agent holds the vault
     /// unlocked or it cannot hand this grant out this way (an OAuth 1.0a

@@ -71,6 +71,9 @@ public struct Grant: Equatable, Sendable {
     /// bearer tokens. It travels with the tokens: refreshed, synced and
     /// removed with them.
     public var dpopKey: DPoPKey?
+    /// Access tokens narrowed to a resource, an audience or fewer scopes
+    /// (RFC 8707, RFC 8693), newest first: part of the grant's tokens.
+    public var derivedTokens: [DerivedToken] = []
 
     /// Creates a grant.
     public init(
@@ -79,7 +82,7 @@ public struct Grant: Equatable, Sendable {
         idToken: String? = nil, tokenSecret: String? = nil, providerConfiguration: ProviderConfiguration? = nil,
         createdAt: Date, refreshedAt: Date? = nil, dead: Bool = false, deadReason: String? = nil,
         refreshTokenRotates: Bool? = nil, refreshTokenExpiresAt: Date? = nil, tokenResponse: [String: JSONValue]? = nil,
-        dpopKey: DPoPKey? = nil
+        dpopKey: DPoPKey? = nil, derivedTokens: [DerivedToken] = []
     ) {
         self.provider = provider
         self.kind = kind
@@ -100,6 +103,7 @@ public struct Grant: Equatable, Sendable {
         self.refreshTokenExpiresAt = refreshTokenExpiresAt
         self.tokenResponse = tokenResponse
         self.dpopKey = dpopKey
+        self.derivedTokens = derivedTokens
     }
 
     /// Seconds of validity an access token must still have to count as
@@ -326,6 +330,9 @@ struct GrantField {
         case object(WritableKeyPath<Grant, [String: JSONValue]?>)
         /// The DPoP key; its private key is a secret.
         case dpopKey
+        /// The cached narrowed tokens, stored only when there are some;
+        /// not read by a listing.
+        case derivedTokens
     }
 
     let key: String
@@ -364,6 +371,7 @@ extension Grant {
         GrantField("refresh_token_expires_at", .optionalDate(\.refreshTokenExpiresAt)),
         GrantField("token_response", .object(\.tokenResponse)),
         GrantField("dpop_key", .dpopKey),
+        GrantField("derived_tokens", .derivedTokens),
     ]
 
     /// `kind` as stored: a DPoP-bound OAuth 2.0 grant is `oauth2_dpop`, so
@@ -413,6 +421,8 @@ extension Grant: Codable {
                 self[keyPath: path] = try c.decodeIfPresent([String: JSONValue].self, forKey: key)
             case .dpopKey:
                 dpopKey = try c.decodeIfPresent(DPoPKey.Stored.self, forKey: key)?.key
+            case .derivedTokens:
+                derivedTokens = try c.decodeIfPresent([DerivedToken].self, forKey: key) ?? []
             }
         }
         guard bound == (dpopKey != nil) else {
@@ -438,6 +448,7 @@ extension Grant: Codable {
             case .providerConfiguration: try c.encodeIfPresent(providerConfiguration, forKey: key)
             case .object(let path): try c.encodeIfPresent(self[keyPath: path], forKey: key)
             case .dpopKey: try c.encodeIfPresent(dpopKey.map(DPoPKey.Stored.init), forKey: key)
+            case .derivedTokens: if !derivedTokens.isEmpty { try c.encode(derivedTokens, forKey: key) }
             }
         }
     }

@@ -215,19 +215,28 @@ extension Grant {
         next.accessToken = response.accessToken
         next.tokenType = response.tokenType ?? tokenType
         next.expiresAt = response.accessTokenExpiry(now: now)
-        if let rotated = response.refreshToken {
-            next.refreshToken = rotated
-            // A new refresh token's life is the one the answer gives, or unknown.
-            if rotated != refreshToken { next.refreshTokenExpiresAt = nil }
-        }
-        next.refreshTokenRotates = response.refreshToken.map { $0 != refreshToken } ?? false
-        if let seconds = response.refreshTokenExpiresIn {
-            next.refreshTokenExpiresAt = TokenExpiry.date(in: seconds, from: now)
-        }
+        next.takeRefreshToken(of: response, now: now)
         if let scopes = response.scope, !scopes.isEmpty { next.scopes = scopes }
         next.tokenResponse = response.fields.isEmpty ? nil : response.fields
         next.refreshedAt = now
         return next
+    }
+}
+
+extension Grant {
+    /// The refresh token as a refresh answer leaves it: rotated when the
+    /// answer carries a new one (whose life is the one the answer gives,
+    /// or unknown), and whether the provider rotates it.
+    mutating func takeRefreshToken(of response: TokenResponse, now: Date) {
+        let old = refreshToken
+        if let rotated = response.refreshToken {
+            refreshToken = rotated
+            if rotated != old { refreshTokenExpiresAt = nil }
+        }
+        refreshTokenRotates = response.refreshToken.map { $0 != old } ?? false
+        if let seconds = response.refreshTokenExpiresIn {
+            refreshTokenExpiresAt = TokenExpiry.date(in: seconds, from: now)
+        }
     }
 }
 

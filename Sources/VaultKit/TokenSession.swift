@@ -54,7 +54,7 @@ public final class TokenSession: Sendable {
     /// the tokens), to tell a change made elsewhere.
     private let seen = Mutex([String: [UInt8]]())
     private let inFlight = InFlight()
-    private let gates = RefreshGates()
+    let gates = RefreshGates()
     /// The deadline each grant was last told `.expiring` for.
     private let toldExpiring = Mutex([String: Date]())
 

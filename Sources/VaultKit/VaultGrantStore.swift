@@ -173,7 +173,7 @@ public final class VaultGrantStore: RefreshingGrantStore {
 
     /// Runs `body` on a Dispatch thread with a vault handle no other thread
     /// uses meanwhile.
-    private func withHandle<R: Sendable>(_ body: @escaping @Sendable (Vault) throws(VaultError) -> R)
+    func withHandle<R: Sendable>(_ body: @escaping @Sendable (Vault) throws(VaultError) -> R)
         async throws(VaultError) -> R
     {
         try await blocking { [self] () throws(VaultError) in

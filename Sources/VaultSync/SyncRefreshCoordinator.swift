@@ -48,7 +48,8 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
         if grant.refreshTokenRotates == false { return .proceed }
         do {
             let arrived = try engine.leaseForRefresh(
-                need.name, minimumValidity: need.force ? nil : need.minimumValidity, timeout: storeBound)
+                need.name, minimumValidity: need.force || need.target != nil ? nil : need.minimumValidity,
+                timeout: storeBound)
             return arrived.map(RefreshDecision.fresh) ?? .proceed
         } catch {
             // Another machine's lease, still active, or other machines

@@ -38,7 +38,8 @@ struct DPoPGrantTests {
             AgentPeer(origin: .forwarded, uid: 0, pid: 1, executable: "/usr/bin/ssh"), AgentPeer.thisUser,
         ] {
             var session: VaultSession?
-            var reader = MessageReader(scene.responder.answer(grantToken("work").body, peer: peer, session: &session).body)
+            var reader = MessageReader(
+                scene.responder.answer(grantToken("work").body, peer: peer, session: &session).body)
             let error = #expect(throws: VaultError.self) { try reader.response() }
             #expect(error?.code == .unsupported)
             #expect(error?.reason.contains("bound to a DPoP key") == true, "\(error?.reason ?? "")")

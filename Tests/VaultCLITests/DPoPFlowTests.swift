@@ -184,6 +184,11 @@ struct DPoPFixtureTests {
         #expect(g["account"] as? String == "dpop@example.com")
         for _ in 0..<2 { #expect(try home.run("refresh", "bound").status == 0) }
         #expect(try home.run("check", "bound").status == 0)
+        // A narrowed token (RFC 8707) is asked for with a proof too, and the
+        // refresh token that request rotated is kept: the next refresh works.
+        let narrowed = try home.run("token", "bound", "--resource", "https://api.example/")
+        #expect(narrowed.status == 0, "\(narrowed.stderr)")
+        #expect(try home.run("refresh", "bound").status == 0)
         let url = server.base + "/userinfo"
         let first = try home.run("header", "bound", "--url", url)
         let challenge = try CurlAnswer.get(url, headers: first.stdout)
@@ -214,7 +219,8 @@ struct DPoPFixtureTests {
         // The only refusals are the nonce challenges each new process meets once per server.
         #expect(Set(failures) == ["use_dpop_nonce"], "\(failures)")
         let passed = seen.filter { ($0["ok"] as? Bool) == true }
-        #expect(passed.filter { $0["endpoint"] as? String == "token" }.count == 3)
+        // The code exchange, three refreshes and the narrowed token's request.
+        #expect(passed.filter { $0["endpoint"] as? String == "token" }.count == 5)
         // add (the account), check, curl with the second header, and the app's second request.
         #expect(passed.filter { $0["endpoint"] as? String == "userinfo" }.count == 4)
     }

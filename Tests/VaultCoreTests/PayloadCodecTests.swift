@@ -90,7 +90,16 @@ struct PayloadCodecTests {
             createdAt: Date(epochSeconds: 1), refreshedAt: Date(epochSeconds: 3), dead: true, deadReason: "r",
             refreshTokenRotates: true, refreshTokenExpiresAt: Date(epochSeconds: 4), tokenResponse: ["x": .bool(true)],
             // A key makes the stored kind oauth2_dpop, not the default.
-            dpopKey: DPoPKey(algorithm: "ES256", thumbprint: "t", privateKey: "k"))
+            dpopKey: DPoPKey(algorithm: "ES256", thumbprint: "t", privateKey: "k"),
+            derivedTokens: [
+                DerivedToken(
+                    target: try TokenTarget(resource: "https://api.example/", scopes: ["b", "a"]), accessToken: "dt",
+                    tokenType: "Bearer", expiresAt: Date(epochSeconds: 5), scopes: ["a"],
+                    issuedAt: Date(epochSeconds: 4)),
+                DerivedToken(
+                    target: try TokenTarget(audience: "aud", exchange: true), accessToken: "dx", tokenType: nil,
+                    expiresAt: nil, scopes: [], issuedAt: Date(epochSeconds: 4)),
+            ])
         let properties = Mirror(reflecting: grant).children.compactMap(\.label)
         let fields = Grant.storedFields
         #expect(fields.count == properties.count, "\(properties)")
@@ -108,6 +117,7 @@ struct PayloadCodecTests {
             case .kind: \Grant.kind
             case .providerConfiguration: \Grant.providerConfiguration
             case .dpopKey: \Grant.dpopKey
+            case .derivedTokens: \Grant.derivedTokens
             }
         }
         #expect(Set(paths).count == fields.count)
@@ -123,6 +133,28 @@ struct PayloadCodecTests {
         #expect([listed.accessToken, listed.refreshToken, listed.idToken, listed.tokenSecret] == ["", "", "", ""])
         #expect(listed.providerConfiguration?.clientSecret == "" && listed.tokenResponse == nil)
         #expect(listed.dpopKey?.privateKey == "" && listed.dpopKey?.thumbprint == "t")
+        #expect(listed.derivedTokens.isEmpty && text.contains("\"dt\""))
         #expect(listed.account == "a" && listed.expiresAt == grant.expiresAt && listed.dead)
+    }
+
+    @Test("derived tokens: strict reading, and records without them read as before")
+    func derivedTokensRead() {
+        func read(_ json: String) -> Payload? { Array(json.utf8).withUnsafeBytes { Payload.read($0) } }
+        let base = #"{"name":"n","grant":{"provider":"p","created_at":1"#
+        #expect(read(base + "}}")?.grant?.derivedTokens == [])
+        let good =
+            #","derived_tokens":[{"target":{"resource":"https://r/","scopes":["s"]},"access_token":"t","issued_at":2,"expires_at":9}]"#
+        let g = read(base + good + "}}")?.grant
+        #expect(g?.derivedTokens.first?.target.resource == "https://r/")
+        #expect(g?.derivedTokens.first?.expiresAt == Date(epochSeconds: 9))
+        // No target, no token, a key given twice, a wrong type.
+        for bad in [
+            #","derived_tokens":[{"access_token":"t","issued_at":2}]"#,
+            #","derived_tokens":[{"target":{},"issued_at":2}]"#,
+            #","derived_tokens":[{"target":{},"access_token":"t","access_token":"u","issued_at":2}]"#,
+            #","derived_tokens":{"target":{}}"#,
+        ] {
+            #expect(read(base + bad + "}}") == nil, "\(bad)")
+        }
     }
 }

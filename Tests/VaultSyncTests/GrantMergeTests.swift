@@ -70,6 +70,27 @@ struct GrantMergeTests {
         #expect(m.value.grant?.refreshToken == "rt2a")
     }
 
+    @Test("narrowed tokens go with the refresh token they came with, not with the metadata")
+    func derivedTokensAreTokens() throws {
+        // A narrowed refresh that rotated the refresh token and cached a token, racing a rename.
+        var g = Self.base.grant!
+        g.refreshToken = "rt2"
+        g.derivedTokens = [
+            DerivedToken(
+                target: try TokenTarget(resource: "https://api.example/"), accessToken: "narrow", tokenType: "Bearer",
+                expiresAt: Date(epochSeconds: 1_800_003_600), scopes: [], issuedAt: Date(epochSeconds: 1_800_000_000))
+        ]
+        let a = Self.base.edited(name: "g", grant: g)
+        #expect(a.lineage.meta == Self.base.lineage.meta, "caching a narrowed token is no edit of the metadata")
+        let b = Self.renamed(Self.base, to: "renamed")
+        let m = Self.merge(Self.side(a), Self.side(b))
+        #expect(!m.conflict && m.value.name == "renamed")
+        #expect(m.value.grant?.refreshToken == "rt2" && m.value.grant?.derivedTokens == g.derivedTokens)
+        // An older copy with no cache never takes it away, nor brings back the spent refresh token.
+        let older = Self.merge(Self.side(m.value), Self.side(Self.base))
+        #expect(older.value.grant?.derivedTokens == g.derivedTokens && older.value.grant?.refreshToken == "rt2")
+    }
+
     @Test("two renames: a conflict")
     func twoRenames() {
         let m = Self.merge(Self.side(Self.renamed(Self.base, to: "x")), Self.side(Self.renamed(Self.base, to: "y")))

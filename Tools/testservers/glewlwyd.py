@@ -15,7 +15,9 @@
                                      FEATUREs on: par (pushed authorization requests
                                      taken), par-required (and no others), iss (the
                                      answer names the issuer), dpop (DPoP-bound tokens),
-                                     dpop-nonce (and nonces); print its issuer URL
+                                     dpop-nonce (and nonces), resource (RFC 8707
+                                     resource indicators), rotate (refresh tokens
+                                     rotate); print its issuer URL
   glewlwyd.py registration DIR NAME
                                      add an OpenID Connect issuer at /api/NAME that lets
                                      clients register themselves (RFC 7591, open: no
@@ -65,6 +67,8 @@ PUBLIC_CLIENT, CONFIDENTIAL_CLIENT = "vault-public", "vault-confidential"
 JWT_CLIENT = "vault-jwt"
 CLIENT_SECRET = "vault-confidential-test-secret"
 SCOPES = ["openid", "email", "profile", "mail"]
+# The resources (RFC 8707) the "resource" feature lets grants with the email scope ask for.
+RESOURCES = ("https://api.example.com/", "https://billing.example.com/v1")
 
 
 
@@ -256,6 +260,14 @@ FEATURES = {
     "dpop": {"oauth-dpop-allowed": True, "oauth-dpop-iat-duration": 60, "oauth-dpop-iat-gap-duration": 5},
     "dpop-nonce": {"oauth-dpop-allowed": True, "oauth-dpop-iat-duration": 60, "oauth-dpop-iat-gap-duration": 5,
                    "oauth-dpop-nonce-mandatory": True, "oauth-dpop-nonce-counter": 10},
+    # RFC 8707 resource indicators: a grant whose scopes include "email"
+    # may ask for tokens for either resource below (the aud claim then
+    # names it); any other resource is refused with invalid_target.
+    "resource": {"resource-allowed": True, "resource-scope-and-client-property": False,
+                 "resource-scope": {"email": list(RESOURCES)}},
+    # Refresh tokens rotate at every use (glewlwyd then ties the new one
+    # to the resource its refresh asked for).
+    "rotate": {"refresh-token-one-use": "always"},
     # Clients register themselves (RFC 7591, open: no initial access
     # token) and manage their registration (RFC 7592).
     "registration": {"register-client-allowed": True, "register-client-auth-scope": [],

@@ -134,7 +134,8 @@ extension Commands {
     /// is no vault here, else from this vault's agent (under its policy),
     /// else from the vault unlocked here. What the agents hand out carries
     /// the access token and what describes it, never a refresh token.
-    static func freshGrants(_ names: [String], ctx: Context) throws -> [(String, Grant)] {
+    static func freshGrants(_ names: [String], target: TokenTarget? = nil, ctx: Context) throws -> [(String, Grant)] {
+        if let target { return try names.map { ($0, try narrowedGrant($0, target: target, ctx: ctx)) } }
         let location = try ctx.opener.location()
         if let forwarded = try ctx.agents.forwarded(for: location) {
             let claims = RequesterClaims.ofThisProcess()
@@ -175,7 +176,9 @@ extension Commands {
     }
 
     /// The variables of grants `names`, named with `prefix` (`--prefix`) or each grant's own.
-    static func variables(_ names: [String], prefix: String?, ctx: Context) throws -> [(String, String)] {
+    static func variables(_ names: [String], prefix: String?, target: TokenTarget? = nil, ctx: Context) throws
+        -> [(String, String)]
+    {
         guard !names.isEmpty else { throw CLIError.usage("missing NAME", command: ctx.command.name) }
         let validNames = try names.map { (n: String) throws -> String in try ctx.grantName(n) }
         if let prefix {
@@ -188,7 +191,7 @@ extension Commands {
             }
         }
         var pairs: [(String, String)] = []
-        for (name, grant) in try freshGrants(validNames, ctx: ctx) {
+        for (name, grant) in try freshGrants(validNames, target: target, ctx: ctx) {
             let variables = GrantVariables(prefix: prefix ?? GrantVariables.prefix(for: name), grant: grant).pairs
             // The C environment ends a value at NUL: refuse rather than hand out a cut value.
             if let bad = variables.first(where: { !OutputGrammar.isEnvironmentValue($0.1) }) {
@@ -206,7 +209,7 @@ struct EnvCommand: VaultCommand {
     static let configuration = CommandConfiguration(
         name: "env",
         abstract: "Print shell lines that export fresh tokens and their metadata.",
-        usage: "env NAME... [{format:choices}] [{prefix}]",
+        usage: "env NAME... [{format:choices}] [{prefix}] [{resource}] [{audience}] [{scope}] [{exchange}]",
         arguments: [("NAME", "one or more grants")],
         discussion: """
             For a grant named work: WORK_ACCESS_TOKEN, WORK_TOKEN_TYPE, WORK_TOKEN_EXPIRES_AT
@@ -215,7 +218,8 @@ struct EnvCommand: VaultCommand {
             format, so any character is safe. dotenv quotes so that python-dotenv and Docker
             Compose's env_file read the same bytes back; python-dotenv alone expands ${NAME} even
             in single quotes, so vault warns about such a value (read it with interpolate=False,
-            or use --format json). A value no quoting serves for both is refused.
+            or use --format json). A value no quoting serves for both is refused. --resource,
+            --audience, --scope and --exchange hand out a narrowed token, as for 'vault token'.
             """,
         examples: [
             "eval \"$(vault env work)\"", "vault env work --format fish | source",
@@ -229,6 +233,7 @@ struct EnvCommand: VaultCommand {
     var format: String?
     @Option("prefix", value: "PREFIX", help: "variable name prefix (default: the grant name in upper case)")
     var prefix: String?
+    let narrowing = TargetOptions()
 
     /// NAME..., grants.
     static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
@@ -240,7 +245,8 @@ struct EnvCommand: VaultCommand {
         guard let format = EnvFormat(rawValue: formatName) else {
             throw CLIError.usage("--format must be sh, fish, dotenv or json", command: "env")
         }
-        let pairs = try Commands.variables(ctx.arguments.positionals, prefix: prefix, ctx: ctx)
+        let pairs = try Commands.variables(
+            ctx.arguments.positionals, prefix: prefix, target: try narrowing.target(ctx), ctx: ctx)
         if format == .dotenv {
             for (name, value) in pairs where EnvFormat.dotenvQuoted(value) == nil {
                 throw CLIError(
@@ -272,13 +278,14 @@ struct ExecCommand: VaultCommand {
     static let configuration = CommandConfiguration(
         name: "exec",
         abstract: "Run a command with fresh tokens in its environment.",
-        usage: "exec NAME... [{prefix}] -- COMMAND [ARGUMENT...]",
+        usage: "exec NAME... [{prefix}] [{resource}] [{audience}] [{scope}] [{exchange}] -- COMMAND [ARGUMENT...]",
         arguments: [("NAME", "one or more grants"), ("COMMAND", "the program to run, found in PATH")],
         discussion: """
             Sets the variables 'vault env' prints, then replaces itself with COMMAND: its stdin,
             stdout and stderr are yours, signals reach it directly, and its exit status is vault's.
             Tokens are never on any command line. The command gets back the umask and core-dump
-            limit vault tightened for itself.
+            limit vault tightened for itself. --resource, --audience, --scope and --exchange hand
+            out a narrowed token, as for 'vault token'.
             """,
         examples: [
             #"vault exec work -- sh -c 'curl -H "Authorization: Bearer $WORK_ACCESS_TOKEN" https://api.example.com/'"#,
@@ -289,6 +296,7 @@ struct ExecCommand: VaultCommand {
 
     @Option("prefix", value: "PREFIX", help: "variable name prefix (default: the grant name in upper case)")
     var prefix: String?
+    let narrowing = TargetOptions()
 
     /// NAME..., grants.
     static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
@@ -299,7 +307,8 @@ struct ExecCommand: VaultCommand {
         guard let command = ctx.arguments.trailing, let program = command.first else {
             throw CLIError.usage("missing '-- COMMAND'", command: "exec")
         }
-        let pairs = try Commands.variables(ctx.arguments.positionals, prefix: prefix, ctx: ctx)
+        let pairs = try Commands.variables(
+            ctx.arguments.positionals, prefix: prefix, target: try narrowing.target(ctx), ctx: ctx)
         for (k, v) in pairs { setenv(k, v, 1) }
         if let caller = CLI.callerSettings {
             umask(caller.umask)
@@ -319,7 +328,9 @@ struct HeaderCommand: VaultCommand {
     static let configuration = CommandConfiguration(
         name: "header",
         abstract: "Print an Authorization header with a fresh token (or an OAuth 1.0a signature).",
-        usage: "header NAME [{method} {url} [{body-form}] [{dpop-nonce}]]",
+        usage:
+            "header NAME [{method} {url} [{body-form}]] [{dpop-nonce}] [{resource}] [{audience}] [{scope}] "
+            + "[{exchange}]",
         arguments: [("NAME", "the grant")],
         discussion: """
             Prints 'Authorization: Bearer TOKEN', ready for curl -H @-. For an OAuth 1.0a grant it
@@ -328,6 +339,8 @@ struct HeaderCommand: VaultCommand {
             to a DPoP key (vault add --dpop) it prints 'Authorization: DPoP TOKEN' and a 'DPoP:'
             proof for the request given by --method and --url (RFC 9449, with the token's hash);
             when the server answers 401 with a DPoP-Nonce header, ask again with --dpop-nonce.
+            --resource, --audience, --scope and --exchange put a narrowed token in it, as for
+            'vault token'.
             """,
         examples: [
             "vault header work | curl -H @- https://api.example.com/",
@@ -340,6 +353,7 @@ struct HeaderCommand: VaultCommand {
     let signing = SigningOptions()
     @Option("dpop-nonce", value: "N", help: "DPoP: the nonce the server gave in its DPoP-Nonce header")
     var dpopNonce: String?
+    let narrowing = TargetOptions()
 
     /// NAME, a grant.
     static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
@@ -348,7 +362,7 @@ struct HeaderCommand: VaultCommand {
 
     func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
-        let grant = try Commands.freshGrants([name], ctx: ctx)[0].1
+        let grant = try Commands.freshGrants([name], target: try narrowing.target(ctx), ctx: ctx)[0].1
         if dpopNonce != nil && !grant.isDPoPBound {
             throw CLIError.usage("--dpop-nonce is for a grant bound to a DPoP key", command: "header")
         }

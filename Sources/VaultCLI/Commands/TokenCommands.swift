@@ -22,7 +22,7 @@ struct TokenCommand: VaultCommand {
     static let configuration = CommandConfiguration(
         name: "token",
         abstract: "Print a fresh access token, refreshing it first when needed.",
-        usage: "token NAME [{min-valid}] [{force-refresh}] [{json}]",
+        usage: "token NAME [{min-valid}] [{force-refresh}] [{resource}] [{audience}] [{scope}] [{exchange}] [{json}]",
         arguments: [("NAME", "the grant")],
         discussion: """
             Prints the access token and a newline, nothing else. Concurrent calls share one
@@ -33,10 +33,20 @@ struct TokenCommand: VaultCommand {
             75 when the provider cannot be reached or answers 429 or 5xx; 1 for any other
             failure, such as a client the provider does not accept or an answer that is not
             OAuth. Only exit status 2 changes the grant.
+
+            --resource, --audience and --scope ask the provider for a token narrowed to one
+            resource (RFC 8707), audience or fewer scopes, with a refresh-token request that names
+            them; --exchange gets it by token exchange (RFC 8693) of the grant's access token
+            instead. The token is cached in the grant (16 at most) until it expires, so repeated
+            calls do not go to the provider; a refresh token the request rotated is stored first.
+            A provider that refuses the target (invalid_target, unauthorized_client) exits with
+            status 1 and changes nothing.
             """,
         examples: [
             #"curl -H "Authorization: Bearer $(vault token work)" https://api.example.com/"#,
             "vault token github --min-valid 300",
+            "vault token work --resource https://api.example.com/",
+            "vault token work --exchange --audience billing --scope read",
         ]
     )
 
@@ -44,6 +54,7 @@ struct TokenCommand: VaultCommand {
     var minValid: String?
     @Flag("force-refresh", help: "refresh even if the token is fresh")
     var forceRefresh: Bool
+    let narrowing = TargetOptions()
 
     /// NAME, a grant.
     static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
@@ -62,7 +73,13 @@ struct TokenCommand: VaultCommand {
         let force = forceRefresh
         let output: TokenOutput
         let location = try ctx.opener.location()
-        if let forwarded = try ctx.agents.forwarded(for: location) {
+        if let target = try narrowing.target(ctx) {
+            let grant = try Commands.narrowedGrant(
+                name, target: target, minimumValidity: minimum, force: force, ctx: ctx)
+            output = TokenOutput(
+                accessToken: grant.accessToken ?? "", tokenType: grant.tokenType ?? "Bearer",
+                expiresAt: grant.expiresAt?.epochSeconds)
+        } else if let forwarded = try ctx.agents.forwarded(for: location) {
             // The agent's machine decides when to refresh; a forwarded
             // client cannot make it spend a refresh token.
             if force {

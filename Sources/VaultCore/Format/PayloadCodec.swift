@@ -476,6 +476,16 @@ extension Grant {
                 g[keyPath: path] = o
             case .dpopKey:
                 g.dpopKey = try r.null() ? nil : try DPoPKey.read(&r, secrets: secrets)
+            case .derivedTokens:
+                // Not needed to list grants: checked, not kept, without secrets.
+                guard secrets else {
+                    try r.skip(depth: 2)
+                    continue
+                }
+                guard try !r.null() else { continue }
+                try r.array(depth: 2) { (r: inout JSONReader) throws(JSONReader.Failure) in
+                    g.derivedTokens.append(try DerivedToken.read(&r))
+                }
             }
         }
         guard required == Grant.requiredFields, bound == (g.dpopKey != nil) else { throw .malformed }
@@ -488,6 +498,91 @@ extension Grant {
         case .text, .date: mask | 1 << n
         default: mask
         }
+    }
+}
+
+extension DerivedToken {
+    /// Reads one cached derived token with the rules of its `Codable`
+    /// form: `target`, `access_token` and `issued_at` required, a known
+    /// key given twice refused, unknown keys skipped.
+    static func read(_ r: inout JSONReader) throws(JSONReader.Failure) -> DerivedToken {
+        var target: TokenTarget?
+        var token: String?
+        var type: String?
+        var expires: Int64?
+        var scopes: [String] = []
+        var issued: Int64?
+        var seen: UInt8 = 0
+        func once(_ bit: UInt8) throws(JSONReader.Failure) {
+            guard seen & bit == 0 else { throw .malformed }
+            seen |= bit
+        }
+        try r.beginObject(depth: 3)
+        while let key = try r.nextKey() {
+            if key.is("target") {
+                try once(1)
+                target = try readTarget(&r)
+            } else if key.is("access_token") {
+                try once(2)
+                token = try r.string()
+            } else if key.is("token_type") {
+                try once(4)
+                type = try r.optionalString()
+            } else if key.is("expires_at") {
+                try once(8)
+                expires = try r.optionalInteger()
+            } else if key.is("scopes") {
+                try once(16)
+                scopes = try strings(&r, depth: 4)
+            } else if key.is("issued_at") {
+                try once(32)
+                issued = try r.integer()
+            } else {
+                try r.skip(depth: 4)
+            }
+        }
+        guard let target, let token, let issued else { throw .malformed }
+        return DerivedToken(
+            target: target, accessToken: token, tokenType: type, expiresAt: expires.map(Date.init(epochSeconds:)),
+            scopes: scopes, issuedAt: Date(epochSeconds: issued))
+    }
+
+    private static func readTarget(_ r: inout JSONReader) throws(JSONReader.Failure) -> TokenTarget {
+        var resource: String?
+        var audience: String?
+        var scopes: [String] = []
+        var exchange = false
+        var seen: UInt8 = 0
+        try r.beginObject(depth: 4)
+        while let key = try r.nextKey() {
+            let bit: UInt8
+            if key.is("resource") {
+                bit = 1
+                resource = try r.optionalString()
+            } else if key.is("audience") {
+                bit = 2
+                audience = try r.optionalString()
+            } else if key.is("scopes") {
+                bit = 4
+                scopes = try strings(&r, depth: 5)
+            } else if key.is("exchange") {
+                bit = 8
+                exchange = try r.null() ? false : try r.bool()
+            } else {
+                try r.skip(depth: 5)
+                continue
+            }
+            guard seen & bit == 0 else { throw .malformed }
+            seen |= bit
+        }
+        return TokenTarget(stored: resource, audience, scopes, exchange)
+    }
+
+    private static func strings(_ r: inout JSONReader, depth: Int) throws(JSONReader.Failure) -> [String] {
+        var out: [String] = []
+        if try r.null() { return out }
+        try r.array(depth: depth) { (r: inout JSONReader) throws(JSONReader.Failure) in out.append(try r.string()) }
+        return out
     }
 }
 

@@ -8,12 +8,19 @@ public struct RefreshNeed: Sendable, Equatable {
     public let minimumValidity: TimeInterval
     /// Refresh even when the access token is fresh.
     public let force: Bool
+    /// A narrowed token for this target rather than the grant's own access
+    /// token (`TokenRefresher.derivedToken`); nil for the grant's own.
+    public let target: TokenTarget?
 
     /// Creates a need.
-    public init(name: String, minimumValidity: TimeInterval = Grant.freshnessMargin, force: Bool = false) {
+    public init(
+        name: String, minimumValidity: TimeInterval = Grant.freshnessMargin, force: Bool = false,
+        target: TokenTarget? = nil
+    ) {
         self.name = name
         self.minimumValidity = minimumValidity
         self.force = force
+        self.target = target
     }
 }
 

@@ -57,13 +57,7 @@ extension Vault {
     /// refresh token that was spent; a grant replaced meanwhile is kept as
     /// it is. Returns the grant as stored.
     func storeRefreshed(id: [UInt8], spentRefreshToken: String?, _ next: Grant) throws(VaultError) -> Grant {
-        var stored = next
-        try update { (state: inout StateManifest) throws(VaultError) in
-            let (row, name, current) = try liveRecord(id: id, state: state)
-            guard current.refreshToken == spentRefreshToken else {
-                stored = current
-                return
-            }
+        try storeSpending(id: id, spentRefreshToken: spentRefreshToken) { current in
             var merged = current
             merged.accessToken = next.accessToken
             merged.refreshToken = next.refreshToken
@@ -77,9 +71,29 @@ extension Vault {
             merged.tokenResponse = next.tokenResponse
             merged.dead = false
             merged.deadReason = nil
-            try rewrite(row, with: merged, name: name, state: &state)
-            stored = merged
+            return merged
         }
+    }
+
+    /// Rewrites record `id` with `change` made to its grant, in one short
+    /// transaction, as long as it still holds `spentRefreshToken` (the
+    /// token a request just spent); a grant whose refresh token changed
+    /// meanwhile is kept as it is. Returns the grant as stored.
+    func storeSpending(id: [UInt8], spentRefreshToken: String?, _ change: (Grant) -> Grant) throws(VaultError)
+        -> Grant
+    {
+        var stored: Grant?
+        try update { (state: inout StateManifest) throws(VaultError) in
+            let (row, name, current) = try liveRecord(id: id, state: state)
+            guard current.refreshToken == spentRefreshToken else {
+                stored = current
+                return
+            }
+            let next = change(current)
+            try rewrite(row, with: next, name: name, state: &state)
+            stored = next
+        }
+        guard let stored else { throw VaultError(.internalError, "the grant was not read") }
         return stored
     }
 
@@ -131,7 +145,7 @@ extension Vault {
         }
     }
 
-    private func liveRecord(id: [UInt8], state: StateManifest) throws(VaultError) -> (StoredRecord, String, Grant) {
+    func liveRecord(id: [UInt8], state: StateManifest) throws(VaultError) -> (StoredRecord, String, Grant) {
         guard let row = try findRow(id: id), !row.deleted else {
             throw VaultError(.notFound, "the grant was removed during its refresh")
         }

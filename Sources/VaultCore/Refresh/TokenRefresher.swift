@@ -76,9 +76,39 @@ public struct TokenRefresher {
     public func freshGrant(
         _ name: String, minimumValidity: TimeInterval = Grant.freshnessMargin, forceRefresh: Bool = false
     ) throws(VaultError) -> FreshGrant {
-        let (row, grant) = try vault.loadWithRow(name)
         let need = RefreshNeed(name: name, minimumValidity: minimumValidity, force: forceRefresh)
-        if !forceRefresh && vault.usable(grant, minimumValidity) { return FreshGrant(grant: grant, refreshed: false) }
+        let vault = self.vault
+        let step = RefreshStep(
+            ready: { g in !forceRefresh && vault.usable(g, minimumValidity) },
+            request: { (g: Grant, n: String) throws(VaultError) -> Grant in try self.refreshed(g, name: n) },
+            store: { (id: [UInt8], spent: Grant, next: Grant) throws(VaultError) -> Grant in
+                try vault.storeRefreshed(id: id, spentRefreshToken: spent.refreshToken, next)
+            },
+            learnsAccount: true)
+        return try refreshing(need, step)
+    }
+
+    /// What one refresh of a grant does, apart from the locking and the
+    /// coordination all refreshes share: when the stored grant needs no
+    /// request, the request, and how its outcome is stored.
+    struct RefreshStep {
+        /// True when the grant needs no token request.
+        let ready: (Grant) -> Bool
+        /// The token request: the grant as it is to be stored after it.
+        let request: (Grant, String) throws(VaultError) -> Grant
+        /// Stores the outcome in record `id`, whose grant was `spent`; the grant as stored.
+        let store: ([UInt8], Grant, Grant) throws(VaultError) -> Grant
+        /// Learn the account from the provider after the refresh, when the grant has none.
+        var learnsAccount = false
+    }
+
+    /// One refresh of `need.name` at a time across processes and, through
+    /// the coordinator, machines; the rules of `freshGrant` for any token
+    /// request that spends the grant's refresh token.
+    func refreshing(_ need: RefreshNeed, _ step: RefreshStep) throws(VaultError) -> FreshGrant {
+        let name = need.name
+        let (row, grant) = try vault.loadWithRow(name)
+        if step.ready(grant) { return FreshGrant(grant: grant, refreshed: false) }
         if grant.dead { throw TokenRefresher.deadError(name, grant) }
         if let done = try coordinator.refreshElsewhere(need, in: vault) { return done }
 
@@ -87,9 +117,7 @@ public struct TokenRefresher {
         // Another process may have refreshed while this one waited.
         var (current, currentName) = try vault.loadRecord(id: row.id, expecting: name)
         if current.dead { throw TokenRefresher.deadError(currentName, current) }
-        if !forceRefresh && vault.usable(current, minimumValidity) {
-            return FreshGrant(grant: current, refreshed: false)
-        }
+        if step.ready(current) { return FreshGrant(grant: current, refreshed: false) }
         var alone = false
         switch try coordinator.prepare(need, grant: current, in: vault) {
         case .fresh(let arrived): return FreshGrant(grant: arrived, refreshed: false)
@@ -104,7 +132,7 @@ public struct TokenRefresher {
         try vault.checkWritable()
         let next: Grant
         do {
-            next = try refreshed(current, name: currentName)
+            next = try step.request(current, currentName)
         } catch {
             // Only a refusal kills a grant; an expired grant without a
             // refresh token stays "expired", and transient errors change nothing.
@@ -129,13 +157,13 @@ public struct TokenRefresher {
             }
             throw TokenRefresher.deadError(currentName, marked ?? current, cause: error)
         }
-        var stored = try vault.storeRefreshed(id: row.id, spentRefreshToken: current.refreshToken, next)
+        var stored = try step.store(row.id, current, next)
         // Stored: processes waiting for this grant take the new token now,
         // not after the network calls below; and any sync of this machine
         // from now on ends the lease (docs/sync.md, "Refresh of a synced grant").
         lock.release()
         // Before the coordinator sends the new tokens on, so the account goes with them.
-        if stored.account == nil && stored.refreshToken == next.refreshToken {
+        if step.learnsAccount && stored.account == nil && stored.refreshToken == next.refreshToken {
             stored = learningAccount(of: stored, id: row.id, named: next.account)
         }
         _ = coordinator.finish(need, refused: false, alone: alone, in: vault)
