@@ -94,6 +94,33 @@ struct TokenExchangeTests {
         let was = try #require(try JSONSerialization.jsonObject(with: Data(before.utf8)) as? [String: Any])
         #expect(shown["access_token"] as? String == was["access_token"] as? String)
         #expect(shown["refresh_token"] as? String == was["refresh_token"] as? String)
+        // show says what the grant's narrowed tokens are for; their tokens only with --reveal.
+        let narrowed = try #require(shown["narrowed_tokens"] as? [[String: Any]])
+        #expect(Set(narrowed.compactMap { $0["audience"] as? String }) == ["billing", "reports"])
+        #expect(narrowed.allSatisfy { $0["exchange"] as? Bool == true && $0["access_token"] != nil })
+        let plain = try #require(
+            try JSONSerialization.jsonObject(with: Data(try home.run("show", "x", "--json").stdout.utf8))
+                as? [String: Any])
+        let listed = try #require(plain["narrowed_tokens"] as? [[String: Any]])
+        #expect(listed.count == 2 && listed.allSatisfy { $0["access_token"] == nil })
+        let text = try home.run("show", "x").stdout
+        #expect(text.contains("narrowed token:") && text.contains("audience billing") && !text.contains(token))
+    }
+
+    @Test("providers --json says whether a provider offers token exchange, from the grant types it lists")
+    func providersSayExchange() throws {
+        try home.providerFile(
+            "xchg",
+            [
+                "token_endpoint": s.token_endpoint, "client_id": s.client_id, "flows": ["client-credentials"],
+                "grant_types_supported": ["refresh_token", Self.exchange],
+            ])
+        try home.providerFile(
+            "plainx", ["token_endpoint": s.token_endpoint, "client_id": s.client_id, "flows": ["client-credentials"]])
+        let r = try home.run("providers", "--json")
+        let all = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]])
+        #expect(all.first { $0["name"] as? String == "xchg" }?["token_exchange"] as? Bool == true)
+        #expect(all.first { $0["name"] as? String == "plainx" }?["token_exchange"] == nil)
     }
 
     @Test("--exchange with an expired grant: refreshed first, then the new access token is exchanged")

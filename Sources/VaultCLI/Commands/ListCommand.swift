@@ -37,6 +37,9 @@ struct GrantSummary: Encodable {
     /// `show`: the client vault registered itself (RFC 7591), if it did;
     /// its registration access token only when revealed.
     var clientRegistration: [String: JSONValue]? = nil
+    /// `show`: the narrowed tokens cached with the grant (RFC 8707, RFC
+    /// 8693): what each is for and until when; the tokens with --reveal only.
+    var narrowedTokens: [JSONValue]? = nil
     /// When the refresh token dies (`GrantLifetimes`), by which rule, and
     /// whether a refresh moves it; nil when nothing is known.
     var refreshTokenDeadlineAt: Int64? = nil
@@ -117,6 +120,7 @@ struct GrantSummary: Encodable {
         case conflict
         case endpointsSource = "endpoints_source"
         case clientRegistration = "client_registration"
+        case narrowedTokens = "narrowed_tokens"
         case refreshTokenDeadlineAt = "refresh_token_deadline_at"
         case refreshTokenDeadline = "refresh_token_deadline"
         case refreshTokenDeadlineRule = "refresh_token_deadline_rule"
@@ -291,6 +295,19 @@ struct ShowCommand: VaultCommand {
             if reveal, let token = registered.accessToken { o["registration_access_token"] = .string(token) }
             s.clientRegistration = o
         }
+        if !grant.derivedTokens.isEmpty {
+            s.narrowedTokens = grant.derivedTokens.map { token in
+                let t = token.target
+                var o: [String: JSONValue] = [
+                    "scopes": .array(t.scopes.map(JSONValue.string)), "exchange": .bool(t.exchange),
+                    "usable_until": .number(Double(token.usableUntil.epochSeconds)),
+                ]
+                if let resource = t.resource { o["resource"] = .string(resource) }
+                if let audience = t.audience { o["audience"] = .string(audience) }
+                if reveal { o["access_token"] = .string(token.accessToken) }
+                return .object(o)
+            }
+        }
         if reveal {
             s.accessToken = grant.accessToken
             s.refreshToken = grant.refreshToken
@@ -353,6 +370,14 @@ struct ShowCommand: VaultCommand {
                 ? "'vault remove \(name) --revoke' deletes it" : "the provider offers no way to delete it"
             rows.append(["client:", "registered by vault at \(registered.endpoint) (RFC 7591); \(deletion)"])
             if reveal, let token = registered.accessToken { rows.append(["registration token:", token]) }
+        }
+        for token in grant.derivedTokens {
+            let how = token.target.exchange ? "token exchange" : "refresh"
+            rows.append([
+                "narrowed token:",
+                "\(token.target.description) (\(how)), usable until \(Format.timestamp(token.usableUntil))"
+                    + (reveal ? ": \(token.accessToken)" : ""),
+            ])
         }
         rows.append(["created:", Format.timestamp(grant.createdAt)])
         rows.append(["refreshed:", grant.refreshedAt.map(Format.timestamp) ?? "-"])

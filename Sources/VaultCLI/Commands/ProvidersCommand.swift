@@ -31,6 +31,10 @@ struct ProviderSummary: Encodable {
     /// DPoP (RFC 9449): the algorithms the provider lists, and whether it binds every grant.
     let dpopSigningAlgValuesSupported: [String]?
     let dpopBoundAccessTokens: Bool
+    /// The grant types the provider lists, and so whether it offers RFC 8693
+    /// token exchange (`vault token --exchange`); nil when it lists none.
+    let grantTypesSupported: [String]?
+    let tokenExchange: Bool?
 
     init(_ p: Provider) {
         name = p.name
@@ -58,6 +62,8 @@ struct ProviderSummary: Encodable {
         authorizationResponseIssParameterSupported = p.authorizationResponseIssParameterSupported
         dpopSigningAlgValuesSupported = p.dpopSigningAlgValuesSupported
         dpopBoundAccessTokens = p.dpopBoundAccessTokens
+        grantTypesSupported = p.grantTypesSupported
+        tokenExchange = p.grantTypesSupported.map { $0.contains("urn:ietf:params:oauth:grant-type:token-exchange") }
         refreshTokenPolicy = p.refreshTokenPolicy.map { policy in
             var o: [String: JSONValue] = [:]
             if let v = policy.lifetime { o["lifetime"] = .string(RefreshTokenPolicy.text(v)) }
@@ -99,6 +105,8 @@ struct ProviderSummary: Encodable {
         case authorizationResponseIssParameterSupported = "authorization_response_iss_parameter_supported"
         case dpopSigningAlgValuesSupported = "dpop_signing_alg_values_supported"
         case dpopBoundAccessTokens = "dpop_bound_access_tokens"
+        case grantTypesSupported = "grant_types_supported"
+        case tokenExchange = "token_exchange"
     }
 }
 

@@ -43,6 +43,7 @@ public enum Discovery {
             var require_pushed_authorization_requests: Flag?
             var authorization_response_iss_parameter_supported: Flag?
             var dpop_signing_alg_values_supported: Strings?
+            var grant_types_supported: Strings?
         }
         /// A metadata list of strings; any other value reads as absent.
         struct Strings: Decodable {
@@ -79,6 +80,7 @@ public enum Discovery {
         file.require_pushed_authorization_requests = doc.require_pushed_authorization_requests?.value
         file.authorization_response_iss_parameter_supported = doc.authorization_response_iss_parameter_supported?.value
         file.dpop_signing_alg_values_supported = doc.dpop_signing_alg_values_supported?.value
+        file.grant_types_supported = doc.grant_types_supported?.value
         file.registration_endpoint = doc.registration_endpoint
         file.flows = Provider.Flow.forPeople(
             authorizationEndpoint: doc.authorization_endpoint != nil,

@@ -69,6 +69,10 @@ public struct Provider: Sendable, Equatable {
     /// True when every grant of this provider is bound to a DPoP key
     /// (RFC 9449 section 5.2's client metadata), as if `vault add --dpop`.
     public var dpopBoundAccessTokens: Bool = false
+    /// The grant types the provider's metadata lists (RFC 8414
+    /// `grant_types_supported`): whether it offers RFC 8693 token exchange,
+    /// for one; nil when it says nothing.
+    public var grantTypesSupported: [String]?
     /// Scopes asked for by default.
     public var scopes: [String]
     /// The OAuth client id.
@@ -217,6 +221,7 @@ public struct Provider: Sendable, Equatable {
         authorizationResponseIssParameterSupported = f.authorization_response_iss_parameter_supported ?? false
         dpopSigningAlgValuesSupported = f.dpop_signing_alg_values_supported
         dpopBoundAccessTokens = f.dpop_bound_access_tokens ?? false
+        grantTypesSupported = f.grant_types_supported
         registrationEndpoint = f.registration_endpoint
         scopes = f.scopes ?? []
         clientID = f.client_id
@@ -388,6 +393,7 @@ package struct ProviderFile: Decodable {
     var require_pushed_authorization_requests, authorization_response_iss_parameter_supported: Bool?
     var dpop_signing_alg_values_supported: [String]?
     var dpop_bound_access_tokens: Bool?
+    var grant_types_supported: [String]?
     var registration_endpoint: String?
     var token_endpoint_auth_method, account_claim, notes, git_username: String?
     var `protocol`, request_token_endpoint, signature_method: String?
@@ -410,7 +416,7 @@ package struct ProviderFile: Decodable {
         case refresh_token_policy, registration_endpoint
         case pushed_authorization_request_endpoint, require_pushed_authorization_requests
         case authorization_response_iss_parameter_supported
-        case dpop_signing_alg_values_supported, dpop_bound_access_tokens
+        case dpop_signing_alg_values_supported, dpop_bound_access_tokens, grant_types_supported
     }
 
     /// An empty file, filled in by code (discovery).
@@ -462,6 +468,7 @@ package struct ProviderFile: Decodable {
         dpop_signing_alg_values_supported = try c.decodeIfPresent(
             [String].self, forKey: .dpop_signing_alg_values_supported)
         dpop_bound_access_tokens = try c.decodeIfPresent(Bool.self, forKey: .dpop_bound_access_tokens)
+        grant_types_supported = try c.decodeIfPresent([String].self, forKey: .grant_types_supported)
     }
 
     /// Fields set in `override` replace this file's.
@@ -511,6 +518,7 @@ package struct ProviderFile: Decodable {
         m.dpop_signing_alg_values_supported =
             o.dpop_signing_alg_values_supported ?? (ownEndpoints ? nil : dpop_signing_alg_values_supported)
         m.dpop_bound_access_tokens = o.dpop_bound_access_tokens ?? dpop_bound_access_tokens
+        m.grant_types_supported = o.grant_types_supported ?? (ownEndpoints ? nil : grant_types_supported)
         return m
     }
 
