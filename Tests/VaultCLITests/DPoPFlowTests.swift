@@ -125,6 +125,18 @@ extension AddFlowTests {
         #expect(try checkedProofs([(again.stdout, "GET", userinfo, nonce)], jkt: jkt) == ["ok ES256"])
     }
 
+    @Test("glewlwyd with pushed requests and DPoP: the pushed request carries dpop_jkt and a proof, the code is bound")
+    func glewlwydDPoPPushed() throws {
+        let issuer = try featureProvider("dpoppar", ["par", "dpop"])
+        let r = try add(["dpoppar", "pushedbound", "--dpop"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("\(issuer)/auth?client_id=\(s.public_client)&request_uri="), "\(r.stderr)")
+        let g = try #require(try shown("pushedbound"))
+        #expect(g["token_type"] as? String == "DPoP")
+        let header = try home.run("header", "pushedbound", "--url", issuer + "/userinfo")
+        #expect(try CurlAnswer.get(issuer + "/userinfo", headers: header.stdout).status == 200)
+    }
+
     @Test("header refuses what a DPoP proof cannot cover, and --dpop-nonce on a bearer grant")
     func dpopHeaderUsage() throws {
         _ = try featureProvider("dpopuse", ["dpop"])
