@@ -237,3 +237,58 @@ struct DPoPFixtureTests {
         #expect(passed.filter { $0["endpoint"] as? String == "userinfo" }.count == 4)
     }
 }
+
+/// A grant bound to a DPoP key, added on one machine, is refreshed and used
+/// on another after a sync: the key travels inside the encrypted grant,
+/// and the provider (dpop_server.py, which binds refresh tokens to the key)
+/// takes the other machine's proofs.
+@Suite("DPoP keys travel by sync")
+final class DPoPSyncTests {
+    let dir = TemporaryDirectory()
+    let a = Home()
+    let b = Home()
+
+    @Test("the bound grant refreshes and signs on the machine that joined")
+    func boundGrantSyncs() throws {
+        let server = try FixtureServer(script: "dpop_server.py", arguments: ["serve"])
+        let dav = try WebDAVStore(in: dir.path)
+        try a.initKeyfileVault()
+        b.extra["VAULT_KEYFILE"] = a.path + "/key"
+        for home in [a, b] {
+            home.extra["VAULT_AGENT"] = "off"
+            try home.providerFile(
+                "rfcdpop",
+                [
+                    "issuer": server.base, "client_id": "dpop-client", "dpop_bound_access_tokens": true,
+                    "scopes": ["read"],
+                ])
+        }
+        var env = a.environment
+        env["BROWSER"] = "python3 \(FixtureServer.root.path)/Tools/testservers/dpop_server.py browse"
+        let added = try VaultProcess.run(["add", "rfcdpop", "bound"], environment: env)
+        try #require(added.status == 0, "\(added.stderr)")
+        let remote = try a.run("remote", "set", dav.url, "--user", "vault", "--password-file", dav.passwordFile)
+        try #require(remote.status == 0, "\(remote.stderr)")
+        try #require(try a.run("sync").status == 0)
+        let joined = try b.run("join", dav.url, "--user", "vault", "--password-file", dav.passwordFile)
+        try #require(joined.status == 0, "\(joined.stderr)")
+
+        func jkt(_ home: Home) throws -> String? {
+            let r = try home.run("show", "bound", "--json")
+            return (try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])?["dpop_jkt"]
+                as? String
+        }
+        #expect(try jkt(b) != nil && jkt(b) == jkt(a))
+        let refreshed = try b.run("refresh", "bound")
+        #expect(refreshed.status == 0, "\(refreshed.stderr)")
+        let url = server.base + "/userinfo"
+        let first = try b.run("header", "bound", "--url", url)
+        let nonce = try #require(try CurlAnswer.get(url, headers: first.stdout).dpopNonce)
+        let second = try b.run("header", "bound", "--url", url, "--dpop-nonce", nonce)
+        #expect(try CurlAnswer.get(url, headers: second.stdout).status == 200)
+        // Back on the first machine after a sync: the refresh token the other rotated works here.
+        try #require(try b.run("sync").status == 0)
+        try #require(try a.run("sync").status == 0)
+        #expect(try a.run("refresh", "bound").status == 0)
+    }
+}
