@@ -66,6 +66,20 @@ struct DynamicRegistrationTests {
         #expect(try home.run("show", "corp").status == 1)
     }
 
+    @Test("add --register --dpop: a registered client whose tokens are bound to a DPoP key, usable with vault header")
+    func registerBound() throws {
+        let issuer = try oidc.featureIssuer("regdpop", ["registration", "dpop"])
+        let r = try add(["bound", "--issuer", issuer, "--register", "--dpop"])
+        #expect(r.status == 0, "\(r.stderr)")
+        let g = try #require(try shown("bound"))
+        #expect(g["token_type"] as? String == "DPoP" && g["dpop_alg"] as? String == "ES256")
+        #expect(g["client_registration"] != nil)
+        #expect(try home.run("refresh", "bound").status == 0)
+        let header = try home.run("header", "bound", "--url", issuer + "/userinfo")
+        #expect(try CurlAnswer.get(issuer + "/userinfo", headers: header.stdout).status == 200)
+        #expect(try home.run("remove", "bound", "--revoke").status == 0)
+    }
+
     @Test("a provider whose discovery names no registration endpoint gives a clear error, and nothing is stored")
     func noRegistrationEndpoint() throws {
         let r = try add(["plain", "--issuer", oidc.settings.issuer, "--register"])
