@@ -75,12 +75,15 @@ struct DPoPKeyTests {
         let text = String(decoding: bytes, as: UTF8.self)
         #expect(text.contains(#""kind":"oauth2_dpop""#))
         let read = try #require(bytes.withUnsafeBytes { Payload.read($0) })
-        #expect(read.grant == grant)
+        // Compared aside, so that a failure prints no key.
+        let same = read.grant == grant
+        #expect(same)
         #expect(read.grant?.kind == .oauth2)
         let listed = try #require(bytes.withUnsafeBytes { Payload.read($0, secrets: false) })
         #expect(listed.grant?.dpopKey?.privateKey == "")
         #expect(listed.grant?.dpopKey?.thumbprint == key.thumbprint)
-        #expect(Payload.decodedWithFoundation(bytes)?.grant == grant)
+        let sameByFoundation = Payload.decodedWithFoundation(bytes)?.grant == grant
+        #expect(sameByFoundation)
         // A bearer grant keeps its kind.
         #expect(
             String(decoding: try payload(Grant(provider: "p", createdAt: Date())), as: UTF8.self).contains(
@@ -107,7 +110,8 @@ struct DPoPKeyTests {
         let key = try DPoPKey.generate()
         let bound = Grant(provider: "p", accessToken: "a", refreshToken: "r", createdAt: Date(), dpopKey: key)
         let metadata = Grant(provider: "p", account: "ada", accessToken: "x", refreshToken: "y", createdAt: Date())
-        #expect(metadata.withTokens(of: bound).dpopKey == key)
+        let keyFollows = metadata.withTokens(of: bound).dpopKey == key
+        #expect(keyFollows)
         #expect(bound.withTokens(of: metadata).dpopKey == nil)
     }
 }

@@ -39,15 +39,17 @@ def stop_pid(pid, group=False):
         pass
 
 
-def answer_json(handler, status, doc):
+def answer_json(handler, status, doc, headers=()):
     """Answers a BaseHTTPRequestHandler's request with `doc` as JSON, not
-    cached (as token endpoints answer)."""
+    cached (as token endpoints answer), with any further `headers` pairs."""
     import json
     body = json.dumps(doc).encode()
     handler.send_response(status)
     handler.send_header("Content-Type", "application/json")
     handler.send_header("Cache-Control", "no-store")
     handler.send_header("Content-Length", str(len(body)))
+    for name, value in headers:
+        handler.send_header(name, value)
     handler.end_headers()
     handler.wfile.write(body)
 

@@ -43,7 +43,7 @@ from http.server import BaseHTTPRequestHandler
 
 from jwcrypto import jwk, jws
 
-from common import no_redirect_opener, serve_http_until_stdin_closes
+from common import answer_json, no_redirect_opener, serve_http_until_stdin_closes
 
 CLIENT = "dpop-client"
 ALGS = ["ES256", "EdDSA"]
@@ -127,15 +127,7 @@ class Handler(BaseHTTPRequestHandler):
         return "http://127.0.0.1:%d" % self.server.server_address[1]
 
     def send(self, status, doc, headers=()):
-        body = json.dumps(doc).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("Content-Length", str(len(body)))
-        for k, v in headers:
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(body)
+        answer_json(self, status, doc, headers)
 
     def note(self, endpoint, ok, why, alg=None):
         with LOCK:
