@@ -2,6 +2,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 /* Opaque OpenSSL types: only pointers cross this file. */
 typedef struct evp_md_st EVP_MD;
@@ -37,6 +38,7 @@ static struct {
     int (*i2d_private_key)(const EVP_PKEY *, unsigned char **);
     EVP_PKEY *(*d2i_private_key)(int, EVP_PKEY **, const unsigned char **, long);
     int (*pkey_get_octet_string_param)(const EVP_PKEY *, const char *, unsigned char *, size_t, size_t *);
+    int (*pkey_get_utf8_string_param)(const EVP_PKEY *, const char *, char *, size_t, size_t *);
     ECDSA_SIG *(*d2i_ecdsa_sig)(ECDSA_SIG **, const unsigned char **, long);
     void (*ecdsa_sig_get0)(const ECDSA_SIG *, const BIGNUM **, const BIGNUM **);
     void (*ecdsa_sig_free)(ECDSA_SIG *);
@@ -91,6 +93,7 @@ static void load(void) {
     RESOLVE(i2d_private_key, "i2d_PrivateKey");
     RESOLVE(d2i_private_key, "d2i_PrivateKey");
     RESOLVE(pkey_get_octet_string_param, "EVP_PKEY_get_octet_string_param");
+    RESOLVE(pkey_get_utf8_string_param, "EVP_PKEY_get_utf8_string_param");
     RESOLVE(d2i_ecdsa_sig, "d2i_ECDSA_SIG");
     RESOLVE(ecdsa_sig_get0, "ECDSA_SIG_get0");
     RESOLVE(ecdsa_sig_free, "ECDSA_SIG_free");
@@ -198,11 +201,19 @@ int vault_p256_generate(unsigned char *out, size_t out_cap, size_t *out_len) {
 }
 
 /* The P-256 key in der, or NULL when it is not one. */
+/* A P-256 key from the whole of a DER ECPrivateKey: another curve of the
+   same size (secp256k1, brainpoolP256r1) or bytes after the key are
+   refused, never signed with under a jwk that says P-256. */
 static EVP_PKEY *read_p256(const unsigned char *der, size_t der_len) {
     if (der_len > 0x7fffffff) return NULL;
     const unsigned char *p = der;
     EVP_PKEY *key = api.d2i_private_key(VAULT_EVP_PKEY_EC, NULL, &p, (long)der_len);
-    if (key && api.pkey_bits(key) != 256) {
+    if (!key) return NULL;
+    char group[32];
+    size_t group_len = 0;
+    if (p != der + der_len || api.pkey_bits(key) != 256 ||
+        api.pkey_get_utf8_string_param(key, "group", group, sizeof group, &group_len) != 1 ||
+        strcmp(group, "prime256v1") != 0) {
         api.pkey_free(key);
         return NULL;
     }

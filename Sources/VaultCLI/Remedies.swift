@@ -76,6 +76,9 @@ enum Remedies {
         case .grantNameGrammar(let maximumLength):
             return "use 1 to \(maximumLength) letters, digits and . _ @ + -, not starting with - or ."
         case .nameProviderInJSON: return "add \"provider\": \"NAME\""
+        case .authorizeWithDPoP(let provider):
+            return "its key never leaves the program that made it: run 'vault add \(provider) --dpop' to authorize "
+                + "with a key of this vault, or sync from the vault that holds the grant"
         case .renameProviderFile(let file, let name):
             return "rename the file to \(file).json, or make its \"name\" '\(name)' (or remove it)"
         case .sectionsWithTokens(let names): return "its remotes with a token: \(names.joined(separator: ", "))"

@@ -71,6 +71,18 @@ public struct TokenResponse: Sendable {
         guard accessToken != nil || refreshToken != nil else {
             throw VaultError(.invalidInput, "the token JSON has neither 'access_token' nor 'refresh_token'")
         }
+        // A DPoP-bound token (RFC 9449) is of no use without its key, which
+        // no token file carries: imported, it would be sent as a bearer token.
+        if let tokenType, tokenType.lowercased() != "bearer", tokenSecret == nil {
+            let type = ProviderText.sanitized(tokenType, limit: 20)
+            if tokenType.lowercased() == "dpop" {
+                throw VaultError(
+                    .invalidInput, "the token JSON's tokens are bound to a DPoP key it does not carry",
+                    remedy: .authorizeWithDPoP(
+                        provider: (try? GrantName.validateForCommandLine(provider)) != nil ? provider : "PROVIDER"))
+            }
+            throw VaultError(.invalidInput, "the token JSON's token_type '\(type)' is not one vault imports (Bearer)")
+        }
         var g = grant(
             provider: provider, account: account ?? idToken.flatMap(IDTokenClaims.unverifiedAccount), now: now)
         g.providerConfiguration = providerConfiguration

@@ -222,6 +222,9 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
         case grantNameGrammar(maximumLength: Int)
         /// Add the provider's name to the token JSON (`"provider": "NAME"`).
         case nameProviderInJSON
+        /// A token file's tokens are bound to a key it does not carry:
+        /// authorize here with a key of this vault, or sync the vault that has it.
+        case authorizeWithDPoP(provider: String)
         /// Rename the provider file to `file`.json, or make its inner name `name`.
         case renameProviderFile(file: String, name: String)
         /// The sections of another tool's file that hold a token.

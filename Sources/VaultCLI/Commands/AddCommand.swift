@@ -298,6 +298,7 @@ struct AddCommand: VaultCommand {
             provider: provider, flow: flow, scopes: scopes, loginHint: loginHint,
             timeout: timeout)
         request.dpopKey = try proofKey(for: provider, existing: existing)
+        request.requiresDPoPAccessToken = existing?.accessTokenIsDPoPBound == true
         let authorizer = Authorizer(
             transport: transport, ui: TerminalAuthorizationUI(environment: ctx.environment), time: ctx.time)
         var grant: Grant
@@ -305,9 +306,11 @@ struct AddCommand: VaultCommand {
             pending?.undo()
             throw error
         }
-        if request.dpopKey != nil && grant.dpopKey == nil {
+        if request.dpopKey != nil && !grant.accessTokenIsDPoPBound {
             ctx.output.warn(
-                "\(provider.name) answered with bearer tokens: the grant's tokens are not bound to a DPoP key")
+                grant.isDPoPBound
+                    ? "\(provider.name) answered with a bearer access token: only the refresh token is bound to the DPoP key"
+                    : "\(provider.name) answered with bearer tokens: the grant's tokens are not bound to a DPoP key")
         }
         grant = grant.withDocumentedLifetime(provider.refreshTokenPolicy, authorizedAt: grant.createdAt)
         if let existing {

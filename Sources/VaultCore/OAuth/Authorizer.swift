@@ -49,8 +49,14 @@ public struct AuthorizationRequest: Sendable {
     /// The key to bind the grant's tokens to (RFC 9449 DPoP): its
     /// thumbprint goes in the authorization request (`dpop_jkt`) and its
     /// proofs with every token request. The grant keeps it when the
-    /// provider answers with DPoP-bound tokens.
+    /// provider answers with a DPoP-bound access token, or with a bearer
+    /// one and a refresh token (which RFC 9449 section 5 lets it bind to
+    /// the key alone).
     public var dpopKey: DPoPKey?
+    /// True when a bearer access token is refused, the tokens never stored:
+    /// set for a grant whose access token was DPoP-bound before, as it is
+    /// for any grant of a provider that says `dpop_bound_access_tokens`.
+    public var requiresDPoPAccessToken = false
 
     /// The authorization URL's fields that the flow sets itself.
     public static let protocolParameters: Set<String> = [
@@ -453,9 +459,21 @@ public struct Authorizer {
             throw VaultError(.badResponse, "the provider returned no ID token for an OpenID Connect authorization")
         }
         var g = response.grant(provider: p.name, account: account, now: now)
-        // The key stays with tokens the provider bound to it (RFC 9449
-        // section 5); a provider that answered with bearer tokens bound nothing.
-        if response.tokenType?.lowercased() == "dpop" { g.dpopKey = request.dpopKey }
+        if let key = request.dpopKey {
+            if response.tokenType?.lowercased() == "dpop" {
+                g.dpopKey = key
+            } else if request.requiresDPoPAccessToken || p.dpopBoundAccessTokens {
+                // A downgrade to bearer tokens, which anyone holding them can spend.
+                throw VaultError(
+                    .badResponse,
+                    "\(p.name) answered with a bearer access token where a DPoP-bound one was asked for; "
+                        + "the tokens were not stored")
+            } else if g.refreshToken != nil {
+                // RFC 9449 section 5: the refresh token may be bound to the
+                // key alone; every refresh must then carry a proof of it.
+                g.dpopKey = key
+            }
+        }
         if account == nil, let userinfo = p.userinfoEndpoint, g.accessToken != nil {
             g.account = try? UserInfo.account(endpoint: userinfo, grant: g, claim: p.accountClaim, transport: transport)
         }

@@ -10,7 +10,9 @@ package import VaultHTTP
 /// and signs a fresh proof for every request that spends them: the token
 /// endpoint's refreshes and each call to a protected resource. A stolen
 /// access or refresh token is of no use without the key.
-public struct DPoPKey: Equatable, Sendable {
+public struct DPoPKey: Equatable, Sendable, CustomStringConvertible, CustomDebugStringConvertible,
+    CustomReflectable
+{
     /// The JWS algorithm: `ES256` or `EdDSA`.
     public let algorithm: String
     /// The RFC 7638 SHA-256 thumbprint of the public key, base64url: the
@@ -29,12 +31,24 @@ public struct DPoPKey: Equatable, Sendable {
         self.privateKey = privateKey
     }
 
+    /// The algorithm and thumbprint, never the private key: what string
+    /// interpolation, `dump` and a failed test's message show.
+    public var description: String { "DPoPKey(\(algorithm), jkt \(thumbprint))" }
+    /// The same as `description`: the private key is never shown.
+    public var debugDescription: String { description }
+    /// The algorithm and thumbprint, for `dump` and reflection.
+    public var customMirror: Mirror {
+        Mirror(self, children: ["algorithm": algorithm, "thumbprint": thumbprint], displayStyle: .struct)
+    }
+
     /// A new key for `algorithm` (`ES256` or `EdDSA`).
     public static func generate(algorithm: String = "ES256") throws(VaultError) -> DPoPKey {
         let alg = try DPoPKey.signing(algorithm)
         let secret: SecureBytes
         do { secret = try ProofSignature.generate(alg) } catch { throw VaultError(error) }
-        let encoded = Base64.encodeString(secret.unsafeCopyToArray(), .urlSafeUnpadded)
+        var raw = secret.unsafeCopyToArray()
+        defer { secureZero(&raw) }
+        let encoded = Base64.encodeString(raw, .urlSafeUnpadded)
         let jwk = try DPoPKey.publicJWK(alg, secret)
         let members = jwk.map { JWTAssertion.json($0.name) + ":" + JWTAssertion.json($0.value) }
         let canonical = "{" + members.joined(separator: ",") + "}"
@@ -88,9 +102,10 @@ public struct DPoPKey: Equatable, Sendable {
         return input + "." + Base64.encodeString(signature, .urlSafeUnpadded)
     }
 
-    /// The URL as `htu` carries it: without query and fragment.
+    /// The URL as `htu` carries it: the target URI a server rebuilds (RFC
+    /// 9110 section 7.1), without query, fragment or user info.
     static func target(_ url: String) -> String {
-        String(url.prefix { $0 != "?" && $0 != "#" })
+        URLPolicy.redacted(url)
     }
 
     /// RFC 9449 section 8.1: a nonce is one or more NQCHAR (%x21 / %x23-5B / %x5D-7E).
@@ -151,29 +166,36 @@ package final class DPoPNonces: Sendable {
     /// in an OAuth error body (token endpoint) or a WWW-Authenticate header
     /// (resource server).
     static func asksForNonce(_ response: HTTPResponse) -> Bool {
-        guard response.status == 400 || response.status == 401, response.header("dpop-nonce") != nil else {
-            return false
-        }
+        guard response.status == 400 || response.status == 401,
+            let nonce = response.header("dpop-nonce"), DPoPKey.isNonce(nonce)
+        else { return false }
         if OAuthErrorBody(response.body).code == "use_dpop_nonce" { return true }
         return response.header("www-authenticate")?.contains("use_dpop_nonce") ?? false
     }
 }
 
 extension Grant {
-    /// True when the grant's tokens are bound to its DPoP key: every use
-    /// needs a proof signed by it, so they are never handed out as bearer
-    /// tokens alone.
+    /// True when the grant holds a DPoP key: its refresh token may be bound
+    /// to it (RFC 9449 section 5), so every token request carries a proof,
+    /// and the key never leaves its vault.
     public var isDPoPBound: Bool { dpopKey != nil }
 
+    /// True when the access token itself is bound to the grant's key
+    /// (`token_type` DPoP): every use needs a proof signed by it, so it is
+    /// never handed out as a bearer token alone. A provider may answer a
+    /// request made with a proof with a bearer access token, binding only
+    /// the refresh token; that access token is sent as a bearer token.
+    public var accessTokenIsDPoPBound: Bool { dpopKey != nil && tokenType?.lowercased() == "dpop" }
+
     /// The header fields that authorize `method` on `url` with the grant's
-    /// access token: `Authorization: Bearer`, or for a DPoP-bound grant
+    /// access token: `Authorization: Bearer`, or for a DPoP access token
     /// `Authorization: DPoP` and a `DPoP` proof for this very request
     /// (with the server's `nonce`, or the one it last gave this process).
     public func authorizationHeaders(method: String = "GET", url: String, nonce: String? = nil, at now: Date)
         throws(VaultError) -> [(name: String, value: String)]
     {
         guard let accessToken else { throw VaultError(.invalidInput, "the grant has no access token") }
-        guard let dpopKey else { return [("Authorization", "Bearer \(accessToken)")] }
+        guard accessTokenIsDPoPBound, let dpopKey else { return [("Authorization", "Bearer \(accessToken)")] }
         let proof = try dpopKey.proof(
             method: method, url: url, accessToken: accessToken,
             nonce: nonce ?? DPoPNonces.shared.nonce(for: url), at: now)
@@ -196,12 +218,12 @@ package enum ProtectedResource {
             request.timeout = timeout
             let response: HTTPResponse
             do { response = try transport.send(request) } catch { throw error.vaultError(what) }
-            if grant.isDPoPBound { DPoPNonces.shared.remember(response, from: url) }
+            if grant.accessTokenIsDPoPBound { DPoPNonces.shared.remember(response, from: url) }
             return response
         }
         let first = try send()
         // RFC 9449 section 9: a resource server's nonce challenge, answered once.
-        guard grant.isDPoPBound, DPoPNonces.asksForNonce(first) else { return first }
+        guard grant.accessTokenIsDPoPBound, DPoPNonces.asksForNonce(first) else { return first }
         return try send()
     }
 }
