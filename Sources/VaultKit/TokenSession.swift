@@ -238,6 +238,9 @@ public final class TokenSession: Sendable {
         async throws(VaultError)
     {
         do { try URLPolicy.check(request.url) } catch { throw VaultError(.invalidInput, error.reason) }
+        if let dpopNonce, !DPoPKey.isNonce(dpopNonce) {
+            throw VaultError(.invalidInput, "the DPoP nonce has characters RFC 9449 does not allow in one")
+        }
         let grant = try await freshGrant(name).grant
         guard grant.accessToken != nil, grant.kind != .oauth1 else {
             throw VaultError(.invalidInput, "grant '\(name)' holds no OAuth 2.0 access token")

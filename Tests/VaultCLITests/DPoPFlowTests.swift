@@ -156,6 +156,8 @@ extension AddFlowTests {
             ["header", "bounduse"], ["header", "bounduse", "--url", "ftp://x.example/"],
             ["header", "bounduse", "--url", "https://x.example/", "--method", "get"],
             ["header", "bounduse", "--url", "https://x.example/", "--dpop-nonce", "a b"],
+            // The bound token goes with its proof over https only (plain http to this machine).
+            ["header", "bounduse", "--url", "http://x.example/"],
         ] {
             let r = try home.run(args)
             #expect(r.status == 64, "\(args): \(r.stderr)")

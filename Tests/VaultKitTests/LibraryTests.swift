@@ -132,6 +132,14 @@ struct LibraryTests {
             #expect(error.code == .invalidInput)
         }
         #expect(plain.headers.isEmpty)
+        // A nonce that cannot go in a proof is the caller's error, found before any refresh.
+        var nonced = HTTPRequest(method: "GET", url: "https://api.example/me")
+        do {
+            try await session.authorize(&nonced, with: "missing", dpopNonce: "a b")
+            Issue.record("a nonce with a space was taken")
+        } catch {
+            #expect(error.code == .invalidInput)
+        }
     }
 
     @Test("a cancelled task stops waiting; the refresh others share still completes and is saved")

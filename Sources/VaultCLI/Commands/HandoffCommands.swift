@@ -3,6 +3,7 @@ internal import Glibc
 internal import VaultAgent
 internal import VaultCore
 internal import VaultCrypto
+internal import VaultHTTP
 internal import VaultSync
 
 /// The variables `env` and `exec` hand to programs for one grant.
@@ -362,28 +363,56 @@ struct HeaderCommand: VaultCommand {
 
     func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
+        // What the options say is checked before a refresh spends anything.
+        try checkRequestOptions()
         let grant = try Commands.freshGrants([name], target: try narrowing.target(ctx), ctx: ctx)[0].1
-        if dpopNonce != nil && !grant.isDPoPBound {
-            throw CLIError.usage("--dpop-nonce is for a grant bound to a DPoP key", command: "header")
+        if dpopNonce != nil && !grant.accessTokenIsDPoPBound {
+            throw CLIError.usage("--dpop-nonce is for an access token bound to a DPoP key", command: "header")
         }
         let line: String
         if grant.kind == .oauth1 {
             line = "Authorization: " + OAuth1.authorizationHeader(try signing.signature(grant, ctx: ctx))
-        } else if grant.isDPoPBound {
+        } else if grant.accessTokenIsDPoPBound {
             line = try dpopLines(name, grant, ctx: ctx)
         } else {
-            let token = grant.accessToken ?? ""
-            // A header value ends at a line break: refuse what would start another header.
-            guard !token.isEmpty, token.unicodeScalars.allSatisfy({ (0x21...0x7e).contains($0.value) }) else {
-                throw CLIError(
-                    "the access token of '\(name)' has characters an HTTP header cannot carry",
-                    hint: "run 'vault refresh \(name)', or 'vault add \(name)' to authorize it again")
-            }
-            line = "Authorization: Bearer \(token)"
+            line = "Authorization: Bearer \(try headerToken(name, grant))"
         }
         var bytes = Array((line + "\n").utf8)
         Console.writeAll(&bytes, fd: 1)
         return .ok
+    }
+
+    /// The grammar of --url, --method and --dpop-nonce, which a signature
+    /// or a DPoP proof covers.
+    func checkRequestOptions() throws {
+        if let url = signing.url {
+            let printable = url.utf8.allSatisfy { (0x21...0x7e).contains($0) }
+            guard url.hasPrefix("https://") || url.hasPrefix("http://"), printable else {
+                throw CLIError.usage("--url must be an absolute http or https URL without spaces", command: "header")
+            }
+        }
+        if let method = signing.method {
+            guard !method.isEmpty, method.utf8.allSatisfy({ (0x41...0x5a).contains($0) || $0 == 0x2d }) else {
+                throw CLIError.usage("--method must be an HTTP method in capitals (GET, POST, ...)", command: "header")
+            }
+        }
+        if let nonce = dpopNonce, !DPoPKey.isNonce(nonce) {
+            throw CLIError.usage(
+                "--dpop-nonce is not a DPoP nonce (printable ASCII without spaces, quotes or backslashes)",
+                command: "header")
+        }
+    }
+
+    /// The access token, refused when it would break the header line.
+    func headerToken(_ name: String, _ grant: Grant) throws -> String {
+        let token = grant.accessToken ?? ""
+        // A header value ends at a line break: refuse what would start another header.
+        guard !token.isEmpty, token.unicodeScalars.allSatisfy({ (0x21...0x7e).contains($0.value) }) else {
+            throw CLIError(
+                "the access token of '\(name)' has characters an HTTP header cannot carry",
+                hint: "run 'vault refresh \(name)', or 'vault add \(name)' to authorize it again")
+        }
+        return token
     }
 
     /// `Authorization: DPoP TOKEN` and the `DPoP` proof for --method on --url.
@@ -397,27 +426,14 @@ struct HeaderCommand: VaultCommand {
             throw CLIError.usage(
                 "--body-form is for OAuth 1.0a; a DPoP proof does not cover the body", command: "header")
         }
-        // The proof names the URL (htu): an absolute http(s) URL of printable ASCII.
-        let printable = url.utf8.allSatisfy { (0x21...0x7e).contains($0) }
-        guard url.hasPrefix("https://") || url.hasPrefix("http://"), printable else {
-            throw CLIError.usage("--url must be an absolute http or https URL without spaces", command: "header")
-        }
-        let method = signing.method ?? "GET"
-        guard !method.isEmpty, method.utf8.allSatisfy({ (0x41...0x5a).contains($0) || $0 == 0x2d }) else {
-            throw CLIError.usage("--method must be an HTTP method in capitals (GET, POST, ...)", command: "header")
-        }
-        if let nonce = dpopNonce, !DPoPKey.isNonce(nonce) {
+        // The token goes with the proof: over https, or plain http to this machine only.
+        guard case .success = Result(catching: { () throws(HTTPError) in try URLPolicy.check(url) }) else {
             throw CLIError.usage(
-                "--dpop-nonce is not a DPoP nonce (printable ASCII without spaces, quotes or backslashes)",
-                command: "header")
+                "a DPoP-bound token goes to an https URL (or plain http to this machine only)", command: "header")
         }
-        let token = grant.accessToken ?? ""
-        guard !token.isEmpty, token.unicodeScalars.allSatisfy({ (0x21...0x7e).contains($0.value) }) else {
-            throw CLIError(
-                "the access token of '\(name)' has characters an HTTP header cannot carry",
-                hint: "run 'vault refresh \(name)', or 'vault add \(name)' to authorize it again")
-        }
-        let headers = try grant.authorizationHeaders(method: method, url: url, nonce: dpopNonce, at: ctx.time.now())
+        _ = try headerToken(name, grant)
+        let headers = try grant.authorizationHeaders(
+            method: signing.method ?? "GET", url: url, nonce: dpopNonce, at: ctx.time.now())
         return headers.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
     }
 }
