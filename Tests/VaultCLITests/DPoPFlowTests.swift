@@ -251,6 +251,60 @@ struct DPoPFixtureTests {
         // add (the account), check, curl with the second header, and the app's second request.
         #expect(passed.filter { $0["endpoint"] as? String == "userinfo" }.count == 4)
     }
+
+    /// RFC 9449 section 5: a provider may answer a request made with a
+    /// proof with a bearer access token, binding the refresh token alone.
+    /// The grant keeps the key for its refreshes and sends the access token
+    /// as a bearer token; where the provider binds every grant, such an
+    /// answer is a downgrade, refused.
+    @Test("a bearer access token with a bound refresh token: the key signs each refresh; a downgrade is refused")
+    func bearerAccessToken() throws {
+        try home.providerFile(
+            "rfchalf", ["issuer": server.base, "client_id": "bearer-client", "scopes": ["read"]])
+        var env = home.environment
+        env["BROWSER"] = "python3 \(FixtureServer.root.path)/Tools/testservers/dpop_server.py browse"
+        let r = try VaultProcess.run(["add", "rfchalf", "half", "--dpop"], environment: env)
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr.contains("only the refresh token is bound"), "\(r.stderr)")
+        let show = try home.run("show", "half", "--json")
+        let g = try #require(try JSONSerialization.jsonObject(with: Data(show.stdout.utf8)) as? [String: Any])
+        #expect(g["token_type"] as? String == "Bearer")
+        #expect(g["dpop_alg"] as? String == "ES256")
+        // The account was asked of userinfo with the Bearer scheme, which the fixture alone accepts.
+        #expect(g["account"] as? String == "dpop@example.com")
+        // Each refresh spends a refresh token bound to the key: only a proof of it gets a new one.
+        for _ in 0..<2 {
+            let refreshed = try home.run("refresh", "half")
+            #expect(refreshed.status == 0, "\(refreshed.stderr)")
+        }
+        #expect(try home.run("check", "half").status == 0)
+        let url = server.base + "/userinfo"
+        let header = try home.run("header", "half", "--url", url)
+        #expect(header.status == 0, "\(header.stderr)")
+        #expect(header.stdout.hasPrefix("Authorization: Bearer "))
+        #expect(!header.stdout.contains("DPoP"))
+        let accepted = try CurlAnswer.get(url, headers: header.stdout).status == 200
+        #expect(accepted)
+
+        // A provider file that says every grant is bound: the bearer answer is refused, nothing stored.
+        try home.providerFile(
+            "rfcstrict",
+            [
+                "issuer": server.base, "client_id": "bearer-client", "scopes": ["read"],
+                "dpop_bound_access_tokens": true,
+            ])
+        let refused = try VaultProcess.run(["add", "rfcstrict", "strict"], environment: env)
+        #expect(refused.status == 1, "\(refused.stderr)")
+        #expect(refused.stderr.contains("bearer access token"), "\(refused.stderr)")
+        #expect(try home.run("show", "strict").status != 0)
+
+        let seen = try proofs()
+        let failures = seen.filter { ($0["ok"] as? Bool) != true }.compactMap { $0["why"] as? String }
+        #expect(Set(failures).isSubset(of: ["use_dpop_nonce"]), "\(failures)")
+        let passed = seen.filter { ($0["ok"] as? Bool) == true }
+        // Two code exchanges and two refreshes, each with a proof jwcrypto accepted.
+        #expect(passed.filter { $0["endpoint"] as? String == "token" }.count == 4)
+    }
 }
 
 /// A grant bound to a DPoP key, added on one machine, is refreshed and used

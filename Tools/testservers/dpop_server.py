@@ -10,7 +10,7 @@ final text) says, and checks every proof with an independent JOSE library
                             [{"proof", "method", "url", "token", "nonce"}...]}; prints
                             one verdict per proof ("ok ALG" or "bad WHY"); exits 1 if any is bad
 
-Endpoints (public client `dpop-client`, PKCE S256 required):
+Endpoints (public clients `dpop-client` and `bearer-client`, PKCE S256 required):
   /.well-known/openid-configuration  metadata with dpop_signing_alg_values_supported
   /auth       answers at once with a redirect carrying the code (and iss); a
               `dpop_jkt` parameter binds the code to that key (section 10)
@@ -18,10 +18,13 @@ Endpoints (public client `dpop-client`, PKCE S256 required):
               a valid proof with the server's current nonce (400
               use_dpop_nonce with a DPoP-Nonce header otherwise, section 8);
               tokens are bound to the proof's key (cnf.jkt), token_type DPoP,
-              refresh tokens rotate and only the bound key may spend them
+              refresh tokens rotate and only the bound key may spend them;
+              for `bearer-client` the access token is a bearer token and
+              only the refresh token is bound (section 5 allows it)
   /userinfo   a protected resource: `Authorization: DPoP` with a proof that
               carries ath and the resource's nonce (401 with WWW-Authenticate
-              error="use_dpop_nonce" otherwise, section 9)
+              error="use_dpop_nonce" otherwise, section 9); a bearer access
+              token with `Authorization: Bearer` only (section 7.2)
   /__proofs   JSON: every proof seen, with the verdict and why
 
 Checks on each proof (section 4.3): typ dpop+jwt; alg asymmetric and listed;
@@ -46,10 +49,12 @@ from jwcrypto import jwk, jws
 from common import answer_json, no_redirect_opener, serve_http_until_stdin_closes
 
 CLIENT = "dpop-client"
+# Its access tokens are bearer tokens; its refresh tokens are bound.
+BEARER_CLIENT = "bearer-client"
 ALGS = ["ES256", "EdDSA"]
 WINDOW = 60
 LOCK = threading.Lock()
-STATE = {"codes": {}, "refresh": {}, "access": {}, "jtis": set(), "proofs": [],
+STATE = {"codes": {}, "refresh": {}, "access": {}, "bearer": set(), "jtis": set(), "proofs": [],
          "nonce": {"token": secrets.token_urlsafe(12), "resource": secrets.token_urlsafe(12)}}
 
 
@@ -153,7 +158,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send(404, {"error": "not_found"})
 
     def authorize(self, q):
-        if q.get("client_id") != CLIENT or q.get("code_challenge_method") != "S256" or not q.get("redirect_uri"):
+        if q.get("client_id") not in (CLIENT, BEARER_CLIENT) or q.get("code_challenge_method") != "S256" \
+                or not q.get("redirect_uri"):
             return self.send(400, {"error": "invalid_request"})
         code = secrets.token_urlsafe(16)
         with LOCK:
@@ -172,7 +178,8 @@ class Handler(BaseHTTPRequestHandler):
         form = dict(urllib.parse.parse_qsl(self.rfile.read(length).decode()))
         if path != "/token":
             return self.send(404, {"error": "not_found"})
-        if form.get("client_id") != CLIENT:
+        client = form.get("client_id")
+        if client not in (CLIENT, BEARER_CLIENT):
             return self.send(401, {"error": "invalid_client"})
         grant_type = form.get("grant_type")
         with LOCK:
@@ -207,11 +214,15 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send(400, {"error": "unsupported_grant_type"})
             access = secrets.token_urlsafe(24)
             refresh = secrets.token_urlsafe(24)
-            STATE["access"][access] = thumbprint
+            if client == BEARER_CLIENT:
+                STATE["bearer"].add(access)
+            else:
+                STATE["access"][access] = thumbprint
             STATE["refresh"][refresh] = {"jkt": thumbprint, "scope": scope}
             STATE["nonce"]["token"] = secrets.token_urlsafe(12)
             fresh_nonce = STATE["nonce"]["token"]
-        self.send(200, {"access_token": access, "token_type": "DPoP", "expires_in": 3600,
+        token_type = "Bearer" if client == BEARER_CLIENT else "DPoP"
+        self.send(200, {"access_token": access, "token_type": token_type, "expires_in": 3600,
                         "refresh_token": refresh, "scope": scope}, [("DPoP-Nonce", fresh_nonce)])
 
     def userinfo(self):
@@ -219,7 +230,15 @@ class Handler(BaseHTTPRequestHandler):
         scheme, _, token = auth.partition(" ")
         with LOCK:
             bound = STATE["access"].get(token)
+            bearer = token in STATE["bearer"]
             nonce = STATE["nonce"]["resource"]
+        if bearer:
+            # A bearer token with the DPoP scheme is refused: it is bound to no key.
+            if scheme != "Bearer" or self.headers.get("DPoP") is not None:
+                self.note("userinfo", False, "a bearer token sent as a DPoP token")
+                return self.send(401, {"error": "invalid_token"}, [("WWW-Authenticate", 'Bearer error="invalid_token"')])
+            self.note("userinfo", True, "", "bearer")
+            return self.send(200, {"sub": "dpop-user", "email": "dpop@example.com"})
         if scheme != "DPoP" or bound is None:
             self.note("userinfo", False, "no DPoP-bound token")
             return self.send(401, {"error": "invalid_token"}, [("WWW-Authenticate", 'DPoP algs="ES256 EdDSA"')])
