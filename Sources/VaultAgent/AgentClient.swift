@@ -451,6 +451,26 @@ package final class ForwardedAgent {
     {
         try connection.grantToken(name, minimumValidity: minimumValidity, claims: claims)
     }
+
+    /// The header fields that authorize `method` on `url` with a fresh token
+    /// of `name` on the agent's machine: for a DPoP-bound token, with a
+    /// proof the agent signed there (operation 13).
+    package func authorization(
+        _ name: String, method: String, url: String, nonce: String?, minimumValidity: TimeInterval,
+        claims: RequesterClaims
+    ) throws(VaultError) -> RequestAuthorization {
+        try connection.authorization(
+            name, method: method, url: url, nonce: nonce, minimumValidity: minimumValidity, claims: claims)
+    }
+}
+
+/// The header fields an agent made for one request (operation 13).
+package struct RequestAuthorization {
+    /// True when the access token is bound to the grant's DPoP key and the
+    /// fields carry a proof for the request.
+    package let dpopBound: Bool
+    /// `Authorization`, and `DPoP` for a bound token.
+    package let fields: [(name: String, value: String)]
 }
 
 extension AgentClient {
@@ -459,6 +479,18 @@ extension AgentClient {
     /// `env`, `exec`, `header` and `xoauth2` hand out.
     package func grantToken(_ name: String, minimumValidity: TimeInterval) throws(VaultError) -> Grant {
         try connection.grantToken(name, minimumValidity: minimumValidity, claims: .ofThisProcess())
+    }
+
+    /// The header fields that authorize `method` on `url` with a fresh
+    /// token of `name`, under the agent's policy (operation 13): the agent
+    /// signs the DPoP proof of a bound grant, so no command here needs to
+    /// open the vault for it.
+    package func authorization(
+        _ name: String, method: String, url: String, nonce: String?, minimumValidity: TimeInterval
+    ) throws(VaultError) -> RequestAuthorization {
+        try connection.authorization(
+            name, method: method, url: url, nonce: nonce, minimumValidity: minimumValidity,
+            claims: .ofThisProcess())
     }
 }
 
@@ -471,14 +503,34 @@ extension AgentConnection {
         var request = MessageWriter(request: .grantToken)
         request.string(name)
         request.u32(UInt32(max(0, min(minimumValidity, 1e7))))
-        request.string(claims.host)
-        request.string(claims.command)
-        request.u32(claims.uid)
-        request.u32(claims.pid)
+        request.claims(claims)
         var r = try call(request)
         let grant = try r.handedGrant()
         try r.finish()
         return grant
+    }
+
+    /// Operation 13: the header fields for one request.
+    func authorization(
+        _ name: String, method: String, url: String, nonce: String?, minimumValidity: TimeInterval,
+        claims: RequesterClaims
+    ) throws(VaultError) -> RequestAuthorization {
+        try GrantName.validate(name)
+        var request = MessageWriter(request: .authorizeRequest)
+        request.string(name)
+        request.u32(UInt32(max(0, min(minimumValidity, 1e7))))
+        request.string(method)
+        request.string(url)
+        request.string(nonce ?? "")
+        request.claims(claims)
+        var r = try call(request)
+        let bound = try r.bool()
+        let count = try r.u32()
+        guard count <= 8 else { throw VaultError(.damaged, "the agent's answer has too many header fields") }
+        var fields: [(name: String, value: String)] = []
+        for _ in 0..<count { fields.append((try r.string(), try r.string())) }
+        try r.finish()
+        return RequestAuthorization(dpopBound: bound, fields: fields)
     }
 
     /// Operation 12: a token narrowed to `target` and what describes it.

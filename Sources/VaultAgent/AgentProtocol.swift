@@ -61,6 +61,14 @@ enum AgentProtocol {
         /// what operation 11 answers, for the token narrowed to that
         /// target (`TokenRefresher.derivedToken`). Local clients only.
         case derivedToken = 12
+        /// Name, minimum validity u32, method, URL, DPoP nonce (empty for
+        /// none), then the asker's claims as in operation 11 → bound u8
+        /// (1 when the access token is DPoP-bound), u32 count, then each
+        /// header field's name and value: `Authorization` with a fresh
+        /// token, and for a DPoP-bound one the `DPoP` proof the agent signed
+        /// for this method and URL (RFC 9449). The key never leaves the
+        /// agent. Local and forwarded clients.
+        case authorizeRequest = 13
     }
 
     static let noExpiry = Int64.min
@@ -217,7 +225,7 @@ extension VaultError.Code {
 /// A parsed request: every field checked before anything is done.
 package enum AgentRequest {
     /// The operations a forwarded client may use.
-    static let forwardable: Set<AgentProtocol.Operation> = [.grantToken]
+    static let forwardable: Set<AgentProtocol.Operation> = [.grantToken, .authorizeRequest]
 
     /// This request's operation.
     var operation: AgentProtocol.Operation {
@@ -234,6 +242,7 @@ package enum AgentRequest {
         case .conflicts: .conflicts
         case .grantToken: .grantToken
         case .derivedToken: .derivedToken
+        case .authorizeRequest: .authorizeRequest
         }
     }
 
@@ -249,6 +258,8 @@ package enum AgentRequest {
     case conflicts
     case grantToken(name: String, minimumValidity: UInt32, claims: RequesterClaims)
     case derivedToken(name: String, minimumValidity: UInt32, force: Bool, target: TokenTarget)
+    case authorizeRequest(
+        name: String, minimumValidity: UInt32, method: String, url: String, nonce: String?, claims: RequesterClaims)
 
     /// The most records one `open` may carry.
     static let maxRecords = 100_000
@@ -277,10 +288,22 @@ package enum AgentRequest {
         case .sync: self = .sync
         case .conflicts: self = .conflicts
         case .grantToken:
-            self = .grantToken(
-                name: try r.string(), minimumValidity: try r.u32(),
-                claims: RequesterClaims(
-                    host: try r.string(), command: try r.string(), uid: try r.u32(), pid: try r.u32()))
+            self = .grantToken(name: try r.string(), minimumValidity: try r.u32(), claims: try r.claims())
+        case .authorizeRequest:
+            let name = try r.string()
+            let minimum = try r.u32()
+            let method = try r.string()
+            let url = try r.string()
+            let nonce = try r.string()
+            // The grammar the proof carries them in, checked before anything is done.
+            guard DPoPKey.isMethod(method), DPoPKey.isRequestURL(url), nonce.isEmpty || DPoPKey.isNonce(nonce)
+            else {
+                throw VaultError(
+                    .invalidInput, "the request to authorize needs an HTTP method, an http(s) URL and a valid nonce")
+            }
+            self = .authorizeRequest(
+                name: name, minimumValidity: minimum, method: method, url: url, nonce: nonce.isEmpty ? nil : nonce,
+                claims: try r.claims())
         case .derivedToken:
             let name = try r.string()
             let minimum = try r.u32()
@@ -349,5 +372,23 @@ extension MessageReader {
         report.rootMoved = try bool()
         report.collected = Int(try u32())
         return report
+    }
+}
+
+extension MessageReader {
+    /// What the asker says about itself (operations 11 and 13): host,
+    /// command, uid and pid.
+    mutating func claims() throws(VaultError) -> RequesterClaims {
+        RequesterClaims(host: try string(), command: try string(), uid: try u32(), pid: try u32())
+    }
+}
+
+extension MessageWriter {
+    /// What the asker says about itself (operations 11 and 13).
+    mutating func claims(_ claims: RequesterClaims) {
+        string(claims.host)
+        string(claims.command)
+        u32(claims.uid)
+        u32(claims.pid)
     }
 }

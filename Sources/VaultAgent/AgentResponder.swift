@@ -110,6 +110,7 @@ final class AgentResponder: Sendable {
         if case .token(let name, _, _) = request { grant = name }
         if case .grantToken(let name, _, _) = request { grant = name }
         if case .derivedToken(let name, _, _, _) = request { grant = name }
+        if case .authorizeRequest(let name, _, _, _, _, _) = request { grant = name }
         // A token request counts as use, and its grant as one to keep fresh,
         // once it is answered; the other operations at once.
         guard let current = grant == nil ? keys.use(grant: nil) : keys.current() else {
@@ -150,17 +151,34 @@ final class AgentResponder: Sendable {
     /// not authorize them.
     static func signsItsOwnRequests(_ grant: Grant) -> Bool { grant.kind == .oauth1 || grant.isDPoPBound }
 
+    /// What an asker can use of a grant whose requests are signed.
+    enum Signing {
+        /// Anything: it asked for the bare token (operation 4).
+        case byAsker
+        /// Nothing: it gets an access token alone (operations 11 and 12).
+        case none
+        /// DPoP proofs the agent signs for it (operation 13); not OAuth 1.0a.
+        case dpopHere
+
+        func refuses(_ grant: Grant) -> Bool {
+            switch self {
+            case .byAsker: false
+            case .none: AgentResponder.signsItsOwnRequests(grant)
+            case .dpopHere: grant.kind == .oauth1
+            }
+        }
+    }
+
     /// The most validity a forwarded request may ask for, in seconds.
     static let forwardedMinimumValidity: UInt32 = 120
 
     /// A fresh grant for a token request, after the policy (and the person,
     /// when it says to confirm) let it through; every outcome is logged.
-    /// `signsRequests`: whether the caller can use an OAuth 1.0a grant
-    /// (whose requests are signed with secrets that stay here) from what it
-    /// is handed; operation 11 cannot.
+    /// `signing`: what the caller can use of a grant whose requests are
+    /// signed with secrets that stay here (OAuth 1.0a, a DPoP key).
     private func handOut(
         _ name: String, minimumValidity: UInt32, force: Bool, peer: AgentPeer, claims: RequesterClaims?,
-        vault: Vault, signsRequests: Bool, keysHeld: UnlockedKeys, target: TokenTarget? = nil
+        vault: Vault, signing: Signing, keysHeld: UnlockedKeys, target: TokenTarget? = nil
     ) throws(VaultError) -> Grant {
         // A name that is not one is refused before anything, and not logged.
         try GrantName.validate(name)
@@ -206,9 +224,9 @@ final class AgentResponder: Sendable {
                     throw VaultError(.locked, "the agent is locked")
                 }
             }
-            if !signsRequests {
+            if signing != .byAsker {
                 let stored = try vault.load(name)
-                if AgentResponder.signsItsOwnRequests(stored) { throw AgentResponder.signsItself(name, stored) }
+                if signing.refuses(stored) { throw AgentResponder.signsItself(name, stored) }
             }
             let refresher = environment.tokenRefresher(vault)
             let handed =
@@ -249,8 +267,7 @@ final class AgentResponder: Sendable {
             let vault = try keys.vault(current, session: &session)
             let grant = try handOut(
                 name, minimumValidity: minimum, force: force, peer: peer, claims: nil, vault: vault,
-                signsRequests: true,
-                keysHeld: current)
+                signing: .byAsker, keysHeld: current)
             w.string(grant.accessToken ?? "")
             w.string(grant.tokenType ?? "Bearer")
             w.u64(UInt64(bitPattern: grant.expiresAt?.epochSeconds ?? AgentProtocol.noExpiry))
@@ -267,7 +284,7 @@ final class AgentResponder: Sendable {
             }
             let grant = try handOut(
                 name, minimumValidity: cap, force: false, peer: peer,
-                claims: peer.origin == .forwarded ? claims : nil, vault: vault, signsRequests: false,
+                claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: .none,
                 keysHeld: current)
             w.grantToken(grant)
         case .derivedToken(let name, let minimum, let force, let target):
@@ -276,8 +293,30 @@ final class AgentResponder: Sendable {
             if AgentResponder.signsItsOwnRequests(stored) { throw AgentResponder.signsItself(name, stored) }
             let grant = try handOut(
                 name, minimumValidity: minimum, force: force, peer: peer, claims: nil, vault: vault,
-                signsRequests: false, keysHeld: current, target: target)
+                signing: .none, keysHeld: current, target: target)
             w.grantToken(grant)
+        case .authorizeRequest(let name, let minimum, let method, let url, let nonce, let claims):
+            let vault = try keys.vault(current, session: &session)
+            let cap = peer.origin == .forwarded ? min(minimum, AgentResponder.forwardedMinimumValidity) : minimum
+            // A local command signs OAuth 1.0a requests itself: no need to
+            // log a refusal it falls back from.
+            if peer.origin == .local {
+                let stored = try vault.load(name)
+                if Signing.dpopHere.refuses(stored) { throw AgentResponder.signsItself(name, stored) }
+            }
+            let grant = try handOut(
+                name, minimumValidity: cap, force: false, peer: peer,
+                claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: .dpopHere,
+                keysHeld: current)
+            // The proof is signed here: the key never leaves the agent.
+            let fields = try grant.authorizationHeaders(
+                method: method, url: url, nonce: nonce, at: environment.time.now())
+            w.u8(grant.accessTokenIsDPoPBound ? 1 : 0)
+            w.u32(UInt32(fields.count))
+            for field in fields {
+                w.string(field.name)
+                w.string(field.value)
+            }
         case .nameHash(let name):
             w.fixed(try recordKeys.nameHash(name))
         case .seal(let raw, let id, let version, let deleted, let hash):
@@ -321,6 +360,7 @@ extension AgentRequest {
     /// What the asker says about itself, for the requests that carry it.
     var claims: RequesterClaims? {
         if case .grantToken(_, _, let claims) = self { return claims }
+        if case .authorizeRequest(_, _, _, _, _, let claims) = self { return claims }
         return nil
     }
 }

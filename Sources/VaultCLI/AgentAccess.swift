@@ -71,6 +71,25 @@ struct AgentAccess {
         }
     }
 
+    /// The header fields for `method` on `url` with a fresh token of `name`,
+    /// made by this vault's agent under its policy (it signs a DPoP proof
+    /// itself), or nil when no agent holds the vault unlocked or it cannot
+    /// (an OAuth 1.0a grant, an older agent): the caller then goes on
+    /// without it.
+    func authorization(
+        _ name: String, method: String, url: String, nonce: String?, at location: VaultLocation,
+        minimumValidity: Double
+    ) throws -> RequestAuthorization? {
+        guard let agent = client(for: location) else { return nil }
+        do {
+            return try agent.authorization(
+                name, method: method, url: url, nonce: nonce, minimumValidity: minimumValidity)
+        } catch {
+            if error.code == .locked || error.code == .unsupported || error.code == .io { return nil }
+            throw error
+        }
+    }
+
     /// The agent of another machine, forwarded here over SSH, when there is
     /// no vault here: `VAULT_AGENT_SOCK`, else
     /// `$XDG_RUNTIME_DIR/vault/forwarded.sock` when it exists. It hands out

@@ -8,6 +8,25 @@ import VaultTestSupport
 /// What curl (a client vault did not write) got for a request whose header
 /// lines came from `vault header`, read from its stdin (`-H @-`), so no
 /// token is on its command line.
+extension Home {
+    /// `rfcdpop`: dpop_server.py as a provider that binds every grant.
+    func dpopProvider(at server: FixtureServer) throws {
+        try providerFile(
+            "rfcdpop",
+            [
+                "issuer": server.base, "client_id": "dpop-client", "dpop_bound_access_tokens": true,
+                "scopes": ["read"],
+            ])
+    }
+
+    /// `vault add rfcdpop NAME`, authorized by the fixture's scripted browser.
+    func addAtDPoPFixture(_ name: String) throws -> ProcessResult {
+        var env = environment
+        env["BROWSER"] = "python3 \(FixtureServer.root.path)/Tools/testservers/dpop_server.py browse"
+        return try VaultProcess.run(["add", "rfcdpop", name], environment: env)
+    }
+}
+
 struct CurlAnswer {
     let status: Int
     let dpopNonce: String?
@@ -182,12 +201,7 @@ struct DPoPFixtureTests {
         server = try FixtureServer(script: "dpop_server.py", arguments: ["serve"])
         try home.initKeyfileVault()
         // dpop_bound_access_tokens: every grant is bound, without --dpop.
-        try home.providerFile(
-            "rfcdpop",
-            [
-                "issuer": server.base, "client_id": "dpop-client", "dpop_bound_access_tokens": true,
-                "scopes": ["read"],
-            ])
+        try home.dpopProvider(at: server)
     }
 
     func proofs() throws -> [[String: Any]] {
@@ -197,9 +211,7 @@ struct DPoPFixtureTests {
 
     @Test("add, refresh, check and header | curl: every proof passes, nonce challenges aside")
     func wholeLife() async throws {
-        var env = home.environment
-        env["BROWSER"] = "python3 \(FixtureServer.root.path)/Tools/testservers/dpop_server.py browse"
-        let r = try VaultProcess.run(["add", "rfcdpop", "bound"], environment: env)
+        let r = try home.addAtDPoPFixture("bound")
         #expect(r.status == 0, "\(r.stderr)")
         let show = try home.run("show", "bound", "--json")
         let g = try #require(try JSONSerialization.jsonObject(with: Data(show.stdout.utf8)) as? [String: Any])
@@ -325,16 +337,9 @@ final class DPoPSyncTests {
         b.extra["VAULT_KEYFILE"] = a.path + "/key"
         for home in [a, b] {
             home.extra["VAULT_AGENT"] = "off"
-            try home.providerFile(
-                "rfcdpop",
-                [
-                    "issuer": server.base, "client_id": "dpop-client", "dpop_bound_access_tokens": true,
-                    "scopes": ["read"],
-                ])
+            try home.dpopProvider(at: server)
         }
-        var env = a.environment
-        env["BROWSER"] = "python3 \(FixtureServer.root.path)/Tools/testservers/dpop_server.py browse"
-        let added = try VaultProcess.run(["add", "rfcdpop", "bound"], environment: env)
+        let added = try a.addAtDPoPFixture("bound")
         try #require(added.status == 0, "\(added.stderr)")
         let remote = try a.run("remote", "set", dav.url, "--user", "vault", "--password-file", dav.passwordFile)
         try #require(remote.status == 0, "\(remote.stderr)")

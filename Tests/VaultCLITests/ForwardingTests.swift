@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import VaultHTTP
 import VaultKit
 import VaultTestSupport
 
@@ -233,5 +234,64 @@ struct ForwardingTests {
         #expect(again.status == 0 && again.stdout == local.stdout, "\(again.stderr)")
         #expect(try scene.provider.refreshes() == 1)
         #expect(try scene.laptop.home.run("check", "work").status == 0)
+    }
+
+    /// A DPoP-bound grant is used where its key is: the laptop's agent
+    /// signs each proof (operation 13), for a command on the laptop that
+    /// has no passphrase and for one on the server through the forwarded
+    /// socket. Only the access token and proofs cross; the resource takes
+    /// them; jwcrypto checks every proof the provider saw.
+    @Test("a DPoP-bound grant: the laptop's agent signs proofs for the laptop and for the server")
+    func forwardedDPoP() throws {
+        let scene = try ForwardingScene()
+        let dpop = try FixtureServer(script: "dpop_server.py", arguments: ["serve"])
+        let home = scene.laptop.home
+        try home.dpopProvider(at: dpop)
+        // No passphrase here: the agent holds the vault.
+        let added = try home.addAtDPoPFixture("bound")
+        try #require(added.status == 0, "\(added.stderr)")
+        #expect(try home.run("policy", "bound", "--forwarded", "allow").status == 0)
+        let url = dpop.base + "/userinfo"
+
+        // On the laptop, signed by the agent: no passphrase is asked for.
+        let first = try home.run("header", "bound", "--url", url)
+        #expect(first.status == 0, "\(first.stderr)")
+        let nonce = try #require(try CurlAnswer.get(url, headers: first.stdout).dpopNonce)
+        let local = try home.run("header", "bound", "--url", url, "--dpop-nonce", nonce)
+        let acceptedHere = try CurlAnswer.get(url, headers: local.stdout).status == 200
+        #expect(acceptedHere)
+
+        // On the server, through the forwarded socket, recorded on the way.
+        let recorder = try FixtureServer(
+            script: "socket_recorder.py",
+            arguments: [home.path + "/recorded.sock", scene.laptop.paths.forwardSocket])
+        let remote = try scene.onServer(
+            "header", "bound", "--url", url, "--dpop-nonce", nonce, forwarding: home.path + "/recorded.sock")
+        #expect(remote.status == 0, "\(remote.stderr)")
+        let acceptedThere = try CurlAnswer.get(url, headers: remote.stdout).status == 200
+        #expect(acceptedThere)
+        let r = try home.run("show", "bound", "--json", "--reveal")
+        let doc = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
+        let refresh = try #require(doc["refresh_token"] as? String)
+        let access = try #require(doc["access_token"] as? String)
+        let crossed = try Int(recorder.ask("count " + Self.hex(access))) ?? 0
+        #expect(crossed >= 1, "the access token crossed, with its proof")
+        #expect(try recorder.ask("count " + Self.hex(refresh)) == "0", "the refresh token never crossed")
+        // The bare token is still not handed to the server.
+        let bare = try scene.onServer("token", "bound")
+        #expect(bare.status != 0 && bare.stdout.isEmpty)
+
+        let seen = try CurlTransport().send(HTTPRequest(method: "GET", url: dpop.base + "/__proofs"))
+        let proofs = try #require(
+            try JSONSerialization.jsonObject(with: seen.body.withUnsafeBytes { Data($0) }) as? [[String: Any]])
+        let failures = proofs.filter { ($0["ok"] as? Bool) != true }.compactMap { $0["why"] as? String }
+        #expect(Set(failures) == ["use_dpop_nonce"], "\(failures)")
+        let resource = proofs.filter { $0["endpoint"] as? String == "userinfo" && ($0["ok"] as? Bool) == true }
+        // add's account lookup, the laptop's second header and the server's.
+        #expect(resource.count == 3)
+        let origins = try scene.log().filter { $0["grant"] as? String == "bound" }.compactMap {
+            $0["origin"] as? String
+        }
+        #expect(origins.contains("forwarded"), "\(origins)")
     }
 }

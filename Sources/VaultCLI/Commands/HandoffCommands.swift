@@ -160,6 +160,30 @@ extension Commands {
         return out
     }
 
+    /// The header fields for one request, made by an agent: the forwarded
+    /// one when there is no vault here, else this vault's, under its
+    /// policy. The agent signs a DPoP-bound grant's proof, so its key stays
+    /// there. Nil when neither can (no agent, an older one, an OAuth 1.0a
+    /// grant): the caller then makes them itself.
+    static func agentAuthorization(_ name: String, method: String, url: String, nonce: String?, ctx: Context) throws
+        -> RequestAuthorization?
+    {
+        let location = try ctx.opener.location()
+        if let forwarded = try ctx.agents.forwarded(for: location) {
+            do {
+                return try forwarded.authorization(
+                    name, method: method, url: url, nonce: nonce, minimumValidity: Grant.freshnessMargin,
+                    claims: RequesterClaims.ofThisProcess())
+            } catch {
+                // An agent older than operation 13: operation 11 is asked instead.
+                guard error.code == .unsupported else { throw error }
+                return nil
+            }
+        }
+        return try ctx.agents.authorization(
+            name, method: method, url: url, nonce: nonce, at: location, minimumValidity: Grant.freshnessMargin)
+    }
+
     /// A fresh grant from a vault this command opened, noted in the audit log.
     static func handOut(
         _ name: String, from vault: Vault, minimumValidity: Double = Grant.freshnessMargin, force: Bool = false,
@@ -365,7 +389,15 @@ struct HeaderCommand: VaultCommand {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         // What the options say is checked before a refresh spends anything.
         try checkRequestOptions()
-        let grant = try Commands.freshGrants([name], target: try narrowing.target(ctx), ctx: ctx)[0].1
+        let target = try narrowing.target(ctx)
+        if target == nil, signing.bodyForm == nil, let url = signing.url,
+            let made = try Commands.agentAuthorization(
+                name, method: signing.method ?? "GET", url: url, nonce: dpopNonce, ctx: ctx)
+        {
+            try printFields(name, made, url: url)
+            return .ok
+        }
+        let grant = try Commands.freshGrants([name], target: target, ctx: ctx)[0].1
         if dpopNonce != nil && !grant.accessTokenIsDPoPBound {
             throw CLIError.usage("--dpop-nonce is for an access token bound to a DPoP key", command: "header")
         }
@@ -382,19 +414,46 @@ struct HeaderCommand: VaultCommand {
         return .ok
     }
 
+    /// Prints the fields an agent made (operation 13), under the rules a
+    /// header made here follows.
+    func printFields(_ name: String, _ made: RequestAuthorization, url: String) throws {
+        if dpopNonce != nil && !made.dpopBound {
+            throw CLIError.usage("--dpop-nonce is for an access token bound to a DPoP key", command: "header")
+        }
+        if made.dpopBound { try checkBoundTarget(url) }
+        // `Authorization: SCHEME TOKEN` and a proof: visible ASCII, one space after the scheme.
+        let names = made.fields.map { $0.name.lowercased() }
+        let wellFormed = made.fields.allSatisfy { field in
+            let words = field.value.split(separator: " ", omittingEmptySubsequences: false)
+            return words.count == (field.name.lowercased() == "authorization" ? 2 : 1)
+                && words.allSatisfy { !$0.isEmpty && $0.utf8.allSatisfy { (0x21...0x7e).contains($0) } }
+        }
+        guard names == (made.dpopBound ? ["authorization", "dpop"] : ["authorization"]), wellFormed else {
+            throw CLIError(
+                "the agent's header fields for '\(name)' are not ones an HTTP request can carry",
+                hint: "run 'vault refresh \(name)', or 'vault add \(name)' to authorize it again")
+        }
+        var bytes = Array((made.fields.map { "\($0.name): \($0.value)" }.joined(separator: "\n") + "\n").utf8)
+        Console.writeAll(&bytes, fd: 1)
+    }
+
+    /// A DPoP-bound token travels with its proof over https, or plain http
+    /// to this machine only.
+    func checkBoundTarget(_ url: String) throws {
+        guard case .success = Result(catching: { () throws(HTTPError) in try URLPolicy.check(url) }) else {
+            throw CLIError.usage(
+                "a DPoP-bound token goes to an https URL (or plain http to this machine only)", command: "header")
+        }
+    }
+
     /// The grammar of --url, --method and --dpop-nonce, which a signature
     /// or a DPoP proof covers.
     func checkRequestOptions() throws {
-        if let url = signing.url {
-            let printable = url.utf8.allSatisfy { (0x21...0x7e).contains($0) }
-            guard url.hasPrefix("https://") || url.hasPrefix("http://"), printable else {
-                throw CLIError.usage("--url must be an absolute http or https URL without spaces", command: "header")
-            }
+        if let url = signing.url, !DPoPKey.isRequestURL(url) {
+            throw CLIError.usage("--url must be an absolute http or https URL without spaces", command: "header")
         }
-        if let method = signing.method {
-            guard !method.isEmpty, method.utf8.allSatisfy({ (0x41...0x5a).contains($0) || $0 == 0x2d }) else {
-                throw CLIError.usage("--method must be an HTTP method in capitals (GET, POST, ...)", command: "header")
-            }
+        if let method = signing.method, !DPoPKey.isMethod(method) {
+            throw CLIError.usage("--method must be an HTTP method in capitals (GET, POST, ...)", command: "header")
         }
         if let nonce = dpopNonce, !DPoPKey.isNonce(nonce) {
             throw CLIError.usage(
@@ -426,11 +485,7 @@ struct HeaderCommand: VaultCommand {
             throw CLIError.usage(
                 "--body-form is for OAuth 1.0a; a DPoP proof does not cover the body", command: "header")
         }
-        // The token goes with the proof: over https, or plain http to this machine only.
-        guard case .success = Result(catching: { () throws(HTTPError) in try URLPolicy.check(url) }) else {
-            throw CLIError.usage(
-                "a DPoP-bound token goes to an https URL (or plain http to this machine only)", command: "header")
-        }
+        try checkBoundTarget(url)
         _ = try headerToken(name, grant)
         let headers = try grant.authorizationHeaders(
             method: signing.method ?? "GET", url: url, nonce: dpopNonce, at: ctx.time.now())

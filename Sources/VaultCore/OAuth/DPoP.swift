@@ -108,6 +108,19 @@ public struct DPoPKey: Equatable, Sendable, CustomStringConvertible, CustomDebug
         URLPolicy.redacted(url)
     }
 
+    /// An HTTP method as a proof names it (`htm`): capitals and hyphens,
+    /// as vault takes it from people and programs.
+    package static func isMethod(_ s: String) -> Bool {
+        (1...32).contains(s.utf8.count) && s.utf8.allSatisfy { (0x41...0x5a).contains($0) || $0 == 0x2d }
+    }
+
+    /// A URL a proof can name (`htu`): absolute http or https, printable
+    /// ASCII, at most 8 KiB.
+    package static func isRequestURL(_ s: String) -> Bool {
+        (s.hasPrefix("https://") || s.hasPrefix("http://")) && s.utf8.count <= 8192
+            && s.utf8.allSatisfy { (0x21...0x7e).contains($0) }
+    }
+
     /// RFC 9449 section 8.1: a nonce is one or more NQCHAR (%x21 / %x23-5B / %x5D-7E).
     package static func isNonce(_ s: String) -> Bool {
         !s.isEmpty && s.utf8.count <= 1024
