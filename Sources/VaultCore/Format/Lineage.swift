@@ -100,6 +100,9 @@ extension Grant {
         g.account = account
         g.providerConfiguration = providerConfiguration
         g.createdAt = createdAt
+        // A DPoP key is stored only with an OAuth 2.0 grant (kind
+        // oauth2_dpop): under another kind the record could not be read.
+        if g.kind != .oauth2 { g.dpopKey = nil }
         return g
     }
 }

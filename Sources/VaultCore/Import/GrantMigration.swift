@@ -149,6 +149,13 @@ extension Grant {
         guard response.accessToken != nil || response.refreshToken != nil else {
             throw VaultError(.invalidInput, "the tokens have neither an access token nor a refresh token")
         }
+        // A DPoP-bound token (RFC 9449) is of no use without its key, which
+        // neither a token response nor an archive carries: migrated, it
+        // would be sent as a bearer token and refreshed without a proof.
+        if response.tokenType?.lowercased() == "dpop" {
+            throw VaultError(
+                .invalidInput, "the tokens are bound to a DPoP key that does not come with them: authorize again")
+        }
         if response.refreshToken != nil, provider.tokenEndpoint == nil || provider.clientID == nil {
             throw VaultError(
                 .invalidInput,

@@ -460,6 +460,13 @@ public struct Authorizer {
         }
         var g = response.grant(provider: p.name, account: account, now: now)
         if let key = request.dpopKey {
+            // Only an OAuth 2.0 grant keeps a key (stored as oauth2_dpop).
+            guard g.kind == .oauth2 else {
+                throw VaultError(
+                    .badResponse,
+                    "\(p.name) answered a request made with a DPoP proof with an OAuth 1.0a token secret; "
+                        + "the tokens were not stored")
+            }
             if response.tokenType?.lowercased() == "dpop" {
                 g.dpopKey = key
             } else if request.requiresDPoPAccessToken || p.dpopBoundAccessTokens {
