@@ -3,6 +3,11 @@
 public enum URLPolicy {
     /// Throws `refusedURL` unless `url` is absolute https, or http to loopback.
     public static func check(_ url: String) throws(HTTPError) {
+        // RFC 3986 has no backslash in a URL; WHATWG parsers read one in the
+        // authority as a slash, so `http://evil\@127.0.0.1/` names two hosts.
+        guard !url.contains("\\") else {
+            throw HTTPError(.refusedURL, "a URL with a backslash is refused: parsers disagree on its host")
+        }
         guard let (scheme, host) = schemeAndHost(url), !host.isEmpty else {
             throw HTTPError(.refusedURL, "not an absolute http(s) url: \(redacted(url))")
         }

@@ -28,6 +28,7 @@ struct HeaderOptionsTests {
         try importExpired("stale")
         for args in [
             ["--url", "ftp://x.example/"], ["--url", "https://x.example/a b"],
+            ["--url", #"http://evil.example\@127.0.0.1/x"#],
             ["--url", "https://x.example/", "--method", "get"],
             ["--url", "https://x.example/", "--dpop-nonce", "a b"],
         ] {

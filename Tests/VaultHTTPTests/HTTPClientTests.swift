@@ -88,7 +88,11 @@ struct HTTPClientTests {
 
     @Test(
         "plain http to a non-loopback host and other schemes are refused before any request",
-        arguments: ["http://example.com/token", "ftp://127.0.0.1/x", "file:///etc/passwd", "127.0.0.1/x", "http:///x"])
+        arguments: [
+            "http://example.com/token", "ftp://127.0.0.1/x", "file:///etc/passwd", "127.0.0.1/x", "http:///x",
+            // WHATWG parsers send this to evil.example; ours read 127.0.0.1.
+            #"http://evil.example\@127.0.0.1/x"#,
+        ])
     func refusedURLs(url: String) throws {
         #expect { try http.send(HTTPRequest(method: "GET", url: url)) } throws: {
             ($0 as? HTTPError)?.code == .refusedURL

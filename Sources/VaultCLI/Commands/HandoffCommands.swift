@@ -450,7 +450,8 @@ struct HeaderCommand: VaultCommand {
     /// or a DPoP proof covers.
     func checkRequestOptions() throws {
         if let url = signing.url, !DPoPKey.isRequestURL(url) {
-            throw CLIError.usage("--url must be an absolute http or https URL without spaces", command: "header")
+            throw CLIError.usage(
+                "--url must be an absolute http or https URL without spaces or backslashes", command: "header")
         }
         if let method = signing.method, !DPoPKey.isMethod(method) {
             throw CLIError.usage("--method must be an HTTP method in capitals (GET, POST, ...)", command: "header")

@@ -115,10 +115,11 @@ public struct DPoPKey: Equatable, Sendable, CustomStringConvertible, CustomDebug
     }
 
     /// A URL a proof can name (`htu`): absolute http or https, printable
-    /// ASCII, at most 8 KiB.
+    /// ASCII without a backslash (which parsers read differently), at most
+    /// 8 KiB.
     package static func isRequestURL(_ s: String) -> Bool {
         (s.hasPrefix("https://") || s.hasPrefix("http://")) && s.utf8.count <= 8192
-            && s.utf8.allSatisfy { (0x21...0x7e).contains($0) }
+            && s.utf8.allSatisfy { (0x21...0x7e).contains($0) && $0 != 0x5c }
     }
 
     /// RFC 9449 section 8.1: a nonce is one or more NQCHAR (%x21 / %x23-5B / %x5D-7E).
