@@ -3,6 +3,7 @@ internal import Glibc
 import Synchronization
 internal import VaultCore
 internal import VaultCrypto
+internal import VaultHTTP
 internal import VaultSync
 
 /// Answers one request from the key state: what each operation of the
@@ -178,7 +179,7 @@ final class AgentResponder: Sendable {
     /// signed with secrets that stay here (OAuth 1.0a, a DPoP key).
     private func handOut(
         _ name: String, minimumValidity: UInt32, force: Bool, peer: AgentPeer, claims: RequesterClaims?,
-        vault: Vault, signing: Signing, keysHeld: UnlockedKeys, target: TokenTarget? = nil
+        vault: Vault, signing: Signing, keysHeld: UnlockedKeys, target: TokenTarget? = nil, request: String? = nil
     ) throws(VaultError) -> Grant {
         // A name that is not one is refused before anything, and not logged.
         try GrantName.validate(name)
@@ -210,7 +211,7 @@ final class AgentResponder: Sendable {
                 // about one that is not there. A forwarded peer learns
                 // nothing of which grants exist before the person said yes.
                 if peer.origin == .local { _ = try vault.load(name) }
-                let question = ConfirmationQuestion(grant: name, peer: peer, claims: claims)
+                let question = ConfirmationQuestion(grant: name, peer: peer, claims: claims, request: request)
                 switch confirmer.ask(question) {
                 case .yes:
                     outcome = .confirmed
@@ -238,21 +239,25 @@ final class AgentResponder: Sendable {
                     try refresher.freshGrant(name, minimumValidity: TimeInterval(minimumValidity), forceRefresh: force)
                         .grant
                 }
-            record(name, peer: peer, claims: claims, outcome, reason: nil)
+            record(name, peer: peer, claims: claims, outcome, reason: nil, request: request)
             _ = keys.use(grant: name)
             return handed
         } catch {
             if outcome == .allowed || outcome == .confirmed { outcome = .failed }
-            record(name, peer: peer, claims: claims, outcome, reason: error.code == .denied ? nil : error.code.rawValue)
+            record(
+                name, peer: peer, claims: claims, outcome, reason: error.code == .denied ? nil : error.code.rawValue,
+                request: request)
             throw error
         }
     }
 
     private func record(
-        _ grant: String, peer: AgentPeer, claims: RequesterClaims?, _ outcome: AuditEntry.Outcome, reason: String?
+        _ grant: String, peer: AgentPeer, claims: RequesterClaims?, _ outcome: AuditEntry.Outcome, reason: String?,
+        request: String? = nil
     ) {
         let entry = AuditEntry(
-            time: environment.time.now(), grant: grant, peer: peer, claimed: claims, outcome: outcome, reason: reason)
+            time: environment.time.now(), grant: grant, peer: peer, claimed: claims, outcome: outcome, reason: reason,
+            request: request)
         if let failure = audit.append(entry) { environment.log("audit log: \(failure.reason)") }
     }
 
@@ -307,7 +312,7 @@ final class AgentResponder: Sendable {
             let grant = try handOut(
                 name, minimumValidity: cap, force: false, peer: peer,
                 claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: .dpopHere,
-                keysHeld: current)
+                keysHeld: current, request: method + " " + URLPolicy.redacted(url))
             // The proof is signed here: the key never leaves the agent.
             let fields = try grant.authorizationHeaders(
                 method: method, url: url, nonce: nonce, at: environment.time.now())

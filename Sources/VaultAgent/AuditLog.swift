@@ -35,9 +35,13 @@ package struct AuditEntry: Codable, Sendable, Equatable {
     package var outcome: Outcome
     /// Why it failed or was refused: an error code or a short reason.
     package var reason: String?
+    /// The one request a DPoP proof was asked for (operation 13): its
+    /// method and URL, without query.
+    package var request: String?
 
     package init(
-        time: Date, grant: String, peer: AgentPeer, claimed: RequesterClaims?, outcome: Outcome, reason: String?
+        time: Date, grant: String, peer: AgentPeer, claimed: RequesterClaims?, outcome: Outcome, reason: String?,
+        request: String? = nil
     ) {
         self.time = time.epochSeconds
         self.grant = grant
@@ -48,6 +52,7 @@ package struct AuditEntry: Codable, Sendable, Equatable {
         self.claimed = claimed
         self.outcome = outcome
         self.reason = reason
+        self.request = request
     }
 }
 

@@ -8,13 +8,16 @@ struct ConfirmationQuestion: Sendable {
     let grant: String
     let peer: AgentPeer
     let claims: RequesterClaims?
+    /// The one request a DPoP proof is asked for: method and URL, without query.
+    var request: String? = nil
 
     /// One line for a terminal or a notification, every outside string
     /// escaped: the grant and where the request comes from first, what the
     /// other machine claims last, labelled as such, so a claim cannot pose
     /// as the grant's name.
     var text: String {
-        var line = "token of '\(DisplayText.escaped(grant))' for a \(peer.origin.rawValue) request"
+        var line = request.map { "DPoP proof for \(DisplayText.escaped($0)) with the " } ?? ""
+        line += "token of '\(DisplayText.escaped(grant))' for a \(peer.origin.rawValue) request"
         line += " from pid \(peer.pid.map(String.init) ?? "?")"
         if let exe = peer.executable { line += " (\(DisplayText.escaped(exe)))" }
         if let claims {
@@ -36,6 +39,7 @@ struct ConfirmationQuestion: Sendable {
             "VAULT_CONFIRM_PEER_PID": peer.pid.map(String.init) ?? "",
             "VAULT_CONFIRM_PEER_EXE": peer.executable ?? "",
         ]
+        if let request { env["VAULT_CONFIRM_REQUEST"] = request }
         // Claims are named as such, and never VAULT_CONFIRM_COMMAND, which
         // is the setting a `vault` started from the command would read.
         if let claims {

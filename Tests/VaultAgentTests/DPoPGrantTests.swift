@@ -126,8 +126,10 @@ struct DPoPGrantTests {
             #expect(jwk["d"] == nil)
             #expect(!proof.contains(key.privateKey))
         }
-        let outcomes = try AuditLog(directory: scene.dir.location.directory).read().entries.map(\.outcome)
-        #expect(outcomes == [.allowed, .allowed])
+        let entries = try AuditLog(directory: scene.dir.location.directory).read().entries
+        #expect(entries.map(\.outcome) == [.allowed, .allowed])
+        // The log names the request each proof was for, without its query.
+        #expect(entries.map(\.request) == ["POST https://api.example/items", "POST https://api.example/items"])
     }
 
     @Test("op 13 gives a bearer grant's Authorization alone, refuses OAuth 1.0a and a malformed request")

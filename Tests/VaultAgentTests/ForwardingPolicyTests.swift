@@ -65,6 +65,20 @@ struct ForwardingPolicyTests {
         #expect(RequesterClaims.cut("héllo", bytes: 2) == "h")
     }
 
+    @Test("a question about a DPoP proof names the request it is for, first, and in VAULT_CONFIRM_REQUEST")
+    func proofQuestion() {
+        let question = ConfirmationQuestion(
+            grant: "work", peer: AgentPeer(origin: .forwarded, uid: 0, pid: 1, executable: nil),
+            claims: RequesterClaims(host: "server", command: "curl", uid: 1000, pid: 7),
+            request: "POST https://api.example/items")
+        #expect(question.text.hasPrefix("DPoP proof for POST https://api.example/items with the token of 'work'"))
+        #expect(question.environment["VAULT_CONFIRM_REQUEST"] == "POST https://api.example/items")
+        let plain = ConfirmationQuestion(
+            grant: "work", peer: AgentPeer(origin: .forwarded, uid: 0, pid: 1, executable: nil), claims: nil)
+        #expect(plain.text.hasPrefix("token of 'work'"))
+        #expect(plain.environment["VAULT_CONFIRM_REQUEST"] == nil)
+    }
+
     @Test("a flood of questions is refused at once beyond a few waiting")
     func confirmationFlood() {
         let confirmer = Confirmer(method: .command("sleep 1; exit 0"), timeout: 20)

@@ -289,9 +289,11 @@ struct ForwardingTests {
         let resource = proofs.filter { $0["endpoint"] as? String == "userinfo" && ($0["ok"] as? Bool) == true }
         // add's account lookup, the laptop's second header and the server's.
         #expect(resource.count == 3)
-        let origins = try scene.log().filter { $0["grant"] as? String == "bound" }.compactMap {
-            $0["origin"] as? String
+        let forwarded = try scene.log().filter {
+            $0["grant"] as? String == "bound" && $0["origin"] as? String == "forwarded"
         }
-        #expect(origins.contains("forwarded"), "\(origins)")
+        // The proof, naming its request; then the bare token, refused.
+        #expect(forwarded.map { $0["request"] as? String } == ["GET " + url, nil], "\(forwarded)")
+        #expect(forwarded.map { $0["outcome"] as? String } == ["allowed", "failed"], "\(forwarded)")
     }
 }

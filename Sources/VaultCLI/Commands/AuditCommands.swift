@@ -121,8 +121,9 @@ struct LogCommand: VaultCommand {
         discussion: """
             One line per token request: when, the grant, local or forwarded, the process that
             asked (its uid, pid and program, as the kernel says; for a forwarded request that is
-            ssh, followed by what the other machine says of itself, unchecked), and the outcome:
-            allowed, confirmed, denied, not-confirmed or failed (with the error). It records no
+            ssh, followed by what the other machine says of itself, unchecked, and for a DPoP
+            proof the agent signed, the request it is for), and the outcome: allowed,
+            confirmed, denied, not-confirmed or failed (with the error). It records no
             token. The agent and the commands that hand out tokens themselves append to it; it
             is kept beside the vault as audit.log and starts over, keeping the one before as
             audit.log.1, when it passes 1 MiB.
@@ -149,6 +150,8 @@ struct LogCommand: VaultCommand {
         let claimed: RequesterClaims?
         let outcome: String
         let reason: String?
+        /// The request a DPoP proof was signed for (`vault header --url`).
+        let request: String?
     }
 
     func run(_ ctx: Context) throws -> ExitCode {
@@ -171,7 +174,7 @@ struct LogCommand: VaultCommand {
             Row(
                 time: Format.timestamp(Date(timeIntervalSince1970: TimeInterval(e.time))), grant: e.grant,
                 origin: e.origin.rawValue, uid: e.uid, pid: e.pid, executable: e.executable, claimed: e.claimed,
-                outcome: e.outcome.rawValue, reason: e.reason)
+                outcome: e.outcome.rawValue, reason: e.reason, request: e.request)
         }
         if ctx.output.json {
             try ctx.output.printJSON(rows)
@@ -190,6 +193,7 @@ struct LogCommand: VaultCommand {
                     who += "; says: \(claimed.host) uid \(claimed.uid) pid \(claimed.pid)"
                     if !claimed.command.isEmpty { who += " \(claimed.command)" }
                 }
+                if let request = row.request { who += "; proof for \(request)" }
                 let outcome = row.reason.map { "\(row.outcome) (\($0))" } ?? row.outcome
                 return [row.time, row.grant, row.origin, outcome, who]
             }
