@@ -143,7 +143,8 @@ final class AgentResponder: Sendable {
         VaultError(
             .unsupported,
             grant.isDPoPBound
-                ? "'\(name)' is bound to a DPoP key, which signs its requests and stays on its machine"
+                ? "'\(name)' is bound to a DPoP key, which stays on its machine: "
+                    + "'vault header \(name) --url URL' gives a request's header fields with a proof it signed"
                 : "'\(name)' is an OAuth 1.0a grant, whose requests are signed with secrets that stay on its machine")
     }
 

@@ -280,6 +280,7 @@ struct ForwardingTests {
         // The bare token is still not handed to the server.
         let bare = try scene.onServer("token", "bound")
         #expect(bare.status != 0 && bare.stdout.isEmpty)
+        #expect(bare.stderr.contains("'vault header bound --url URL'"), "\(bare.stderr)")
 
         let seen = try CurlTransport().send(HTTPRequest(method: "GET", url: dpop.base + "/__proofs"))
         let proofs = try #require(
