@@ -243,14 +243,9 @@ struct ForwardingTests {
     /// them; jwcrypto checks every proof the provider saw.
     @Test("a DPoP-bound grant: the laptop's agent signs proofs for the laptop and for the server")
     func forwardedDPoP() throws {
-        let scene = try ForwardingScene()
-        let dpop = try FixtureServer(script: "dpop_server.py", arguments: ["serve"])
-        let home = scene.laptop.home
-        try home.dpopProvider(at: dpop)
         // No passphrase here: the agent holds the vault.
-        let added = try home.addAtDPoPFixture("bound")
-        try #require(added.status == 0, "\(added.stderr)")
-        #expect(try home.run("policy", "bound", "--forwarded", "allow").status == 0)
+        let (scene, dpop) = try ForwardingScene.withBoundDPoPGrant()
+        let home = scene.laptop.home
         let url = dpop.base + "/userinfo"
 
         // On the laptop, signed by the agent: no passphrase is asked for.
