@@ -281,4 +281,26 @@ struct DPoPBindingTests {
         #expect(!DPoPNonces.asksForNonce(try response("a b")))
         #expect(!DPoPNonces.asksForNonce(try response("")))
     }
+
+    /// RFC 9449 section 4.3 has servers compare `htu` after RFC 3986's
+    /// normalization; vault sends the normalized form, for servers that
+    /// compare strings (glewlwyd does).
+    @Test(
+        "htu is the normalized target URI",
+        arguments: [
+            ("http://127.0.0.1:8080", "http://127.0.0.1:8080/"),
+            ("HTTPS://API.Example.COM/Items?q=1#f", "https://api.example.com/Items"),
+            ("https://api.example:443/x", "https://api.example/x"),
+            ("http://api.example:80/x", "http://api.example/x"),
+            ("https://api.example:8443/x", "https://api.example:8443/x"),
+            ("https://h/./a/../b", "https://h/b"),
+            ("https://h/a/b/..", "https://h/a/"),
+            ("https://h/../../x", "https://h/x"),
+            ("https://h/a/b/", "https://h/a/b/"),
+            ("https://[::1]:443/x", "https://[::1]/x"),
+            ("https://u:p@h.example/x", "https://h.example/x"),
+        ])
+    func htuNormalized(url: String, htu: String) {
+        #expect(DPoPKey.target(url) == htu)
+    }
 }

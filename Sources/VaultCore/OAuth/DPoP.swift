@@ -103,9 +103,42 @@ public struct DPoPKey: Equatable, Sendable, CustomStringConvertible, CustomDebug
     }
 
     /// The URL as `htu` carries it: the target URI a server rebuilds (RFC
-    /// 9110 section 7.1), without query, fragment or user info.
+    /// 9110 section 7.1) for the request an HTTP client makes of `url`.
+    /// Without query, fragment or user info; normalized as RFC 9449
+    /// section 4.3 has servers compare (RFC 3986 sections 6.2.2 and
+    /// 6.2.3): scheme and host in lower case, the scheme's default port
+    /// left out, an empty path as `/`, dot segments removed.
     static func target(_ url: String) -> String {
-        URLPolicy.redacted(url)
+        let bare = URLPolicy.redacted(url)
+        guard let separator = bare.firstRange(of: "://") else { return bare }
+        let scheme = bare[..<separator.lowerBound].lowercased()
+        let rest = bare[separator.upperBound...]
+        let pathStart = rest.firstIndex(of: "/") ?? rest.endIndex
+        var authority = rest[..<pathStart].lowercased()
+        let defaultPort = ["http": ":80", "https": ":443"][scheme]
+        if let defaultPort, authority.hasSuffix(defaultPort) { authority.removeLast(defaultPort.count) }
+        let path = rest[pathStart...]
+        return scheme + "://" + authority + removingDotSegments(path.isEmpty ? "/" : String(path))
+    }
+
+    /// `path` without `.` and `..` segments (RFC 3986 section 5.2.4);
+    /// `path` starts with `/`.
+    static func removingDotSegments(_ path: String) -> String {
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false)
+        var kept: [Substring] = []
+        for (index, segment) in segments.enumerated() {
+            let last = index == segments.count - 1
+            switch segment {
+            case ".":
+                if last { kept.append("") }
+            case "..":
+                if kept.count > 1 { kept.removeLast() }
+                if last { kept.append("") }
+            default:
+                kept.append(segment)
+            }
+        }
+        return kept.joined(separator: "/")
     }
 
     /// An HTTP method as a proof names it (`htm`): capitals and hyphens,
@@ -118,7 +151,8 @@ public struct DPoPKey: Equatable, Sendable, CustomStringConvertible, CustomDebug
     /// ASCII without a backslash (which parsers read differently), at most
     /// 8 KiB.
     package static func isRequestURL(_ s: String) -> Bool {
-        (s.hasPrefix("https://") || s.hasPrefix("http://")) && s.utf8.count <= 8192
+        let start = s.prefix(8).lowercased()
+        return (start.hasPrefix("https://") || start.hasPrefix("http://")) && s.utf8.count <= 8192
             && s.utf8.allSatisfy { (0x21...0x7e).contains($0) && $0 != 0x5c }
     }
 
