@@ -456,7 +456,7 @@ package final class ForwardedAgent {
     /// of `name` on the agent's machine: for a DPoP-bound token, with a
     /// proof the agent signed there (operation 13).
     package func authorization(
-        _ name: String, method: String, url: String, nonce: String?, minimumValidity: TimeInterval,
+        _ name: String, method: String, url: String?, nonce: String?, minimumValidity: TimeInterval,
         claims: RequesterClaims
     ) throws(VaultError) -> RequestAuthorization {
         try connection.authorization(
@@ -486,7 +486,7 @@ extension AgentClient {
     /// signs the DPoP proof of a bound grant, so no command here needs to
     /// open the vault for it.
     package func authorization(
-        _ name: String, method: String, url: String, nonce: String?, minimumValidity: TimeInterval
+        _ name: String, method: String, url: String?, nonce: String?, minimumValidity: TimeInterval
     ) throws(VaultError) -> RequestAuthorization {
         try connection.authorization(
             name, method: method, url: url, nonce: nonce, minimumValidity: minimumValidity,
@@ -512,7 +512,7 @@ extension AgentConnection {
 
     /// Operation 13: the header fields for one request.
     func authorization(
-        _ name: String, method: String, url: String, nonce: String?, minimumValidity: TimeInterval,
+        _ name: String, method: String, url: String?, nonce: String?, minimumValidity: TimeInterval,
         claims: RequesterClaims
     ) throws(VaultError) -> RequestAuthorization {
         try GrantName.validate(name)
@@ -520,7 +520,7 @@ extension AgentConnection {
         request.string(name)
         request.u32(UInt32(max(0, min(minimumValidity, 1e7))))
         request.string(method)
-        request.string(url)
+        request.string(url ?? "")
         request.string(nonce ?? "")
         request.claims(claims)
         var r = try call(request)

@@ -61,8 +61,10 @@ enum AgentProtocol {
         /// what operation 11 answers, for the token narrowed to that
         /// target (`TokenRefresher.derivedToken`). Local clients only.
         case derivedToken = 12
-        /// Name, minimum validity u32, method, URL, DPoP nonce (empty for
-        /// none), then the asker's claims as in operation 11 → bound u8
+        /// Name, minimum validity u32, method, URL (empty when the asker
+        /// knows none: a bound grant is then refused, its proof needing
+        /// one), DPoP nonce (empty for none), then the asker's claims as in
+        /// operation 11 → bound u8
         /// (1 when the access token is DPoP-bound), u32 count, then each
         /// header field's name and value: `Authorization` with a fresh
         /// token, and for a DPoP-bound one the `DPoP` proof the agent signed
@@ -259,7 +261,7 @@ package enum AgentRequest {
     case grantToken(name: String, minimumValidity: UInt32, claims: RequesterClaims)
     case derivedToken(name: String, minimumValidity: UInt32, force: Bool, target: TokenTarget)
     case authorizeRequest(
-        name: String, minimumValidity: UInt32, method: String, url: String, nonce: String?, claims: RequesterClaims)
+        name: String, minimumValidity: UInt32, method: String, url: String?, nonce: String?, claims: RequesterClaims)
 
     /// The most records one `open` may carry.
     static let maxRecords = 100_000
@@ -296,14 +298,15 @@ package enum AgentRequest {
             let url = try r.string()
             let nonce = try r.string()
             // The grammar the proof carries them in, checked before anything is done.
-            guard DPoPKey.isMethod(method), DPoPKey.isRequestURL(url), nonce.isEmpty || DPoPKey.isNonce(nonce)
+            guard DPoPKey.isMethod(method), url.isEmpty || DPoPKey.isRequestURL(url),
+                nonce.isEmpty || DPoPKey.isNonce(nonce)
             else {
                 throw VaultError(
                     .invalidInput, "the request to authorize needs an HTTP method, an http(s) URL and a valid nonce")
             }
             self = .authorizeRequest(
-                name: name, minimumValidity: minimum, method: method, url: url, nonce: nonce.isEmpty ? nil : nonce,
-                claims: try r.claims())
+                name: name, minimumValidity: minimum, method: method, url: url.isEmpty ? nil : url,
+                nonce: nonce.isEmpty ? nil : nonce, claims: try r.claims())
         case .derivedToken:
             let name = try r.string()
             let minimum = try r.u32()

@@ -133,19 +133,26 @@ final class AgentResponder: Sendable {
     static func forForwarded(_ error: VaultError) -> VaultError {
         switch error.code {
         case .denied, .locked, .unsupported, .dead, .transient, .busy:
-            return VaultError(error.code, error.reason).with(retryAfter: error.retryAfter)
+            // The one remedy about the request itself travels; none other
+            // (they can name this machine's paths).
+            let remedy: VaultError.Remedy? =
+                if case .signRequestWithKey = error.remedy { error.remedy } else { nil }
+            return VaultError(error.code, error.reason, remedy: remedy).with(retryAfter: error.retryAfter)
+        case .invalidInput where error.remedy == .giveRequestURL:
+            return VaultError(error.code, error.reason, remedy: .giveRequestURL)
         default:
             return VaultError(error.code, "the agent could not hand out this token (\(error.code.rawValue))")
         }
     }
 
     static func signsItself(_ name: String, _ grant: Grant) -> VaultError {
-        VaultError(
-            .unsupported,
-            grant.isDPoPBound
-                ? "'\(name)' is bound to a DPoP key, which stays on its machine: "
-                    + "'vault header \(name) --url URL' gives a request's header fields with a proof it signed"
-                : "'\(name)' is an OAuth 1.0a grant, whose requests are signed with secrets that stay on its machine")
+        grant.isDPoPBound
+            ? VaultError(
+                .unsupported, "'\(name)' is bound to a DPoP key, which stays on its machine and signs each request",
+                remedy: .signRequestWithKey(grant: name))
+            : VaultError(
+                .unsupported,
+                "'\(name)' is an OAuth 1.0a grant, whose requests are signed with secrets that stay on its machine")
     }
 
     /// True for a grant whose requests are signed with secrets that never
@@ -154,13 +161,14 @@ final class AgentResponder: Sendable {
     static func signsItsOwnRequests(_ grant: Grant) -> Bool { grant.kind == .oauth1 || grant.isDPoPBound }
 
     /// What an asker can use of a grant whose requests are signed.
-    enum Signing {
+    enum Signing: Equatable {
         /// Anything: it asked for the bare token (operation 4).
         case byAsker
         /// Nothing: it gets an access token alone (operations 11 and 12).
         case none
-        /// DPoP proofs the agent signs for it (operation 13); not OAuth 1.0a.
-        case dpopHere
+        /// DPoP proofs the agent signs for it (operation 13), for a request
+        /// whose URL it gave or not; not OAuth 1.0a.
+        case dpopHere(knowsURL: Bool)
 
         func refuses(_ grant: Grant) -> Bool {
             switch self {
@@ -169,6 +177,14 @@ final class AgentResponder: Sendable {
             case .dpopHere: grant.kind == .oauth1
             }
         }
+    }
+
+    /// A DPoP proof names its request's URL: without one, a bound grant's
+    /// token is not handed out.
+    static func needsURL(_ name: String) -> VaultError {
+        VaultError(
+            .invalidInput, "'\(name)' is bound to a DPoP key: its proof is for one request, named by its URL",
+            remedy: .giveRequestURL)
     }
 
     /// The most validity a forwarded request may ask for, in seconds.
@@ -229,6 +245,9 @@ final class AgentResponder: Sendable {
             if signing != .byAsker {
                 let stored = try vault.load(name)
                 if signing.refuses(stored) { throw AgentResponder.signsItself(name, stored) }
+                if signing == .dpopHere(knowsURL: false) && stored.accessTokenIsDPoPBound {
+                    throw AgentResponder.needsURL(name)
+                }
             }
             let refresher = environment.tokenRefresher(vault)
             let handed =
@@ -306,17 +325,21 @@ final class AgentResponder: Sendable {
             let cap = peer.origin == .forwarded ? min(minimum, AgentResponder.forwardedMinimumValidity) : minimum
             // A local command signs OAuth 1.0a requests itself: no need to
             // log a refusal it falls back from.
+            let signing = Signing.dpopHere(knowsURL: url != nil)
             if peer.origin == .local {
                 let stored = try vault.load(name)
-                if Signing.dpopHere.refuses(stored) { throw AgentResponder.signsItself(name, stored) }
+                if signing.refuses(stored) { throw AgentResponder.signsItself(name, stored) }
             }
             let grant = try handOut(
                 name, minimumValidity: cap, force: false, peer: peer,
-                claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: .dpopHere,
-                keysHeld: current, request: method + " " + URLPolicy.redacted(url))
-            // The proof is signed here: the key never leaves the agent.
+                claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: signing,
+                keysHeld: current, request: url.map { method + " " + URLPolicy.redacted($0) })
+            // A refresh may have brought a bound token where a bearer one was.
+            if url == nil && grant.accessTokenIsDPoPBound { throw AgentResponder.needsURL(name) }
+            // The proof is signed here: the key never leaves the agent. A
+            // bearer token's field names no URL.
             let fields = try grant.authorizationHeaders(
-                method: method, url: url, nonce: nonce, at: environment.time.now())
+                method: method, url: url ?? "", nonce: nonce, at: environment.time.now())
             w.u8(grant.accessTokenIsDPoPBound ? 1 : 0)
             w.u32(UInt32(fields.count))
             for field in fields {

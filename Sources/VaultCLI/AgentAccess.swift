@@ -77,7 +77,7 @@ struct AgentAccess {
     /// (an OAuth 1.0a grant, an older agent): the caller then goes on
     /// without it.
     func authorization(
-        _ name: String, method: String, url: String, nonce: String?, at location: VaultLocation,
+        _ name: String, method: String, url: String?, nonce: String?, at location: VaultLocation,
         minimumValidity: Double
     ) throws -> RequestAuthorization? {
         guard let agent = client(for: location) else { return nil }

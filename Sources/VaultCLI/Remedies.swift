@@ -76,6 +76,9 @@ enum Remedies {
         case .grantNameGrammar(let maximumLength):
             return "use 1 to \(maximumLength) letters, digits and . _ @ + -, not starting with - or ."
         case .nameProviderInJSON: return "add \"provider\": \"NAME\""
+        case .giveRequestURL: return "give the request's URL with --url (and its method with --method)"
+        case .signRequestWithKey(let grant):
+            return "'vault header \(grant) --url URL' prints a request's header fields with a proof signed by the key"
         case .authorizeWithDPoP(let provider):
             return "its key never leaves the program that made it: run 'vault add \(provider) --dpop' to authorize "
                 + "with a key of this vault, or sync from the vault that holds the grant"

@@ -222,6 +222,11 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
         case grantNameGrammar(maximumLength: Int)
         /// Add the provider's name to the token JSON (`"provider": "NAME"`).
         case nameProviderInJSON
+        /// Give the URL (and method) of the request a DPoP proof is for.
+        case giveRequestURL
+        /// Have the request's header fields made with a proof signed by the
+        /// grant's DPoP key, where the key is, rather than its bare token.
+        case signRequestWithKey(grant: String)
         /// A token file's tokens are bound to a key it does not carry:
         /// authorize here with a key of this vault, or sync the vault that has it.
         case authorizeWithDPoP(provider: String)

@@ -126,7 +126,18 @@ struct DPoPGrantTests {
             #expect(jwk["d"] == nil)
             #expect(!proof.contains(key.privateKey))
         }
-        let entries = try AuditLog(directory: scene.dir.location.directory).read().entries
+        // Without a URL there is no proof to sign: the token is not handed
+        // out, and the asker is told to give one, forwarded or not.
+        for peer in [DPoPGrantTests.forwarded, AgentPeer.thisUser] {
+            let error = #expect(throws: VaultError.self) {
+                _ = try answered(scene, authorizeRequest("work", url: ""), peer: peer)
+            }
+            #expect(error?.remedy == .giveRequestURL)
+            #expect(error?.reason.contains("named by its URL") == true)
+        }
+        let entries = try AuditLog(directory: scene.dir.location.directory).read().entries.filter {
+            $0.outcome != .failed
+        }
         #expect(entries.map(\.outcome) == [.allowed, .allowed])
         // The log names the request each proof was for, without its query.
         #expect(entries.map(\.request) == ["POST https://api.example/items", "POST https://api.example/items"])
@@ -142,6 +153,9 @@ struct DPoPGrantTests {
         #expect(!bound)
         #expect(fields.map(\.0) == ["Authorization"])
         #expect(fields.first?.1 == "Bearer \(AgentScene.accessToken)")
+        // A bearer token's field names no URL: none is needed.
+        let (_, unnamed) = try answered(scene, authorizeRequest("work", url: ""), peer: .thisUser)
+        #expect(unnamed.map(\.1) == ["Bearer \(AgentScene.accessToken)"])
 
         for bad in [
             authorizeRequest("work", method: "get", url: "https://api.example/"),

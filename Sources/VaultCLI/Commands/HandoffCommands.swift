@@ -165,23 +165,29 @@ extension Commands {
     /// policy. The agent signs a DPoP-bound grant's proof, so its key stays
     /// there. Nil when neither can (no agent, an older one, an OAuth 1.0a
     /// grant): the caller then makes them itself.
-    static func agentAuthorization(_ name: String, method: String, url: String, nonce: String?, ctx: Context) throws
-        -> RequestAuthorization?
+    static func agentAuthorization(_ name: String, method: String, url: String?, nonce: String?, ctx: Context)
+        throws -> RequestAuthorization?
     {
         let location = try ctx.opener.location()
-        if let forwarded = try ctx.agents.forwarded(for: location) {
-            do {
-                return try forwarded.authorization(
-                    name, method: method, url: url, nonce: nonce, minimumValidity: Grant.freshnessMargin,
-                    claims: RequesterClaims.ofThisProcess())
-            } catch {
-                // An agent older than operation 13: operation 11 is asked instead.
-                guard error.code == .unsupported else { throw error }
-                return nil
+        do {
+            if let forwarded = try ctx.agents.forwarded(for: location) {
+                do {
+                    return try forwarded.authorization(
+                        name, method: method, url: url, nonce: nonce, minimumValidity: Grant.freshnessMargin,
+                        claims: RequesterClaims.ofThisProcess())
+                } catch {
+                    // An agent older than operation 13: operation 11 is asked instead.
+                    guard error.code == .unsupported else { throw error }
+                    return nil
+                }
             }
+            return try ctx.agents.authorization(
+                name, method: method, url: url, nonce: nonce, at: location, minimumValidity: Grant.freshnessMargin)
+        } catch let error as VaultError {
+            // The one request field the agent can miss: a bound grant's URL.
+            guard error.remedy == .giveRequestURL else { throw error }
+            throw CLIError(error.reason, hint: Remedies.hint(.giveRequestURL), exitCode: .usage)
         }
-        return try ctx.agents.authorization(
-            name, method: method, url: url, nonce: nonce, at: location, minimumValidity: Grant.freshnessMargin)
     }
 
     /// A fresh grant from a vault this command opened, noted in the audit log.
@@ -390,11 +396,11 @@ struct HeaderCommand: VaultCommand {
         // What the options say is checked before a refresh spends anything.
         try checkRequestOptions()
         let target = try narrowing.target(ctx)
-        if target == nil, signing.bodyForm == nil, let url = signing.url,
+        if target == nil, signing.bodyForm == nil,
             let made = try Commands.agentAuthorization(
-                name, method: signing.method ?? "GET", url: url, nonce: dpopNonce, ctx: ctx)
+                name, method: signing.method ?? "GET", url: signing.url, nonce: dpopNonce, ctx: ctx)
         {
-            try printFields(name, made, url: url)
+            try printFields(name, made)
             return .ok
         }
         let grant = try Commands.freshGrants([name], target: target, ctx: ctx)[0].1
@@ -416,11 +422,11 @@ struct HeaderCommand: VaultCommand {
 
     /// Prints the fields an agent made (operation 13), under the rules a
     /// header made here follows.
-    func printFields(_ name: String, _ made: RequestAuthorization, url: String) throws {
+    func printFields(_ name: String, _ made: RequestAuthorization) throws {
         if dpopNonce != nil && !made.dpopBound {
             throw CLIError.usage("--dpop-nonce is for an access token bound to a DPoP key", command: "header")
         }
-        if made.dpopBound { try checkBoundTarget(url) }
+        if made.dpopBound { try checkBoundTarget(signing.url ?? "") }
         // `Authorization: SCHEME TOKEN` and a proof: visible ASCII, one space after the scheme.
         let names = made.fields.map { $0.name.lowercased() }
         let wellFormed = made.fields.allSatisfy { field in
@@ -451,14 +457,16 @@ struct HeaderCommand: VaultCommand {
     func checkRequestOptions() throws {
         if let url = signing.url, !DPoPKey.isRequestURL(url) {
             throw CLIError.usage(
-                "--url must be an absolute http or https URL without spaces or backslashes", command: "header")
+                "--url must be an absolute http or https URL of at most 8 KiB of printable ASCII, without spaces "
+                    + "or backslashes (percent-encode other characters)", command: "header")
         }
         if let method = signing.method, !DPoPKey.isMethod(method) {
             throw CLIError.usage("--method must be an HTTP method in capitals (GET, POST, ...)", command: "header")
         }
         if let nonce = dpopNonce, !DPoPKey.isNonce(nonce) {
             throw CLIError.usage(
-                "--dpop-nonce is not a DPoP nonce (printable ASCII without spaces, quotes or backslashes)",
+                "--dpop-nonce is not a DPoP nonce (1 to 1024 printable ASCII characters without spaces, quotes "
+                    + "or backslashes)",
                 command: "header")
         }
     }
