@@ -84,7 +84,7 @@ struct AddCommand: VaultCommand {
         name: "add",
         abstract: "Authorize with a provider and store the grant, or authorize a grant again.",
         usage:
-            "add PROVIDER [NAME] [{scope}]... [{client-id}] [{client-secret-file}] [{flow:choices}] [{client-key-file} [{client-key-id}]] [{service-account} [{subject}]] [{login-hint}] [{issuer}] [{tenant}] [{timeout}]",
+            "add PROVIDER [NAME] [{scope}]... [{client-id}] [{client-secret-file}] [{flow:choices}] [{client-key-file} [{client-key-id}]] [{service-account} [{subject}]] [{login-hint}] [{issuer}] [{tenant}] [{timeout}] [{register}] [{dpop}]",
         arguments: [
             ("PROVIDER", "a provider from 'vault providers', or a new name with --issuer"),
             (
@@ -289,6 +289,9 @@ struct AddCommand: VaultCommand {
         // client behind; deleted again unless the grant is stored.
         let pending = register ? PendingRegistration(transport: transport, output: ctx.output) : nil
         try pending?.register(&provider)
+        // The client registered has the loopback redirect, not the device
+        // grant: a hint or a later authorization offers only its flows.
+        if register { provider.flows.removeAll { $0 == .device } }
         var scopes = scopes
         if existing != nil {
             // Scopes given now come on top of the grant's own.

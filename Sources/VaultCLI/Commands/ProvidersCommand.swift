@@ -8,7 +8,11 @@ struct ProviderSummary: Encodable {
     let name: String
     let displayName: String?
     let source: String
+    /// The flows whose endpoints are known without the network.
     let flows: [String]
+    /// The flows that wait for the issuer's discovery document at 'vault
+    /// add' (it may name no endpoint for them); nil when none do.
+    let flowsFromDiscovery: [String]?
     let issuer, authorizationEndpoint, tokenEndpoint, deviceAuthorizationEndpoint: String?
     let revocationEndpoint, userinfoEndpoint, clientID, redirectURI: String?
     let scopes, gitHosts: [String]
@@ -40,7 +44,9 @@ struct ProviderSummary: Encodable {
         name = p.name
         displayName = p.displayName
         source = p.source
-        flows = p.flows.map(\.rawValue)
+        let (known, discovered) = ProviderSummary.flows(p)
+        flows = known
+        flowsFromDiscovery = discovered.isEmpty ? nil : discovered
         issuer = p.issuer
         authorizationEndpoint = p.authorizationEndpoint
         tokenEndpoint = p.tokenEndpoint
@@ -84,8 +90,25 @@ struct ProviderSummary: Encodable {
         return parts.joined(separator: ", ")
     }
 
+    /// The provider's flows whose endpoints its file names, and those whose
+    /// endpoint only its issuer's discovery document can give.
+    static func flows(_ p: Provider) -> (known: [String], discovered: [String]) {
+        let fromDiscovery = p.flows.filter { flow in
+            guard p.issuer != nil else { return false }
+            switch flow {
+            case .browser, .paste: return p.authorizationEndpoint == nil
+            case .device: return p.deviceAuthorizationEndpoint == nil
+            default: return false
+            }
+        }
+        return (
+            p.flows.filter { !fromDiscovery.contains($0) }.map(\.rawValue), fromDiscovery.map(\.rawValue)
+        )
+    }
+
     enum CodingKeys: String, CodingKey {
         case name, source, flows, issuer, scopes, notes
+        case flowsFromDiscovery = "flows_from_discovery"
         case displayName = "display_name"
         case authorizationEndpoint = "authorization_endpoint"
         case tokenEndpoint = "token_endpoint"
@@ -123,6 +146,8 @@ struct ProvidersCommand: VaultCommand {
             docs/providers.md for the fields.
             CLIENT is "needed" until a client id is configured: vault ships none, and 'vault add'
             then says where to register an application and how to give vault its client.
+            A flow marked '?' is offered only if the issuer's discovery document names its endpoint
+            when 'vault add' asks (--json: flows_from_discovery).
             REFRESH TOKENS DIE is the provider's documented refresh-token policy (--json adds where
             the provider says so); a provider file's "refresh_token_policy" states its own.
             --json also says whether the provider takes pushed authorization requests (RFC 9126)
@@ -142,9 +167,10 @@ struct ProvidersCommand: VaultCommand {
             for p in catalog.sorted {
                 let endpoint = p.issuer ?? p.authorizationEndpoint ?? p.tokenEndpoint ?? "-"
                 let host = URLPolicy.schemeAndHost(endpoint).map(\.1) ?? endpoint
+                let (known, discovered) = ProviderSummary.flows(p)
                 rows.append([
-                    p.name, p.flows.map(\.rawValue).joined(separator: ","), p.clientID == nil ? "needed" : "set", host,
-                    ProviderSummary.limits(p), p.source,
+                    p.name, (known + discovered.map { $0 + "?" }).joined(separator: ","),
+                    p.clientID == nil ? "needed" : "set", host, ProviderSummary.limits(p), p.source,
                 ])
             }
             for line in Format.table(rows) { ctx.output.out(line) }
