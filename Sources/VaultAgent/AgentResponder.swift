@@ -330,10 +330,17 @@ final class AgentResponder: Sendable {
                 let stored = try vault.load(name)
                 if signing.refuses(stored) { throw AgentResponder.signsItself(name, stored) }
             }
+            // A bearer token serves any request to anyone: the question and
+            // the log name the request only when a proof ties the token to
+            // it. Read without a word to the asker (a grant that is not
+            // there is asked about as a bound one), so a forwarded peer
+            // still learns nothing of which grants exist.
+            let proofNamesRequest = (try? vault.load(name))?.accessTokenIsDPoPBound ?? true
             let grant = try handOut(
                 name, minimumValidity: cap, force: false, peer: peer,
                 claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: signing,
-                keysHeld: current, request: url.map { method + " " + URLPolicy.redacted($0) })
+                keysHeld: current,
+                request: proofNamesRequest ? url.map { method + " " + URLPolicy.redacted($0) } : nil)
             // A refresh may have brought a bound token where a bearer one was.
             if url == nil && grant.accessTokenIsDPoPBound { throw AgentResponder.needsURL(name) }
             // The proof is signed here: the key never leaves the agent. A
