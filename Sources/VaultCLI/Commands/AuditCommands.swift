@@ -189,11 +189,13 @@ struct LogCommand: VaultCommand {
             + rows.map { row in
                 var who = "uid \(row.uid.map(String.init) ?? "?") pid \(row.pid.map(String.init) ?? "?")"
                 if let exe = row.executable { who += " \(exe)" }
+                // What the agent checked comes before what the other machine
+                // claims, so a claimed program cannot pose as the request.
+                if let request = row.request { who += "; proof for \(request)" }
                 if let claimed = row.claimed {
                     who += "; says: \(claimed.host) uid \(claimed.uid) pid \(claimed.pid)"
                     if !claimed.command.isEmpty { who += " \(claimed.command)" }
                 }
-                if let request = row.request { who += "; proof for \(request)" }
                 let outcome = row.reason.map { "\(row.outcome) (\($0))" } ?? row.outcome
                 return [row.time, row.grant, row.origin, outcome, who]
             }
