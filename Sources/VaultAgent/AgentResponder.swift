@@ -201,6 +201,9 @@ final class AgentResponder: Sendable {
         // A name that is not one is refused before anything, and not logged.
         try GrantName.validate(name)
         var outcome = AuditEntry.Outcome.allowed
+        // A bearer token serves any request to anyone: the question and the
+        // log name the request only when a proof ties the token to it.
+        var logged = request
         do throws(VaultError) {
             let policy: AgentPolicy
             do throws(VaultError) {
@@ -228,7 +231,15 @@ final class AgentResponder: Sendable {
                 // about one that is not there. A forwarded peer learns
                 // nothing of which grants exist before the person said yes.
                 if peer.origin == .local { _ = try vault.load(name) }
-                let question = ConfirmationQuestion(grant: name, peer: peer, claims: claims, request: request)
+                // Read without a word to the asker, and only when someone is
+                // asked (a grant that is not there is asked about as a bound
+                // one), so a forwarded peer learns nothing of which exist.
+                if request != nil, confirmer.method != .none,
+                    (try? vault.load(name))?.accessTokenIsDPoPBound == false
+                {
+                    logged = nil
+                }
+                let question = ConfirmationQuestion(grant: name, peer: peer, claims: claims, request: logged)
                 switch confirmer.ask(question) {
                 case .yes:
                     outcome = .confirmed
@@ -244,6 +255,7 @@ final class AgentResponder: Sendable {
             }
             if signing != .byAsker {
                 let stored = try vault.load(name)
+                if !stored.accessTokenIsDPoPBound { logged = nil }
                 if signing.refuses(stored) { throw AgentResponder.signsItself(name, stored) }
                 if signing == .dpopHere(knowsURL: false) && stored.accessTokenIsDPoPBound {
                     throw AgentResponder.needsURL(name)
@@ -259,14 +271,16 @@ final class AgentResponder: Sendable {
                     try refresher.freshGrant(name, minimumValidity: TimeInterval(minimumValidity), forceRefresh: force)
                         .grant
                 }
-            record(name, peer: peer, claims: claims, outcome, reason: nil, request: request)
+            record(
+                name, peer: peer, claims: claims, outcome, reason: nil,
+                request: handed.accessTokenIsDPoPBound ? request : nil)
             _ = keys.use(grant: name)
             return handed
         } catch {
             if outcome == .allowed || outcome == .confirmed { outcome = .failed }
             record(
                 name, peer: peer, claims: claims, outcome, reason: error.code == .denied ? nil : error.code.rawValue,
-                request: request)
+                request: logged)
             throw error
         }
     }
@@ -330,17 +344,10 @@ final class AgentResponder: Sendable {
                 let stored = try vault.load(name)
                 if signing.refuses(stored) { throw AgentResponder.signsItself(name, stored) }
             }
-            // A bearer token serves any request to anyone: the question and
-            // the log name the request only when a proof ties the token to
-            // it. Read without a word to the asker (a grant that is not
-            // there is asked about as a bound one), so a forwarded peer
-            // still learns nothing of which grants exist.
-            let proofNamesRequest = (try? vault.load(name))?.accessTokenIsDPoPBound ?? true
             let grant = try handOut(
                 name, minimumValidity: cap, force: false, peer: peer,
                 claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: signing,
-                keysHeld: current,
-                request: proofNamesRequest ? url.map { method + " " + URLPolicy.redacted($0) } : nil)
+                keysHeld: current, request: url.map { method + " " + URLPolicy.redacted($0) })
             // A refresh may have brought a bound token where a bearer one was.
             if url == nil && grant.accessTokenIsDPoPBound { throw AgentResponder.needsURL(name) }
             // The proof is signed here: the key never leaves the agent. A
