@@ -71,10 +71,12 @@ struct DPoPBindingTests {
         let json = #"{"provider":"p","access_token":"a","refresh_token":"r","token_type":"DPoP"}"#
         let bytes = try SecureBytes(copying: Array(json.utf8))
         let imported = Result { () throws(VaultError) in try TokenResponse(json: bytes).importedGrant(now: Date()) }
-        guard case .success(let grant) = imported else { return }
-        let scheme = try grant.authorizationHeaders(url: "https://api.example/x", at: Date()).first?.value
-            .split(separator: " ").first.map(String.init)
-        Issue.record("imported without a key; vault would send it with the \(scheme ?? "") scheme")
+        // Refused is the outcome wanted; an imported grant is the bug.
+        if case .success(let grant) = imported {
+            let scheme = try grant.authorizationHeaders(url: "https://api.example/x", at: Date()).first?.value
+                .split(separator: " ").first.map(String.init)
+            Issue.record("imported without a key; vault would send it with the \(scheme ?? "") scheme")
+        }
     }
 
     /// The private key is a secret: a description of the key (string
@@ -252,8 +254,10 @@ struct DPoPBindingTests {
             }
             #expect(error.code == .invalidInput)
         }
-        guard case .failure(let error) = try imported("DPoP") else { return }
-        #expect(error.remedy == .authorizeWithDPoP(provider: "p"))
+        switch try imported("DPoP") {
+        case .failure(let error): #expect(error.remedy == .authorizeWithDPoP(provider: "p"))
+        case .success: Issue.record("a DPoP token was imported without its key")
+        }
     }
 
     /// `read_p256` reads the whole DER key: a byte after it is damage.
