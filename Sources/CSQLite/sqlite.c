@@ -39,7 +39,8 @@
     X(sqlite3_column_bytes)                                                                                            \
     X(sqlite3_column_int64)                                                                                            \
     X(sqlite3_changes)                                                                                                 \
-    X(sqlite3_last_insert_rowid)
+    X(sqlite3_last_insert_rowid)                                                                                       \
+    X(sqlite3_get_autocommit)
 
 static struct {
 #define FIELD(name) __typeof__(name) *name;
@@ -145,5 +146,6 @@ sqlite3_int64 sqlite3_column_int64(sqlite3_stmt *statement, int column) {
 }
 int sqlite3_changes(sqlite3 *db) { return api.sqlite3_changes(db); }
 sqlite3_int64 sqlite3_last_insert_rowid(sqlite3 *db) { return api.sqlite3_last_insert_rowid(db); }
+int sqlite3_get_autocommit(sqlite3 *db) { return api.sqlite3_get_autocommit(db); }
 
 #pragma GCC visibility pop

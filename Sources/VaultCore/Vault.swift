@@ -18,6 +18,11 @@ public final class Vault {
     /// machine's per-grant lock; `TokenRefresher` uses it unless given one.
     public var refreshCoordinator: any RefreshCoordinator = LocalRefreshCoordinator()
     package let time: any TimeSource
+    /// How this handle's operations wait and measure waits: the system's,
+    /// or a simulation's.
+    package var pacing = Pacing.system
+    /// Told what a sync merged, for a simulation's bookkeeping; nil otherwise.
+    package var syncTrace: (@Sendable (SyncTraceEvent) -> Void)?
     /// The keyslots (number to stored bytes) this handle last saw: those it
     /// was unlocked through, then those its own keyslot changes left. A
     /// keyslot change commits only while the file still holds exactly
@@ -58,6 +63,8 @@ public final class Vault {
             location: location, database: try Vault.connect(location.databasePath), header: header, keys: keys,
             time: time)
         other.refreshCoordinator = refreshCoordinator
+        other.pacing = pacing
+        other.syncTrace = syncTrace
         return other
     }
 

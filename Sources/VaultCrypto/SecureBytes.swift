@@ -36,7 +36,8 @@ public final class SecureBytes: Sendable, CustomStringConvertible, CustomDebugSt
 
     /// Allocates `count` random bytes.
     public convenience init(randomCount count: Int) throws(CryptoError) {
-        try self.init(count: count) { randombytes_buf($0.baseAddress!, count) }
+        try Sodium.ready()
+        try self.init(count: count) { Random.fill($0) }
     }
 
     /// Copies bytes into secure memory. The caller remains responsible for

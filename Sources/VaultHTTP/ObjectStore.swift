@@ -447,7 +447,7 @@ public final class ObjectStore {
             }
             // Jittered exponential backoff: 0.2 s, 0.4 s, ... at most 5 s.
             let base = min(5.0, 0.2 * Double(1 << min(attempt - 1, 5)))
-            sleep(base / 2 + Double.random(in: 0...(base / 2)))
+            sleep(base / 2 + Random.fraction() * base / 2)
         }
     }
 

@@ -51,6 +51,9 @@ public final class Database {
         sqlite3_close_v2(handle)
     }
 
+    /// True while a transaction is open on this connection.
+    public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+
     /// Runs one or more statements that take no parameters and return no rows.
     public func execute(_ sql: String) throws(StorageError) {
         var message: UnsafeMutablePointer<CChar>?

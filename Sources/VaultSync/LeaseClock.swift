@@ -2,28 +2,6 @@ internal import FoundationEssentials
 internal import Glibc
 internal import VaultCore
 
-/// This machine's clock for leases: seconds since boot, suspend included
-/// (CLOCK_BOOTTIME), with the boot's id so that a reading from before a
-/// reboot is never compared with one after it. Never compared with another
-/// machine's clock.
-struct BootClock {
-    let bootID: [UInt8]
-    let seconds: Double
-
-    static func now() -> BootClock {
-        var ts = timespec()
-        clock_gettime(CLOCK_BOOTTIME, &ts)
-        return BootClock(bootID: bootID, seconds: Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9)
-    }
-
-    /// The kernel's random id of this boot (36 ASCII bytes), or empty when
-    /// unreadable (then every process judges leases afresh).
-    static let bootID: [UInt8] = {
-        guard let text = try? FileSystem.readFile("/proc/sys/kernel/random/boot_id", limit: 64) else { return [] }
-        return Array(text.prefix(36))
-    }()
-}
-
 /// When this machine first saw each lease in the store's root, kept in the
 /// vault file (meta key `lease-seen`) so that every process on this machine
 /// shares one observation. A lease is active until it has been seen for its
@@ -130,7 +108,7 @@ extension SyncEngine {
     /// The active leases of `root` by this machine's observation, with the
     /// observation stored for the other processes of this machine.
     func activeLeases(_ root: SyncRoot, keys: SyncKeys) throws(VaultError) -> [SyncRoot.Lease] {
-        let clock = BootClock.now()
+        let clock = vault.pacing.boot()
         let vaultID = vault.header.vaultID
         var active: [SyncRoot.Lease] = []
         try vault.update { (_: inout StateManifest) throws(VaultError) in

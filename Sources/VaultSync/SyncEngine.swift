@@ -75,10 +75,10 @@ extension SyncEngine {
     /// Most objects remembered for collection; older ones are forgotten
     /// (left in the store) rather than deleted early.
     static let maxGarbage = 4096
-    /// Microseconds between the two reads of a root just written to a
-    /// store that ignores preconditions: another writer that looked at the
-    /// root just before ours landed writes within it.
-    static let rootSettle: UInt32 = 300_000
+    /// Seconds between the two reads of a root just written to a store
+    /// that ignores preconditions: another writer that looked at the root
+    /// just before ours landed writes within it.
+    static let rootSettle = 0.3
 
     /// True when this vault syncs with a store.
     public var isConfigured: Bool { (try? vault.getMeta(SyncEngine.syncMetaKey)) != nil }
@@ -100,22 +100,24 @@ extension SyncEngine {
     /// (default: `storeTimeout`).
     func store(for state: SyncState, timeout: Double? = nil) throws(VaultError) -> any SyncStore {
         try SyncEngine.store(
-            for: state, transport: transport, timeout: timeout ?? storeTimeout, attempts: storeAttempts)
+            for: state, transport: transport, timeout: timeout ?? storeTimeout, attempts: storeAttempts,
+            pacing: vault.pacing)
     }
 
     /// The store that the settings `state` name: the one place that picks
     /// an implementation of `SyncStore`. `attempts` defaults to the store's own.
-    static func store(for state: SyncState, transport: any HTTPTransport, timeout: Double, attempts: Int? = nil)
-        throws(VaultError) -> any SyncStore
-    {
+    static func store(
+        for state: SyncState, transport: any HTTPTransport, timeout: Double, attempts: Int? = nil,
+        pacing: Pacing = .system
+    ) throws(VaultError) -> any SyncStore {
         if S3Location.isS3(state.url) {
             return try HTTPSyncStore(
                 s3: state.url, accessKeyID: state.user ?? "", secretAccessKey: state.password, transport: transport,
-                timeout: timeout, attempts: attempts)
+                timeout: timeout, attempts: attempts, sleep: pacing.sleep)
         }
         return try HTTPSyncStore(
             url: state.url, user: state.user, password: state.password, transport: transport, timeout: timeout,
-            attempts: attempts)
+            attempts: attempts, sleep: pacing.sleep)
     }
 
     /// Sets the store this vault syncs with and checks that it answers and
@@ -166,7 +168,8 @@ extension SyncEngine {
     /// holds a root, false when it answers without one (nothing synced yet).
     package func probeStore(timeout: Double) throws(VaultError) -> Bool {
         let state = try loadSyncState(try syncKeys())
-        let store = try SyncEngine.store(for: state, transport: transport, timeout: timeout, attempts: 1)
+        let store = try SyncEngine.store(
+            for: state, transport: transport, timeout: timeout, attempts: 1, pacing: vault.pacing)
         return try store.get(SyncEngine.rootName) != nil
     }
 
@@ -192,7 +195,7 @@ extension SyncEngine {
                 return report
             }
             roots.insert(try loadSyncState(keys).markHash)
-            usleep(UInt32(Double.random(in: 0.05...0.25) * Double(attempt) * 1_000_000))
+            vault.pacing.sleep((0.05 + 0.2 * Random.fraction()) * Double(attempt))
         }
         // Other machines' writes moved the root between our tries: the
         // store works and is busy. Otherwise it refused our writes.
@@ -248,7 +251,7 @@ extension SyncEngine {
                 return (object, root)
             } catch {
                 if attempt >= 3 || error.code == .unsupported { throw error }
-                usleep(UInt32.random(in: 150_000...400_000))
+                vault.pacing.sleep(0.15 + 0.25 * Random.fraction())
             }
         }
     }

@@ -12,11 +12,24 @@ extension SyncEngine {
         at location: VaultLocation, url: String, user: String?, password: SecureBytes?, key: KeySource,
         transport: any HTTPTransport, time: any TimeSource = SystemTime()
     ) throws(VaultError) -> (Vault, SyncReport) {
+        try join(
+            at: location, url: url, user: user, password: password, key: key, transport: transport, time: time,
+            pacing: .system, trace: nil)
+    }
+
+    /// `join` with the new vault's handle waiting through `pacing` and
+    /// telling `trace` what it merges (a simulation's machine).
+    package static func join(
+        at location: VaultLocation, url: String, user: String?, password: SecureBytes?, key: KeySource,
+        transport: any HTTPTransport, time: any TimeSource, pacing: Pacing,
+        trace: (@Sendable (SyncTraceEvent) -> Void)?
+    ) throws(VaultError) -> (Vault, SyncReport) {
         if Vault.exists(at: location) {
             throw VaultError(.alreadyExists, "a vault already exists at \(location.databasePath)")
         }
         let probe = SyncState(url: url, user: user, password: password?.unsafeCopyToArray() ?? [], device: [])
-        let store = try SyncEngine.store(for: probe, transport: transport, timeout: SyncEngine.defaultStoreTimeout)
+        let store = try SyncEngine.store(
+            for: probe, transport: transport, timeout: SyncEngine.defaultStoreTimeout, pacing: pacing)
         try store.checkUsable()
         guard let object = try store.get(SyncEngine.keysName) else {
             throw VaultError(
@@ -49,6 +62,8 @@ extension SyncEngine {
             throw VaultError(.wrongKey, reason, remedy: .joinWithOtherKey(passphrase: passphrase))
         }
         let vault = try Vault.create(at: location, header: header, masterKey: masterKey, slots: slots, time: time)
+        vault.pacing = pacing
+        vault.syncTrace = trace
         do {
             let engine = SyncEngine(vault: vault, transport: transport)
             try engine.setRemote(url: url, user: user, password: password)

@@ -13,8 +13,8 @@ extension SyncEngine {
     /// Lease writes the store refuses, in a row, with no other writer
     /// moving its root, before the store is taken as unusable for now.
     static let leaseRefusals = 5
-    /// Microseconds between the two read-backs of a lease.
-    static let leaseSettle: UInt32 = 400_000
+    /// Seconds between the two read-backs of a lease.
+    static let leaseSettle = 0.4
 
     /// Before refreshing a synced grant: syncs, and returns the grant when
     /// it arrived fresh from another machine (nothing to spend); otherwise
@@ -33,7 +33,8 @@ extension SyncEngine {
     func leaseForRefresh(_ name: String, minimumValidity: Double?, through store: any SyncStore, keys: SyncKeys)
         throws(VaultError) -> Grant?
     {
-        let deadline = Monotonic.seconds() + SyncEngine.leaseWait
+        let pacing = vault.pacing
+        let deadline = pacing.monotonic() + SyncEngine.leaseWait
         var refusals = 0
         var changes = 0
         while true {
@@ -45,12 +46,12 @@ extension SyncEngine {
             func goOn(after error: VaultError, since answered: Int) throws(VaultError) {
                 let answering = error.code == .transient && store.answerCount > answered
                 guard error.code == .busy || answering else { throw error }
-                guard Monotonic.seconds() < deadline else {
+                guard pacing.monotonic() < deadline else {
                     throw VaultError(
                         .busy, "the store answers, but kept this machine from taking the lease on '\(name)'",
                         remedy: .tryAgainInAMinute)
                 }
-                usleep(UInt32.random(in: 100_000...300_000))
+                pacing.pause(upTo: 0.3)
             }
             var answered = store.answerCount
             do {
@@ -82,14 +83,17 @@ extension SyncEngine {
             guard refusals < SyncEngine.leaseRefusals else {
                 throw VaultError(.transient, "the store refused \(refusals) lease writes in a row")
             }
-            guard Monotonic.seconds() < deadline else {
+            guard pacing.monotonic() < deadline else {
                 throw VaultError(
                     .busy, "another machine is refreshing '\(name)', or the store keeps changing",
                     remedy: .tryAgainInAMinute)
             }
             changes = outcome == .changed ? min(changes + 1, 8) : 0
-            let pause = outcome == .held ? 1_000_000 : UInt32.random(in: 100_000...250_000) * UInt32(changes + 1)
-            usleep(pause)
+            if outcome == .held {
+                pacing.sleep(1)
+            } else {
+                pacing.pause(upTo: 0.25 * Double(changes + 1))
+            }
         }
     }
 
@@ -102,7 +106,7 @@ extension SyncEngine {
     func takeLease(_ record: [UInt8], store: any SyncStore, keys: SyncKeys) throws(VaultError) -> LeaseOutcome {
         // The lease counts from before it is written: the holder's use of
         // it ends no later than any observer's judgement that it expired.
-        let start = Monotonic.seconds()
+        let start = vault.pacing.monotonic()
         let state = try loadSyncState(keys)
         guard let (object, root) = try fetchRoot(store, keys) else { return .changed }
         let hash = try SyncRoot.hash(object.bytes)
@@ -137,7 +141,7 @@ extension SyncEngine {
         // If-Match for two writers before either writes, and the second
         // write then lands after the first writer's check.
         for pause in [0, SyncEngine.leaseSettle] {
-            usleep(pause)
+            vault.pacing.sleep(pause)
             let check = try store.get(SyncEngine.rootName)
             guard let check, try SyncRoot.hash(check.bytes) == newHash else { return .changed }
         }
@@ -150,7 +154,7 @@ extension SyncEngine {
         }
         // Too much of the lease went on taking it: the refresh might outlast
         // it. Take a new one.
-        let used = Monotonic.seconds() - start
+        let used = vault.pacing.monotonic() - start
         guard used + TokenRefresher.requestTimeout + 10 < Double(SyncEngine.leaseSeconds) else { return .changed }
         return .taken
     }

@@ -89,7 +89,8 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
     /// an answer was lost): the lease must end with the new tokens. For up
     /// to `publishBound` seconds; false when the sync did not go through.
     private func publish(_ engine: SyncEngine) -> Bool {
-        let deadline = Monotonic.seconds() + SyncRefreshCoordinator.publishBound
+        let pacing = engine.vault.pacing
+        let deadline = pacing.monotonic() + SyncRefreshCoordinator.publishBound
         guard let keys = try? engine.syncKeys(), let state = try? engine.loadSyncState(keys),
             let store = try? engine.store(for: state)
         else { return false }
@@ -100,8 +101,8 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
                 return true
             } catch {
                 let working = error.code == .busy || (error.code == .transient && store.answerCount > answered)
-                guard working, Monotonic.seconds() < deadline else { return false }
-                usleep(UInt32.random(in: 100_000...300_000))
+                guard working, pacing.monotonic() < deadline else { return false }
+                pacing.pause(upTo: 0.3)
             }
         }
     }

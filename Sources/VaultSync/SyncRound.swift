@@ -1,4 +1,3 @@
-internal import Glibc
 internal import VaultCore
 
 /// One round of a sync (docs/sync.md, "A sync"): what its six steps share,
@@ -129,6 +128,7 @@ struct SyncRound {
             try engine.saveSyncState(state, keys)
         }
         fetched.removeAll()
+        if root != nil { vault.syncTrace?(.merged(rootHash: rootHash)) }
     }
 
     /// 4. Writes what this machine has that the store has not: a new object
@@ -172,7 +172,8 @@ struct SyncRound {
         next.leases = try engine.activeLeases(next, keys: keys).filter {
             !($0.device == state.device && ending.contains($0.record))
         }
-        for (i, records) in outgoing {
+        // In bucket order: the same requests in the same order on every run.
+        for (i, records) in outgoing.sorted(by: { $0.key < $1.key }) {
             let bucket = SyncBucket(
                 vaultID: vault.header.vaultID, keyEpoch: vault.header.keyEpoch, index: UInt8(i),
                 records: records.map(\.record))
@@ -236,7 +237,7 @@ struct SyncRound {
         // before ours landed: look once more a moment later. When ours was
         // replaced, the next round finds the lost update and sends it again.
         guard !state.honoursPreconditions else { return true }
-        usleep(SyncEngine.rootSettle)
+        vault.pacing.sleep(SyncEngine.rootSettle)
         guard try store.get(SyncEngine.rootName)?.bytes == check.bytes else {
             try letGo()
             return false

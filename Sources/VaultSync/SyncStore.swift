@@ -87,13 +87,13 @@ final class HTTPSyncStore: SyncStore {
     /// with the access key id and secret access key.
     init(
         s3 canonical: String, accessKeyID: String, secretAccessKey: [UInt8], transport: any HTTPTransport,
-        timeout: Double, attempts: Int?
+        timeout: Double, attempts: Int?, sleep: @escaping (Double) -> Void = Pacing.system.sleep
     ) throws(VaultError) {
         let secret = try Secure.copy(secretAccessKey)
         do {
             client = try ObjectStore(
                 s3: try S3Location(canonical: canonical), accessKeyID: accessKeyID, secretAccessKey: secret,
-                transport: transport, sleep: { usleep(UInt32($0 * 1_000_000)) })
+                transport: transport, sleep: sleep)
         } catch {
             throw HTTPSyncStore.converted(error)
         }
@@ -105,13 +105,14 @@ final class HTTPSyncStore: SyncStore {
     /// each request is bounded by `timeout` seconds and tried `attempts`
     /// times when the store fails (nil: `ObjectStore`'s default).
     init(
-        url: String, user: String?, password: [UInt8], transport: any HTTPTransport, timeout: Double, attempts: Int?
+        url: String, user: String?, password: [UInt8], transport: any HTTPTransport, timeout: Double, attempts: Int?,
+        sleep: @escaping (Double) -> Void = Pacing.system.sleep
     ) throws(VaultError) {
         let secret = try Secure.copy(password)
         do {
             client = try ObjectStore(
                 baseURL: url, user: user, password: user == nil ? nil : secret, transport: transport,
-                sleep: { usleep(UInt32($0 * 1_000_000)) })
+                sleep: sleep)
         } catch {
             throw HTTPSyncStore.converted(error)
         }

@@ -13,25 +13,28 @@ final class GrantLock {
 
     deinit { release() }
 
-    /// Waits up to `wait` seconds for the lock of record `id`.
-    static func acquire(directory: String, record id: [UInt8], wait: TimeInterval) throws(VaultError) -> GrantLock {
+    /// Waits up to `wait` seconds for the lock of record `id`, pausing
+    /// and measuring through `pacing`.
+    static func acquire(directory: String, record id: [UInt8], wait: TimeInterval, pacing: Pacing = .system)
+        throws(VaultError) -> GrantLock
+    {
         let path = directory + "/refresh-" + id.hex + ".lock"
         let fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw VaultError(.io, "cannot open \(path): \(FileSystem.errnoText())") }
         let lock = GrantLock(fd: fd)
-        let deadline = Monotonic.seconds() + wait
+        let deadline = pacing.monotonic() + wait
         // Polling rather than a blocking flock: the wait is bounded, and a
         // waiter notices the holder's release within a few milliseconds.
-        var pause: UInt32 = 2_000
+        var pause = 0.002
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
             guard errno == EWOULDBLOCK || errno == EINTR else {
                 throw VaultError(.io, "cannot lock \(path): \(FileSystem.errnoText())")
             }
-            guard Monotonic.seconds() < deadline else {
+            guard pacing.monotonic() < deadline else {
                 throw VaultError(.busy, "another process has been refreshing this grant for \(Int(wait)) s")
             }
-            usleep(pause)
-            pause = min(pause * 2, 50_000)
+            pacing.sleep(pause)
+            pause = min(pause * 2, 0.05)
         }
         return lock
     }
@@ -61,16 +64,5 @@ extension Vault {
     /// storing the new tokens).
     package func refreshInProgress(record id: [UInt8]) -> Bool {
         GrantLock.isHeld(directory: location.directory, record: id)
-    }
-}
-
-/// Seconds on this machine's monotonic clock: for measuring waits, never
-/// for comparing with another machine.
-package enum Monotonic {
-    /// Seconds since an arbitrary point (CLOCK_MONOTONIC).
-    package static func seconds() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 }

@@ -112,7 +112,8 @@ public struct TokenRefresher {
         if grant.dead { throw TokenRefresher.deadError(name, grant) }
         if let done = try coordinator.refreshElsewhere(need, in: vault) { return done }
 
-        let lock = try GrantLock.acquire(directory: vault.location.directory, record: row.id, wait: Self.lockWait)
+        let lock = try GrantLock.acquire(
+            directory: vault.location.directory, record: row.id, wait: Self.lockWait, pacing: vault.pacing)
         defer { lock.release() }
         // Another process may have refreshed while this one waited.
         var (current, currentName) = try vault.loadRecord(id: row.id, expecting: name)
