@@ -6,117 +6,202 @@ internal import VaultCore
 /// expiry, scopes granted, dead) are merged apart, each by its own
 /// lineage, so a rename racing a refresh keeps both, and a refresh token
 /// that was spent never wins over the one that replaced it.
+///
+/// Two edits of one group that did not see each other are a conflict,
+/// whatever their values, and the side that lost one is kept whole for a
+/// person to pick; nothing here looks at a clock or at which side arrived
+/// first. `aWins` only says which of two racing edits becomes the value,
+/// and is the same on every machine.
 struct GrantMerge {
     /// One side: its payload, and whether it is a removal.
     struct Side {
         var payload: Payload
         var deleted: Bool
         var grant: Grant? { deleted ? nil : payload.grant }
+        var lineage: Lineage { payload.lineage }
+    }
+
+    /// Which of the two sides.
+    enum Which: Equatable {
+        case a
+        case b
     }
 
     /// The merged value.
     let value: Payload
     /// True when the value is a removal.
     let deleted: Bool
-    /// True when the two sides changed the same group of fields apart:
-    /// both metadata edits, or tokens of two lineages (two authorizations,
-    /// or refreshes made apart while the store could not be reached). The
-    /// side that lost is then kept for the user to pick.
-    let conflict: Bool
+    /// The sides that lost an edit the value's side had not seen: each is
+    /// kept, whole, as a conflict until someone picks.
+    let losers: [Which]
     /// True when the value took the metadata of `a`.
     let metadataFromA: Bool
 
-    /// Merges `a` and `b`; `aWins` breaks ties (the same on every machine).
+    /// True when two edits raced.
+    var conflict: Bool { !losers.isEmpty }
+
+    /// Merges `a` and `b`; `aWins` picks the value between racing edits.
+    ///
+    /// The value's lineage holds both histories, so that a later merge with
+    /// either side knows the value is newer, except the tag of an edit that
+    /// lost a race: the value did not replace it knowingly, and a later
+    /// version of that side (a refresh of its tokens, made before it heard
+    /// of the conflict) must race the value again rather than lose to it
+    /// silently, or the newest refresh token of its family would be lost.
     init(_ a: Side, _ b: Side, aWins: Bool) {
         let (metaFromA, metaConflict) = GrantMerge.metadata(a, b, aWins: aWins)
         let meta = metaFromA ? a : b
-        var lineage = meta.payload.lineage
         let other = metaFromA ? b : a
-        // Both histories: a later merge with either side then knows it is
-        // behind the value.
-        var before = lineage.metaBefore
-        for tag in [other.payload.lineage.meta].compactMap({ $0 }) + other.payload.lineage.metaBefore
-        where tag != lineage.meta && !before.contains(tag) {
-            before.append(tag)
-        }
-        lineage.metaBefore = Array(before.prefix(Lineage.depth))
         metadataFromA = metaFromA
+        var losers: [Which] = metaConflict ? [metaFromA ? .b : .a] : []
+
+        var lineage = meta.lineage
+        lineage.metaBefore = GrantMerge.union(
+            lineage.metaBefore, (metaConflict ? [] : [other.lineage.meta].compactMap { $0 }) + other.lineage.metaBefore,
+            except: lineage.meta)
+        lineage.spent = GrantMerge.union(a.lineage.spent, b.lineage.spent)
 
         guard let metaGrant = meta.grant else {
-            // A removal carries no tokens; its lineage keeps what was spent.
-            lineage.spent = GrantMerge.union(a.payload.lineage.spent, b.payload.lineage.spent)
+            // A removal carries no tokens; it keeps the token tag of what it
+            // removed. Tokens put in on the other side that it never saw
+            // are an edit it raced: kept, not dropped.
+            let raced =
+                !other.deleted && other.lineage.tokens != meta.lineage.tokens
+                && !meta.lineage.tokensReplaced(other.lineage.tokens)
+            if raced && !metaConflict { losers.append(metaFromA ? .b : .a) }
+            lineage.tokensBefore = GrantMerge.union(
+                lineage.tokensBefore,
+                raced ? other.lineage.tokensBefore : GrantMerge.tokenHistory(other.lineage), except: lineage.tokens)
             value = Payload(name: meta.payload.name, grant: nil, lineage: lineage)
             deleted = true
-            conflict = metaConflict
+            self.losers = losers
             return
         }
-        let (tokensFromA, tokenConflict) = GrantMerge.tokens(a, b, aWins: aWins)
+        // Against a removal the value's side saw (or raced, above), the
+        // tokens are the value's own.
+        var (tokensFromA, tokenConflict) = (metaFromA, false)
+        if other.grant != nil {
+            (tokensFromA, tokenConflict) = GrantMerge.tokens(a, b, aWins: aWins)
+            if tokenConflict, !losers.contains(tokensFromA ? .b : .a) { losers.append(tokensFromA ? .b : .a) }
+        }
         let tokens = tokensFromA ? a : b
-        let tokenGrant = tokens.grant ?? metaGrant
-        lineage.spent = GrantMerge.union(tokens.payload.lineage.spent, (tokensFromA ? b : a).payload.lineage.spent)
-        value = Payload(name: meta.payload.name, grant: metaGrant.withTokens(of: tokenGrant), lineage: lineage)
+        let tokensOther = tokensFromA ? b : a
+        lineage.tokens = tokens.lineage.tokens
+        lineage.tokensBefore = GrantMerge.union(
+            tokens.lineage.tokensBefore,
+            tokenConflict ? tokensOther.lineage.tokensBefore : GrantMerge.tokenHistory(tokensOther.lineage),
+            except: lineage.tokens)
+        value = Payload(
+            name: meta.payload.name, grant: metaGrant.withTokens(of: tokens.grant ?? metaGrant), lineage: lineage)
         deleted = false
-        conflict = metaConflict || tokenConflict
+        self.losers = losers
     }
 
-    /// Whose metadata the value takes, and whether both sides edited it.
+    /// Whose metadata the value takes, and whether both sides edited it
+    /// without seeing each other's edit.
     static func metadata(_ a: Side, _ b: Side, aWins: Bool) -> (fromA: Bool, conflict: Bool) {
-        let la = a.payload.lineage
-        let lb = b.payload.lineage
+        let la = a.lineage
+        let lb = b.lineage
+        // Two removals leave nothing to choose between.
+        if a.deleted && b.deleted { return (aWins, false) }
         if let ta = la.meta, ta == lb.meta { return (aWins, false) }
+        if let ta = la.meta, lb.metaBefore.contains(ta) { return (false, false) }
+        if let tb = lb.meta, la.metaBefore.contains(tb) { return (true, false) }
+        // Equal values lose nothing (two machines renaming to one name).
         if a.payload.name == b.payload.name && a.deleted == b.deleted
             && (a.grant.map { $0.sameMetadata(as: b.grant) } ?? (b.grant == nil))
         {
             return (aWins, false)
         }
-        if let ta = la.meta, lb.metaBefore.contains(ta) { return (false, false) }
-        if let tb = lb.meta, la.metaBefore.contains(tb) { return (true, false) }
         return (aWins, true)
     }
 
-    /// Whose tokens the value takes, and whether they are of two lineages.
+    /// Whose tokens the value takes, and whether two token edits raced.
+    ///
+    /// In order: a refresh token that one side spent never wins over the
+    /// one that replaced it; tokens of one edit (the same tag) follow their
+    /// refresh token, and are two lineages only when refreshes were made
+    /// apart; otherwise the edit that saw the other's tokens wins, and two
+    /// edits that saw neither are a conflict, even when their tokens look
+    /// alike (two imports of tokens without a refresh token).
     static func tokens(_ a: Side, _ b: Side, aWins: Bool) -> (fromA: Bool, conflict: Bool) {
         guard let ga = a.grant else { return (false, false) }
         guard let gb = b.grant else { return (true, false) }
         let fa = Lineage.fingerprint(ga.refreshToken)
         let fb = Lineage.fingerprint(gb.refreshToken)
-        if let fa, b.payload.lineage.spent.contains(fa) { return (false, false) }
-        if let fb, a.payload.lineage.spent.contains(fb) { return (true, false) }
-        if fa == fb {
+        let aSpentByB = fa != nil && fa != fb && b.lineage.spent.contains(fa!)
+        let bSpentByA = fb != nil && fa != fb && a.lineage.spent.contains(fb!)
+        switch (aSpentByB, bSpentByA) {
+        case (true, false): return (false, false)
+        case (false, true): return (true, false)
+        case (true, true): return (aWins, true)
+        case (false, false): break
+        }
+        if a.lineage.tokens == b.lineage.tokens {
+            guard fa == fb else { return (aWins, true) }
             // The same refresh token: either side's access token serves. A
             // side that found it refused knows more.
             if ga.dead != gb.dead { return (ga.dead, false) }
             return (aWins, false)
         }
+        if b.lineage.tokensReplaced(a.lineage.tokens) { return (false, false) }
+        if a.lineage.tokensReplaced(b.lineage.tokens) { return (true, false) }
         return (aWins, true)
     }
 
-    /// The value when the user picks `chosen`, the kept side of a conflict,
-    /// over `current`: its metadata (or its removal) under the current
-    /// name, and its tokens unless the current value spent its refresh
-    /// token, which never comes back.
+    /// The value when the person picks `chosen`, a kept side of a
+    /// conflict, over `current`: exactly that side, its name included, and
+    /// its tokens unless the current value spent its refresh token (which
+    /// never comes back; the current value's tokens continue its lineage).
+    /// Its lineage holds both sides' histories, so that the pick is newer
+    /// than either.
     static func choosing(_ chosen: Side, over current: Side) -> (value: Payload, deleted: Bool) {
-        var lineage = current.payload.lineage.editingMetadata()
+        var lineage = chosen.lineage
+        lineage.metaBefore = union(
+            lineage.metaBefore, [current.lineage.meta].compactMap { $0 } + current.lineage.metaBefore,
+            except: lineage.meta)
+        lineage.tokensBefore = union(lineage.tokensBefore, tokenHistory(current.lineage), except: lineage.tokens)
+        lineage.spent = union(chosen.lineage.spent, current.lineage.spent)
         guard let chosenGrant = chosen.grant else {
-            return (Payload(name: current.payload.name, grant: nil, lineage: lineage), true)
-        }
-        let spentByCurrent = Lineage.fingerprint(chosenGrant.refreshToken).map {
-            current.payload.lineage.spent.contains($0)
+            return (Payload(name: chosen.payload.name, grant: nil, lineage: lineage), true)
         }
         var grant = chosenGrant
+        let spentByCurrent = Lineage.fingerprint(chosenGrant.refreshToken).map {
+            current.lineage.spent.contains($0)
+        }
         if spentByCurrent == true, let tokens = current.grant {
             grant = chosenGrant.withTokens(of: tokens)
-        } else {
-            lineage = lineage.replacingTokens(of: current.grant, with: chosenGrant)
         }
-        lineage.spent = union(lineage.spent, chosen.payload.lineage.spent)
-        return (Payload(name: current.payload.name, grant: grant, lineage: lineage), false)
+        return (Payload(name: chosen.payload.name, grant: grant, lineage: lineage), false)
     }
 
-    /// `first`'s entries, then `second`'s not among them, at most `Lineage.depth`.
-    static func union(_ first: [String], _ second: [String]) -> [String] {
-        var out = first
-        for s in second where !out.contains(s) { out.append(s) }
+    /// The value when the person keeps `current` over the other sides:
+    /// the same grant, with their histories, so that it is newer than each.
+    static func keeping(_ current: Side, over others: [Side]) -> Payload {
+        var value = current.payload
+        for other in others {
+            value.lineage.metaBefore = union(
+                value.lineage.metaBefore, [other.lineage.meta].compactMap { $0 } + other.lineage.metaBefore,
+                except: value.lineage.meta)
+            value.lineage.tokensBefore = union(
+                value.lineage.tokensBefore, tokenHistory(other.lineage), except: value.lineage.tokens)
+        }
+        return value
+    }
+
+    /// A side's token tag and the ones it replaced (`untagged` for none).
+    static func tokenHistory(_ lineage: Lineage) -> [String] {
+        [lineage.tokens ?? Lineage.untagged] + lineage.tokensBefore
+    }
+
+    /// The entries of both histories but `except`, at most
+    /// `Lineage.depth`: those of one list (the one that sorts last, so
+    /// that the union of the same two lists is the same whichever side
+    /// each comes from), then the other's not among them.
+    static func union(_ x: [String], _ y: [String], except: String? = nil) -> [String] {
+        let (first, second) = x.lexicographicallyPrecedes(y) ? (y, x) : (x, y)
+        var out = first.filter { $0 != except }
+        for s in second where !out.contains(s) && s != except { out.append(s) }
         return Array(out.prefix(Lineage.depth))
     }
 }

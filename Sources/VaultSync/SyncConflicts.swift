@@ -5,6 +5,9 @@ internal import VaultCrypto
 public struct SyncConflict: Sendable {
     /// The grant's name here.
     public let name: String
+    /// The name the other side gives it (another one when the sides are
+    /// two renames); the other side of a removal keeps the name it removed.
+    public let otherName: String
     /// The side that became the value (on every machine), nil if removed.
     public let current: Grant?
     /// The other side, kept until someone picks; nil if it was a removal.
@@ -23,6 +26,11 @@ public struct SyncConflict: Sendable {
     public let currentFingerprint: String?
     /// The other side's fingerprint.
     public let otherFingerprint: String?
+    /// The other side's number among the grant's other sides (1 and up),
+    /// for `resolveConflict(_:keepingSide:)`.
+    public let side: Int
+    /// How many other sides the grant has.
+    public let sides: Int
 }
 
 extension SyncKeys {
@@ -46,7 +54,10 @@ extension SyncEngine {
         let state = try loadSyncState(keys)
         return try vault.read { (_: StateManifest) throws(VaultError) -> [SyncConflict] in
             let rows = Dictionary(try vault.allRows().map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+            var numbers: [[UInt8]: Int] = [:]
+            let totals = Dictionary(grouping: state.conflicts, by: \.id).mapValues(\.count)
             return try state.conflicts.map { (c: SyncState.Conflict) throws(VaultError) -> SyncConflict in
+                numbers[c.id, default: 0] += 1
                 let other = c.payload.withUnsafeBytes { Payload.read($0) }
                 let current = try rows[c.id].map { (row: StoredRecord) throws(VaultError) -> Payload in
                     try vault.keys.open(row)
@@ -55,13 +66,15 @@ extension SyncEngine {
                 let zero = [UInt8](repeating: 0, count: 16)
                 let currentGrant = live ? current?.grant : nil
                 return SyncConflict(
-                    name: current?.name ?? other?.name ?? "?", current: currentGrant, other: other?.grant,
+                    name: current?.name ?? other?.name ?? "?", otherName: other?.name ?? current?.name ?? "?",
+                    current: currentGrant, other: other?.grant,
                     currentDevice: c.valueDevice == zero ? nil : Array(c.valueDevice.prefix(4)).hex,
                     otherDevice: c.device == zero ? nil : Array(c.device.prefix(4)).hex,
                     thisDevice: Array(state.device.prefix(4)).hex,
-                    currentFingerprint: keys.fingerprint(currentGrant), otherFingerprint: keys.fingerprint(other?.grant)
-                )
-            }.sorted { $0.name < $1.name }
+                    currentFingerprint: keys.fingerprint(currentGrant),
+                    otherFingerprint: keys.fingerprint(other?.grant),
+                    side: numbers[c.id] ?? 1, sides: totals[c.id] ?? 1)
+            }.sorted { ($0.name, $0.side) < ($1.name, $1.side) }
         }
     }
 
@@ -85,38 +98,89 @@ extension SyncEngine {
     }
 
     /// Ends the conflict on `name`: keeps the current value, or makes the
-    /// other side the value. Either way the choice is a new change that the
-    /// next sync sends, and it dominates both sides everywhere.
+    /// other side the value (its name included). Either way the choice is
+    /// a new change that the next sync sends, and it dominates every side
+    /// everywhere. With several other sides, `keepOther` is refused: pick
+    /// one with `resolveConflict(_:keepingSide:)`.
     public func resolveConflict(_ name: String, keepOther: Bool) throws(VaultError) {
+        try resolve(name) { (sides: Int) throws(VaultError) -> Int in
+            guard keepOther else { return 0 }
+            guard sides == 1 else {
+                throw VaultError(
+                    .invalidInput, "'\(name)' has \(sides) other sides; pick one by its number",
+                    remedy: .listConflicts)
+            }
+            return 1
+        }
+    }
+
+    /// Ends the conflict on `name` keeping side `side`: 0 the current
+    /// value, 1 and up the other sides in the order `syncConflicts` lists
+    /// them (its `side`).
+    public func resolveConflict(_ name: String, keepingSide side: Int) throws(VaultError) {
+        try resolve(name) { (sides: Int) throws(VaultError) -> Int in
+            guard (0...sides).contains(side) else {
+                throw VaultError(
+                    .invalidInput, "'\(name)' has no side \(side): its other sides are 1 to \(sides)",
+                    remedy: .listConflicts)
+            }
+            return side
+        }
+    }
+
+    /// Resolves the conflict on `name` with the side `pick` chooses among
+    /// the current value (0) and the other sides (1 and up).
+    private func resolve(_ name: String, pick: (Int) throws(VaultError) -> Int) throws(VaultError) {
         let keys = try syncKeys()
         try vault.update { (manifest: inout StateManifest) throws(VaultError) in
             var state = try loadSyncState(keys)
             let hash = try vault.keys.nameHash(name)
             var found = try vault.findRow(nameHash: hash, deleted: false)
             if found == nil { found = try vault.findRow(nameHash: hash, deleted: true) }
-            guard let row = found, let index = state.conflicts.firstIndex(where: { $0.id == row.id }) else {
+            let sides = found.map { row in state.conflicts.filter { $0.id == row.id } } ?? []
+            guard let row = found, !sides.isEmpty else {
                 throw VaultError(.notFound, "no conflict on '\(name)'", remedy: .listConflicts)
             }
-            let conflict = state.conflicts.remove(at: index)
-            state.conflicts.removeAll { $0.id == row.id }
-            let version = row.version + 1
-            var payload = try vault.keys.open(row)
-            var deleted = row.deleted
-            if keepOther {
-                guard let other = conflict.payload.withUnsafeBytes({ Payload.read($0) }) else {
-                    throw VaultError(.damaged, "the kept side of '\(name)' is malformed")
+            let choice = try pick(sides.count)
+            let currentPayload = try vault.keys.open(row)
+            let current = GrantMerge.Side(payload: currentPayload, deleted: row.deleted)
+            var others: [GrantMerge.Side] = []
+            for side in sides {
+                guard let payload = side.payload.withUnsafeBytes({ Payload.read($0) }) else {
+                    throw VaultError(.damaged, "a kept side of '\(name)' is malformed")
                 }
-                (payload, deleted) = GrantMerge.choosing(
-                    .init(payload: other, deleted: other.grant == nil), over: .init(payload: payload, deleted: deleted))
+                others.append(.init(payload: payload, deleted: payload.grant == nil))
+            }
+            var payload: Payload
+            var deleted = row.deleted
+            if choice == 0 {
+                payload = GrantMerge.keeping(current, over: others)
+            } else {
+                (payload, deleted) = GrantMerge.choosing(others[choice - 1], over: current)
+                for (i, other) in others.enumerated() where i != choice - 1 {
+                    payload = GrantMerge.keeping(.init(payload: payload, deleted: deleted), over: [other])
+                }
+            }
+            var nameHash = row.nameHash
+            if payload.name != currentPayload.name {
+                nameHash = try vault.keys.nameHash(payload.name)
+                if !deleted, let holder = try vault.findRow(nameHash: nameHash, deleted: false), holder.id != row.id {
+                    throw VaultError(
+                        .alreadyExists,
+                        "the side kept is named '\(payload.name)', which another grant has; rename that one, then pick again"
+                    )
+                }
             }
             // Rewritten with a new local version: a change here, which the
-            // next sync sends with a raised vector.
+            // next sync sends with a vector above every side's.
+            let version = row.version + 1
             try vault.putRow(
-                try vault.keys.seal(payload, id: row.id, version: version, deleted: deleted, nameHash: row.nameHash))
+                try vault.keys.seal(payload, id: row.id, version: version, deleted: deleted, nameHash: nameHash))
             manifest.entries[row.id] = .init(version: version, deleted: deleted)
+            state.conflicts.removeAll { $0.id == row.id }
             state.bases[row.id] = .init(
                 localVersion: 0,
-                versions: VersionVector.merged(state.bases[row.id]?.versions ?? [], conflict.versions))
+                versions: sides.reduce(state.bases[row.id]?.versions ?? []) { VersionVector.merged($0, $1.versions) })
             try saveSyncState(state, keys)
         }
     }

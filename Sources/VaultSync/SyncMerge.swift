@@ -40,16 +40,20 @@ extension SyncEngine {
                     continue
                 }
                 let changed = base == nil || local.version != base!.localVersion
-                let mine = changed ? VersionVector.bumped(base?.versions ?? [], by: state.device) : base!.versions
+                let mine =
+                    changed
+                    ? VersionVector.bumped(base?.versions ?? [], by: state.device, at: local.version) : base!.versions
                 switch VersionVector.compare(mine, remote.versions) {
                 case .equal:
-                    if changed {
-                        // The store has this machine's vector already (sent,
-                        // then interrupted before it was recorded); the local
-                        // record may have changed again since: raise the
-                        // vector once more, so it is never taken as equal.
+                    if changed && VersionVector.counter(mine, state.device) != local.version {
+                        // A vector counted before counters were local
+                        // versions: the store has it (sent, then interrupted
+                        // before it was noted), but the record may have
+                        // changed again since: send it again, raised.
                         state.bases[remote.id] = .init(localVersion: 0, versions: mine)
                     } else {
+                        // The store has this very version (sent, then
+                        // interrupted before it was noted, or as it was).
                         state.bases[remote.id] = .init(localVersion: local.version, versions: mine)
                     }
                 case .newer:
@@ -66,35 +70,28 @@ extension SyncEngine {
                     let localPayload = try vault.keys.open(local)
                     let ours = SyncRecord(
                         id: local.id, versions: mine, deleted: local.deleted,
-                        payload: try localPayload.sealedBytes().unsafeCopyToArray())
-                    guard case .conflict(let winner, _) = SyncRecord.merge(local: ours, remote: remote),
-                        let remotePayload = remote.payload.withUnsafeBytes({ Payload.read($0) })
-                    else {
+                        payload: try localPayload.sealedBytes().unsafeCopyToArray(),
+                        siblings: state.conflicts.filter { $0.id == local.id }.map(\.sibling))
+                    guard let remotePayload = remote.payload.withUnsafeBytes({ Payload.read($0) }) else {
                         throw VaultError(.damaged, "a record from the store holds a malformed grant")
                     }
-                    // Metadata and tokens merge apart; the vector decides only
-                    // the ties (docs/sync.md, "Versions and merge").
-                    let merged = GrantMerge(
+                    // Metadata and tokens merge apart; the vectors decide only
+                    // which of two racing edits is the value (docs/sync.md,
+                    // "Versions and merge").
+                    let merge = GrantMerge(
                         .init(payload: localPayload, deleted: local.deleted),
-                        .init(payload: remotePayload, deleted: remote.deleted), aWins: winner == ours)
-                    let carried = winner == remote ? remote.siblings : []
+                        .init(payload: remotePayload, deleted: remote.deleted),
+                        aWins: SyncRecord.firstWins(ours, over: remote))
+                    let merged = MergedRecord(
+                        merge, siblings: SyncRecord.siblings(merging: ours, remote, losers: merge.losers))
                     if try !applyMerged(
-                        merged, id: remote.id, carrying: carried, manifest: &manifest, state: &state, report: &report,
+                        merged, id: remote.id, manifest: &manifest, state: &state, report: &report,
                         renameOnClash: false)
                     {
-                        deferred.append(.merged(merged, id: remote.id, siblings: carried))
+                        deferred.append(.merged(merged, id: remote.id))
                     }
-                    if merged.conflict {
-                        // The side whose metadata lost is kept until someone picks.
-                        let loser = merged.metadataFromA ? remote : ours
-                        let value = merged.metadataFromA ? ours : remote
-                        state.conflicts.removeAll { $0.id == loser.id }
-                        state.conflicts.append(
-                            .init(
-                                id: loser.id, versions: loser.versions, payload: loser.payload,
-                                device: VersionVector.author(loser.versions, over: value.versions),
-                                valueDevice: VersionVector.author(value.versions, over: loser.versions)))
-                        if !report.conflicts.contains(merged.value.name) { report.conflicts.append(merged.value.name) }
+                    if merged.conflict && !report.conflicts.contains(merged.value.name) {
+                        report.conflicts.append(merged.value.name)
                     }
                     // Both sides seen: the merged vector, raised here so the
                     // value dominates both when pushed.
@@ -115,9 +112,9 @@ extension SyncEngine {
                 case .remote(let remote):
                     written = try applyRemote(
                         remote, manifest: &manifest, state: &state, report: &report, renameOnClash: !progress)
-                case .merged(let merged, let id, let siblings):
+                case .merged(let merged, let id):
                     written = try applyMerged(
-                        merged, id: id, carrying: siblings, manifest: &manifest, state: &state, report: &report,
+                        merged, id: id, manifest: &manifest, state: &state, report: &report,
                         renameOnClash: !progress)
                 }
                 if !written { left.append(write) }
@@ -130,15 +127,15 @@ extension SyncEngine {
     /// A write of `merge` put off until the name it takes is free.
     enum DeferredWrite {
         case remote(SyncRecord)
-        case merged(GrantMerge, id: [UInt8], siblings: [SyncSibling])
+        case merged(MergedRecord, id: [UInt8])
     }
 
     /// Writes the merge of a local and a remote version of record `id`,
-    /// keeping the conflict the remote one carried when it was the value.
+    /// with the other sides it keeps.
     @discardableResult
     private func applyMerged(
-        _ merged: GrantMerge, id: [UInt8], carrying siblings: [SyncSibling], manifest: inout StateManifest,
-        state: inout SyncState, report: inout SyncReport, renameOnClash: Bool = true
+        _ merged: MergedRecord, id: [UInt8], manifest: inout StateManifest, state: inout SyncState,
+        report: inout SyncReport, renameOnClash: Bool = true
     ) throws(VaultError) -> Bool {
         var payload = merged.value
         var hash = try vault.keys.nameHash(payload.name)
@@ -152,13 +149,8 @@ extension SyncEngine {
         try vault.putRow(
             try vault.keys.seal(payload, id: id, version: version, deleted: merged.deleted, nameHash: hash))
         manifest.entries[id] = .init(version: version, deleted: merged.deleted)
-        if let sibling = siblings.first, !merged.conflict {
-            state.conflicts.removeAll { $0.id == id }
-            state.conflicts.append(
-                .init(
-                    id: id, versions: sibling.versions, payload: sibling.payload, device: sibling.device,
-                    valueDevice: sibling.valueDevice))
-        }
+        state.conflicts.removeAll { $0.id == id }
+        state.conflicts += merged.siblings.map { SyncState.Conflict(id: id, $0) }
         return true
     }
 
@@ -189,15 +181,10 @@ extension SyncEngine {
         manifest.entries[remote.id] = .init(version: version, deleted: remote.deleted)
         // The record's conflict comes with it: it dominates what was known
         // here, so its siblings (none once someone picked) are the truth.
-        let known = state.conflicts.contains { $0.id == remote.id }
+        let known = state.conflicts.filter { $0.id == remote.id }.count
         state.conflicts.removeAll { $0.id == remote.id }
-        for sibling in remote.siblings.prefix(1) {
-            state.conflicts.append(
-                .init(
-                    id: remote.id, versions: sibling.versions, payload: sibling.payload, device: sibling.device,
-                    valueDevice: sibling.valueDevice))
-        }
-        if !known && !remote.siblings.isEmpty { report.conflicts.append(payload.name) }
+        state.conflicts += remote.siblings.map { SyncState.Conflict(id: remote.id, $0) }
+        if remote.siblings.count > known { report.conflicts.append(payload.name) }
         // A renamed arrival is a local change: pushed with a raised vector.
         let renamed = payload.name != remote.payload.withUnsafeBytes({ Payload.read($0) })?.name
         state.bases[remote.id] = .init(localVersion: renamed ? 0 : version, versions: remote.versions)
@@ -228,15 +215,13 @@ extension SyncEngine {
                 // Sent again as it was (the store lost it), or changed here.
                 let changed =
                     base.map { $0.localVersion != row.version && $0.localVersion != SyncState.Base.resend } ?? true
-                let versions = changed ? VersionVector.bumped(base?.versions ?? [], by: state.device) : base!.versions
+                let versions =
+                    changed
+                    ? VersionVector.bumped(base?.versions ?? [], by: state.device, at: row.version) : base!.versions
                 var payload = try vault.keys.open(row)
                 if row.deleted { payload.grant = nil }
                 // A conflict travels with its record until someone picks.
-                let siblings = state.conflicts.filter { $0.id == row.id }.map {
-                    SyncSibling(
-                        versions: $0.versions, deleted: $0.payload.withUnsafeBytes { Payload.read($0) }?.grant == nil,
-                        payload: $0.payload, device: $0.device, valueDevice: $0.valueDevice)
-                }
+                let siblings = state.conflicts.filter { $0.id == row.id }.map(\.sibling)
                 records.append(
                     Outgoing(
                         record: SyncRecord(
@@ -247,5 +232,52 @@ extension SyncEngine {
             out[i] = records
         }
         return out
+    }
+}
+
+/// A record after a merge of two concurrent versions: its value, and the
+/// other sides it keeps.
+struct MergedRecord {
+    var value: Payload
+    var deleted: Bool
+    var siblings: [SyncSibling]
+    /// True when the merge itself found two edits racing.
+    var conflict: Bool
+
+    /// `merge`'s value, with the other sides `candidates` (those of each
+    /// version not settled by the other, and the merge's losers). Each
+    /// candidate that races nothing in the value is folded into it: a side
+    /// kept from an earlier race that the value's side has since gone past
+    /// in one group (a pick) may still be newer in the other (tokens put in
+    /// meanwhile), and then it is merged like any version, not kept as a
+    /// conflict that no longer is one. In a fixed order, so that every
+    /// machine merging the same two versions gets the same record.
+    init(_ merge: GrantMerge, siblings candidates: [SyncSibling]) {
+        value = merge.value
+        deleted = merge.deleted
+        conflict = merge.conflict
+        var kept: [SyncSibling] = []
+        let ordered = candidates.sorted {
+            $0.versions.lexicographicallyPrecedes($1.versions) { a, b in
+                a.device == b.device ? a.counter < b.counter : a.device.lexicographicallyPrecedes(b.device)
+            }
+        }
+        for sibling in ordered {
+            guard let side = sibling.payload.withUnsafeBytes({ Payload.read($0) }) else {
+                kept.append(sibling)
+                continue
+            }
+            let folded = GrantMerge(
+                .init(payload: value, deleted: deleted),
+                .init(payload: side, deleted: sibling.deleted || side.grant == nil),
+                aWins: true)
+            if folded.losers.isEmpty {
+                value = folded.value
+                deleted = folded.deleted
+            } else {
+                kept.append(sibling)
+            }
+        }
+        siblings = kept
     }
 }

@@ -37,6 +37,31 @@ struct SyncState {
         /// it lost to (zeros: not known, a conflict kept by version 1).
         var device: [UInt8] = Array(repeating: 0, count: 16)
         var valueDevice: [UInt8] = Array(repeating: 0, count: 16)
+
+        init(
+            id: [UInt8], versions: VersionVector.Vector, payload: [UInt8],
+            device: [UInt8] = Array(repeating: 0, count: 16), valueDevice: [UInt8] = Array(repeating: 0, count: 16)
+        ) {
+            self.id = id
+            self.versions = versions
+            self.payload = payload
+            self.device = device
+            self.valueDevice = valueDevice
+        }
+
+        /// The side `sibling` of record `id`.
+        init(id: [UInt8], _ sibling: SyncSibling) {
+            self.init(
+                id: id, versions: sibling.versions, payload: sibling.payload, device: sibling.device,
+                valueDevice: sibling.valueDevice)
+        }
+
+        /// This side as it travels with its record.
+        var sibling: SyncSibling {
+            SyncSibling(
+                versions: versions, deleted: payload.withUnsafeBytes { Payload.read($0, secrets: false) }?.grant == nil,
+                payload: payload, device: device, valueDevice: valueDevice)
+        }
     }
 
     /// A bucket object no longer named, waiting to be deleted (on a store

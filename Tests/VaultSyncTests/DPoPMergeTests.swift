@@ -22,7 +22,7 @@ struct DPoPMergeTests {
         var refreshed = bound
         refreshed.accessToken = "a1"
         refreshed.refreshToken = "rt2"
-        let b = base.edited(name: "g", grant: refreshed)
+        let b = base.edited(name: "g", grant: refreshed, as: .refresh)
         var oauth1 = TestKeys.grant(token: "t", now: Date(epochSeconds: 1_800_000_100))
         oauth1.kind = .oauth1
         oauth1.tokenSecret = "s"

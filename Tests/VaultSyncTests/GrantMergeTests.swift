@@ -18,7 +18,16 @@ struct GrantMergeTests {
         return g
     }
 
+    /// `p` after a refresh: new tokens of the same lineage, no edit.
     static func refreshed(_ p: Payload, access: String, refresh: String) -> Payload {
+        var g = p.grant!
+        g.accessToken = access
+        g.refreshToken = refresh
+        return p.edited(name: p.name, grant: g, as: .refresh)
+    }
+
+    /// `p` with new tokens put in by a person (an import with --replace).
+    static func imported(_ p: Payload, access: String, refresh: String?) -> Payload {
         var g = p.grant!
         g.accessToken = access
         g.refreshToken = refresh
@@ -80,7 +89,7 @@ struct GrantMergeTests {
                 target: try TokenTarget(resource: "https://api.example/"), accessToken: "narrow", tokenType: "Bearer",
                 expiresAt: Date(epochSeconds: 1_800_003_600), scopes: [], issuedAt: Date(epochSeconds: 1_800_000_000))
         ]
-        let a = Self.base.edited(name: "g", grant: g)
+        let a = Self.base.edited(name: "g", grant: g, as: .refresh)
         #expect(a.lineage.meta == Self.base.lineage.meta, "caching a narrowed token is no edit of the metadata")
         let b = Self.renamed(Self.base, to: "renamed")
         let m = Self.merge(Self.side(a), Self.side(b))
@@ -110,7 +119,7 @@ struct GrantMergeTests {
         var g = Self.base.grant!
         g.dead = true
         g.deadReason = "invalid_grant"
-        let dead = Self.base.edited(name: "g", grant: g)
+        let dead = Self.base.edited(name: "g", grant: g, as: .refresh)
         let m = Self.merge(Self.side(dead), Self.side(Self.renamed(Self.base, to: "h")))
         #expect(!m.conflict && m.value.grant?.dead == true && m.value.name == "h")
     }
@@ -124,6 +133,80 @@ struct GrantMergeTests {
         var renamed = old
         renamed.name = "h"
         #expect(Self.merge(Self.side(old), Self.side(renamed)).conflict)
+    }
+
+    @Test("two imports without a refresh token that did not see each other: a conflict, whatever their tokens")
+    func twoImports() {
+        let a = Self.imported(Self.base, access: "from-a", refresh: nil)
+        let b = Self.imported(Self.base, access: "from-b", refresh: nil)
+        #expect(a.lineage.meta == Self.base.lineage.meta, "new tokens under one name are no edit of the metadata")
+        let m = Self.merge(Self.side(a), Self.side(b))
+        #expect(m.conflict && m.losers == [.b] && m.value.grant?.accessToken == "from-a")
+        // Even the same tokens put in twice apart race, lose nothing, and say so.
+        let again = Self.merge(Self.side(a), Self.side(Self.imported(Self.base, access: "from-a", refresh: nil)))
+        #expect(again.conflict)
+        // An import made after seeing the other wins without a conflict.
+        let later = Self.imported(a, access: "from-b-later", refresh: nil)
+        let settled = Self.merge(Self.side(a), Self.side(later))
+        #expect(!settled.conflict && settled.value.grant?.accessToken == "from-b-later")
+    }
+
+    @Test("an import racing a refresh: the import wins, no conflict; racing a removal: a conflict, removal the value")
+    func importAgainstRefreshAndRemoval() {
+        let imported = Self.imported(Self.base, access: "new", refresh: "rt-new")
+        let refreshed = Self.refreshed(Self.base, access: "a1", refresh: "rt2")
+        let m = Self.merge(Self.side(imported), Self.side(refreshed))
+        #expect(!m.conflict && m.value.grant?.refreshToken == "rt-new")
+        let removed = Self.base.edited(name: "g", grant: nil)
+        let r = Self.merge(Self.side(removed, deleted: true), Self.side(imported))
+        #expect(r.conflict && r.deleted && r.losers == [.b])
+        // A removal that saw the import removes it, no conflict.
+        let seen = Self.merge(Self.side(imported.edited(name: "g", grant: nil), deleted: true), Self.side(imported))
+        #expect(!seen.conflict && seen.deleted)
+    }
+
+    @Test("a rename on one machine, new tokens on another: both hold, no conflict")
+    func renameAndImport() {
+        var g = Self.base.grant!
+        g.accessToken = "new"
+        g.refreshToken = "rt-new"
+        g.createdAt = Date(epochSeconds: 1_800_000_500)
+        let imported = Self.base.edited(name: "g", grant: g)
+        let m = Self.merge(Self.side(Self.renamed(Self.base, to: "h")), Self.side(imported))
+        #expect(!m.conflict && m.value.name == "h" && m.value.grant?.refreshToken == "rt-new")
+        #expect(m.value.grant?.createdAt == g.createdAt, "created_at goes with the tokens")
+    }
+
+    @Test("two renames: picking the other side takes its name")
+    func pickingTakesTheName() {
+        let x = Self.renamed(Self.base, to: "x")
+        let y = Self.renamed(Self.base, to: "y")
+        let picked = GrantMerge.choosing(Self.side(y), over: Self.side(x))
+        #expect(picked.value.name == "y" && !picked.deleted)
+        // The pick has seen both: merged with either side it wins.
+        #expect(!Self.merge(Self.side(picked.value), Self.side(x)).conflict)
+        #expect(Self.merge(Self.side(picked.value), Self.side(x)).value.name == "y")
+    }
+
+    @Test("a side that lost a race is not taken as seen: its later refresh races the value again")
+    func loserRacesAgain() {
+        let a = Self.imported(Self.base, access: "from-a", refresh: "rt-a")
+        let b = Self.imported(Self.base, access: "from-b", refresh: "rt-b")
+        let m = Self.merge(Self.side(a), Self.side(b))
+        #expect(m.conflict && m.value.grant?.refreshToken == "rt-a")
+        // B refreshed its tokens before it heard of the conflict.
+        let bLater = Self.refreshed(b, access: "b1", refresh: "rt-b2")
+        let again = Self.merge(Self.side(m.value), Self.side(bLater))
+        #expect(again.conflict, "the newest refresh token of B's tokens would otherwise be dropped silently")
+    }
+
+    @Test("a removal and a refusal elsewhere: removed, no conflict")
+    func removalAndDeadMark() {
+        var g = Self.base.grant!
+        g.dead = true
+        let dead = Self.base.edited(name: "g", grant: g, as: .refresh)
+        let m = Self.merge(Self.side(Self.base.edited(name: "g", grant: nil), deleted: true), Self.side(dead))
+        #expect(!m.conflict && m.deleted)
     }
 
     @Test("picking the kept side never brings back a refresh token the value spent")

@@ -127,7 +127,10 @@ struct SyncObjectTests {
         let c: VersionVector.Vector = [(device, 3)]
         #expect(VersionVector.compare(b, c) == .concurrent)
         #expect(VersionVector.merged(b, c).map(\.counter) == [3, 1])
-        #expect(VersionVector.bumped(a, by: other).map(\.counter) == [2, 1])
+        // A device's counter is the record's local version, or one more
+        // than it had where that is not more.
+        #expect(VersionVector.bumped(a, by: other, at: 5).map(\.counter) == [2, 5])
+        #expect(VersionVector.bumped(b, by: other, at: 1).map(\.counter) == [2, 2])
 
         let local = SyncRecord(id: [1], versions: b, deleted: false, payload: [1])
         let remote = SyncRecord(id: [1], versions: c, deleted: false, payload: [2])

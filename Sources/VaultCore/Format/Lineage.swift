@@ -10,7 +10,10 @@ internal import VaultCrypto
 /// (name, provider, account, endpoints and client) alone; a rename or a
 /// removal is the opposite. Each group keeps its own history, so a rename
 /// racing a refresh keeps both, and a spent refresh token never wins over
-/// the one that replaced it.
+/// the one that replaced it. New tokens that a person or an app puts in
+/// (an import, a new authorization, a save) are an edit of the tokens:
+/// they get a tag of their own, so that two such edits made apart are
+/// always told apart from a refresh, whatever their tokens look like.
 package struct Lineage: Equatable, Sendable {
     /// Fingerprints of the refresh tokens the current tokens replaced,
     /// newest first: each refresh that rotated, and each new authorization
@@ -21,19 +24,36 @@ package struct Lineage: Equatable, Sendable {
     package var meta: String?
     /// The tags this metadata replaced, newest first.
     package var metaBefore: [String] = []
+    /// A random tag of the tokens' last edit (an import, an authorization,
+    /// a save, a pick between conflicting sides), kept by refreshes; nil
+    /// in records written before token tags were kept.
+    package var tokens: String?
+    /// The token tags this one replaced, newest first; `Lineage.untagged`
+    /// stands for tokens written before token tags were kept.
+    package var tokensBefore: [String] = []
 
     /// How many ancestors each history keeps. A record that falls further
     /// behind than this while another machine keeps changing it is merged
     /// as a conflict, never silently.
     package static let depth = 32
 
-    package init(spent: [String] = [], meta: String? = nil, metaBefore: [String] = []) {
+    /// What `tokensBefore` holds for tokens that had no tag.
+    package static let untagged = "-"
+
+    package init(
+        spent: [String] = [], meta: String? = nil, metaBefore: [String] = [], tokens: String? = nil,
+        tokensBefore: [String] = []
+    ) {
         self.spent = spent
         self.meta = meta
         self.metaBefore = metaBefore
+        self.tokens = tokens
+        self.tokensBefore = tokensBefore
     }
 
-    var isEmpty: Bool { spent.isEmpty && meta == nil && metaBefore.isEmpty }
+    var isEmpty: Bool {
+        spent.isEmpty && meta == nil && metaBefore.isEmpty && tokens == nil && tokensBefore.isEmpty
+    }
 
     /// The fingerprint of a refresh token: 16 bytes of BLAKE2b under a label
     /// of its own, kept only inside the record's ciphertext.
@@ -63,19 +83,51 @@ package struct Lineage: Equatable, Sendable {
         next.meta = (try? Random.bytes(8))?.hex
         return next
     }
+
+    /// The lineage after an edit of the tokens: a new tag, the old one
+    /// (or `untagged`) remembered.
+    package func editingTokens() -> Lineage {
+        var next = self
+        let old = tokens ?? Lineage.untagged
+        next.tokensBefore = Array(([old] + tokensBefore.filter { $0 != old }).prefix(Lineage.depth))
+        next.tokens = (try? Random.bytes(8))?.hex
+        return next
+    }
+
+    /// True when these tokens replaced, knowingly, the tokens tagged `tag`
+    /// (nil: tokens written before tags were kept).
+    package func tokensReplaced(_ tag: String?) -> Bool {
+        tokensBefore.contains(tag ?? Lineage.untagged)
+    }
 }
 
 extension Payload {
-    /// The payload after a local edit of `grant` (nil: a removal): a new
-    /// metadata tag when the metadata or the name changed, and the refresh
-    /// token the new grant gives up counted as spent.
-    package func edited(name newName: String, grant newGrant: Grant?) -> Payload {
+    /// How a change of a record's grant came about.
+    package enum Change {
+        /// A person or an app changed it (a save, a rename, a removal):
+        /// new tokens are an edit of the tokens.
+        case edit
+        /// A refresh, a refusal or what the provider said after one: the
+        /// tokens follow their lineage, no edit of them.
+        case refresh
+    }
+
+    /// The payload after a local change of `grant` (nil: a removal): a new
+    /// metadata tag when the metadata or the name changed, a new token tag
+    /// when an edit brought other tokens, and the refresh token the new
+    /// grant gives up counted as spent. A removal keeps the token tag of
+    /// what it removed, so that tokens put in elsewhere that it never saw
+    /// are told apart from the ones it meant to remove.
+    package func edited(name newName: String, grant newGrant: Grant?, as change: Change = .edit) -> Payload {
         var next = self
         next.lineage = lineage.replacingTokens(of: grant, with: newGrant)
         if newName != name || (newGrant == nil) != (grant == nil)
             || newGrant.map({ !$0.sameMetadata(as: grant) }) ?? false
         {
             next.lineage = next.lineage.editingMetadata()
+        }
+        if change == .edit, let newGrant, grant.map({ !newGrant.sameTokens(as: $0) }) ?? true {
+            next.lineage = next.lineage.editingTokens()
         }
         next.name = newName
         next.grant = newGrant
@@ -85,11 +137,19 @@ extension Payload {
 
 extension Grant {
     /// True when the fields a refresh never changes are equal (the
-    /// metadata group of docs/sync.md).
+    /// metadata group of docs/sync.md). `created_at` is not among them: it
+    /// says when the tokens' authorization began, and goes with them.
     package func sameMetadata(as other: Grant?) -> Bool {
         guard let other else { return false }
         return provider == other.provider && kind == other.kind && account == other.account
-            && providerConfiguration == other.providerConfiguration && createdAt == other.createdAt
+            && providerConfiguration == other.providerConfiguration
+    }
+
+    /// True when the tokens are the same ones (the token group's secrets
+    /// and its refusal): an edit that brings others is an edit of the tokens.
+    package func sameTokens(as other: Grant) -> Bool {
+        accessToken == other.accessToken && refreshToken == other.refreshToken && tokenSecret == other.tokenSecret
+            && idToken == other.idToken && dpopKey == other.dpopKey && dead == other.dead
     }
 
     /// This grant's metadata with `tokens`' token fields.
@@ -99,7 +159,6 @@ extension Grant {
         g.kind = kind
         g.account = account
         g.providerConfiguration = providerConfiguration
-        g.createdAt = createdAt
         // A DPoP key is stored only with an OAuth 2.0 grant (kind
         // oauth2_dpop): under another kind the record could not be read.
         if g.kind != .oauth2 { g.dpopKey = nil }

@@ -20,10 +20,13 @@ package struct Payload: Equatable {
         var spent: [String]?
         var meta: String?
         var metaBefore: [String]?
+        var tokens: String?
+        var tokensBefore: [String]?
 
         enum CodingKeys: String, CodingKey {
-            case spent, meta
+            case spent, meta, tokens
             case metaBefore = "meta_before"
+            case tokensBefore = "tokens_before"
         }
     }
 
@@ -38,7 +41,8 @@ package struct Payload: Equatable {
                 ? nil
                 : WireLineage(
                     spent: lineage.spent.isEmpty ? nil : lineage.spent, meta: lineage.meta,
-                    metaBefore: lineage.metaBefore.isEmpty ? nil : lineage.metaBefore)
+                    metaBefore: lineage.metaBefore.isEmpty ? nil : lineage.metaBefore, tokens: lineage.tokens,
+                    tokensBefore: lineage.tokensBefore.isEmpty ? nil : lineage.tokensBefore)
             data = try encoder.encode(Wire(name: name, grant: grant, lineage: stored))
         } catch {
             throw VaultError(.internalError, "cannot serialize the grant")
@@ -77,6 +81,8 @@ package struct Payload: Equatable {
         let l = wire.lineage
         return Payload(
             name: wire.name, grant: wire.grant,
-            lineage: Lineage(spent: l?.spent ?? [], meta: l?.meta, metaBefore: l?.metaBefore ?? []))
+            lineage: Lineage(
+                spent: l?.spent ?? [], meta: l?.meta, metaBefore: l?.metaBefore ?? [], tokens: l?.tokens,
+                tokensBefore: l?.tokensBefore ?? []))
     }
 }

@@ -404,6 +404,12 @@ extension Lineage {
             } else if key.is("meta_before") {
                 bit = 4
                 l.metaBefore = try strings(&r)
+            } else if key.is("tokens") {
+                bit = 8
+                l.tokens = try r.optionalString()
+            } else if key.is("tokens_before") {
+                bit = 16
+                l.tokensBefore = try strings(&r)
             } else {
                 try r.skip(depth: 2)
                 continue

@@ -156,12 +156,13 @@ extension Vault {
     }
 
     /// Seals `grant` under `name` as the next version of `row`, its lineage
-    /// carried on (`Payload.edited`).
+    /// carried on as after a refresh (`Payload.edited`): its tokens, if
+    /// they changed, follow their lineage rather than being an edit.
     package func rewrite(_ row: StoredRecord, with grant: Grant, name: String, state: inout StateManifest)
         throws(VaultError)
     {
         let version = row.version + 1
-        let payload = try keys.open(row).edited(name: name, grant: grant)
+        let payload = try keys.open(row).edited(name: name, grant: grant, as: .refresh)
         try putRow(
             try keys.seal(payload, id: row.id, version: version, deleted: false, nameHash: row.nameHash))
         state.entries[row.id] = .init(version: version, deleted: false)
