@@ -9,6 +9,8 @@ let package = Package(
         // `URLRequest` support, apart so that VaultKit links no FoundationNetworking.
         .library(name: "VaultKitURLSession", targets: ["VaultKitURLSession"]),
         .executable(name: "vault", targets: ["vault"]),
+        // Long runs of the sync simulation (Tools/sim/run).
+        .executable(name: "vault-sim", targets: ["VaultSimRunner"]),
     ],
     targets: [
         // C libraries from Debian's -dev packages. Each is loaded with dlopen on
@@ -45,6 +47,13 @@ let package = Package(
         .target(
             name: "VaultTestSupport", dependencies: ["VaultKit", "VaultCore", "VaultCrypto", "VaultHTTP", "CPlatform"],
             path: "Tests/VaultTestSupport"),
+        // The deterministic simulation of sync (docs/sync.md, "Simulation"): machines,
+        // a store and a provider in one process, on a simulated clock.
+        .target(
+            name: "VaultSimulation", dependencies: ["VaultSync", "VaultCore", "VaultCrypto", "VaultHTTP"],
+            path: "Tests/VaultSimulation"),
+        .executableTarget(name: "VaultSimRunner", dependencies: ["VaultSimulation"], path: "Tests/VaultSimRunner"),
+        .testTarget(name: "VaultSimulationTests", dependencies: ["VaultSimulation"], exclude: ["Regressions"]),
         .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto"]),
         .testTarget(name: "VaultStorageTests", dependencies: ["VaultStorage"]),
         .testTarget(name: "VaultHTTPTests", dependencies: ["VaultHTTP", "VaultTestSupport"]),

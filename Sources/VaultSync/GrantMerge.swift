@@ -1,4 +1,5 @@
 internal import VaultCore
+internal import VaultCrypto
 
 /// The merge of two concurrent versions of one grant (docs/sync.md,
 /// "Versions and merge"): the metadata (name, provider, account, endpoints
@@ -59,6 +60,15 @@ struct GrantMerge {
         lineage.metaBefore = GrantMerge.union(
             lineage.metaBefore, (metaConflict ? [] : [other.lineage.meta].compactMap { $0 }) + other.lineage.metaBefore,
             except: lineage.meta)
+        if let joined = GrantMerge.joinedTag(a, b, conflict: metaConflict) {
+            // Two edits that did not see each other left the same outcome
+            // (two removals, two renames to one name): the value is both,
+            // and a later edit that saw only one of them still races the
+            // other, so it carries a tag of its own, the same on every
+            // machine, after both.
+            lineage.metaBefore = GrantMerge.union(lineage.metaBefore, [meta.lineage.meta ?? ""], except: joined)
+            lineage.meta = joined
+        }
         lineage.spent = GrantMerge.union(a.lineage.spent, b.lineage.spent)
 
         guard let metaGrant = meta.grant else {
@@ -95,6 +105,18 @@ struct GrantMerge {
             name: meta.payload.name, grant: metaGrant.withTokens(of: tokens.grant ?? metaGrant), lineage: lineage)
         deleted = false
         self.losers = losers
+    }
+
+    /// The metadata tag of a value that two edits which did not see each
+    /// other both left (nil when one saw the other, or they raced): 16 hex
+    /// digits of BLAKE2b over the two tags in order, so that every machine
+    /// joining the same two gives the same tag.
+    static func joinedTag(_ a: Side, _ b: Side, conflict: Bool) -> String? {
+        guard !conflict, let ta = a.lineage.meta, let tb = b.lineage.meta, ta != tb,
+            !a.lineage.metaBefore.contains(tb), !b.lineage.metaBefore.contains(ta)
+        else { return nil }
+        let input = Array("vault.joined-tag.v1".utf8) + [0] + Array(min(ta, tb).utf8) + [0] + Array(max(ta, tb).utf8)
+        return (try? GenericHash.hash(input, length: 16)).map { Array($0.prefix(8)).hex }
     }
 
     /// Whose metadata the value takes, and whether both sides edited it

@@ -200,6 +200,19 @@ struct GrantMergeTests {
         #expect(again.conflict, "the newest refresh token of B's tokens would otherwise be dropped silently")
     }
 
+    @Test("two removals made apart join; an edit that saw only one of them races the other")
+    func joinedRemovals() {
+        let a = Self.base.edited(name: "g", grant: nil)
+        let b = Self.base.edited(name: "g", grant: nil)
+        let joined = Self.merge(Self.side(a, deleted: true), Self.side(b, deleted: true))
+        #expect(!joined.conflict && joined.deleted)
+        #expect(joined.value.lineage.meta != a.lineage.meta && joined.value.lineage.meta != b.lineage.meta)
+        // A pick of a renamed side that saw only b's removal.
+        let renamed = Self.renamed(Self.base, to: "n")
+        let picked = GrantMerge.choosing(Self.side(renamed), over: Self.side(b, deleted: true))
+        #expect(Self.merge(Self.side(picked.value), Self.side(joined.value, deleted: true)).conflict)
+    }
+
     @Test("a removal and a refusal elsewhere: removed, no conflict")
     func removalAndDeadMark() {
         var g = Self.base.grant!

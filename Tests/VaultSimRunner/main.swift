@@ -1,0 +1,143 @@
+import Foundation
+import VaultSimulation
+
+// vault-sim: plays schedules of the sync simulation (docs/sync.md,
+// "Simulation") and reports the failing ones, shrunk.
+//
+//   vault-sim [--seed N] [--schedules M] [--jobs J] [--no-shrink]
+//   vault-sim --play FILE        # a schedule as printed for a failure
+//   vault-sim --show ...         # print every schedule and what it did
+//   vault-sim --kind KIND ...    # report only failures of that kind ("lost edit", ...)
+//
+// Seeds N, N+1, ... N+M-1, J at a time. Exit status 1 when a schedule failed.
+
+struct Options {
+    var seed: UInt64 = 1
+    var schedules = 100
+    var jobs = 2
+    var shrink = true
+    var play: String?
+    var show = false
+    var kind: String?
+
+    init(_ words: [String]) {
+        var words = words[...]
+        func value(_ flag: String) -> String {
+            guard let v = words.popFirst() else { Options.fail("\(flag) needs a value") }
+            return v
+        }
+        func number(_ flag: String) -> Int {
+            guard let n = Int(value(flag)), n >= 0 else { Options.fail("\(flag) takes a number") }
+            return n
+        }
+        while let flag = words.popFirst() {
+            switch flag {
+            case "--seed": seed = UInt64(number(flag))
+            case "--schedules": schedules = number(flag)
+            case "--jobs": jobs = max(1, number(flag))
+            case "--no-shrink": shrink = false
+            case "--play": play = value(flag)
+            case "--show": show = true
+            case "--kind": kind = value(flag)
+            default: Options.fail("unknown option \(flag)")
+            }
+        }
+    }
+
+    static func fail(_ message: String) -> Never {
+        FileHandle.standardError.write(Data("vault-sim: \(message)\n".utf8))
+        exit(64)
+    }
+}
+
+/// What the workers found, behind one lock.
+final class Tally: @unchecked Sendable {
+    private let lock = NSLock()
+    private var next: UInt64
+    private let end: UInt64
+    private(set) var totals: [String: Int] = [:]
+    private(set) var failed: [Simulation.Outcome] = []
+
+    init(from: UInt64, count: Int) {
+        next = from
+        end = from + UInt64(count)
+    }
+
+    func take() -> UInt64? {
+        lock.withLock {
+            guard next < end else { return nil }
+            defer { next += 1 }
+            return next
+        }
+    }
+
+    func add(_ outcome: Simulation.Outcome) {
+        lock.withLock {
+            for (k, v) in outcome.counts { totals[k, default: 0] += v }
+            for kind in Set(outcome.kinds) { totals["failed: " + kind, default: 0] += 1 }
+            if !outcome.passed { failed.append(outcome) }
+        }
+    }
+
+    func couldNotRun(_ seed: UInt64, _ error: any Error) {
+        lock.withLock {
+            print("seed \(seed): the simulation could not run: \(error)")
+            totals["could not run", default: 0] += 1
+        }
+    }
+}
+
+func report(_ outcome: Simulation.Outcome) {
+    print("FAILED schedule:\n" + outcome.schedule)
+    for v in outcome.violations { print("  violation: " + v) }
+    print("  log:")
+    for line in outcome.log { print("    " + line) }
+}
+
+let options = Options(Array(CommandLine.arguments.dropFirst()))
+if let file = options.play {
+    guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { Options.fail("cannot read \(file)") }
+    let outcome = try Simulation.play(text)
+    if outcome.passed {
+        print("passed")
+        for line in outcome.log { print("    " + line) }
+    } else {
+        report(outcome)
+    }
+    exit(outcome.passed ? 0 : 1)
+}
+
+let started = Date()
+let tally = Tally(from: options.seed, count: options.schedules)
+let group = DispatchGroup()
+for _ in 0..<options.jobs {
+    group.enter()
+    let thread = Thread {
+        while let seed = tally.take() {
+            do {
+                let outcome = try Simulation.run(seed: seed)
+                if options.show {
+                    print(outcome.schedule + outcome.log.map { "    " + $0 }.joined(separator: "\n"))
+                }
+                tally.add(outcome)
+            } catch {
+                tally.couldNotRun(seed, error)
+            }
+        }
+        group.leave()
+    }
+    thread.stackSize = 8 << 20
+    thread.start()
+}
+group.wait()
+let seconds = Date().timeIntervalSince(started)
+print(
+    "\(options.schedules) schedules (seeds \(options.seed)...\(options.seed + UInt64(options.schedules) - 1)) in "
+        + "\(String(format: "%.1f", seconds)) s: \(String(format: "%.1f", Double(options.schedules) / seconds)) "
+        + "schedules/s, \(tally.failed.count) failed")
+for (k, v) in tally.totals.sorted(by: { $0.key < $1.key }) { print("  \(k): \(v)") }
+let reported = tally.failed.filter { outcome in options.kind.map { outcome.kinds.contains($0) } ?? true }
+for outcome in reported.sorted(by: { $0.schedule < $1.schedule }).prefix(5) {
+    report(options.shrink ? (try? Simulation.shrink(outcome)) ?? outcome : outcome)
+}
+exit(tally.failed.isEmpty ? 0 : 1)

@@ -1,0 +1,232 @@
+import Foundation
+import VaultCore
+import VaultCrypto
+import VaultSync
+
+/// The invariants checked after a schedule has healed, on what every
+/// machine's vault holds, against the simulation's own account (`Ledger`)
+/// and the provider's truth.
+struct Oracle {
+    let machines: [SimMachine]
+    let provider: SimProvider
+    let ledger: Ledger
+    let log: (String) -> Void
+
+    /// One side of a record as a machine holds it: its value, or a kept
+    /// side of a conflict.
+    struct Side: Equatable, Comparable, CustomStringConvertible {
+        var removed: Bool
+        var name: String
+        var access: String?
+        var refresh: String?
+        var dead: Bool
+
+        static func < (a: Side, b: Side) -> Bool { a.description < b.description }
+
+        var description: String {
+            removed ? "removed '\(name)'" : "'\(name)'\(dead ? " dead" : "") \(access ?? "-") \(refresh ?? "-")"
+        }
+    }
+
+    struct Record: Equatable {
+        var value: Side
+        var others: [Side]
+    }
+
+    func check() {
+        var views: [[[UInt8]: Record]] = []
+        for machine in machines {
+            do {
+                views.append(try view(of: machine))
+            } catch {
+                ledger.violation("\(machine.name)'s vault could not be read: \(error)", kind: "damaged")
+                return
+            }
+        }
+        for (i, other) in views.enumerated().dropFirst() where other != views[0] {
+            ledger.violation(
+                "\(machines[0].name) and \(machines[i].name) differ after healing: "
+                    + difference(views[0], other), kind: "diverged")
+        }
+        checkEdits(views[0])
+        checkTokens(views[0])
+        for reuse in provider.reuses {
+            let what =
+                "refresh token \(reuse.generation) of family \(reuse.family) presented again by \(reuse.presenter)"
+            if let excuse = reuse.excuse {
+                ledger.count("reuse: " + excuse)
+            } else {
+                ledger.violation(what, kind: "spent token presented")
+            }
+        }
+    }
+
+    /// What `machine` holds: each record's value and its conflicts' other sides.
+    private func view(of machine: SimMachine) throws -> [[UInt8]: Record] {
+        let vault = try Vault.open(
+            at: machine.location, key: .keyfile(try SecureBytes(copying: SimMachine.keyFile)), time: machine.clock)
+        let listing = try vault.list(secrets: false)
+        for problem in listing.problems {
+            ledger.violation("\(machine.name): \(problem.code) \(problem.reason)", kind: "damaged")
+        }
+        var records: [[UInt8]: Record] = [:]
+        for row in try vault.allRows() {
+            let payload = try vault.keys.open([row], secrets: true)[0].get()
+            records[row.id] = Record(value: side(removed: row.deleted, name: payload.name, payload.grant), others: [])
+        }
+        let engine = SyncEngine(vault: vault, transport: SimTransport(machine: machine))
+        for conflict in try engine.syncConflicts() {
+            let hash = try vault.keys.nameHash(conflict.name)
+            guard
+                let row = try vault.findRow(nameHash: hash, deleted: false)
+                    ?? vault.findRow(nameHash: hash, deleted: true)
+            else {
+                ledger.violation("\(machine.name) keeps a conflict on '\(conflict.name)', which it has no record of")
+                continue
+            }
+            records[row.id]?.others.append(
+                side(removed: conflict.other == nil, name: conflict.otherName, conflict.other))
+            records[row.id]?.others.sort()
+        }
+        return records
+    }
+
+    private func side(removed: Bool, name: String, _ grant: Grant?) -> Side {
+        Side(
+            removed: removed || grant == nil, name: name, access: removed ? nil : grant?.accessToken,
+            refresh: removed ? nil : grant?.refreshToken, dead: grant?.dead ?? false)
+    }
+
+    private func difference(_ a: [[UInt8]: Record], _ b: [[UInt8]: Record]) -> String {
+        var lines: [String] = []
+        for id in Set(a.keys).union(b.keys).sorted(by: { $0.lexicographicallyPrecedes($1) }) where a[id] != b[id] {
+            lines.append(
+                "record \(Array(id.prefix(2)).hex): \(describe(a[id])) against \(describe(b[id]))")
+        }
+        return lines.prefix(4).joined(separator: "; ")
+    }
+
+    private func describe(_ r: Record?) -> String {
+        guard let r else { return "nothing" }
+        return describe(r.value)
+            + (r.others.isEmpty ? "" : " with other sides " + r.others.map(describe).joined(separator: ", "))
+    }
+
+    /// A side as the report shows it: tokens by family and generation, never the tokens.
+    private func describe(_ side: Side) -> String {
+        guard !side.removed else { return "removed '\(side.name)'" }
+        func label(_ token: String?, _ kind: String) -> String {
+            guard let token, let f = provider.family(of: token) else { return "no \(kind)" }
+            return "\(kind) \(f).\(provider.generation(of: token) ?? 0)"
+        }
+        return
+            "'\(side.name)'\(side.dead ? " (dead)" : "") [\(label(side.access, "access")), \(label(side.refresh, "refresh"))]"
+    }
+
+    private func family(_ side: Side) -> Int? { provider.family(of: side.refresh ?? side.access) }
+
+    /// Every acknowledged edit that no later edit replaced on purpose is in
+    /// the value or kept as another side; two edits of one group that did
+    /// not see each other, with different outcomes, leave a conflict until a
+    /// pick that knew both; and with no such race left, no conflict.
+    private func checkEdits(_ records: [[UInt8]: Record]) {
+        let byRecord = Dictionary(grouping: ledger.edits, by: \.record)
+        let awayFamilies = Set(provider.reuses.filter { $0.excuse != nil }.map(\.family))
+        for (id, edits) in byRecord.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+            guard let record = records[id] else {
+                ledger.violation("record \(Array(id.prefix(2)).hex) of \(edits[0].what) is gone", kind: "lost edit")
+                continue
+            }
+            var unsettled: [(Ledger.Edit, Ledger.Edit)] = []
+            for meta in [true, false] {
+                let touching = edits.filter { meta ? $0.groups.meta : $0.groups.tokens }
+                // A pick of a side adopts that side's edit of the group: a
+                // later edit in that side's line that knew the edit is
+                // newer than the pick too.
+                var adopted: [Int: Int] = [:]
+                for r in touching where r.resolves {
+                    let candidates = touching.filter {
+                        $0.id != r.id && r.knownBefore.contains($0.id)
+                            && outcome($0, meta: meta) == outcome(r, meta: meta)
+                    }
+                    adopted[r.id] = candidates.filter { c in !candidates.contains { $0.knownBefore.contains(c.id) } }
+                        .map(\.id).max()
+                }
+                func knows(_ later: Ledger.Edit, _ e: Ledger.Edit) -> Bool {
+                    later.id != e.id
+                        && (later.knownBefore.contains(e.id) || adopted[e.id].map(later.knownBefore.contains) == true)
+                }
+                let latest = touching.filter { e in !touching.contains { knows($0, e) } }
+                for e in latest where !([record.value] + record.others).contains(where: { reflects($0, e, meta: meta) })
+                {
+                    ledger.violation(
+                        "'\(e.what)' (\(meta ? "metadata" : "tokens")) was acknowledged, and is neither the value nor a "
+                            + "kept side: \(describe(record))"
+                            + (latest.count > 1
+                                ? "; it raced "
+                                    + latest.filter { $0.id != e.id }.map { "'\($0.what)'" }.joined(separator: ", ")
+                                : ""),
+                        kind: "lost edit")
+                }
+                // Two lines of edits meet at their last edits that had not
+                // seen the other line: those race, unless their outcomes
+                // are equal or a pick that knew both settled it.
+                func last(_ e: Ledger.Edit, before other: Ledger.Edit) -> Bool {
+                    !touching.contains { $0.id != other.id && knows($0, e) && !knows($0, other) }
+                }
+                for (i, e1) in touching.enumerated() {
+                    for e2 in touching[(i + 1)...]
+                    where !knows(e1, e2) && !knows(e2, e1) && last(e1, before: e2) && last(e2, before: e1)
+                        && outcome(e1, meta: meta) != outcome(e2, meta: meta)
+                        && !edits.contains(where: { $0.resolves && $0.knownBefore.isSuperset(of: [e1.id, e2.id]) })
+                    {
+                        unsettled.append((e1, e2))
+                    }
+                }
+            }
+            if let (e1, e2) = unsettled.first, record.others.isEmpty {
+                ledger.violation(
+                    "'\(e1.what)' and '\(e2.what)' raced and no pick has settled it, but no conflict is kept: "
+                        + describe(record), kind: "lost edit")
+            }
+            let families = Set(edits.compactMap(\.family))
+            if unsettled.isEmpty && !record.others.isEmpty && families.isDisjoint(with: awayFamilies) {
+                ledger.violation(
+                    "a conflict on \(describe(record)) though every race was settled: "
+                        + edits.map { "'\($0.what)'" }.joined(separator: ", "), kind: "needless conflict")
+            }
+        }
+    }
+
+    /// What an edit leaves in one group: removed, a name, or a token family.
+    private func outcome(_ e: Ledger.Edit, meta: Bool) -> String {
+        if e.removed { return "removed" }
+        return meta ? "name " + e.name : "family \(e.family.map(String.init) ?? "none")"
+    }
+
+    private func reflects(_ side: Side, _ edit: Ledger.Edit, meta: Bool) -> Bool {
+        if edit.removed { return side.removed }
+        if side.removed { return false }
+        if meta { return side.name == edit.name || side.name.hasPrefix(String(edit.name.prefix(58)) + "+") }
+        return family(side) == edit.family
+    }
+
+    /// Every live token family is held at its newest refresh token.
+    private func checkTokens(_ records: [[UInt8]: Record]) {
+        for (_, record) in records where !record.value.removed {
+            guard let refresh = record.value.refresh, let family = provider.family(of: refresh),
+                !provider.isRevoked(family), !provider.isNewest(refresh)
+            else { continue }
+            let spender = provider.spender(of: refresh)
+            if spender?.crashed == true {
+                ledger.count("newest refresh token lost with a killed process")
+            } else if spender?.refreshedAlone == true {
+                ledger.count("newest refresh token lost while the store was away")
+            } else {
+                ledger.violation(
+                    "'\(record.value.name)' holds refresh token \(provider.generation(of: refresh) ?? -1) of family "
+                        + "\(family), which was spent: the newest one is lost", kind: "newest token lost")
+            }
+        }
+    }
+}
