@@ -89,6 +89,13 @@ package final class SeededRandom: @unchecked Sendable {
         }
     }
 
+    /// The next 64 bits of the stream.
+    package func next() -> UInt64 {
+        var raw: UInt64 = 0
+        withUnsafeMutableBytes(of: &raw) { fill($0) }
+        return raw
+    }
+
     func uniform(_ upperBound: UInt32) -> UInt32 {
         guard upperBound > 1 else { return 0 }
         // Rejection sampling, as randombytes_uniform does: no modulo bias.

@@ -5,7 +5,7 @@ import VaultSimulation
 // "Simulation") and reports the failing ones, shrunk.
 //
 //   vault-sim [--seed N] [--schedules M] [--jobs J] [--no-shrink]
-//   vault-sim --play FILE        # a schedule as printed for a failure
+//   vault-sim --play FILE        # a schedule as printed for a failure (shrunk again when it fails)
 //   vault-sim --show ...         # print every schedule and what it did
 //   vault-sim --kind KIND ...    # report only failures of that kind ("lost edit", ...)
 //
@@ -102,7 +102,7 @@ if let file = options.play {
         print("passed")
         for line in outcome.log { print("    " + line) }
     } else {
-        report(outcome)
+        report(options.shrink ? try Simulation.shrink(outcome) : outcome)
     }
     exit(outcome.passed ? 0 : 1)
 }

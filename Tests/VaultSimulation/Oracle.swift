@@ -178,7 +178,7 @@ struct Oracle {
                     for e2 in touching[(i + 1)...]
                     where !knows(e1, e2) && !knows(e2, e1) && last(e1, before: e2) && last(e2, before: e1)
                         && outcome(e1, meta: meta) != outcome(e2, meta: meta)
-                        && !edits.contains(where: { $0.resolves && $0.knownBefore.isSuperset(of: [e1.id, e2.id]) })
+                        && !touching.contains(where: { $0.resolves && knows($0, e1) && knows($0, e2) })
                     {
                         unsettled.append((e1, e2))
                     }

@@ -1,3 +1,5 @@
+import VaultCrypto
+
 /// What a machine does in a simulation: the commands a person or a
 /// program runs, each one process.
 enum Operation: Equatable, Sendable {
@@ -198,28 +200,23 @@ struct Schedule: Equatable, Sendable {
     }
 }
 
-/// SplitMix64: the schedule generator's random numbers, fixed by the seed.
+/// The schedule generator's random numbers, fixed by the seed: the same
+/// seeded stream that stands in for the machines' random bytes.
 struct SeededNumbers {
-    private var state: UInt64
+    private let stream: SeededRandom
 
-    init(seed: UInt64) { state = seed &+ 0x9E37_79B9_7F4A_7C15 }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
+    init(seed: UInt64) throws {
+        stream = try SeededRandom(seed: Array("schedule \(seed)".utf8))
     }
 
     /// A number in `0..<bound`.
-    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(max(1, bound))) }
+    func below(_ bound: Int) -> Int { Int(stream.next() % UInt64(max(1, bound))) }
 
     /// True with probability `percent` / 100.
-    mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
+    func chance(_ percent: Int) -> Bool { below(100) < percent }
 
     /// A number in `range`.
-    mutating func double(_ range: ClosedRange<Double>) -> Double {
-        range.lowerBound + Double(next() >> 11) / Double(1 << 53) * (range.upperBound - range.lowerBound)
+    func double(_ range: ClosedRange<Double>) -> Double {
+        range.lowerBound + Double(stream.next() >> 11) / Double(1 << 53) * (range.upperBound - range.lowerBound)
     }
 }

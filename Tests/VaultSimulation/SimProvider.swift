@@ -151,7 +151,7 @@ final class SimProvider: @unchecked Sendable {
         let data = (try? JSONSerialization.data(withJSONObject: body, options: [.sortedKeys])) ?? Data()
         return HTTPResponse(
             status: status, headers: [("content-type", "application/json"), ("cache-control", "no-store")],
-            body: (try? SecureBytes(copying: Array(data))) ?? (try! SecureBytes(count: 0)))
+            body: SimStore.secure(Array(data)))
     }
 
     /// A form body's fields (application/x-www-form-urlencoded).

@@ -128,9 +128,15 @@ final class SimStore: @unchecked Sendable {
         if let etag { headers.append(("etag", etag)) }
         if let modified { headers.append(("last-modified", SimStore.httpDate(modified))) }
         if !body.isEmpty { headers.append(("content-type", "application/octet-stream")) }
-        // Secure memory cannot be empty everywhere; an empty body is one zero-length buffer.
-        let bytes = (try? SecureBytes(copying: body)) ?? (try! SecureBytes(count: 0))
-        return HTTPResponse(status: status, headers: headers, body: bytes)
+        return HTTPResponse(status: status, headers: headers, body: SimStore.secure(body))
+    }
+
+    /// `bytes` in secure memory, as a transport hands a body over; a
+    /// simulation that cannot allocate it stops.
+    static func secure(_ bytes: [UInt8]) -> SecureBytes {
+        do { return try SecureBytes(copying: bytes) } catch {
+            fatalError("the simulation cannot allocate secure memory")
+        }
     }
 
     /// An HTTP date (RFC 9110 IMF-fixdate) with whole seconds, as servers send.

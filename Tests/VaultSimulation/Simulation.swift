@@ -40,7 +40,7 @@ public final class Simulation {
 
     private let schedule: Schedule
     private let generating: Bool
-    private var numbers: SeededNumbers
+    private let numbers: SeededNumbers
     private let world = World(start: 1_900_000_000)
     private let store = SimStore()
     private let provider = SimProvider()
@@ -53,7 +53,7 @@ public final class Simulation {
     private init(schedule: Schedule, generating: Bool) throws {
         self.schedule = schedule
         self.generating = generating
-        numbers = SeededNumbers(seed: schedule.seed)
+        numbers = try SeededNumbers(seed: schedule.seed)
         directory = Simulation.scratch() + "/sim-\(getpid())-\(UUID().uuidString.prefix(8))"
         if ProcessInfo.processInfo.environment["VAULT_SIM_TRACE"] == "1" {
             world.trace = { [log = LogBox(self)] in log.append($0) }
@@ -75,7 +75,7 @@ public final class Simulation {
 
     /// Plays the schedule that `seed` makes.
     public static func run(seed: UInt64) throws -> Outcome {
-        var numbers = SeededNumbers(seed: seed ^ 0x5EED)
+        let numbers = try SeededNumbers(seed: seed ^ 0x5EED)
         func skew() -> Double {
             switch numbers.below(10) {
             case 0..<4: 0
