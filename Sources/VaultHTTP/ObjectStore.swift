@@ -86,6 +86,9 @@ public final class ObjectStore {
     public private(set) var answerCount = 0
     /// Body bytes sent, for measurements.
     public private(set) var bytesSent = 0
+    /// The store's clock (its `Date` field, seconds since 1970) in the
+    /// last answer that gave one: compared only with another of its dates.
+    public private(set) var lastDate: Int64?
 
     /// A store at `baseURL` (https, or http to a loopback host), with Basic
     /// authentication when `user` is given. `sleep` waits between retries.
@@ -409,9 +412,13 @@ public final class ObjectStore {
             request.followRedirects = false
             requestCount += 1
             bytesSent += body?.count ?? 0
+            lastDate = nil
             let outcome: Result<HTTPResponse, HTTPError>
             do { outcome = .success(try transport.send(request)) } catch { outcome = .failure(error) }
-            if case .success(let response) = outcome, response.status < 500 { answerCount += 1 }
+            if case .success(let response) = outcome {
+                if response.status < 500 { answerCount += 1 }
+                if let date = response.header("date").flatMap(HTTPDate.seconds) { lastDate = date }
+            }
             switch outcome {
             // 423: a WebDAV server that locks an object while a write to it
             // runs (rclone's serve webdav) refuses a second writer for now.

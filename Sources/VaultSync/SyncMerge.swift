@@ -198,8 +198,12 @@ extension SyncEngine {
     }
 
     /// For each bucket with a local change, all its records as they should
-    /// be in the store.
-    func pendingBuckets(state: SyncState, manifest: StateManifest) throws(VaultError) -> [Int: [Outgoing]] {
+    /// be in the store, their payloads labelled with `transit` (this
+    /// machine's clock and the store's, docs/sync.md "Times from another
+    /// machine").
+    func pendingBuckets(state: SyncState, manifest: StateManifest, transit: TransitClock? = nil) throws(VaultError)
+        -> [Int: [Outgoing]]
+    {
         var byBucket: [Int: [StoredRecord]] = [:]
         for row in try vault.allRows() {
             try vault.check(row, against: manifest)
@@ -220,8 +224,17 @@ extension SyncEngine {
                     ? VersionVector.bumped(base?.versions ?? [], by: state.device, at: row.version) : base!.versions
                 var payload = try vault.keys.open(row)
                 if row.deleted { payload.grant = nil }
+                payload.transit = transit
                 // A conflict travels with its record until someone picks.
-                let siblings = state.conflicts.filter { $0.id == row.id }.map(\.sibling)
+                let siblings = try state.conflicts.filter { $0.id == row.id }.map {
+                    (conflict: SyncState.Conflict) throws(VaultError) -> SyncSibling in
+                    var sibling = conflict.sibling
+                    if let transit, var side = sibling.payload.withUnsafeBytes({ Payload.read($0) }) {
+                        side.transit = transit
+                        sibling.payload = try side.sealedBytes().unsafeCopyToArray()
+                    }
+                    return sibling
+                }
                 records.append(
                     Outgoing(
                         record: SyncRecord(

@@ -20,6 +20,11 @@ struct SyncRound {
     private(set) var root: SyncRoot?
     private(set) var rootObject: StoredObject?
     private(set) var rootHash = [UInt8](repeating: 0, count: 32)
+    /// Step 1: this machine's clock and the store's in the store's answer
+    /// (nil without a `Date`): what the records this round sends are
+    /// labelled with, so that readers can take their times into their own
+    /// clocks (docs/sync.md, "Times from another machine").
+    private(set) var transit: TransitClock?
     /// Step 2: the records of each bucket that changed since it was last
     /// merged (none for a bucket that is gone). Their payloads are grants
     /// in the clear, so step 3 lets go of them once merged.
@@ -54,7 +59,12 @@ struct SyncRound {
     /// before: a rollback or a fork is refused, a lost update of ours is
     /// noted (`report.repaired`) and pushed again below.
     mutating func readRoot() throws(VaultError) {
-        guard let fetchedRoot = try engine.fetchRoot(store, keys) else {
+        let fetched = try engine.fetchRoot(store, keys)
+        // Read after the answer arrived: the store's date is no later than
+        // this, so a lifetime measured from it is never overstated.
+        let heard = vault.time.now().timeIntervalSince1970
+        transit = store.lastDate.map { TransitClock(writer: Int64(heard.rounded(.down)), store: $0) }
+        guard let fetchedRoot = fetched else {
             guard state.markEpoch == 0 else {
                 throw VaultError(
                     .tampered,
@@ -81,6 +91,8 @@ struct SyncRound {
                 fetched[i] = []
                 continue
             }
+            // Read before the request: the store answered after this.
+            let sent = vault.time.now().timeIntervalSince1970
             guard let object = try store.get(ref.objectName) else {
                 // Gone while a newer root replaced this one: read again.
                 if try store.get(SyncEngine.rootName)?.bytes != rootObject?.bytes { return false }
@@ -105,10 +117,13 @@ struct SyncRound {
             guard try SyncRoot.hash(object.bytes) == ref.hash else {
                 throw VaultError(.tampered, "bucket \(i) of the store does not match its root (changed or replaced)")
             }
+            let arrival = store.lastDate.map { (sent: sent, store: $0) }
             fetched[i] = try SyncBucket(
                 decoding: object.bytes, keys: keys, vaultID: vault.header.vaultID, keyEpoch: vault.header.keyEpoch,
                 index: UInt8(i)
-            ).records
+            ).records.map { (record: SyncRecord) throws(VaultError) -> SyncRecord in
+                try SyncRound.local(record, arrival: arrival)
+            }
         }
         return true
     }
@@ -150,8 +165,9 @@ struct SyncRound {
         let ending = Set(
             (root?.leases ?? []).filter { $0.device == state.device && !vault.refreshInProgress(record: $0.record) }
                 .map(\.record))
+        let transit = transit
         outgoing = try vault.read { (manifest: StateManifest) throws(VaultError) in
-            try engine.pendingBuckets(state: state, manifest: manifest)
+            try engine.pendingBuckets(state: state, manifest: manifest, transit: transit)
         }
         // Nothing to send and no lease to end: no write.
         if outgoing.isEmpty, root != nil, ending.isEmpty { return true }
@@ -317,6 +333,39 @@ struct SyncRound {
             s.garbage = s.garbage.filter { g in keep.contains(g) || !state.garbage.contains(g) }
             try engine.saveSyncState(s, keys)
         }
+    }
+
+    /// Seconds taken off a lifetime carried from another machine: the
+    /// store's dates have whole seconds, and so does the writer's label.
+    static let transitMargin: Double = 2
+
+    /// `record` with its payloads' times in this machine's clock. A record
+    /// labelled with its writer's clocks (`TransitClock`) keeps, of each
+    /// time, the lifetime it had by the writer's clock, less the time that
+    /// passed by the store's between the writer's last answer and ours,
+    /// counted from when this machine sent its request: no two machines'
+    /// clocks are compared, and a token never looks fresher than it is,
+    /// whatever either clock says. A record without the label (written by
+    /// an older release), or an answer without a date, keeps its times as
+    /// written.
+    static func local(_ record: SyncRecord, arrival: (sent: Double, store: Int64)?) throws(VaultError) -> SyncRecord {
+        func moved(_ bytes: [UInt8]) throws(VaultError) -> [UInt8] {
+            guard var payload = bytes.withUnsafeBytes({ Payload.read($0) }), let transit = payload.transit else {
+                return bytes
+            }
+            if let arrival {
+                let elapsed = Double(max(0, arrival.store - transit.store))
+                payload = payload.shiftingTimes(
+                    by: arrival.sent - Double(transit.writer) - elapsed - SyncRound.transitMargin)
+            } else {
+                payload.transit = nil
+            }
+            return try payload.sealedBytes().unsafeCopyToArray()
+        }
+        var out = record
+        out.payload = try moved(record.payload)
+        for i in out.siblings.indices { out.siblings[i].payload = try moved(out.siblings[i].payload) }
+        return out
     }
 
     /// Checks a root against the high-water mark. Returns true when it

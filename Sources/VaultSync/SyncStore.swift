@@ -59,6 +59,9 @@ protocol SyncStore: AnyObject {
     var answerCount: Int { get }
     /// Body bytes uploaded so far.
     var bytesSent: Int { get }
+    /// The store's clock in its last answer that said (HTTP `Date`, seconds
+    /// since 1970): compared only with another date of the same store.
+    var lastDate: Int64? { get }
 }
 
 extension SyncStore {
@@ -67,6 +70,9 @@ extension SyncStore {
 
     /// Every request answered, unless the store counts otherwise.
     var answerCount: Int { requestCount }
+
+    /// No clock, unless the store tells its own.
+    var lastDate: Int64? { nil }
 
     /// Writes `bytes` under `name` whatever is there.
     func put(_ name: String, _ bytes: [UInt8]) throws(VaultError) -> WriteOutcome {
@@ -123,6 +129,7 @@ final class HTTPSyncStore: SyncStore {
     var requestCount: Int { client.requestCount }
     var answerCount: Int { client.answerCount }
     var bytesSent: Int { client.bytesSent }
+    var lastDate: Int64? { client.lastDate }
 
     func get(_ name: String) throws(VaultError) -> StoredObject? {
         do {

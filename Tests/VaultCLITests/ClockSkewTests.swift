@@ -131,10 +131,88 @@ final class Machine {
     }
 
     @discardableResult
-    func run(_ args: String...) throws -> ProcessResult {
+    func run(_ args: String..., stdin: String? = nil) throws -> ProcessResult {
         try VaultProcess.start(
-            ["-f", clock, VaultProcess.binary] + args, environment: environment, executable: FakeTime.wrapper
+            ["-f", clock, VaultProcess.binary] + args, environment: environment, stdin: stdin,
+            executable: FakeTime.wrapper
         ).wait()
+    }
+}
+
+/// Tokens that arrive from a machine whose clock is off: their expiry is
+/// taken into this machine's clock from the lifetime they had and the time
+/// that passed by the store's clock (docs/sync.md, "Times from another
+/// machine"), so no machine's clock decides another's expiry.
+@Suite(
+    "expiries that come from machines whose clocks are off",
+    .enabled(if: FakeTime.installed, "needs libfaketime (Debian's faketime package)"))
+final class ForeignExpiryTests {
+    let dir = TemporaryDirectory()
+    let store: WebDAVStore
+    let here = Machine(clock: "+0")
+    let ahead = Machine(clock: "+3m")
+    let behind = Machine(clock: "-3m")
+
+    init() throws {
+        store = try WebDAVStore(in: dir.path)
+        try here.home.initKeyfileVault()
+        for m in [ahead, behind] { m.home.extra["VAULT_KEYFILE"] = here.home.path + "/key" }
+    }
+
+    func join(_ m: Machine) throws {
+        let r = try m.run("join", store.url, "--user", "vault", "--password-file", m.home.path + "/store-password")
+        try #require(r.status == 0, "\(r.stderr)")
+    }
+
+    /// Imports a token without a refresh token that lives `seconds` more,
+    /// its expiry written by the machine's clock (`offset` seconds off).
+    func importToken(_ name: String, on m: Machine, offset: Int, living seconds: Int) throws {
+        let at = Int(Date().timeIntervalSince1970) + offset + seconds
+        let r = try m.run(
+            "import", name, stdin: #"{"access_token":"\#(name)-token","expires_at":\#(at),"provider":"x"}"#)
+        try #require(r.status == 0, "\(r.stderr)")
+    }
+
+    func expiry(_ name: String) throws -> Int {
+        let r = try here.home.run("show", name, "--json")
+        let doc = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
+        return try #require(doc["expires_at"] as? Int)
+    }
+
+    @Test(
+        "a token from a machine ahead is not handed out past its real expiry; one from a machine behind is not cut short"
+    )
+    func foreignExpiry() throws {
+        let remote = try here.home.run(
+            "remote", "set", store.url, "--user", "vault", "--password-file", here.home.path + "/store-password")
+        try #require(remote.status == 0, "\(remote.stderr)")
+        try #require(try here.home.run("sync").status == 0)
+        try join(ahead)
+        try join(behind)
+        let start = Int(Date().timeIntervalSince1970)
+        // Real lifetimes: expired already, 30 s (less than the 60 s a token
+        // must have), 10 minutes.
+        try importToken("gone", on: ahead, offset: 180, living: -10)
+        try importToken("short", on: ahead, offset: 180, living: 30)
+        try importToken("long", on: ahead, offset: 180, living: 600)
+        try importToken("late", on: behind, offset: -180, living: 600)
+        for m in [ahead, behind] { try #require(try m.run("sync").status == 0) }
+        try #require(try here.home.run("sync").status == 0)
+        let end = Int(Date().timeIntervalSince1970)
+
+        // No token is handed out that its provider would take as expired,
+        // or with less than a minute left by the real clock.
+        for name in ["gone", "short"] {
+            let r = try here.home.run("token", name)
+            #expect(r.status == 2 && r.stdout.isEmpty, "\(name): \(r.status) \(r.stderr)")
+        }
+        #expect(try here.home.run("token", "long").stdout == "long-token\n")
+        // The expiry here is the real one, less the time the records took
+        // (and a margin), never the other machine's clock's idea of it.
+        let long = try expiry("long")
+        #expect(long <= start + 600 + 1 && long >= end + 600 - 20, "ahead: \(long - start) s from the start")
+        let late = try expiry("late")
+        #expect(late <= start + 600 + 1 && late >= end + 600 - 20, "behind: \(late - start) s from the start")
     }
 }
 

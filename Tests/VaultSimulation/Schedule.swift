@@ -103,8 +103,8 @@ enum Step: Equatable, Sendable {
     }
 
     static func seconds(_ s: Double) -> String {
-        let tenths = Int((s * 10).rounded())
-        return "\(tenths / 10).\(tenths % 10)"
+        let tenths = Int((abs(s) * 10).rounded())
+        return (s < 0 && tenths > 0 ? "-" : "") + "\(tenths / 10).\(tenths % 10)"
     }
 
     init?(_ line: Substring) {

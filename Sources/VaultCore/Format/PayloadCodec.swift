@@ -354,6 +354,8 @@ extension Payload {
         var grant: Grant?
         var grantSeen = false
         var lineage: Lineage?
+        var transit: TransitClock?
+        var transitSeen = false
         do {
             try r.beginObject(depth: 0)
             while let key = try r.nextKey() {
@@ -363,6 +365,10 @@ extension Payload {
                 } else if key.is("lineage") {
                     guard lineage == nil else { return nil }
                     lineage = try r.null() ? Lineage() : try Lineage.read(&r)
+                } else if key.is("clock") {
+                    guard !transitSeen else { return nil }
+                    transitSeen = true
+                    transit = try r.null() ? nil : try TransitClock.read(&r)
                 } else if key.is("grant") {
                     guard !grantSeen else { return nil }
                     grantSeen = true
@@ -376,7 +382,32 @@ extension Payload {
             return nil
         }
         guard let name else { return nil }
-        return Payload(name: name, grant: grant, lineage: lineage ?? Lineage())
+        var payload = Payload(name: name, grant: grant, lineage: lineage ?? Lineage())
+        payload.transit = transit
+        return payload
+    }
+}
+
+extension TransitClock {
+    /// Reads `clock`: `writer` and `store`, both integers, both required;
+    /// other keys skipped.
+    static func read(_ r: inout JSONReader) throws(JSONReader.Failure) -> TransitClock {
+        var writer: Int64?
+        var store: Int64?
+        try r.beginObject(depth: 1)
+        while let key = try r.nextKey() {
+            if key.is("writer") {
+                guard writer == nil else { throw .malformed }
+                writer = try r.integer()
+            } else if key.is("store") {
+                guard store == nil else { throw .malformed }
+                store = try r.integer()
+            } else {
+                try r.skip(depth: 2)
+            }
+        }
+        guard let writer, let store else { throw .malformed }
+        return TransitClock(writer: writer, store: store)
     }
 }
 
