@@ -119,6 +119,42 @@ public struct Keyslots {
         }
     }
 
+    /// The stored bytes of the passphrase slots, sorted: what a sync
+    /// compares with the passphrase slots another machine published.
+    package func passphraseSlots() throws(VaultError) -> [[UInt8]] {
+        try Keyslots.passphraseSlots(
+            among: try vault.read { (_: StateManifest) throws(VaultError) in
+                Array(try Keyslots.raw(in: vault.database).values)
+            })
+    }
+
+    /// The passphrase slots among stored slots' bytes, sorted.
+    package static func passphraseSlots(among slots: [[UInt8]]) -> [[UInt8]] {
+        slots.filter { (try? Keyslot(decoding: $0, what: "keyslot"))?.kind == .passphrase }
+            .sorted { $0.lexicographicallyPrecedes($1) }
+    }
+
+    /// Replaces the passphrase slots with `slots`, the stored bytes of
+    /// passphrase slots another machine of the vault published (their
+    /// bytes vouched for by the vault's own key, docs/sync.md "A new
+    /// passphrase on every machine"): the passphrase set there opens this
+    /// machine's vault too, and the one it replaced no longer does. Needs
+    /// no key: a slot cannot be checked without its passphrase, which only
+    /// the person has. Other slots (key files, the Secret Service) stay.
+    package func adoptPassphraseSlots(_ slots: [[UInt8]]) throws(VaultError) {
+        guard !slots.isEmpty else { throw VaultError(.invalidInput, "no passphrase slot to take") }
+        for blob in slots {
+            guard (try Keyslot(decoding: blob, what: "a published keyslot")).kind == .passphrase else {
+                throw VaultError(.damaged, "a published passphrase slot is of another kind")
+            }
+        }
+        try vault.update { (_: inout StateManifest) throws(VaultError) in
+            try removeSlots(of: .passphrase)
+            for blob in slots { _ = try vault.tables.putKeyslot(nil, blob) }
+        }
+        vault.seenSlots = nil
+    }
+
     /// The vault's keyslots.
     public func list() throws(VaultError) -> [KeyslotInfo] {
         try vault.read { (_: StateManifest) throws(VaultError) in try Keyslots.slots(in: vault.database) }

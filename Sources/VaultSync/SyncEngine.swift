@@ -34,6 +34,13 @@ public struct SyncReport: Sendable, Equatable {
     /// (docs/sync.md, "Collecting old objects"); not those a sync replaces
     /// and deletes at once on a store that honours preconditions.
     public var collected = 0
+    /// True when this sync took a new passphrase set on another machine:
+    /// the vault here opens with that one, no longer with the one before.
+    public var passphraseTaken = false
+    /// How many passphrases open the vault after this sync: more than one
+    /// when two machines each set a new one before either synced (both
+    /// are kept, on every machine, until `vault passwd` sets one again).
+    public var passphrases = 0
 }
 
 /// Two-way sync of one open vault with its store (docs/sync.md): setting
@@ -188,8 +195,8 @@ extension SyncEngine {
         var report = SyncReport()
         var roots: Set<[UInt8]> = []
         for attempt in 1...SyncEngine.syncAttempts {
-            if try syncOnce(store: store, keys: keys, report: &report) {
-                try publishKeys(store: store, keys: keys)
+            if let root = try syncOnce(store: store, keys: keys, report: &report) {
+                try reconcileKeys(store: store, keys: keys, root: root, report: &report)
                 report.requests = store.requestCount
                 report.bytesSent = store.bytesSent
                 return report
@@ -205,33 +212,21 @@ extension SyncEngine {
             remedy: .syncAgain)
     }
 
-    /// One round (docs/sync.md, "A sync"), its six steps in order; false
-    /// when another writer got in between (try again).
-    private func syncOnce(store: any SyncStore, keys: SyncKeys, report: inout SyncReport) throws(VaultError) -> Bool {
+    /// One round (docs/sync.md, "A sync"), its six steps in order; the
+    /// root the store holds at its end (a root of nothing when the store
+    /// has none), or nil when another writer got in between (try again).
+    private func syncOnce(store: any SyncStore, keys: SyncKeys, report: inout SyncReport) throws(VaultError)
+        -> SyncRoot??
+    {
         var round = try SyncRound(engine: self, store: store, keys: keys, report: report)
         defer { report = round.report }
         try round.readRoot()
-        guard try round.fetchChangedBuckets() else { return false }
+        guard try round.fetchChangedBuckets() else { return nil }
         try round.mergeFetched()
-        guard try round.writeOutgoing() else { return false }
-        guard try round.readBack() else { return false }
+        guard try round.writeOutgoing() else { return nil }
+        guard try round.readBack() else { return nil }
         try round.collectOldObjects()
-        return true
-    }
-
-    /// Uploads `vault-keys` again when the keyslots changed since it was last
-    /// uploaded (a new passphrase, an added key file), so that machines
-    /// joining later use the vault's current ones. No request otherwise.
-    private func publishKeys(store: any SyncStore, keys: SyncKeys) throws(VaultError) {
-        let bytes = try keysObject()
-        let hash = try SyncRoot.hash(bytes)
-        guard try loadSyncState(keys).keysHash != hash else { return }
-        _ = try store.put(SyncEngine.keysName, bytes)
-        try vault.update { (_: inout StateManifest) throws(VaultError) in
-            var s = try loadSyncState(keys)
-            s.keysHash = hash
-            try saveSyncState(s, keys)
-        }
+        return .some(round.written ?? round.root)
     }
 
     /// The store's root, read and authenticated. A read that fails its

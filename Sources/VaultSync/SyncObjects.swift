@@ -84,8 +84,11 @@ enum SyncPrologue {
 package struct SyncRoot: Equatable {
     static let magic = "vault-sr"
     /// Version 2: leases carry an id and a duration instead of an expiry
-    /// by the holder's clock. Version 1 roots are still read.
-    static let version: UInt16 = 2
+    /// by the holder's clock. Version 3 adds the keys pin, and is written
+    /// only once a root has one (a passphrase changed), so that releases
+    /// that know version 2 keep syncing until then. Versions 1 and 2 are
+    /// still read.
+    static let version: UInt16 = 3
     static let label = "vault.root.v1"
     static let maxAncestry = 32
     static let maxDevices = 1024
@@ -129,17 +132,26 @@ package struct SyncRoot: Equatable {
     /// Devices that have written, with the epoch of their last write.
     var devices: [(id: [UInt8], epoch: UInt64)] = []
     var leases: [Lease] = []
+    /// BLAKE2b-32 of the `vault-keys` object this root vouches for: set
+    /// by the machine that changed a passphrase, so that the others take
+    /// the new slot knowing it is the vault's (docs/sync.md, "A new
+    /// passphrase on every machine"); nil until a passphrase changes.
+    var keysPin: [UInt8]?
+
+    /// The version this root is written as.
+    var writtenVersion: UInt16 { keysPin == nil ? 2 : 3 }
 
     package static func == (a: SyncRoot, b: SyncRoot) -> Bool {
         a.headerFields == b.headerFields && a.buckets == b.buckets
             && a.ancestry.elementsEqual(b.ancestry) { $0.epoch == $1.epoch && $0.hash == $1.hash }
             && a.devices.elementsEqual(b.devices) { $0.id == $1.id && $0.epoch == $1.epoch } && a.leases == b.leases
+            && a.keysPin == b.keysPin
     }
 
     /// magic .. parent: public, authenticated as associated data.
     var headerFields: [UInt8] {
         var w = ByteWriter()
-        SyncPrologue.write(&w, magic: SyncRoot.magic, version: SyncRoot.version, vaultID: vaultID, keyEpoch: keyEpoch)
+        SyncPrologue.write(&w, magic: SyncRoot.magic, version: writtenVersion, vaultID: vaultID, keyEpoch: keyEpoch)
         w.append(epoch)
         w.append(writer)
         w.append(parent)
@@ -172,6 +184,7 @@ package struct SyncRoot: Equatable {
             w.append(l.id)
             w.append(l.seconds)
         }
+        if let keysPin { w.append(keysPin) }
         return w.bytes
     }
 
@@ -251,6 +264,7 @@ package struct SyncRoot: Equatable {
                 leases.append(Lease(record: record, device: device, id: id, seconds: seconds))
             }
         }
+        if version >= 3 { keysPin = try r.read(32) }
         try r.finish()
     }
 

@@ -8,8 +8,10 @@ internal import VaultCrypto
 struct SyncState {
     static let label = "vault.syncstate.v1"
     /// Version 2 adds who made each side of a conflict and the objects
-    /// waiting to be collected; version 1 is still read.
-    static let version: UInt16 = 2
+    /// waiting to be collected; version 3 what the keyslots were when last
+    /// reconciled with the store's (docs/sync.md, "A new passphrase on
+    /// every machine"). Versions 1 and 2 are still read.
+    static let version: UInt16 = 3
 
     /// What a record was when last in step with the store.
     struct Base: Equatable {
@@ -83,8 +85,15 @@ struct SyncState {
     var markEpoch: UInt64 = 0
     var markHash: [UInt8] = Array(repeating: 0, count: 32)
     var markParent: [UInt8] = Array(repeating: 0, count: 32)
-    /// BLAKE2b-32 of the `vault-keys` object last uploaded (zeros: none).
+    /// BLAKE2b-32 of this machine's `vault-keys` object when it was last
+    /// uploaded, or its keyslots last reconciled with the store's (zeros:
+    /// never): a different one means a keyslot changed here since.
     var keysHash: [UInt8] = Array(repeating: 0, count: 32)
+    /// The root's keys pin last reconciled (zeros: none).
+    var pinHash: [UInt8] = Array(repeating: 0, count: 32)
+    /// BLAKE2b-32 of this machine's passphrase slots at that time (zeros:
+    /// not known yet): a different one means a new passphrase here.
+    var passphraseHash: [UInt8] = Array(repeating: 0, count: 32)
     /// The hash of each bucket object as last merged (zeros: none).
     var bucketHashes: [[UInt8]] = Array(repeating: Array(repeating: 0, count: 32), count: 256)
     var bases: [[UInt8]: Base] = [:]
@@ -145,6 +154,8 @@ struct SyncState {
             w.append(g.name)
             w.append(UInt64(bitPattern: g.since))
         }
+        w.append(pinHash)
+        w.append(passphraseHash)
         var plain = w.bytes
         defer { secureZero(&plain) }
         let sealed = try Secure.copy(plain)
@@ -162,7 +173,7 @@ struct SyncState {
         defer { secureZero(&raw) }
         var r = ByteReader(raw, what: what)
         let version = try r.u16()
-        guard version == 1 || version == SyncState.version else {
+        guard (1...SyncState.version).contains(version) else {
             throw VaultError(.unsupported, "\(what) have an unknown version")
         }
         func bytes() throws(VaultError) -> [UInt8] { try r.read(Int(try r.u32())) }
@@ -202,6 +213,10 @@ struct SyncState {
             for _ in 0..<Int(try r.u32()) {
                 garbage.append(Garbage(name: try r.read(16), since: Int64(bitPattern: try r.u64())))
             }
+        }
+        if version >= 3 {
+            pinHash = try r.read(32)
+            passphraseHash = try r.read(32)
         }
         try r.finish()
     }

@@ -574,3 +574,93 @@ final class SyncTests {
         try randomRun(url: proxied, seed: 7_041_969, operations: 300)
     }
 }
+
+/// A passphrase changed on one machine of a synced vault reaches the others
+/// at their next sync: after it, the old passphrase opens nothing anywhere
+/// (docs/sync.md, "A new passphrase on every machine").
+@Suite("a new passphrase on every machine")
+final class PassphraseSyncTests {
+    let dir = TemporaryDirectory()
+    let store: WebDAVStore
+    let a = Home()
+    let b = Home()
+
+    init() throws {
+        store = try WebDAVStore(in: dir.path)
+        for home in [a, b] {
+            home.extra["VAULT_AGENT"] = "off"
+            home.write(home.path + "/store-password", "store password\n")
+            home.write(home.path + "/old", "the old vault passphrase\n")
+            home.write(home.path + "/new", "the new vault passphrase\n")
+            home.write(home.path + "/other", "another new passphrase\n")
+        }
+        try a.initPassphraseVault("the old vault passphrase")
+        try a.run("import", "work", stdin: Home.tokenJSON("w"))
+        let set = try a.run(
+            "remote", "set", store.url, "--user", "vault", "--password-file", a.path + "/store-password")
+        #expect(set.status == 0, "\(set.stderr)")
+        #expect(try a.run("sync").status == 0)
+        b.extra["VAULT_PASSPHRASE_FILE"] = b.path + "/old"
+        let joined = try b.run(
+            "join", store.url, "--user", "vault", "--password-file", b.path + "/store-password")
+        #expect(joined.status == 0, "\(joined.stderr)")
+    }
+
+    func passwd(_ home: Home, to file: String) throws {
+        let r = try home.run(
+            "passwd", "--new-passphrase-file", home.path + "/" + file, "--kdf-memory", "64", "--kdf-passes", "2")
+        #expect(r.status == 0, "\(r.stderr)")
+        home.extra["VAULT_PASSPHRASE_FILE"] = home.path + "/" + file
+    }
+
+    /// The token of `work` on `home` opened with the passphrase in `file`.
+    func opens(_ home: Home, with file: String) throws -> Bool {
+        home.extra["VAULT_PASSPHRASE_FILE"] = home.path + "/" + file
+        return try home.run("token", "work").stdout == "w\n"
+    }
+
+    @Test("passwd on one machine, a sync on each: the other opens with the new passphrase, not the old")
+    func reachesEveryMachine() throws {
+        try passwd(a, to: "new")
+        #expect(try a.run("sync").status == 0)
+        let synced = try b.run("sync")
+        #expect(synced.status == 0 && synced.stderr.contains("was changed on another machine"), "\(synced.stderr)")
+        #expect(try opens(b, with: "new"))
+        #expect(try !opens(b, with: "old"), "the old passphrase opens nothing")
+        #expect(try !opens(a, with: "old"))
+        // Nothing more to do at the next syncs.
+        b.extra["VAULT_PASSPHRASE_FILE"] = b.path + "/new"
+        let again = try b.run("sync", "--json")
+        let doc = try #require(try JSONSerialization.jsonObject(with: Data(again.stdout.utf8)) as? [String: Any])
+        #expect(doc["passphrase_taken"] as? Bool == false && doc["passphrases"] as? Int == 1, "\(again.stdout)")
+        // A machine joining later uses the new one.
+        let c = Home()
+        c.extra = ["VAULT_AGENT": "off"]
+        c.write(c.path + "/store-password", "store password\n")
+        c.write(c.path + "/new", "the new vault passphrase\n")
+        c.extra["VAULT_PASSPHRASE_FILE"] = c.path + "/new"
+        #expect(
+            try c.run("join", store.url, "--user", "vault", "--password-file", c.path + "/store-password").status == 0)
+    }
+
+    @Test("two machines change the passphrase before either syncs: both open every machine, and sync says so")
+    func bothChanged() throws {
+        try passwd(a, to: "new")
+        try passwd(b, to: "other")
+        #expect(try a.run("sync").status == 0)
+        let bSync = try b.run("sync")
+        #expect(bSync.status == 0 && bSync.stderr.contains("2 passphrases open this vault"), "\(bSync.stderr)")
+        let aSync = try a.run("sync")
+        #expect(aSync.status == 0 && aSync.stderr.contains("2 passphrases open this vault"), "\(aSync.stderr)")
+        for home in [a, b] {
+            #expect(try opens(home, with: "new") && opens(home, with: "other") && !opens(home, with: "old"))
+        }
+        // One passwd, synced, leaves one.
+        a.extra["VAULT_PASSPHRASE_FILE"] = a.path + "/new"
+        try passwd(a, to: "new")
+        #expect(try a.run("sync").status == 0)
+        b.extra["VAULT_PASSPHRASE_FILE"] = b.path + "/other"
+        #expect(try b.run("sync").status == 0)
+        #expect(try opens(b, with: "new") && !opens(b, with: "other"))
+    }
+}

@@ -16,11 +16,14 @@ struct SyncOutput: Encodable {
     let requests: Int
     let bytesSent: Int
     let collected: Int
+    let passphraseTaken: Bool
+    let passphrases: Int
 
     enum CodingKeys: String, CodingKey {
-        case pulled, pushed, conflicts, renamed, repaired, requests, collected
+        case pulled, pushed, conflicts, renamed, repaired, requests, collected, passphrases
         case bytesSent = "bytes_sent"
         case rootMoved = "root_moved"
+        case passphraseTaken = "passphrase_taken"
     }
 }
 
@@ -88,7 +91,7 @@ extension Commands {
                 SyncOutput(
                     pulled: r.pulled, pushed: r.pushed, conflicts: r.conflicts, renamed: r.renamed,
                     repaired: r.repaired, rootMoved: r.rootMoved, requests: r.requests, bytesSent: r.bytesSent,
-                    collected: r.collected))
+                    collected: r.collected, passphraseTaken: r.passphraseTaken, passphrases: r.passphrases))
             return
         }
         let collected =
@@ -111,6 +114,14 @@ extension Commands {
         }
         for name in r.conflicts {
             output.warn("'\(name)' was changed on two machines at once; both kept, see 'vault conflicts'")
+        }
+        if r.passphraseTaken {
+            output.info("the vault's passphrase was changed on another machine: it opens this vault too now, the old one no longer")
+        }
+        if r.passphrases > 1 {
+            output.warn(
+                "\(r.passphrases) passphrases open this vault: they were changed on two machines at once; "
+                    + "run 'vault passwd' to keep one")
         }
     }
 }
