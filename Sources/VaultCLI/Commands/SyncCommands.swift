@@ -116,7 +116,9 @@ extension Commands {
             output.warn("'\(name)' was changed on two machines at once; both kept, see 'vault conflicts'")
         }
         if r.passphraseTaken {
-            output.info("the vault's passphrase was changed on another machine: it opens this vault too now, the old one no longer")
+            output.info(
+                "the vault's passphrase was changed on another machine: it opens this vault too now, "
+                    + "the old one no longer")
         }
         if r.passphrases > 1 {
             output.warn(
