@@ -310,9 +310,17 @@ struct SimTransport: HTTPTransport {
             }
             latency = max(latency, machine.store.slowNext)
             machine.store.slowNext = 0
-            response = try machine.store.handle(request, from: machine, now: world.now) {
-                world.park(actor, until: world.now + 0.01)
+            do {
+                response = try machine.store.handle(request, from: machine, now: world.now) {
+                    world.park(actor, until: world.now + 0.01)
+                }
+            } catch {
+                if actor.spentRefreshToken { actor.cutOff = true }
+                throw error
             }
+            // A store that fails after a refresh keeps the new tokens from
+            // it, as one cut off does.
+            if response.status >= 500 && actor.spentRefreshToken { actor.cutOff = true }
         } else if request.url == SimProvider.tokenEndpoint {
             response = machine.provider.handle(request, from: actor, machine: machine.name, now: world.now)
         } else {

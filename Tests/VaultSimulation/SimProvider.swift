@@ -111,7 +111,7 @@ final class SimProvider: @unchecked Sendable {
                 {
                     "spent first while the store was away"
                 } else if first?.cutOff == true {
-                    "spent first by a process then cut off from the store for longer than its lease"
+                    "spent first by a process the store then failed or could not be reached from"
                 } else if first?.crashed == true {
                     "spent first by a process killed before it stored the answer"
                 } else { nil }

@@ -75,8 +75,9 @@ final class Actor: @unchecked Sendable {
     var refreshedAlone = false
     /// The provider answered a refresh of this process.
     var spentRefreshToken = false
-    /// A request of this process found the store away after it had spent
-    /// a refresh token: it could not send the new tokens.
+    /// A request of this process to the store failed (cut off, dropped,
+    /// answered 5xx) after it had spent a refresh token: the new tokens may
+    /// not have reached the store before the lease ran out.
     var cutOff = false
     /// What it runs, for the schedule's report.
     let label: String
