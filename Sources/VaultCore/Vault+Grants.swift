@@ -73,14 +73,14 @@ extension Vault {
                 }
                 id = live.id
                 try check(live, against: state)
-                payload = try keys.open(live).edited(name: name, grant: grant)
+                payload = try keys.open(live).edited(name: name, grant: grant, at: time.now())
             } else if let tombstone = try findRow(nameHash: hash, deleted: true) {
                 id = tombstone.id  // a re-added grant keeps its identity
                 try check(tombstone, against: state)
-                payload = try keys.open(tombstone).edited(name: name, grant: grant)
+                payload = try keys.open(tombstone).edited(name: name, grant: grant, at: time.now())
             } else {
                 id = try Secure.randomBytes(16)
-                payload = Payload(name: name, grant: nil).edited(name: name, grant: grant)
+                payload = Payload(name: name, grant: nil).edited(name: name, grant: grant, at: time.now())
             }
             version = (state.entries[id]?.version ?? 0) + 1
             try putRow(try keys.seal(payload, id: id, version: version, deleted: false, nameHash: hash))
@@ -100,7 +100,7 @@ extension Vault {
         try update { (state: inout StateManifest) throws(VaultError) in
             let (row, _) = try loadLive(name, state: state)
             let version = row.version + 1
-            let payload = try keys.open(row).edited(name: name, grant: nil)
+            let payload = try keys.open(row).edited(name: name, grant: nil, at: time.now())
             try putRow(
                 try keys.seal(payload, id: row.id, version: version, deleted: true, nameHash: row.nameHash))
             state.entries[row.id] = .init(version: version, deleted: true)
@@ -117,7 +117,7 @@ extension Vault {
                 throw VaultError(.alreadyExists, "grant '\(newName)' already exists")
             }
             let version = row.version + 1
-            let payload = try keys.open(row).edited(name: newName, grant: grant)
+            let payload = try keys.open(row).edited(name: newName, grant: grant, at: time.now())
             try putRow(
                 try keys.seal(payload, id: row.id, version: version, deleted: false, nameHash: newHash))
             state.entries[row.id] = .init(version: version, deleted: false)

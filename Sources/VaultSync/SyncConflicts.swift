@@ -1,3 +1,4 @@
+public import FoundationEssentials
 public import VaultCore
 internal import VaultCrypto
 
@@ -26,6 +27,12 @@ public struct SyncConflict: Sendable {
     public let currentFingerprint: String?
     /// The other side's fingerprint.
     public let otherFingerprint: String?
+    /// When each side was last edited, by the clock of the machine that
+    /// edited it (taken into this machine's clock as it travelled); nil for
+    /// a side written before edit times were kept.
+    public let currentChanged: Date?
+    /// When the other side was last edited.
+    public let otherChanged: Date?
     /// The other side's number among the grant's other sides (1 and up),
     /// for `resolveConflict(_:keepingSide:)`.
     public let side: Int
@@ -73,6 +80,8 @@ extension SyncEngine {
                     thisDevice: Array(state.device.prefix(4)).hex,
                     currentFingerprint: keys.fingerprint(currentGrant),
                     otherFingerprint: keys.fingerprint(other?.grant),
+                    currentChanged: current?.lineage.editedAt.map { Date(epochSeconds: $0) },
+                    otherChanged: other?.lineage.editedAt.map { Date(epochSeconds: $0) },
                     side: numbers[c.id] ?? 1, sides: totals[c.id] ?? 1)
             }.sorted { ($0.name, $0.side) < ($1.name, $1.side) }
         }
@@ -161,6 +170,7 @@ extension SyncEngine {
                     payload = GrantMerge.keeping(.init(payload: payload, deleted: deleted), over: [other])
                 }
             }
+            payload.lineage.editedAt = vault.time.now().epochSeconds
             var nameHash = row.nameHash
             if payload.name != currentPayload.name {
                 nameHash = try vault.keys.nameHash(payload.name)

@@ -664,3 +664,100 @@ final class PassphraseSyncTests {
         #expect(try opens(b, with: "new") && !opens(b, with: "other"))
     }
 }
+
+/// The racing edits of issue 39, played as two people sharing a vault
+/// would, through Apache: every race is a conflict on both machines,
+/// whoever syncs first and however the seconds fall.
+@Suite("racing edits through a WebDAV store")
+final class RacingEditTests {
+    let dir = TemporaryDirectory()
+    let store: WebDAVStore
+    let a = Home()
+    let b = Home()
+
+    init() throws {
+        store = try WebDAVStore(in: dir.path)
+        try a.initKeyfileVault()
+        for home in [a, b] {
+            home.extra["VAULT_AGENT"] = "off"
+            home.write(home.path + "/store-password", "store password\n")
+        }
+        b.extra["VAULT_KEYFILE"] = a.path + "/key"
+        let set = try a.run(
+            "remote", "set", store.url, "--user", "vault", "--password-file", a.path + "/store-password")
+        try #require(set.status == 0, "\(set.stderr)")
+    }
+
+    func sync(_ home: Home) throws -> ProcessResult {
+        let r = try home.run("sync")
+        #expect(r.status == 0, "\(r.stderr)")
+        return r
+    }
+
+    func conflicts(_ home: Home) throws -> [[String: Any]] {
+        let r = try home.run("conflicts", "--json")
+        return try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [[String: Any]])
+    }
+
+    @Test("imports with --replace of tokens without a refresh token on both machines: a conflict on both, every time")
+    func racingImports() throws {
+        try a.run("import", "g", stdin: #"{"access_token":"first","provider":"x"}"#)
+        _ = try sync(a)
+        let joined = try b.run("join", store.url, "--user", "vault", "--password-file", b.path + "/store-password")
+        try #require(joined.status == 0, "\(joined.stderr)")
+        for round in 1...5 {
+            // Within one second on both machines, as the runs that lost it did.
+            try a.run("import", "g", "--replace", stdin: #"{"access_token":"a-\#(round)","provider":"x"}"#)
+            try b.run("import", "g", "--replace", stdin: #"{"access_token":"b-\#(round)","provider":"x"}"#)
+            _ = try sync(a)
+            _ = try sync(b)
+            _ = try sync(a)
+            for home in [a, b] {
+                let listed = try conflicts(home)
+                let sides = listed.first?["sides"] as? [[String: Any]] ?? []
+                #expect(listed.count == 1 && sides.count == 2, "round \(round): \(listed)")
+                // Both imports are there: the value and the kept side hold
+                // different tokens.
+                #expect(Set(sides.compactMap { $0["fingerprint"] as? String }).count == 2, "round \(round)")
+            }
+            // Picking A's side ends it on both.
+            let current = try a.run("token", "g").stdout == "a-\(round)\n"
+            #expect(try a.run("conflicts", "resolve", "g", "--keep", current ? "current" : "other").status == 0)
+            _ = try sync(a)
+            _ = try sync(b)
+            #expect(try a.run("token", "g").stdout == "a-\(round)\n" && b.run("token", "g").stdout == "a-\(round)\n")
+            #expect(try conflicts(a).isEmpty && conflicts(b).isEmpty)
+        }
+    }
+
+    @Test("two renames: both names are shown, and keeping the other side takes its name everywhere")
+    func racingRenames() throws {
+        try a.run("import", "g", stdin: Home.tokenJSON("t"))
+        _ = try sync(a)
+        let joined = try b.run("join", store.url, "--user", "vault", "--password-file", b.path + "/store-password")
+        try #require(joined.status == 0, "\(joined.stderr)")
+        try a.run("rename", "g", "g-by-A")
+        try b.run("rename", "g", "g-by-B")
+        _ = try sync(a)
+        _ = try sync(b)
+        _ = try sync(a)
+        var value = ""
+        for home in [a, b] {
+            let listed = try conflicts(home)
+            let sides = listed.first?["sides"] as? [[String: Any]] ?? []
+            let names = sides.compactMap { $0["name"] as? String }
+            #expect(Set(names) == ["g-by-A", "g-by-B"], "\(listed)")
+            value = listed.first?["name"] as? String ?? ""
+            let table = try home.run("conflicts").stdout
+            #expect(table.contains("g-by-A") && table.contains("g-by-B"), "\(table)")
+        }
+        let other = value == "g-by-A" ? "g-by-B" : "g-by-A"
+        #expect(try b.run("conflicts", "resolve", value, "--keep", "other").status == 0)
+        _ = try sync(b)
+        _ = try sync(a)
+        for home in [a, b] {
+            #expect(try home.listedNames().names == [other], "\(home === a ? "A" : "B")")
+            #expect(try conflicts(home).isEmpty)
+        }
+    }
+}

@@ -30,6 +30,9 @@ struct SyncOutput: Encodable {
 /// One side of a conflict in `vault conflicts --json`.
 struct ConflictSide: Encodable {
     let side: String
+    /// The name this side gives the grant (two renames differ here).
+    let name: String
+    let provider: String?
     let machine: String?
     let thisMachine: Bool
     let removed: Bool
@@ -42,6 +45,8 @@ struct ConflictSide: Encodable {
     func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(side, forKey: .side)
+        try c.encode(name, forKey: .name)
+        try c.encode(provider, forKey: .provider)
         try c.encode(machine, forKey: .machine)
         try c.encode(thisMachine, forKey: .thisMachine)
         try c.encode(removed, forKey: .removed)
@@ -53,7 +58,7 @@ struct ConflictSide: Encodable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case side, machine, removed, state, changed, account, expires, fingerprint
+        case side, name, provider, machine, removed, state, changed, account, expires, fingerprint
         case thisMachine = "this_machine"
     }
 }
@@ -402,17 +407,22 @@ struct ConflictsCommand: VaultCommand {
             When two machines change one grant between syncs, every machine takes the same side as
             the value and keeps the other; the other side travels through the store, so every
             machine that holds the grant lists the conflict (and 'vault list' marks the grant)
-            until someone picks, on any machine. Each side shows the machine that made it (the
-            start of its sync device id), when, the account, the expiry and TOKENS, a short keyed
-            fingerprint: equal on two sides when they hold the same tokens. Tokens are not shown.
-            'resolve' keeps the current value, or makes the other side the value; the next 'vault
-            sync' sends the choice to the other machines, which then drop the conflict too.
+            until someone picks, on any machine. Each side shows the name it gives the grant, the
+            machine that made it (the start of its sync device id), when, the provider and account,
+            the expiry and TOKENS, a short keyed fingerprint: equal on two sides when they hold the
+            same tokens. Tokens are not shown. 'resolve' keeps the current value, or makes another
+            side the value, its name included: 'other' when there is one other side, its number
+            (1, 2, ...) when there are several. The next 'vault sync' sends the choice to the
+            other machines, which then drop the conflict too.
             """,
-        examples: ["vault conflicts", "vault conflicts resolve work --keep other"]
+        examples: [
+            "vault conflicts", "vault conflicts resolve work --keep other", "vault conflicts resolve work --keep 2",
+        ]
     )
 
     @Option(
-        "keep", value: "SIDE", help: "current (the value now) or other (the side kept aside)",
+        "keep", value: "SIDE",
+        help: "current (the value now), other (the side kept aside), or the number of one of several other sides",
         choices: ["current", "other"])
     var keep: String?
 
@@ -431,38 +441,49 @@ struct ConflictsCommand: VaultCommand {
         let engine = try ctx.network.syncEngine(vault)
         if words.first == "resolve" {
             let name = try ctx.grantName(try ctx.positionals("resolve", "NAME")[1])
-            guard let keep = keep, keep == "current" || keep == "other" else {
-                throw CLIError.usage("--keep must be current or other", command: "conflicts")
+            switch keep {
+            case "current"?: try engine.resolveConflict(name, keepingSide: 0)
+            case "other"?: try engine.resolveConflict(name, keepOther: true)
+            case let value? where Int(value).map({ $0 > 0 }) == true:
+                try engine.resolveConflict(name, keepingSide: Int(value)!)
+            default:
+                throw CLIError.usage(
+                    "--keep must be current, other or the number of another side", command: "conflicts")
             }
-            try engine.resolveConflict(name, keepOther: keep == "other")
             try ctx.output.report(
-                "kept the \(keep) side of '\(name)'; 'vault sync' sends the choice", json: ["name": name, "kept": keep])
+                "kept the \(keep!) side of '\(name)'; 'vault sync' sends the choice",
+                json: ["name": name, "kept": keep!])
             return .ok
         }
         if let word = words.first { throw CLIError.usage("unknown action '\(word)'", command: "conflicts") }
         let conflicts = try engine.syncConflicts()
         let now = ctx.time.now()
-        func describe(_ g: Grant?) -> String {
+        func describe(_ g: Grant?, _ changed: Date?) -> String {
             guard let g else { return "removed" }
-            let when = (g.refreshedAt ?? g.createdAt)
-            return "\(g.state(at: now).rawValue), changed \(Format.timestamp(when))"
+            return "\(g.state(at: now).rawValue), changed \(Format.timestamp(changed ?? g.refreshedAt ?? g.createdAt))"
         }
-        func side(_ which: String, _ c: SyncConflict) -> ConflictSide {
-            let (g, device, fingerprint) =
-                which == "current"
-                ? (c.current, c.currentDevice, c.currentFingerprint) : (c.other, c.otherDevice, c.otherFingerprint)
+        /// A side's label: the current value, `other`, or `other N` among several.
+        func label(_ c: SyncConflict) -> String { c.sides > 1 ? "other \(c.side)" : "other" }
+        func side(current: Bool, _ c: SyncConflict) -> ConflictSide {
+            let g = current ? c.current : c.other
+            let changed = (current ? c.currentChanged : c.otherChanged) ?? g.map { $0.refreshedAt ?? $0.createdAt }
+            let device = current ? c.currentDevice : c.otherDevice
             return ConflictSide(
-                side: which, machine: device, thisMachine: device == c.thisDevice, removed: g == nil,
-                state: g.map { $0.state(at: now).rawValue },
-                changed: g.map { Format.timestamp($0.refreshedAt ?? $0.createdAt) }, account: g?.account,
-                expires: g?.expiresAt.map(Format.timestamp), fingerprint: fingerprint)
+                side: current ? "current" : label(c), name: current ? c.name : c.otherName, provider: g?.provider,
+                machine: device, thisMachine: device == c.thisDevice, removed: g == nil,
+                state: g.map { $0.state(at: now).rawValue }, changed: changed.map(Format.timestamp),
+                account: g?.account, expires: g?.expiresAt.map(Format.timestamp),
+                fingerprint: current ? c.currentFingerprint : c.otherFingerprint)
         }
+        // One entry per grant: its value, then each other side.
+        let grouped = Dictionary(grouping: conflicts, by: \.name).sorted { $0.key < $1.key }
         if ctx.output.json {
             try ctx.output.printJSON(
-                conflicts.map {
+                grouped.map { name, others in
                     ConflictRow(
-                        name: $0.name, current: describe($0.current), other: describe($0.other),
-                        sides: [side("current", $0), side("other", $0)])
+                        name: name, current: describe(others[0].current, others[0].currentChanged),
+                        other: describe(others[0].other, others[0].otherChanged),
+                        sides: [side(current: true, others[0])] + others.map { side(current: false, $0) })
                 })
             return .ok
         }
@@ -470,20 +491,22 @@ struct ConflictsCommand: VaultCommand {
             ctx.output.info("no conflicts")
             return .ok
         }
-        // What tells the sides apart: the machine that made each, when,
-        // the account, the expiry and a keyed fingerprint of the tokens.
-        var rows = [["NAME", "SIDE", "MACHINE", "CHANGED", "ACCOUNT", "EXPIRES", "TOKENS"]]
-        for c in conflicts {
-            for which in ["current", "other"] {
-                let s = side(which, c)
+        // What tells the sides apart: the name each gives the grant, the
+        // machine that made it, when, the provider and account, the expiry
+        // and a keyed fingerprint of the tokens.
+        var rows = [["GRANT", "SIDE", "NAME", "MACHINE", "CHANGED", "PROVIDER", "ACCOUNT", "EXPIRES", "TOKENS"]]
+        for (name, others) in grouped {
+            for s in [side(current: true, others[0])] + others.map({ side(current: false, $0) }) {
                 let machine = (s.machine ?? "unknown") + (s.thisMachine ? " (this machine)" : "")
+                // Format.table escapes every cell for the terminal.
+                let grant = s.side == "current" ? name : ""
                 rows.append(
                     s.removed
-                        ? [which == "current" ? c.name : "", which, machine, "removed", "-", "-", "-"]
+                        ? [grant, s.side, s.name, machine, "removed", "-", "-", "-", "-"]
                         : [
-                            which == "current" ? c.name : "", which, machine,
-                            "\(s.changed ?? "-") (\(s.state ?? "-"))", s.account ?? "-", s.expires ?? "-",
-                            s.fingerprint ?? "-",
+                            grant, s.side, s.name, machine, "\(s.changed ?? "-") (\(s.state ?? "-"))",
+                            s.provider ?? "-",
+                            s.account ?? "-", s.expires ?? "-", s.fingerprint ?? "-",
                         ])
             }
         }

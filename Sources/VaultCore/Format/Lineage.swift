@@ -1,4 +1,4 @@
-internal import FoundationEssentials
+package import FoundationEssentials
 internal import VaultCrypto
 
 /// What a record's two groups of fields replaced, so that a merge of two
@@ -31,6 +31,11 @@ package struct Lineage: Equatable, Sendable {
     /// The token tags this one replaced, newest first; `Lineage.untagged`
     /// stands for tokens written before token tags were kept.
     package var tokensBefore: [String] = []
+    /// When the last edit of either group was made, in seconds since 1970
+    /// by the clock of the machine that made it (taken into each reader's
+    /// clock like the tokens' times): what `vault conflicts` shows as each
+    /// side's time. Never used to decide anything.
+    package var editedAt: Int64?
 
     /// How many ancestors each history keeps. A record that falls further
     /// behind than this while another machine keeps changing it is merged
@@ -52,7 +57,7 @@ package struct Lineage: Equatable, Sendable {
     }
 
     var isEmpty: Bool {
-        spent.isEmpty && meta == nil && metaBefore.isEmpty && tokens == nil && tokensBefore.isEmpty
+        spent.isEmpty && meta == nil && metaBefore.isEmpty && tokens == nil && tokensBefore.isEmpty && editedAt == nil
     }
 
     /// The fingerprint of a refresh token: 16 bytes of BLAKE2b under a label
@@ -118,7 +123,9 @@ extension Payload {
     /// grant gives up counted as spent. A removal keeps the token tag of
     /// what it removed, so that tokens put in elsewhere that it never saw
     /// are told apart from the ones it meant to remove.
-    package func edited(name newName: String, grant newGrant: Grant?, as change: Change = .edit) -> Payload {
+    package func edited(name newName: String, grant newGrant: Grant?, as change: Change = .edit, at now: Date? = nil)
+        -> Payload
+    {
         var next = self
         next.lineage = lineage.replacingTokens(of: grant, with: newGrant)
         if newName != name || (newGrant == nil) != (grant == nil)
@@ -128,6 +135,9 @@ extension Payload {
         }
         if change == .edit, let newGrant, grant.map({ !newGrant.sameTokens(as: $0) }) ?? true {
             next.lineage = next.lineage.editingTokens()
+        }
+        if let now, next.lineage.meta != lineage.meta || next.lineage.tokens != lineage.tokens {
+            next.lineage.editedAt = now.epochSeconds
         }
         next.name = newName
         next.grant = newGrant

@@ -27,11 +27,13 @@ package struct Payload: Equatable {
         var metaBefore: [String]?
         var tokens: String?
         var tokensBefore: [String]?
+        var editedAt: Int64?
 
         enum CodingKeys: String, CodingKey {
             case spent, meta, tokens
             case metaBefore = "meta_before"
             case tokensBefore = "tokens_before"
+            case editedAt = "edited_at"
         }
     }
 
@@ -47,7 +49,8 @@ package struct Payload: Equatable {
                 : WireLineage(
                     spent: lineage.spent.isEmpty ? nil : lineage.spent, meta: lineage.meta,
                     metaBefore: lineage.metaBefore.isEmpty ? nil : lineage.metaBefore, tokens: lineage.tokens,
-                    tokensBefore: lineage.tokensBefore.isEmpty ? nil : lineage.tokensBefore)
+                    tokensBefore: lineage.tokensBefore.isEmpty ? nil : lineage.tokensBefore,
+                    editedAt: lineage.editedAt)
             data = try encoder.encode(Wire(name: name, grant: grant, lineage: stored, clock: transit))
         } catch {
             throw VaultError(.internalError, "cannot serialize the grant")
@@ -89,6 +92,7 @@ package struct Payload: Equatable {
             lineage: Lineage(
                 spent: l?.spent ?? [], meta: l?.meta, metaBefore: l?.metaBefore ?? [], tokens: l?.tokens,
                 tokensBefore: l?.tokensBefore ?? []))
+        payload.lineage.editedAt = l?.editedAt
         payload.transit = wire.clock
         return payload
     }
@@ -100,6 +104,7 @@ package struct Payload: Equatable {
     package func shiftingTimes(by seconds: Double) -> Payload {
         var next = self
         next.transit = nil
+        next.lineage.editedAt = lineage.editedAt.map { Int64((Double($0) + seconds).rounded(.down)) }
         guard var g = grant else { return next }
         func moved(_ d: Date?) -> Date? {
             d.map { Date(epochSeconds: Int64(($0.timeIntervalSince1970 + seconds).rounded(.down))) }

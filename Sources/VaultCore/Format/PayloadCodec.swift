@@ -441,6 +441,9 @@ extension Lineage {
             } else if key.is("tokens_before") {
                 bit = 16
                 l.tokensBefore = try strings(&r)
+            } else if key.is("edited_at") {
+                bit = 32
+                l.editedAt = try r.optionalInteger()
             } else {
                 try r.skip(depth: 2)
                 continue

@@ -162,7 +162,7 @@ extension Vault {
         throws(VaultError)
     {
         let version = row.version + 1
-        let payload = try keys.open(row).edited(name: name, grant: grant, as: .refresh)
+        let payload = try keys.open(row).edited(name: name, grant: grant, as: .refresh, at: time.now())
         try putRow(
             try keys.seal(payload, id: row.id, version: version, deleted: false, nameHash: row.nameHash))
         state.entries[row.id] = .init(version: version, deleted: false)
