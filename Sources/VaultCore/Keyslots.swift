@@ -122,10 +122,10 @@ public struct Keyslots {
     /// The stored bytes of the passphrase slots, sorted: what a sync
     /// compares with the passphrase slots another machine published.
     package func passphraseSlots() throws(VaultError) -> [[UInt8]] {
-        try Keyslots.passphraseSlots(
-            among: try vault.read { (_: StateManifest) throws(VaultError) in
-                Array(try Keyslots.raw(in: vault.database).values)
-            })
+        let all = try vault.read { (_: StateManifest) throws(VaultError) in
+            Array(try Keyslots.raw(in: vault.database).values)
+        }
+        return Keyslots.passphraseSlots(among: all)
     }
 
     /// The passphrase slots among stored slots' bytes, sorted.
