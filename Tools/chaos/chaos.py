@@ -5,8 +5,8 @@
 
 Three machines (vault homes with passphrase vaults and their agents) sync
 through Apache's WebDAV, or Ceph's RADOS Gateway as an S3 store (--store
-rgw), behind the fault-injecting proxy (Tools/testservers/store_proxy.py); the third machine's wall clock is seven
-minutes ahead (libfaketime). The provider (chaos_provider.py) rotates
+rgw), behind the fault-injecting proxy (Tools/testservers/store_proxy.py); the second machine's wall clock is three
+minutes behind and the third's seven minutes ahead (libfaketime). The provider (chaos_provider.py) rotates
 refresh tokens on every use, issues access tokens of 75 s, and revokes a
 whole token family when a spent refresh token is presented again, logging
 every refresh.
@@ -32,7 +32,15 @@ and the invariants are checked:
   - no refresh token was presented twice, except (in outage schedules)
     while or shortly after the store could not be reached, the trade-off
     docs/sync.md states ("Availability first");
+  - no `vault token` printed an access token the provider had already
+    expired when it was printed (beyond two seconds), whatever the
+    machines' clocks say;
   - no lock file is left locked, and `PRAGMA integrity_check` says ok.
+
+Then a race round: with every machine in step, two machines put new tokens
+into one shared grant (`import --replace`) and two others remove and rename
+another, before any of them syncs; after each machine syncs twice, every
+machine must show both races as conflicts, with every side kept.
 
 The schedule is drawn from the seed alone; the timing of processes is not,
 so a seed reproduces the same operations and faults, not the same
@@ -42,6 +50,7 @@ exit codes, never tokens.
 """
 import argparse
 import fcntl
+import hashlib
 import glob
 import json
 import os
@@ -104,6 +113,7 @@ class Run:
         self.errors = {}  # "command status: first error line" -> count
         self.timeline = []  # (start, end, machine, command, status, error line), for explaining anomalies
         self.kills = []  # (time, what, pid): every SIGKILL the killer sent
+        self.printed = []  # (time, machine, grant, SHA-256 of the token): every token `vault token` printed
         self.stop_at = 0.0
 
     # -- setup -----------------------------------------------------------
@@ -161,9 +171,11 @@ class Run:
             "VAULT_PASSPHRASE_FILE": home + "/passphrase", "LANG": "C.UTF-8",
         }
         prefix = []
-        if i == 2:
+        # One machine's clock behind, one's ahead: no machine's clock may
+        # decide another's expiry (docs/sync.md, "Times from another machine").
+        if i in (1, 2):
             env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
-            prefix = ["/usr/bin/faketime", "-f", "+7m"]
+            prefix = ["/usr/bin/faketime", "-f", "-3m" if i == 1 else "+7m"]
         return {"index": i, "home": home, "env": env, "prefix": prefix, "password": password,
                 "own": {}, "shared": ["s0", "s1"], "counter": 0}
 
@@ -269,7 +281,12 @@ class Run:
         name = self.shared_name(m, rng)
         started = [self.launch(m, "token", name) for _ in range(rng.randint(1, 3))]
         for p, stdin in started:
-            self.finish(m, p, stdin, ("token", name))
+            rc, out, _ = self.finish(m, p, stdin, ("token", name))
+            if rc == 0 and out.strip():
+                # Only a hash is kept: the token is compared, never printed.
+                with self.lock:
+                    self.printed.append((time.time(), m["index"], name,
+                                         hashlib.sha256(out.strip().encode()).hexdigest()))
 
     def op_refresh(self, m, rng):
         self.run(m, "refresh", self.shared_name(m, rng))
@@ -463,8 +480,60 @@ class Run:
             self.check_own(m, views[0])
             self.check_files(m)
         self.check_refreshes()
+        self.check_printed()
+        self.race_round(views[0])
         for m in self.machines:
             self.run(m, "lock")
+
+    def check_printed(self):
+        """No printed token had expired at the provider when it was printed."""
+        expiries = http(self.provider_url + "/__expiries")
+        self.counts["tokens printed"] = len(self.printed)
+        for printed, machine, name, digest in self.printed:
+            expires = expiries.get(digest)
+            if expires is not None and printed > expires + 2:
+                self.anomaly("m%d: 'vault token %s' printed an access token %.1f s after the provider expired it"
+                             % (machine, name, printed - expires))
+
+    def race_round(self, view):
+        """Racing edits of shared grants, every machine in step first: each must end as a conflict everywhere."""
+        shared = [n for n in view["names"] if n.startswith("s")]
+        if len(shared) < 2:
+            self.anomaly("fewer than two shared grants left for the race round: %s" % ", ".join(shared))
+            return
+        tokens, other = shared[0], shared[1]
+        m0, m1, m2 = self.machines
+        for m in (m0, m1):
+            minted = http(self.provider_url + "/__mint", b"{}")
+            minted.update({"provider": "chaos"})
+            self.must(m, "import", tokens, "--replace", stdin=json.dumps(minted))
+        self.must(m2, "remove", other)
+        self.must(m0, "rename", other, other + "-raced")
+        for _ in range(2):
+            for m in self.machines:
+                self.must(m, "sync")
+        seen = []
+        for m in self.machines:
+            listed = json.loads(self.must(m, "conflicts", "--json") or "[]")
+            sides = {c["name"]: c.get("sides", []) for c in listed}
+            # The grant under new tokens twice: two sides, both live, with
+            # different tokens. The removed and renamed one: a removal and
+            # the new name, whichever is the value.
+            both = [c for n, c in sides.items() if n == tokens]
+            if not both or len(both[0]) != 2 or any(s["removed"] for s in both[0]) \
+                    or len({s["fingerprint"] for s in both[0]}) != 2:
+                self.anomaly("m%d: new tokens put into '%s' on two machines are not both kept as a conflict"
+                             % (m["index"], tokens))
+            raced = [c for n, c in sides.items() if n in (other, other + "-raced")]
+            names = {s["name"] for s in raced[0]} if raced else set()
+            if not raced or {s["removed"] for s in raced[0]} != {True, False} or other + "-raced" not in names:
+                self.anomaly("m%d: '%s' removed on one machine and renamed on another is not kept as a conflict"
+                             % (m["index"], other))
+            seen.append(sorted((n, sorted((s["name"], s["removed"], s["fingerprint"] or "") for s in c))
+                               for n, c in sides.items()))
+        if any(v != seen[0] for v in seen[1:]):
+            self.anomaly("the machines show different conflicts after the race round")
+        self.counts["race round"] = 1
 
     def view(self, m):
         rc, out, _ = self.run(m, "list", "--json")
@@ -614,10 +683,10 @@ def main():
         run.stop()
     c = run.counts
     print("chaos: seed %d (%s, %s), %.0f s, %d operations, %d killed, %d faults, %d lost answers, %d refreshes, "
-          "%d reuses (%d after a kill), %d anomalies" % (
+          "%d reuses (%d after a kill), %d tokens printed, %d anomalies" % (
               args.seed, "strict" if run.strict else "outages", args.store, time.time() - started, c["operations"],
               c["killed"], c["faults"], c["lost answers"], c.get("refreshes", 0), c.get("reuses", 0), c.get("after a kill", 0),
-              len(run.anomalies)))
+              c.get("tokens printed", 0), len(run.anomalies)))
     print("  exits: " + ", ".join("%s: %d" % kv for kv in sorted(run.exits.items())))
     if args.errors:
         for message, count in sorted(run.errors.items()):

@@ -10,6 +10,10 @@ refresh is logged. Prints the port, serves until stdin closes.
 
   POST .../token       grant_type=refresh_token, client_id=chaos
   POST /__mint         a new family: a token response to import
+  GET  /__expiries     JSON: {SHA-256 of an access token (hex): when it
+                       expires (seconds since 1970)} for every access
+                       token issued: what the test checks printed tokens
+                       against, without ever holding the tokens itself
   GET  /__log          JSON: [{"time", "family", "outcome", "by"}] for
                        every refresh: ok, reuse (a spent token: the family
                        is revoked; "first" is when it was spent before and
@@ -19,6 +23,7 @@ refresh is logged. Prints the port, serves until stdin closes.
                        connection: {"pid", "pgid", "home", "command"}.
 """
 import glob
+import hashlib
 import os
 import secrets
 import sys
@@ -35,13 +40,16 @@ TOKENS = {}  # refresh token -> {"family": n, "spent": time it was spent, or Fal
 REVOKED = set()
 LOG = []
 FAMILIES = [0]
+EXPIRIES = {}  # SHA-256 of an access token -> when it expires
 
 
 def issue(family):
     refresh = "crt-" + secrets.token_urlsafe(18)
     TOKENS[refresh] = {"family": family, "spent": False, "by": None}
+    access = "cat-%d-%s" % (family, secrets.token_urlsafe(12))
+    EXPIRIES[hashlib.sha256(access.encode()).hexdigest()] = time.time() + EXPIRES_IN
     return {
-        "access_token": "cat-%d-%s" % (family, secrets.token_urlsafe(12)),
+        "access_token": access,
         "refresh_token": refresh,
         "token_type": "Bearer",
         "expires_in": EXPIRES_IN,
@@ -94,6 +102,9 @@ class Provider(BaseHTTPRequestHandler):
         if self.path == "/__log":
             with LOCK:
                 return self.answer(200, list(LOG))
+        if self.path == "/__expiries":
+            with LOCK:
+                return self.answer(200, dict(EXPIRIES))
         self.answer(404, {"error": "not_found"})
 
     def do_POST(self):
