@@ -67,6 +67,7 @@ extension SyncEngine {
         do {
             let engine = SyncEngine(vault: vault, transport: transport)
             try engine.setRemote(url: url, user: user, password: password)
+            try engine.noteJoinedKeyslots()
             return (vault, try engine.sync())
         } catch {
             // Leave no half-joined vault behind: the store still has it all.
@@ -233,6 +234,7 @@ extension SyncEngine {
         do {
             let engine = SyncEngine(vault: vault, transport: transport)
             try engine.setRemote(url: url, user: user, password: password)
+            try engine.noteJoinedKeyslots()
             let syncKeys = try engine.syncKeys()
             try vault.update { (_: inout StateManifest) throws(VaultError) in
                 var state = try engine.loadSyncState(syncKeys)

@@ -3,10 +3,51 @@ internal import VaultCrypto
 
 // Keyslots between machines (docs/sync.md, "A new passphrase on every
 // machine"): `vault-keys` carries a machine's keyslots for machines that
-// join later; once a passphrase changes, the root pins the `vault-keys`
-// object by hash, and every other machine takes its passphrase slots, so
-// the old passphrase opens nothing anywhere.
+// join later; once a passphrase changes, the machine also writes them as
+// `k-<hash>`, an object no one overwrites, and the root pins it by hash;
+// every other machine takes its passphrase slots, so the old passphrase
+// opens nothing anywhere.
 extension SyncEngine {
+    /// The name of the pinned keys object of hash `pin`.
+    static func pinnedKeysName(_ pin: [UInt8]) -> String { "k-" + Array(pin.prefix(16)).hex }
+
+    /// Most passphrases a pinned keys object says it replaced.
+    static let maxReplaced = 16
+
+    /// A pinned keys object (`k-...`): magic `vault-pk`, version 1, u32
+    /// length and the bytes of a `vault-keys` object, then u8 count and that
+    /// many BLAKE2b-32 hashes of the passphrase slots the publishing
+    /// machine's passphrase replaced, newest first: a machine that finds
+    /// its own among them knows its passphrase was seen and replaced, not
+    /// raced (docs/sync.md, "A new passphrase on every machine").
+    static func pinnedKeys(_ keysObject: [UInt8], replacing replaced: [[UInt8]]) -> [UInt8] {
+        var w = ByteWriter()
+        w.append("vault-pk")
+        w.append(UInt16(1))
+        w.append(UInt32(keysObject.count))
+        w.append(keysObject)
+        let kept = Array(replaced.prefix(maxReplaced))
+        w.append(UInt8(kept.count))
+        for h in kept { w.append(h) }
+        return w.bytes
+    }
+
+    /// The `vault-keys` bytes and the replaced passphrases of a pinned keys object.
+    static func parsePinnedKeys(_ bytes: [UInt8]) throws(VaultError) -> (keys: [UInt8], replaced: [[UInt8]]) {
+        var r = ByteReader(bytes, what: "the pinned vault keys")
+        do { try r.expect("vault-pk") } catch {
+            throw VaultError(.damaged, "the pinned vault keys are not a vault keys object")
+        }
+        guard try r.u16() == 1 else { throw VaultError(.unsupported, "the pinned vault keys have an unknown version") }
+        let keys = try r.read(Int(try r.u32()))
+        var replaced: [[UInt8]] = []
+        let count = Int(try r.u8())
+        guard count <= maxReplaced else { throw VaultError(.damaged, "the pinned vault keys replace too many") }
+        for _ in 0..<count { replaced.append(try r.read(32)) }
+        try r.finish()
+        return (keys, replaced)
+    }
+
     /// After a sync: takes the passphrase another machine published (the
     /// root's pin moved), and publishes this machine's keyslots when they
     /// changed here (a new passphrase, an added key file), pinning them
@@ -21,19 +62,22 @@ extension SyncEngine {
         let passphraseHash = try SyncEngine.hash(ownBefore)
         // A new passphrase here since the last reconciliation (unknown the
         // first time: then it is only noted).
-        let newHere = state.passphraseHash != zeros && passphraseHash != state.passphraseHash
+        var newHere = state.passphraseHash != zeros && passphraseHash != state.passphraseHash
         var changed = false
         if let pin = root?.keysPin, pin != state.pinHash {
             // Another machine published keys. The object must be the one
             // the root (sealed with the vault's key) vouches for; one being
             // replaced meanwhile is taken at a later sync.
-            guard let object = try store.get(SyncEngine.keysName), try SyncRoot.hash(object.bytes) == pin else {
-                return
-            }
-            let (header, slots) = try SyncEngine.parseKeysObject(object.bytes)
+            guard let object = try store.get(SyncEngine.pinnedKeysName(pin)), try SyncRoot.hash(object.bytes) == pin
+            else { return }
+            let (keysBytes, replaced) = try SyncEngine.parsePinnedKeys(object.bytes)
+            let (header, slots) = try SyncEngine.parseKeysObject(keysBytes)
             guard header.vaultID == vault.header.vaultID else {
                 throw VaultError(.tampered, "the store's vault keys belong to another vault")
             }
+            // A passphrase set here that the publisher saw and replaced
+            // (its publication's answer was lost here) was no race.
+            if newHere && replaced.contains(passphraseHash) { newHere = false }
             let published = Keyslots.passphraseSlots(among: slots)
             if !published.isEmpty && published != ownBefore {
                 // Both machines set a new passphrase before either synced:
@@ -45,6 +89,7 @@ extension SyncEngine {
                 changed = true
             }
             state.pinHash = pin
+            state.replaced = replaced
             if !newHere {
                 state.keysHash = try SyncRoot.hash(try keysObject())
                 state.passphraseHash = try SyncEngine.hash(try vault.keyslots.passphraseSlots())
@@ -55,11 +100,22 @@ extension SyncEngine {
         if objectHash != state.keysHash {
             _ = try store.put(SyncEngine.keysName, object)
             if newHere || root?.keysPin != nil {
-                // The root vouches for the new slots; when another writer
-                // got in first, the next sync pins them.
-                guard try pinKeys(objectHash, store: store, keys: keys) else { return }
-                state = try loadSyncState(keys)
-                state.pinHash = objectHash
+                // The root vouches for the new slots, written where no
+                // later upload of `vault-keys` replaces them, with the
+                // passphrases they replace; when another writer got in
+                // first, the next sync pins them.
+                var replaced = state.replaced
+                if newHere, state.passphraseHash != zeros {
+                    replaced = [state.passphraseHash] + replaced.filter { $0 != state.passphraseHash }
+                }
+                let pinned = SyncEngine.pinnedKeys(object, replacing: replaced)
+                let pin = try SyncRoot.hash(pinned)
+                _ = try store.put(SyncEngine.pinnedKeysName(pin), pinned, precondition: .absent)
+                guard try pinKeys(pin, store: store, keys: keys) else { return }
+                // The slots the root vouched for before are no longer read.
+                if let old = root?.keysPin, old != pin { try? store.delete(SyncEngine.pinnedKeysName(old)) }
+                state.pinHash = pin
+                state.replaced = Array(replaced.prefix(SyncEngine.maxReplaced))
             }
             state.keysHash = objectHash
             state.passphraseHash = try SyncEngine.hash(try vault.keyslots.passphraseSlots())
@@ -75,6 +131,7 @@ extension SyncEngine {
             s.keysHash = state.keysHash
             s.pinHash = state.pinHash
             s.passphraseHash = state.passphraseHash
+            s.replaced = state.replaced
             try saveSyncState(s, keys)
         }
     }
@@ -112,6 +169,21 @@ extension SyncEngine {
             try saveSyncState(s, keys)
         }
         return true
+    }
+
+    /// Notes the keyslots a joined vault starts with as those of the
+    /// store: it has nothing of its own to publish (uploading them would
+    /// only race a machine that changed the passphrase meanwhile).
+    func noteJoinedKeyslots() throws(VaultError) {
+        let keys = try syncKeys()
+        let objectHash = try SyncRoot.hash(try keysObject())
+        let passphraseHash = try SyncEngine.hash(try vault.keyslots.passphraseSlots())
+        try vault.update { (_: inout StateManifest) throws(VaultError) in
+            var s = try loadSyncState(keys)
+            s.keysHash = objectHash
+            s.passphraseHash = passphraseHash
+            try saveSyncState(s, keys)
+        }
     }
 
     /// BLAKE2b-32 of slots' bytes, each with its length.

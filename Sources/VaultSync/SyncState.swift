@@ -94,6 +94,9 @@ struct SyncState {
     /// BLAKE2b-32 of this machine's passphrase slots at that time (zeros:
     /// not known yet): a different one means a new passphrase here.
     var passphraseHash: [UInt8] = Array(repeating: 0, count: 32)
+    /// The passphrases (hashes of their slots) the pinned ones replaced,
+    /// newest first, at most 16: carried on when this machine pins its own.
+    var replaced: [[UInt8]] = []
     /// The hash of each bucket object as last merged (zeros: none).
     var bucketHashes: [[UInt8]] = Array(repeating: Array(repeating: 0, count: 32), count: 256)
     var bases: [[UInt8]: Base] = [:]
@@ -156,6 +159,8 @@ struct SyncState {
         }
         w.append(pinHash)
         w.append(passphraseHash)
+        w.append(UInt8(replaced.count))
+        for h in replaced { w.append(h) }
         var plain = w.bytes
         defer { secureZero(&plain) }
         let sealed = try Secure.copy(plain)
@@ -217,6 +222,7 @@ struct SyncState {
         if version >= 3 {
             pinHash = try r.read(32)
             passphraseHash = try r.read(32)
+            for _ in 0..<Int(try r.u8()) { replaced.append(try r.read(32)) }
         }
         try r.finish()
     }

@@ -36,6 +36,9 @@ final class Ledger: @unchecked Sendable {
         var detail: String
     }
 
+    /// The record id the passphrase's edits are kept under: no grant's.
+    static let passphrase = [UInt8](repeating: 0xff, count: 16)
+
     private(set) var edits: [Edit] = []
     private(set) var violations: [Violation] = []
     private(set) var counts: [String: Int] = [:]

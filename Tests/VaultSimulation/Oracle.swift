@@ -50,6 +50,7 @@ struct Oracle {
         }
         checkEdits(views[0])
         checkTokens(views[0])
+        checkPassphrases()
         for reuse in provider.reuses {
             let what =
                 "refresh token \(reuse.generation) of family \(reuse.family) presented again by \(reuse.presenter)"
@@ -130,7 +131,7 @@ struct Oracle {
     /// not see each other, with different outcomes, leave a conflict until a
     /// pick that knew both; and with no such race left, no conflict.
     private func checkEdits(_ records: [[UInt8]: Record]) {
-        let byRecord = Dictionary(grouping: ledger.edits, by: \.record)
+        let byRecord = Dictionary(grouping: ledger.edits.filter { $0.record != Ledger.passphrase }, by: \.record)
         let awayFamilies = Set(provider.reuses.filter { $0.excuse != nil }.map(\.family))
         for (id, edits) in byRecord.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
             guard let record = records[id] else {
@@ -215,6 +216,42 @@ struct Oracle {
         if side.removed { return false }
         if meta { return side.name == edit.name || side.name.hasPrefix(String(edit.name.prefix(58)) + "+") }
         return family(side) == edit.family
+    }
+
+    /// Every machine opens with the same passphrase slots, and they hold
+    /// every passphrase set last on a machine (one that no later `passwd`
+    /// saw): the old one opens nothing anywhere, and two set at once both stay.
+    private func checkPassphrases() {
+        var sets: [[[UInt8]]] = []
+        for m in machines {
+            do {
+                let vault = try Vault.open(
+                    at: m.location, key: .keyfile(try SecureBytes(copying: SimMachine.keyFile)), time: m.clock)
+                sets.append(try vault.keyslots.passphraseSlots())
+            } catch {
+                ledger.violation("\(m.name)'s keyslots could not be read: \(error)", kind: "damaged")
+                return
+            }
+        }
+        for (i, slots) in sets.enumerated().dropFirst() where slots != sets[0] {
+            ledger.violation(
+                "\(machines[i].name) opens with other passphrases than \(machines[0].name) after healing",
+                kind: "passphrase")
+        }
+        for (m, slots) in zip(machines, sets) {
+            log(
+                "  \(m.name) opens with passphrase slots "
+                    + slots.map { Array($0.suffix(8)).hex }.joined(separator: ", "))
+        }
+        let changes = ledger.edits.filter { $0.record == Ledger.passphrase }
+        let latest = changes.filter { e in !changes.contains { $0.id != e.id && $0.knownBefore.contains(e.id) } }
+        let held = Set(sets[0].map { Array($0.suffix(8)).hex })
+        for e in latest where !Set(e.name.split(separator: "+").map(String.init)).isSubset(of: held) {
+            ledger.violation("'\(e.what)': its passphrase does not open every machine", kind: "passphrase")
+        }
+        if latest.count == 1, let only = latest.first, Set(only.name.split(separator: "+").map(String.init)) != held {
+            ledger.violation("'\(only.what)': an older passphrase still opens the vault", kind: "passphrase")
+        }
     }
 
     /// Every live token family is held at its newest refresh token.

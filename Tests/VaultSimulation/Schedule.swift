@@ -22,6 +22,9 @@ enum Operation: Equatable, Sendable {
     case sync
     /// `vault join`: the machine's vault made from the store.
     case join
+    /// `vault passwd`: a new passphrase (the machines unlock with their key
+    /// file; the passphrase slot must reach every machine all the same).
+    case passwd
 
     var text: String {
         switch self {
@@ -34,6 +37,7 @@ enum Operation: Equatable, Sendable {
         case .resolve(let pick, let keepOther): "resolve \(pick) \(keepOther ? "other" : "current")"
         case .sync: "sync"
         case .join: "join"
+        case .passwd: "passwd"
         }
     }
 
@@ -55,6 +59,7 @@ enum Operation: Equatable, Sendable {
             self = .resolve(pick: pick, keepOther: words[2] == "other")
         case "sync": self = .sync
         case "join": self = .join
+        case "passwd": self = .passwd
         default: return nil
         }
     }

@@ -219,6 +219,14 @@ final class SimMachine: @unchecked Sendable {
                 + (report.conflicts.isEmpty ? "" : ", conflicts \(report.conflicts.joined(separator: " "))")
         case .join:
             return "joined"
+        case .passwd:
+            let secret = try SecureBytes(copying: Array("passphrase \(Random.fraction())".utf8))
+            try vault.keyslots.changePassphrase(to: .passphrase(secret), kdf: .minimum)
+            let slots = try vault.keyslots.passphraseSlots()
+            ledger.edit(
+                machine: self, record: Ledger.passphrase, groups: .meta, removed: false,
+                name: slots.map { Array($0.suffix(8)).hex }.joined(separator: "+"), family: nil, what: "passwd")
+            return "new passphrase"
         }
     }
 

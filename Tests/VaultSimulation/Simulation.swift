@@ -278,7 +278,8 @@ public final class Simulation {
         case 50..<58: return .importNew(name: "g\(serial)")
         case 58..<68: return .replace(pick: p, refreshable: numbers.chance(75))
         case 68..<78: return .rename(pick: p, to: "n\(serial)")
-        case 78..<86: return .remove(pick: p)
+        case 78..<85: return .remove(pick: p)
+        case 85..<87: return .passwd
         default: return .resolve(pick: p, keepOther: numbers.chance(50))
         }
     }
