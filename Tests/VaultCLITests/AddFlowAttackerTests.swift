@@ -3,13 +3,15 @@ import Testing
 import VaultTestSupport
 
 extension AddFlowTests {
-    /// Runs as another user (`nobody`): watches every command line for the
-    /// authorization, follows any loopback address it sees, and delivers a
-    /// redirect of its own with whatever state it found, before the person's
-    /// browser does. Prints what it saw and what it got.
+    /// Runs as another user (`nobody`): watches the command lines of the
+    /// flow's browser (its path is the second argument; other tests run
+    /// flows of their own meanwhile) for the authorization, follows any
+    /// loopback address it sees, and delivers a redirect of its own with
+    /// whatever state it found, before the person's browser does. Prints
+    /// what it saw and what it got.
     static let attacker = #"""
         import json, os, re, sys, time, urllib.error, urllib.parse, urllib.request
-        done = sys.argv[1]
+        done, marker = sys.argv[1], sys.argv[2]
         seen, fetched, delivered = [], [], []
         class NoRedirect(urllib.request.HTTPRedirectHandler):
             def redirect_request(self, *a, **k):
@@ -28,6 +30,9 @@ extension AddFlowTests {
                 try:
                     line = open("/proc/%s/cmdline" % pid, "rb").read().replace(b"\0", b" ").decode()
                 except Exception:
+                    continue
+                # Only this test's flow: other tests run theirs meanwhile.
+                if marker not in line:
                     continue
                 for url in re.findall(r"https?://127\.0\.0\.1:\d+/\S*", line):
                     if url in seen:
@@ -58,12 +63,14 @@ extension AddFlowTests {
         let shared = TemporaryDirectory()
         chmod(shared.path, 0o1777)
         let done = shared.path + "/attacker-done"
+        // The attacker follows the command lines of this test's browser only.
+        let browser = home.path + "/slow-browser"
         let attacker = try VaultProcess.start(
             [
                 "--reuid=nobody", "--regid=nogroup", "--clear-groups", "/usr/bin/python3", "-c", Self.attacker, done,
+                browser,
             ],
             environment: ["PATH": "/usr/bin:/bin"], executable: "/usr/bin/setpriv")
-        let browser = home.path + "/slow-browser"
         home.write(
             browser,
             """

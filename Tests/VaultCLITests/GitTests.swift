@@ -45,12 +45,12 @@ struct GitTests {
         let sampler = ArgvSampler(canaries: [], recordAll: true)
         let work = home.path + "/work-\(UUID().uuidString.prefix(8))"
         let clone = try run(["clone", "-q", git.url, work])
-        #expect(clone.status == 0, "\(clone.stderr)")
+        try #require(clone.status == 0, "\(clone.stderr)\nApache: \(git.errorLogTail())")
         home.write(work + "/README", "hello from vault\n")
         #expect(try run(["add", "README"], in: work).status == 0)
         #expect(try run(["commit", "-q", "-m", "first"], in: work).status == 0)
         let push = try run(["push", "-q", "origin", "HEAD:refs/heads/test-\(UUID().uuidString.prefix(8))"], in: work)
-        #expect(push.status == 0, "\(push.stderr)")
+        #expect(push.status == 0, "\(push.stderr)\nApache: \(git.errorLogTail())")
         let seen = sampler.stopAndCollect()
         let token = try home.run("token", "git").stdout.trimmingCharacters(in: .newlines)
         let leaked = seen.commandLines.contains { $0.contains(token) }
@@ -74,7 +74,7 @@ struct GitTests {
         let stale = try home.run("show", "git", "--json")
         #expect(stale.stdout.contains("\"state\" : \"refreshable\""), "erase did not mark the token stale")
         let second = try run(["ls-remote", git.url])
-        #expect(second.status == 0, "\(second.stderr)")
+        #expect(second.status == 0, "\(second.stderr)\nApache: \(git.errorLogTail())")
         #expect(try home.run("show", "git", "--json").stdout.contains("\"refreshed_at\""))
         #expect(!(try home.run("show", "git", "--json").stdout.contains("\"dead\"")))
     }

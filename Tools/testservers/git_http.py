@@ -76,7 +76,7 @@ Listen 127.0.0.1:{port}
 PidFile {d}/run/httpd.pid
 DefaultRuntimeDir {d}/run
 ErrorLog {d}/logs/error.log
-LogLevel warn
+LogLevel notice
 User www-data
 Group www-data
 DocumentRoot {d}/repos
