@@ -20,8 +20,11 @@ struct OptionSpec: Sendable {
 }
 
 /// A declared option of a command: what it accepts, and where its parsed
-/// value goes. Commands declare them as stored properties; `Declarations`
-/// finds them.
+/// value goes. Commands declare them as stored properties and list them in
+/// `declarations` (no process looks for them by reflection: a dynamic cast
+/// scans the conformance tables of the whole binary, which doubled `vault
+/// token`'s start-up; `CommandDeclarationTests` checks each list against the
+/// stored properties).
 protocol OptionDeclaration: AnyObject {
     var spec: OptionSpec { get }
     /// Whether the command line gave it.
@@ -32,8 +35,12 @@ protocol OptionDeclaration: AnyObject {
 
 /// A set of options several commands share: a struct whose stored
 /// properties are option declarations (swift-argument-parser's
-/// `@OptionGroup`). A command holds one as a stored property.
-protocol OptionGroup {}
+/// `@OptionGroup`). A command holds one as a stored property and lists
+/// its `declarations` among its own.
+protocol OptionGroup {
+    /// The group's options, in the order they are declared.
+    var declarations: [any OptionDeclaration] { get }
+}
 
 /// `--name`: given or not.
 @propertyWrapper
@@ -85,24 +92,6 @@ final class RepeatedOption: OptionDeclaration {
     var given: Bool { !wrappedValue.isEmpty }
 
     func bind(_ parsed: ParsedArguments) { wrappedValue = parsed.values(spec.name) }
-}
-
-/// Finds the option declarations of a command or group, in the order they
-/// are declared, groups included where they stand.
-enum Declarations {
-    static func all(of value: Any) -> [any OptionDeclaration] {
-        Mirror(reflecting: value).children.flatMap { child -> [any OptionDeclaration] in
-            if let declaration = child.value as? any OptionDeclaration { return [declaration] }
-            if child.value is any OptionGroup { return all(of: child.value) }
-            return []
-        }
-    }
-
-    static func options(of value: Any) -> [OptionSpec] { all(of: value).map(\.spec) }
-
-    static func bind(_ value: Any, to parsed: ParsedArguments) {
-        for declaration in all(of: value) { declaration.bind(parsed) }
-    }
 }
 
 /// Options shared by commands: `--keyfile` and `--help` by all, `--json`

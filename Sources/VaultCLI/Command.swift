@@ -6,6 +6,9 @@ protocol VaultCommand: SendableMetatype {
     /// The name, help text and usage of the command.
     static var configuration: CommandConfiguration { get }
     init()
+    /// The command's options, in the order they are declared, its groups'
+    /// where they stand.
+    var declarations: [any OptionDeclaration] { get }
     /// Runs the command once its options are bound.
     func run(_ ctx: Context) throws -> ExitCode
     /// What the positional argument after `positionals` is, for completion.
@@ -46,10 +49,10 @@ struct Command: Sendable {
 
     init<C: VaultCommand>(_ type: C.Type) {
         configuration = C.configuration
-        options = Declarations.options(of: C())
+        options = C().declarations.map(\.spec)
         run = { ctx in
             let command = C()
-            Declarations.bind(command, to: ctx.arguments)
+            for declaration in command.declarations { declaration.bind(ctx.arguments) }
             return try command.run(ctx)
         }
         argument = { C.argument(after: $0) }
@@ -86,22 +89,62 @@ struct Command: Sendable {
 
 /// All commands, in the order `vault help` lists them.
 enum Commands {
-    static let all: [Command] = [
-        Command(InitCommand.self), Command(AddCommand.self), Command(ImportCommand.self),
-        Command(ListCommand.self), Command(ShowCommand.self), Command(TokenCommand.self),
-        Command(RefreshCommand.self), Command(KeepaliveCommand.self), Command(CheckCommand.self),
-        Command(DoctorCommand.self),
-        Command(EnvCommand.self),
-        Command(ExecCommand.self), Command(HeaderCommand.self), Command(SignCommand.self),
-        Command(XOAuth2Command.self), Command(MailTestCommand.self), Command(GitCredentialCommand.self),
-        Command(RenameCommand.self),
-        Command(RemoveCommand.self), Command(PasswdCommand.self), Command(KeyslotCommand.self),
-        Command(AgentCommand.self), Command(LockCommand.self), Command(PolicyCommand.self), Command(LogCommand.self),
-        Command(RemoteCommand.self),
-        Command(SyncCommand.self), Command(JoinCommand.self), Command(PairCommand.self),
-        Command(ConflictsCommand.self), Command(ProvidersCommand.self), Command(CompletionCommand.self),
-        Command(HelpCommand.self),
+    /// The command types: a table the compiler builds, so that running one
+    /// command builds that command alone (help, completion and the manual
+    /// build them all).
+    static let types: [any VaultCommand.Type] = [
+        InitCommand.self, AddCommand.self, ImportCommand.self, ListCommand.self, ShowCommand.self,
+        TokenCommand.self, RefreshCommand.self, KeepaliveCommand.self, CheckCommand.self, DoctorCommand.self,
+        EnvCommand.self, ExecCommand.self, HeaderCommand.self, SignCommand.self, XOAuth2Command.self,
+        MailTestCommand.self, GitCredentialCommand.self, RenameCommand.self, RemoveCommand.self,
+        PasswdCommand.self, KeyslotCommand.self, AgentCommand.self, LockCommand.self, PolicyCommand.self,
+        LogCommand.self, RemoteCommand.self, SyncCommand.self, JoinCommand.self, PairCommand.self,
+        ConflictsCommand.self, ProvidersCommand.self, CompletionCommand.self, HelpCommand.self,
     ]
 
-    static func named(_ name: String) -> Command? { all.first { $0.name == name } }
+    static let all: [Command] = types.map { Command($0) }
+
+    /// The command of that name, built alone: a `switch` the compiler
+    /// builds, so that no other command's configuration is made on the
+    /// way (`CommandDeclarationTests` checks it against `types`).
+    static func named(_ name: String) -> Command? { type(named: name).map { Command($0) } }
+
+    static func type(named name: String) -> (any VaultCommand.Type)? {
+        switch name {
+        case "init": InitCommand.self
+        case "add": AddCommand.self
+        case "import": ImportCommand.self
+        case "list": ListCommand.self
+        case "show": ShowCommand.self
+        case "token": TokenCommand.self
+        case "refresh": RefreshCommand.self
+        case "keepalive": KeepaliveCommand.self
+        case "check": CheckCommand.self
+        case "doctor": DoctorCommand.self
+        case "env": EnvCommand.self
+        case "exec": ExecCommand.self
+        case "header": HeaderCommand.self
+        case "sign": SignCommand.self
+        case "xoauth2": XOAuth2Command.self
+        case "test": MailTestCommand.self
+        case "git-credential": GitCredentialCommand.self
+        case "rename": RenameCommand.self
+        case "remove": RemoveCommand.self
+        case "passwd": PasswdCommand.self
+        case "keyslot": KeyslotCommand.self
+        case "agent": AgentCommand.self
+        case "lock": LockCommand.self
+        case "policy": PolicyCommand.self
+        case "log": LogCommand.self
+        case "remote": RemoteCommand.self
+        case "sync": SyncCommand.self
+        case "join": JoinCommand.self
+        case "pair": PairCommand.self
+        case "conflicts": ConflictsCommand.self
+        case "providers": ProvidersCommand.self
+        case "completion": CompletionCommand.self
+        case "help": HelpCommand.self
+        default: nil
+        }
+    }
 }

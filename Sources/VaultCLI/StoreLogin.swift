@@ -127,6 +127,12 @@ struct StoreOptions: OptionGroup {
         }
         return try terminal.readSecret(prompt: prompt)
     }
+
+    /// This group's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] {
+        [$user, $passwordFile, $endpoint, $region, $pathStyle, $credentialsFile, $profile]
+    }
 }
 
 /// What `StoreOptions.login` found: the store URL the vault keeps, and the

@@ -11,8 +11,36 @@ struct CommandDeclarationTests {
         let command = Command(type)
         let arguments = try ArgumentParser.parse(words, options: command.acceptedOptions, command: command.name)
         let bound = C()
-        Declarations.bind(bound, to: arguments)
+        for declaration in bound.declarations { declaration.bind(arguments) }
         return bound
+    }
+
+    /// The option declarations of `value` found by reflection, its groups'
+    /// where they stand: what each command's `declarations` must list.
+    /// Only this test reflects; no process does.
+    static func reflected(_ value: Any) -> [any OptionDeclaration] {
+        Mirror(reflecting: value).children.flatMap { child -> [any OptionDeclaration] in
+            if let declaration = child.value as? any OptionDeclaration { return [declaration] }
+            if child.value is any OptionGroup { return reflected(child.value) }
+            return []
+        }
+    }
+
+    @Test("each command lists exactly the options it declares, in their order (the table no process reflects on)")
+    func declarationsListed() {
+        for type in Commands.types {
+            let command = type.init()
+            let listed = command.declarations.map { ObjectIdentifier($0) }
+            let declared = Self.reflected(command).map { ObjectIdentifier($0) }
+            #expect(listed == declared, "\(type.configuration.name): \(command.declarations.map(\.spec.name))")
+        }
+        #expect(Set(Commands.types.map { $0.configuration.name }).count == Commands.types.count)
+        // The switch that finds one command by its name finds each one.
+        for type in Commands.types {
+            let found = Commands.type(named: type.configuration.name).map { ObjectIdentifier($0) }
+            #expect(found == ObjectIdentifier(type), "\(type.configuration.name)")
+        }
+        #expect(Commands.type(named: "no-such-command") == nil)
     }
 
     @Test("every option in a usage line comes from a declaration of its command")

@@ -354,6 +354,15 @@ struct AddCommand: VaultCommand {
         }
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] {
+        [
+            $scopes, $clientID, $clientSecretFile, $flow, $clientKeyFile, $clientKeyID, $serviceAccount, $subject,
+            $loginHint, $issuer, $tenant, $timeout, $register, $dpop,
+        ]
+    }
 }
 
 extension AddCommand {

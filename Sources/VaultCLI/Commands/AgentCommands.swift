@@ -34,6 +34,15 @@ struct AgentTimeouts: OptionGroup {
         "notify-command", value: "COMMAND",
         help: "run this command when a grant dies, is about to, or is authorized again")
     var notifyCommand: String?
+
+    /// This group's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] {
+        [
+            $idle, $hard, $refreshBefore, $confirmCommand, $confirmTimeout, $keepAliveLead, $keepAliveEvery,
+            $notifyCommand,
+        ]
+    }
 }
 
 /// The agent's timeouts, from `vault agent`'s options or the environment.
@@ -507,6 +516,10 @@ struct AgentCommand: VaultCommand {
         }
         throw CLIError("the agent did not start", hint: "run 'vault agent --foreground' to see why")
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [$foreground] + timeouts.declarations + [$status, $keyOnStdin] }
 }
 
 /// `vault lock`.
@@ -541,4 +554,8 @@ struct LockCommand: VaultCommand {
         try ctx.output.report("locked", json: AgentOutput(lockedAgent: ()))
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [] }
 }

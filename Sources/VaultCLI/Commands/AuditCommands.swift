@@ -109,6 +109,10 @@ struct PolicyCommand: VaultCommand {
         for line in Format.table(table) { ctx.output.out(line) }
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [$local, $forwarded, $reset] }
 }
 
 /// `vault log`.
@@ -202,4 +206,8 @@ struct LogCommand: VaultCommand {
         for line in Format.table(table) { ctx.output.out(line) }
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [$limit] }
 }

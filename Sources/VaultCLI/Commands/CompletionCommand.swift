@@ -172,4 +172,8 @@ struct CompletionCommand: VaultCommand {
         Console.writeAll(&bytes, fd: 1)
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [] }
 }

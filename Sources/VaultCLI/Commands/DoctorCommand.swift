@@ -221,4 +221,8 @@ struct DoctorCommand: VaultCommand {
                 : "\(failures) problem\(failures == 1 ? "" : "s") found")
         return report.ok ? .ok : .failure
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [$mail] }
 }

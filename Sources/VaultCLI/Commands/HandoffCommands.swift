@@ -128,6 +128,10 @@ struct SigningOptions: OptionGroup {
             method: method ?? "GET", url: url, bodyForm: body, credentials: grant.oauth1Credentials(),
             nonce: OAuth1.nonce(), timestamp: ctx.time.now().epochSeconds)
     }
+
+    /// This group's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [$method, $url, $bodyForm] }
 }
 
 extension Commands {
@@ -302,6 +306,10 @@ struct EnvCommand: VaultCommand {
         }
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [$format, $prefix] + narrowing.declarations }
 }
 
 /// `vault exec`.
@@ -352,6 +360,10 @@ struct ExecCommand: VaultCommand {
         throw CLIError(
             "cannot run '\(program)': \(reason.lowercased())", exitCode: errno == ENOENT ? .usage : .failure)
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [$prefix] + narrowing.declarations }
 }
 
 /// `vault header`.
@@ -500,6 +512,10 @@ struct HeaderCommand: VaultCommand {
             method: signing.method ?? "GET", url: url, nonce: dpopNonce, at: ctx.time.now())
         return headers.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { signing.declarations + [$dpopNonce] + narrowing.declarations }
 }
 
 /// `vault sign`.
@@ -529,6 +545,10 @@ struct SignCommand: VaultCommand {
         Console.writeAll(&bytes, fd: 1)
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { signing.declarations }
 }
 
 /// `vault xoauth2`.
@@ -614,4 +634,8 @@ struct XOAuth2Command: VaultCommand {
         Console.writeAll(&bytes, fd: 1)
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [$base64, $user, $oauthbearer, $host, $port] }
 }

@@ -107,6 +107,10 @@ struct ImportCommand: VaultCommand {
         }
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [$replace, $from, $remote, $host, $clientID, $clientSecretFile] }
 }
 
 extension ImportCommand {

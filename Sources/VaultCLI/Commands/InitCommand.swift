@@ -31,6 +31,10 @@ struct KDFOptions: OptionGroup {
         }
         return kdf
     }
+
+    /// This group's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [$memory, $passes] }
 }
 
 /// `vault init`.
@@ -87,4 +91,8 @@ struct InitCommand: VaultCommand {
         }
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { kdf.declarations }
 }

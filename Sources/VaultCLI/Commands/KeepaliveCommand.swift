@@ -111,4 +111,8 @@ struct KeepaliveCommand: VaultCommand {
         if status == .ok && !listing.problems.isEmpty { status = .failure }
         return status
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [$within] }
 }

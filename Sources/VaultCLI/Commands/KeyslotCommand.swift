@@ -149,4 +149,8 @@ struct KeyslotCommand: VaultCommand {
             throw CLIError.usage("unknown action '\(other)'", command: "keyslot")
         }
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [$newKeyfile, $secretService, $passphrase] + kdf.declarations }
 }

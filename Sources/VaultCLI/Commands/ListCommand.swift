@@ -215,6 +215,10 @@ struct ListCommand: VaultCommand {
         for problem in listing.problems { ctx.output.error(problem.reason) }
         return listing.problems.isEmpty ? .ok : .failure
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [] }
 }
 
 extension GrantSummary {
@@ -386,4 +390,8 @@ struct ShowCommand: VaultCommand {
         for line in Format.table(rows) { ctx.output.out(line) }
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [$reveal] }
 }

@@ -196,6 +196,10 @@ struct MailTestCommand: VaultCommand {
             mechanism: bearer, user: "",
             caBundle: caBundle)
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [$host, $port, $tls, $starttls, $plain, $mechanism, $user] }
 }
 
 /// How `vault test` words the end of an attempt: the error for each

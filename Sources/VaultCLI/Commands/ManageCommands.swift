@@ -26,6 +26,10 @@ struct RenameCommand: VaultCommand {
         try ctx.output.report("renamed '\(from)' to '\(to)'", json: ["name": to, "renamed_from": from])
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [] }
 }
 
 /// `vault remove`.
@@ -110,6 +114,10 @@ struct RemoveCommand: VaultCommand {
         }
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [$revoke] }
 }
 
 extension RemoveCommand {
@@ -257,4 +265,8 @@ struct PasswdCommand: VaultCommand {
         ctx.output.info("changed the passphrase")
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [$newPassphraseFile] + kdf.declarations }
 }

@@ -178,4 +178,8 @@ struct ProvidersCommand: VaultCommand {
         for problem in catalog.problems { ctx.output.error(problem.reason) }
         return catalog.problems.isEmpty ? .ok : .failure
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [] }
 }

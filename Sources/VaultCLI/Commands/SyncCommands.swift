@@ -254,6 +254,10 @@ struct RemoteCommand: VaultCommand {
         ctx.output.info("this vault syncs with \(Console.escaped(SyncEngine.displayName(login.url))); run 'vault sync'")
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { store.declarations }
 }
 
 /// `vault sync`.
@@ -296,6 +300,10 @@ struct SyncCommand: VaultCommand {
         try Commands.printSyncReport(report, to: ctx.output)
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [] }
 }
 
 /// `vault join`.
@@ -364,6 +372,10 @@ struct JoinCommand: VaultCommand {
         try Commands.printSyncReport(report, to: ctx.output)
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { store.declarations + [$pairingCodeFile] }
 }
 
 /// `vault pair`.
@@ -394,6 +406,10 @@ struct PairCommand: VaultCommand {
             "on the new machine, within ten minutes: vault join URL --pairing-code-file FILE (with this code in FILE)")
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [] }
 }
 
 /// `vault conflicts`.
@@ -513,4 +529,8 @@ struct ConflictsCommand: VaultCommand {
         Format.table(rows).forEach { ctx.output.out($0) }
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [$keep] }
 }

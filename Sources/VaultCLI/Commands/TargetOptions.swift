@@ -24,6 +24,10 @@ struct TargetOptions: OptionGroup {
             throw CLIError.usage(error.reason, command: ctx.command.name)
         }
     }
+
+    /// This group's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [$resource, $audience, $scope, $exchange] }
 }
 
 extension Commands {

@@ -110,6 +110,10 @@ struct TokenCommand: VaultCommand {
         }
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [$minValid, $forceRefresh] + narrowing.declarations }
 }
 
 /// `vault refresh`.
@@ -140,6 +144,10 @@ struct RefreshCommand: VaultCommand {
         }
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [] }
 }
 
 /// `vault check`.
@@ -177,4 +185,8 @@ struct CheckCommand: VaultCommand {
         }
         return .ok
     }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [] }
 }
