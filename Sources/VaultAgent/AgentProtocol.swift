@@ -188,7 +188,7 @@ package struct MessageReader {
     }
     mutating func string() throws(VaultError) -> String {
         let raw = try bytes()
-        guard let s = String(validating: raw, as: UTF8.self) else {
+        guard let s = String(utf8Validating: raw) else {
             throw VaultError(.damaged, "agent message has a malformed string")
         }
         return s

@@ -369,18 +369,19 @@ final class AgentResponder: Sendable {
             w.bytes(record.nonce)
             w.bytes(record.ciphertext)
         case .open(let rows):
-            let scratch = try recordKeys.scratchBuffer(for: rows)
-            for row in rows {
-                do throws(VaultError) {
-                    var bytes = try recordKeys.openChecked(row, scratch: scratch) { plain, _ throws(VaultError) in
-                        Array(plain)
+            try recordKeys.withScratch(for: rows) { (scratch: SecureBuffer) -> Void in
+                for row in rows {
+                    do throws(VaultError) {
+                        var bytes = try recordKeys.openChecked(row, scratch: scratch) { plain, _ throws(VaultError) in
+                            Array(plain)
+                        }
+                        w.u8(0)
+                        w.bytes(bytes)
+                        secureZero(&bytes)
+                    } catch {
+                        w.u8(1)
+                        w.error(error)
                     }
-                    w.u8(0)
-                    w.bytes(bytes)
-                    secureZero(&bytes)
-                } catch {
-                    w.u8(1)
-                    w.error(error)
                 }
             }
         case .stateMAC(let body):

@@ -44,8 +44,7 @@ public struct AgentPaths: Sendable, Equatable {
         for byte in path.utf8 {
             hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
         }
-        let hex = String(hash, radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
+        return String(hex: hash, width: 16)
     }
 
     /// Creates the directory if needed and refuses one that is a symbolic

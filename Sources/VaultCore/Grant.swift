@@ -302,32 +302,52 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
     }
 }
 
+/// A stored property of a grant, reached through two plain functions. (Not
+/// a key path: key paths are built at run time, which every process that
+/// reads a grant paid in start-up time.)
+struct GrantProperty<Value> {
+    let get: (Grant) -> Value
+    let set: (inout Grant, Value) -> Void
+
+    init(_ get: @escaping (Grant) -> Value, set: @escaping (inout Grant, Value) -> Void) {
+        self.get = get
+        self.set = set
+    }
+}
+
+extension Grant {
+    subscript<Value>(_ property: GrantProperty<Value>) -> Value {
+        get { property.get(self) }
+        set { property.set(&self, newValue) }
+    }
+}
+
 /// One stored field of a grant: its key in the record's JSON and the
 /// property it fills.
 struct GrantField {
     /// The kinds of value a grant stores, each with the property it is in.
     enum Value {
         /// A string that must be present.
-        case text(WritableKeyPath<Grant, String>)
+        case text(GrantProperty<String>)
         /// A string or nothing; a secret one is not kept when a listing
         /// reads records without secrets.
-        case optionalText(WritableKeyPath<Grant, String?>, secret: Bool)
+        case optionalText(GrantProperty<String?>, secret: Bool)
         /// A list of strings, stored even when empty.
-        case texts(WritableKeyPath<Grant, [String]>)
+        case texts(GrantProperty<[String]>)
         /// Whole seconds since the epoch, required.
-        case date(WritableKeyPath<Grant, Date>)
+        case date(GrantProperty<Date>)
         /// Whole seconds since the epoch, or nothing.
-        case optionalDate(WritableKeyPath<Grant, Date?>)
+        case optionalDate(GrantProperty<Date?>)
         /// A boolean stored even when false; absent reads as false.
-        case flag(WritableKeyPath<Grant, Bool>)
+        case flag(GrantProperty<Bool>)
         /// A boolean or nothing.
-        case optionalFlag(WritableKeyPath<Grant, Bool?>)
+        case optionalFlag(GrantProperty<Bool?>)
         /// The protocol; absent reads as OAuth 2.0.
         case kind
         /// The endpoints and client.
         case providerConfiguration
         /// A JSON object kept as sent; not read by a listing.
-        case object(WritableKeyPath<Grant, [String: JSONValue]?>)
+        case object(GrantProperty<[String: JSONValue]?>)
         /// The DPoP key; its private key is a secret.
         case dpopKey
         /// The cached narrowed tokens, stored only when there are some;
@@ -352,24 +372,31 @@ extension Grant {
     /// Codable form and the payload reader (PayloadCodec.swift) both go by
     /// it, matching fields by key, never by position.
     nonisolated(unsafe) static let storedFields: [GrantField] = [
-        GrantField("provider", .text(\.provider)),
+        GrantField("provider", .text(.init({ $0.provider }, set: { $0.provider = $1 }))),
         GrantField("kind", .kind),
-        GrantField("account", .optionalText(\.account, secret: false)),
-        GrantField("access_token", .optionalText(\.accessToken, secret: true)),
-        GrantField("refresh_token", .optionalText(\.refreshToken, secret: true)),
-        GrantField("token_type", .optionalText(\.tokenType, secret: false)),
-        GrantField("expires_at", .optionalDate(\.expiresAt)),
-        GrantField("scopes", .texts(\.scopes)),
-        GrantField("id_token", .optionalText(\.idToken, secret: true)),
-        GrantField("token_secret", .optionalText(\.tokenSecret, secret: true)),
+        GrantField("account", .optionalText(.init({ $0.account }, set: { $0.account = $1 }), secret: false)),
+        GrantField(
+            "access_token", .optionalText(.init({ $0.accessToken }, set: { $0.accessToken = $1 }), secret: true)),
+        GrantField(
+            "refresh_token", .optionalText(.init({ $0.refreshToken }, set: { $0.refreshToken = $1 }), secret: true)),
+        GrantField("token_type", .optionalText(.init({ $0.tokenType }, set: { $0.tokenType = $1 }), secret: false)),
+        GrantField("expires_at", .optionalDate(.init({ $0.expiresAt }, set: { $0.expiresAt = $1 }))),
+        GrantField("scopes", .texts(.init({ $0.scopes }, set: { $0.scopes = $1 }))),
+        GrantField("id_token", .optionalText(.init({ $0.idToken }, set: { $0.idToken = $1 }), secret: true)),
+        GrantField(
+            "token_secret", .optionalText(.init({ $0.tokenSecret }, set: { $0.tokenSecret = $1 }), secret: true)),
         GrantField("provider_config", .providerConfiguration),
-        GrantField("created_at", .date(\.createdAt)),
-        GrantField("refreshed_at", .optionalDate(\.refreshedAt)),
-        GrantField("dead", .flag(\.dead)),
-        GrantField("dead_reason", .optionalText(\.deadReason, secret: false)),
-        GrantField("refresh_token_rotates", .optionalFlag(\.refreshTokenRotates)),
-        GrantField("refresh_token_expires_at", .optionalDate(\.refreshTokenExpiresAt)),
-        GrantField("token_response", .object(\.tokenResponse)),
+        GrantField("created_at", .date(.init({ $0.createdAt }, set: { $0.createdAt = $1 }))),
+        GrantField("refreshed_at", .optionalDate(.init({ $0.refreshedAt }, set: { $0.refreshedAt = $1 }))),
+        GrantField("dead", .flag(.init({ $0.dead }, set: { $0.dead = $1 }))),
+        GrantField("dead_reason", .optionalText(.init({ $0.deadReason }, set: { $0.deadReason = $1 }), secret: false)),
+        GrantField(
+            "refresh_token_rotates",
+            .optionalFlag(.init({ $0.refreshTokenRotates }, set: { $0.refreshTokenRotates = $1 }))),
+        GrantField(
+            "refresh_token_expires_at",
+            .optionalDate(.init({ $0.refreshTokenExpiresAt }, set: { $0.refreshTokenExpiresAt = $1 }))),
+        GrantField("token_response", .object(.init({ $0.tokenResponse }, set: { $0.tokenResponse = $1 }))),
         GrantField("dpop_key", .dpopKey),
         GrantField("derived_tokens", .derivedTokens),
     ]
@@ -400,14 +427,14 @@ extension Grant: Codable {
         for field in Grant.storedFields {
             let key = FieldKey(stringValue: field.key)
             switch field.value {
-            case .text(let path): self[keyPath: path] = try c.decode(String.self, forKey: key)
-            case .optionalText(let path, _): self[keyPath: path] = try c.decodeIfPresent(String.self, forKey: key)
-            case .texts(let path): self[keyPath: path] = try c.decodeIfPresent([String].self, forKey: key) ?? []
-            case .date(let path): self[keyPath: path] = Date(epochSeconds: try c.decode(Int64.self, forKey: key))
+            case .text(let path): self[path] = try c.decode(String.self, forKey: key)
+            case .optionalText(let path, _): self[path] = try c.decodeIfPresent(String.self, forKey: key)
+            case .texts(let path): self[path] = try c.decodeIfPresent([String].self, forKey: key) ?? []
+            case .date(let path): self[path] = Date(epochSeconds: try c.decode(Int64.self, forKey: key))
             case .optionalDate(let path):
-                self[keyPath: path] = try c.decodeIfPresent(Int64.self, forKey: key).map(Date.init(epochSeconds:))
-            case .flag(let path): self[keyPath: path] = try c.decodeIfPresent(Bool.self, forKey: key) ?? false
-            case .optionalFlag(let path): self[keyPath: path] = try c.decodeIfPresent(Bool.self, forKey: key)
+                self[path] = try c.decodeIfPresent(Int64.self, forKey: key).map(Date.init(epochSeconds:))
+            case .flag(let path): self[path] = try c.decodeIfPresent(Bool.self, forKey: key) ?? false
+            case .optionalFlag(let path): self[path] = try c.decodeIfPresent(Bool.self, forKey: key)
             case .kind:
                 let raw = try c.decodeIfPresent(String.self, forKey: key)
                 bound = raw == Grant.dpopKind
@@ -418,7 +445,7 @@ extension Grant: Codable {
             case .providerConfiguration:
                 providerConfiguration = try c.decodeIfPresent(ProviderConfiguration.self, forKey: key)
             case .object(let path):
-                self[keyPath: path] = try c.decodeIfPresent([String: JSONValue].self, forKey: key)
+                self[path] = try c.decodeIfPresent([String: JSONValue].self, forKey: key)
             case .dpopKey:
                 dpopKey = try c.decodeIfPresent(DPoPKey.Stored.self, forKey: key)?.key
             case .derivedTokens:
@@ -437,16 +464,16 @@ extension Grant: Codable {
         for field in Grant.storedFields {
             let key = FieldKey(stringValue: field.key)
             switch field.value {
-            case .text(let path): try c.encode(self[keyPath: path], forKey: key)
-            case .optionalText(let path, _): try c.encodeIfPresent(self[keyPath: path], forKey: key)
-            case .texts(let path): try c.encode(self[keyPath: path], forKey: key)
-            case .date(let path): try c.encode(self[keyPath: path].epochSeconds, forKey: key)
-            case .optionalDate(let path): try c.encodeIfPresent(self[keyPath: path]?.epochSeconds, forKey: key)
-            case .flag(let path): try c.encode(self[keyPath: path], forKey: key)
-            case .optionalFlag(let path): try c.encodeIfPresent(self[keyPath: path], forKey: key)
+            case .text(let path): try c.encode(self[path], forKey: key)
+            case .optionalText(let path, _): try c.encodeIfPresent(self[path], forKey: key)
+            case .texts(let path): try c.encode(self[path], forKey: key)
+            case .date(let path): try c.encode(self[path].epochSeconds, forKey: key)
+            case .optionalDate(let path): try c.encodeIfPresent(self[path]?.epochSeconds, forKey: key)
+            case .flag(let path): try c.encode(self[path], forKey: key)
+            case .optionalFlag(let path): try c.encodeIfPresent(self[path], forKey: key)
             case .kind: try c.encode(storedKind, forKey: key)
             case .providerConfiguration: try c.encodeIfPresent(providerConfiguration, forKey: key)
-            case .object(let path): try c.encodeIfPresent(self[keyPath: path], forKey: key)
+            case .object(let path): try c.encodeIfPresent(self[path], forKey: key)
             case .dpopKey: try c.encodeIfPresent(dpopKey.map(DPoPKey.Stored.init), forKey: key)
             case .derivedTokens: if !derivedTokens.isEmpty { try c.encode(derivedTokens, forKey: key) }
             }

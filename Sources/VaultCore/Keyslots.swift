@@ -167,28 +167,32 @@ public struct Keyslots {
     }
 
     static func raw(in database: Database) throws(VaultError) -> [Int64: [UInt8]] {
-        Dictionary(
-            try Tables(database: database).keyslots().map { ($0.number, $0.value) },
-            uniquingKeysWith: { first, _ in first })
+        byNumber(try Tables(database: database).keyslots())
+    }
+
+    private static func byNumber(_ stored: [StoredKeyslot]) -> [Int64: [UInt8]] {
+        Dictionary(stored.map { ($0.number, $0.value) }, uniquingKeysWith: { first, _ in first })
     }
 
     /// The slots this handle saw; read now (before any key derivation)
     /// when it has not looked yet.
     private func seenSlots() throws(VaultError) -> [Int64: [UInt8]] {
-        if let seen = vault.seenSlots { return seen }
-        let seen = try vault.read { (_: StateManifest) throws(VaultError) in try Keyslots.raw(in: vault.database) }
+        if let seen = vault.seenSlots { return Keyslots.byNumber(seen) }
+        let seen = try vault.read { (_: StateManifest) throws(VaultError) in
+            try Tables(database: vault.database).keyslots()
+        }
         vault.seenSlots = seen
-        return seen
+        return Keyslots.byNumber(seen)
     }
 
     /// Runs `body` in one write transaction, only if the slots are still
     /// `seen`; remembers the slots it leaves.
     private func change(from seen: [Int64: [UInt8]], _ body: () throws(VaultError) -> Void) throws(VaultError) {
-        var after: [Int64: [UInt8]] = [:]
+        var after: [StoredKeyslot] = []
         try vault.update { (_: inout StateManifest) throws(VaultError) in
             guard try Keyslots.raw(in: vault.database) == seen else { throw Keyslots.changedMeanwhile }
             try body()
-            after = try Keyslots.raw(in: vault.database)
+            after = try Tables(database: vault.database).keyslots()
         }
         vault.seenSlots = after
     }

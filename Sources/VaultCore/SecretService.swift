@@ -77,7 +77,7 @@ extension Vault {
         vaultID: [UInt8], slotIDs: [[UInt8]]
     ) {
         let locked = try LockedVault(location: location)
-        let ids = locked.slots.compactMap { (try? $0.result.get())?.secretServiceID }
+        let ids = locked.slots.compactMap { $0.keyslot?.secretServiceID }
         return (locked.header.vaultID, ids)
     }
 
@@ -87,7 +87,7 @@ extension Vault {
         vaultID: [UInt8], slots: [KeyslotInfo.Kind]
     ) {
         let locked = try LockedVault(location: location)
-        let kinds = locked.slots.compactMap { (try? $0.result.get()).map { KeyslotInfo(number: 0, slot: $0).kind } }
+        let kinds = locked.slots.compactMap { $0.keyslot.map { KeyslotInfo(number: 0, slot: $0).kind } }
         return (locked.header.vaultID, kinds.compactMap { $0 })
     }
 }

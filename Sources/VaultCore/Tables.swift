@@ -87,11 +87,11 @@ struct Tables {
     // MARK: keyslots
 
     /// The keyslots' stored bytes with their numbers, in slot order.
-    func keyslots() throws(VaultError) -> [(number: Int64, value: [UInt8])] {
+    func keyslots() throws(VaultError) -> [StoredKeyslot] {
         do {
             let s = try database.prepare("SELECT slot, value FROM keyslots ORDER BY slot")
-            var slots: [(number: Int64, value: [UInt8])] = []
-            while try s.step() { slots.append((s.int64(at: 0), s.blob(at: 1))) }
+            var slots: [StoredKeyslot] = []
+            while try s.step() { slots.append(StoredKeyslot(number: s.int64(at: 0), value: s.blob(at: 1))) }
             return slots
         } catch {
             throw error.vaultError
@@ -178,4 +178,10 @@ struct Tables {
             id: s.blob(at: 0), nameHash: s.blob(at: 1), version: UInt64(bitPattern: s.int64(at: 2)),
             deleted: s.int64(at: 3) != 0, nonce: s.blob(at: 4), ciphertext: s.blob(at: 5))
     }
+}
+
+/// One row of the keyslots table: its number and stored bytes.
+struct StoredKeyslot: Equatable {
+    let number: Int64
+    let value: [UInt8]
 }

@@ -26,8 +26,9 @@ public final class Vault {
     /// The keyslots (number to stored bytes) this handle last saw: those it
     /// was unlocked through, then those its own keyslot changes left. A
     /// keyslot change commits only while the file still holds exactly
-    /// these, so of two concurrent changes the later one is refused.
-    var seenSlots: [Int64: [UInt8]]?
+    /// these, so of two concurrent changes the later one is refused. Kept
+    /// as read (slot order); `Keyslots` makes the map when it needs one.
+    var seenSlots: [StoredKeyslot]?
 
     package init(location: VaultLocation, database: Database, header: Header, keys: any VaultKeys, time: any TimeSource)
     {
@@ -228,7 +229,7 @@ public final class Vault {
     /// The keyslots' stored bytes in slot order: what opens this vault on
     /// another machine.
     package func storedKeyslots() throws(VaultError) -> [[UInt8]] {
-        try tables.keyslots().map(\.value)
+        try tables.keyslots().map { $0.value }
     }
 }
 
@@ -236,9 +237,18 @@ public final class Vault {
 package struct LockedVault {
     package let database: Database
     package let header: Header
-    let slots: [(number: Int64, result: Result<Keyslot, VaultError>)]
-    /// The keyslots' stored bytes by number, as read with `slots`.
-    let rawSlots: [Int64: [UInt8]]
+    /// Each slot as decoded, or why it could not be. (Plain structs, not
+    /// tuples of `Result`: opening a vault then instantiates no generic
+    /// type at run time, a conformance scan every command would pay.)
+    let slots: [Slot]
+    /// The keyslots' stored bytes, as read with `slots`.
+    let rawSlots: [StoredKeyslot]
+
+    struct Slot {
+        let number: Int64
+        let keyslot: Keyslot?
+        let damage: VaultError?
+    }
 
     package init(location: VaultLocation) throws(VaultError) {
         database = try Vault.connect(location.databasePath)
@@ -252,9 +262,14 @@ package struct LockedVault {
         let stored = try tables.keyslots()
         guard let headerBlob else { throw VaultError(.damaged, "the vault header is missing") }
         header = try Header(decoding: headerBlob)
-        rawSlots = Dictionary(stored.map { ($0.number, $0.value) }, uniquingKeysWith: { first, _ in first })
-        slots = stored.map { number, blob in
-            (number, Result { () throws(VaultError) in try Keyslot(decoding: blob, what: "keyslot \(number)") })
+        rawSlots = stored
+        slots = stored.map { stored in
+            do throws(VaultError) {
+                let slot = try Keyslot(decoding: stored.value, what: "keyslot \(stored.number)")
+                return Slot(number: stored.number, keyslot: slot, damage: nil)
+            } catch {
+                return Slot(number: stored.number, keyslot: nil, damage: error)
+            }
         }
     }
 
@@ -263,16 +278,14 @@ package struct LockedVault {
     func unlock(with key: KeySource) throws(VaultError) -> SecureBytes {
         var damage: VaultError?
         var tried = 0
-        for (_, result) in slots {
-            switch result {
-            case .failure(let error):
-                damage = damage ?? error
-            case .success(let slot) where slot.accepts(key):
-                tried += 1
-                if let mk = try slot.unwrap(with: key, vaultID: header.vaultID) { return mk }
-            case .success:
+        for entry in slots {
+            guard let slot = entry.keyslot else {
+                damage = damage ?? entry.damage
                 continue
             }
+            guard slot.accepts(key) else { continue }
+            tried += 1
+            if let mk = try slot.unwrap(with: key, vaultID: header.vaultID) { return mk }
         }
         if let damage { throw damage }
         switch key {

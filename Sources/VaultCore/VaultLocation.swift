@@ -55,7 +55,10 @@ package enum FileSystem {
     package static func makePrivateDirectory(_ path: String) throws(VaultError) {
         var prefix = ""
         for component in path.split(separator: "/") {
-            prefix += "/" + component
+            // Concrete String appends: `"/" + component` is generic over
+            // the collection and looks up conformances at run time.
+            prefix += "/"
+            prefix += String(component)
             if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
                 throw writeFailure("cannot create", prefix, errno: errno)
             }
@@ -94,7 +97,10 @@ package enum FileSystem {
         var prefix = ""
         var ancestors = ["/"]
         for component in real.split(separator: "/").dropLast() {
-            prefix += "/" + component
+            // Concrete String appends: `"/" + component` is generic over
+            // the collection and looks up conformances at run time.
+            prefix += "/"
+            prefix += String(component)
             ancestors.append(prefix)
         }
         for directory in ancestors {

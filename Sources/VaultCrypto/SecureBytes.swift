@@ -42,6 +42,21 @@ public final class SecureBytes: Sendable, CustomStringConvertible, CustomDebugSt
 
     /// Copies bytes into secure memory. The caller remains responsible for
     /// wiping its own copy.
+    ///
+    /// Byte arrays take this concrete path: the generic one below, called
+    /// from another module, looks up the collection's conformances at run
+    /// time, which costs every short-lived command a scan of the binary's
+    /// conformance tables.
+    public convenience init(copying bytes: [UInt8]) throws(CryptoError) {
+        try self.init(count: bytes.count) { target in
+            bytes.withUnsafeBytes { source in
+                if let base = source.baseAddress { target.baseAddress!.copyMemory(from: base, byteCount: source.count) }
+            }
+        }
+    }
+
+    /// Copies bytes into secure memory. The caller remains responsible for
+    /// wiping its own copy.
     public convenience init(copying bytes: some Collection<UInt8>) throws(CryptoError) {
         try self.init(count: bytes.count) { target in
             var i = 0

@@ -108,7 +108,7 @@ public final class Database {
         _ kind: TransactionKind = .deferred, _ body: () throws(E) -> R
     ) throws(TransactionError<E>) -> R {
         do {
-            try execute(kind == .immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
+            try control(kind == .immediate ? "BEGIN IMMEDIATE" : "BEGIN DEFERRED")
         } catch {
             throw .storage(error)
         }
@@ -116,16 +116,23 @@ public final class Database {
         do {
             result = try body()
         } catch {
-            try? execute("ROLLBACK")
+            try? control("ROLLBACK")
             throw .body(error)
         }
         do {
-            try execute("COMMIT")
+            try control("COMMIT")
         } catch {
-            try? execute("ROLLBACK")
+            try? control("ROLLBACK")
             throw .storage(error)
         }
         return result
+    }
+
+    /// Runs a transaction statement through the statement cache, so a
+    /// connection that serves many requests (the agent's) does not parse
+    /// it again each time, as `sqlite3_exec` would.
+    private func control(_ sql: String) throws(StorageError) {
+        try prepare(sql).run()
     }
 
     /// The rowid of the last row this connection inserted.
@@ -156,10 +163,14 @@ public final class Database {
         return StorageError(code, resultCode: primary, message.lowercased(), path: path)
     }
 
-    /// Turns a result code into a thrown error unless it is one of `accepted`.
+    /// Turns a result code into a thrown error unless it is `accepted` or
+    /// `alsoAccepted`. (Two codes rather than a set: a `Set` here is
+    /// instantiated at run time, a conformance lookup every process pays.)
     @discardableResult
-    func check(_ rc: Int32, accepting accepted: Set<Int32> = [SQLITE_OK]) throws(StorageError) -> Int32 {
-        guard accepted.contains(rc) else {
+    func check(_ rc: Int32, accepting accepted: Int32 = SQLITE_OK, or alsoAccepted: Int32? = nil)
+        throws(StorageError) -> Int32
+    {
+        guard rc == accepted || rc == alsoAccepted else {
             throw Database.error(
                 rc, String(cString: sqlite3_errmsg(handle)), systemErrno: sqlite3_system_errno(handle), path: path)
         }

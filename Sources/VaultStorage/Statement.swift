@@ -54,7 +54,7 @@ public final class Statement {
     /// Advances; true when a row is available.
     @discardableResult
     public func step() throws(StorageError) -> Bool {
-        let rc = try database.check(sqlite3_step(handle), accepting: [SQLITE_ROW, SQLITE_DONE])
+        let rc = try database.check(sqlite3_step(handle), accepting: SQLITE_ROW, or: SQLITE_DONE)
         return rc == SQLITE_ROW
     }
 

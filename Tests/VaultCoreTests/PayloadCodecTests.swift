@@ -104,23 +104,51 @@ struct PayloadCodecTests {
         let fields = Grant.storedFields
         #expect(fields.count == properties.count, "\(properties)")
         #expect(Set(fields.map(\.key)).count == fields.count)
-        let paths: [AnyKeyPath] = fields.compactMap {
-            switch $0.value {
-            case .text(let p): p
-            case .optionalText(let p, _): p
-            case .texts(let p): p
-            case .date(let p): p
-            case .optionalDate(let p): p
-            case .flag(let p): p
-            case .optionalFlag(let p): p
-            case .object(let p): p
-            case .kind: \Grant.kind
-            case .providerConfiguration: \Grant.providerConfiguration
-            case .dpopKey: \Grant.dpopKey
-            case .derivedTokens: \Grant.derivedTokens
-            }
+        // Each field's functions reach one property of its own, and what
+        // is set through them reads back.
+        let blank = Grant(provider: "", createdAt: Date(epochSeconds: 0))
+        func changed(_ g: Grant) -> [String] {
+            zip(Mirror(reflecting: blank).children, Mirror(reflecting: g).children)
+                .filter { before, after in String(describing: before.value) != String(describing: after.value) }
+                .compactMap { before, _ in before.label }
         }
-        #expect(Set(paths).count == fields.count)
+        var reached: [String] = []
+        for field in fields {
+            var g = blank
+            switch field.value {
+            case .text(let p):
+                g[p] = "x"
+                #expect(g[p] == "x")
+            case .optionalText(let p, _):
+                g[p] = "x"
+                #expect(g[p] == "x")
+            case .texts(let p):
+                g[p] = ["x"]
+                #expect(g[p] == ["x"])
+            case .date(let p):
+                g[p] = Date(epochSeconds: 7)
+                #expect(g[p] == Date(epochSeconds: 7))
+            case .optionalDate(let p):
+                g[p] = Date(epochSeconds: 7)
+                #expect(g[p] == Date(epochSeconds: 7))
+            case .flag(let p):
+                g[p] = true
+                #expect(g[p])
+            case .optionalFlag(let p):
+                g[p] = true
+                #expect(g[p] == true)
+            case .object(let p):
+                g[p] = ["x": .string("x")]
+                #expect(g[p] == ["x": .string("x")])
+            case .kind, .providerConfiguration, .dpopKey, .derivedTokens:
+                continue
+            }
+            let labels = changed(g)
+            #expect(labels.count == 1, "\(field.key) sets \(labels)")
+            reached += labels
+        }
+        reached += ["kind", "providerConfiguration", "dpopKey", "derivedTokens"]
+        #expect(Set(reached).count == fields.count)
 
         // Every field set to something other than its default comes back,
         // through both readers; without secrets, the secret ones are blanked.

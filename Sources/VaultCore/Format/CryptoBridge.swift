@@ -7,6 +7,12 @@ package import VaultCrypto
 /// a failed authentication calls VaultCrypto itself and says which object
 /// failed.
 package enum Secure {
+    /// Secure memory holding a copy of `bytes` (the concrete path, see
+    /// `SecureBytes.init(copying:)`).
+    package static func copy(_ bytes: [UInt8]) throws(VaultError) -> SecureBytes {
+        do { return try SecureBytes(copying: bytes) } catch { throw VaultError(error) }
+    }
+
     /// Secure memory holding a copy of `bytes`.
     package static func copy(_ bytes: some Collection<UInt8>) throws(VaultError) -> SecureBytes {
         do { return try SecureBytes(copying: bytes) } catch { throw VaultError(error) }

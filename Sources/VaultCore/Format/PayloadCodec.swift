@@ -312,7 +312,7 @@ struct JSONReader {
             break
         }
         if !ascii {
-            guard String(validating: out, as: UTF8.self) != nil else { throw .malformed }
+            guard String(utf8Validating: out) != nil else { throw .malformed }
         }
         return Key(bytes: out)
     }
@@ -475,13 +475,13 @@ extension Grant {
             seen |= 1 << n
             switch fields[n].value {
             case .text(let path):
-                g[keyPath: path] = try r.string()
+                g[path] = try r.string()
                 required |= 1 << n
             case .optionalText(let path, let secret):
                 if secret && !secrets {
-                    g[keyPath: path] = try r.skipString() ? "" : nil
+                    g[path] = try r.skipString() ? "" : nil
                 } else {
-                    g[keyPath: path] = try r.optionalString()
+                    g[path] = try r.optionalString()
                 }
             case .texts(let path):
                 if try !r.null() {
@@ -489,14 +489,14 @@ extension Grant {
                     try r.array(depth: 2) { (r: inout JSONReader) throws(JSONReader.Failure) in
                         texts.append(try r.string())
                     }
-                    g[keyPath: path] = texts
+                    g[path] = texts
                 }
             case .date(let path):
-                g[keyPath: path] = Date(epochSeconds: try r.integer())
+                g[path] = Date(epochSeconds: try r.integer())
                 required |= 1 << n
-            case .optionalDate(let path): g[keyPath: path] = try r.optionalInteger().map(Date.init(epochSeconds:))
-            case .flag(let path): g[keyPath: path] = try r.null() ? false : try r.bool()
-            case .optionalFlag(let path): g[keyPath: path] = try r.null() ? nil : try r.bool()
+            case .optionalDate(let path): g[path] = try r.optionalInteger().map(Date.init(epochSeconds:))
+            case .flag(let path): g[path] = try r.null() ? false : try r.bool()
+            case .optionalFlag(let path): g[path] = try r.null() ? nil : try r.bool()
             case .kind:
                 if let raw = try r.optionalString() {
                     bound = raw == Grant.dpopKind
@@ -513,7 +513,7 @@ extension Grant {
                 }
                 guard try !r.null() else { continue }
                 guard case .object(let o) = try r.value(depth: 2) else { throw .malformed }
-                g[keyPath: path] = o
+                g[path] = o
             case .dpopKey:
                 g.dpopKey = try r.null() ? nil : try DPoPKey.read(&r, secrets: secrets)
             case .derivedTokens:

@@ -1,3 +1,4 @@
+import Synchronization
 package import VaultCrypto
 
 /// A record row as stored: public columns and ciphertext.
@@ -110,6 +111,8 @@ package protocol VaultKeys: AnyObject {
     /// hashes to its row's lookup hash. One result per row, in order. With
     /// `secrets` false, tokens and client secrets read as empty strings.
     func open(_ records: [StoredRecord], secrets: Bool) throws(VaultError) -> [Result<Payload, VaultError>]
+    /// Opens one row, with its secrets.
+    func open(_ record: StoredRecord) throws(VaultError) -> Payload
     /// The MAC of a state body, bound to the vault header.
     func stateMAC(_ body: [UInt8]) throws(VaultError) -> [UInt8]
     /// The master key, for keyslot changes; nil when the keys are elsewhere.
@@ -117,7 +120,7 @@ package protocol VaultKeys: AnyObject {
 }
 
 extension VaultKeys {
-    /// Opens one row.
+    /// Opens one row, as a batch of one.
     package func open(_ record: StoredRecord) throws(VaultError) -> Payload {
         guard let result = try open([record], secrets: true).first else {
             throw VaultError(.internalError, "no answer for \(record.label)")
@@ -132,6 +135,8 @@ package final class LocalKeys: VaultKeys {
     package let cipher: RecordCipher
     let stateKey: SecureBytes
     package let masterKey: SecureBytes?
+    /// Scratch buffers kept between calls (`withScratch`).
+    private let spareScratch = ScratchPool()
 
     package init(header: Header, masterKey: SecureBytes) throws(VaultError) {
         self.header = header
@@ -152,21 +157,46 @@ package final class LocalKeys: VaultKeys {
     }
 
     package func open(_ records: [StoredRecord], secrets: Bool) throws(VaultError) -> [Result<Payload, VaultError>] {
-        // One secure buffer for all rows: a secure allocation costs several
-        // system calls, far more than decrypting a record.
-        let scratch = try scratchBuffer(for: records)
-        return records.map { row in
-            Result { () throws(VaultError) in
-                try openChecked(row, scratch: scratch, secrets: secrets) { _, payload throws(VaultError) in payload }
+        try withScratch(for: records) { (scratch: SecureBuffer) -> [Result<Payload, VaultError>] in
+            records.map { row in
+                Result { () throws(VaultError) in
+                    try openChecked(row, scratch: scratch, secrets: secrets) { _, payload throws(VaultError) in payload
+                    }
+                }
             }
         }
     }
 
-    /// A secure buffer large enough for the largest of `records`.
-    package func scratchBuffer(for records: [StoredRecord]) throws(VaultError) -> SecureBuffer {
-        let size = max(RecordCipher.blockSize, records.map(\.ciphertext.count).max() ?? 0)
-        return try Secure.buffer(count: size)
+    /// Opens one row directly: the token path of every command that holds
+    /// the keys itself, so no array of `Result` (instantiated at run time)
+    /// is made for it.
+    package func open(_ record: StoredRecord) throws(VaultError) -> Payload {
+        try withScratch(for: [record]) { (scratch: SecureBuffer) throws(VaultError) -> Payload in
+            try openChecked(record, scratch: scratch, secrets: true) { _, payload throws(VaultError) in payload }
+        }
     }
+
+    /// Runs `body` with a secure buffer large enough for the largest of
+    /// `records`, one for all of them: a secure allocation costs several
+    /// system calls (guard pages, locking), far more than decrypting a
+    /// record, so a few buffers are kept between calls (the agent's
+    /// requests), each wiped after every use.
+    package func withScratch<R>(
+        for records: [StoredRecord], _ body: (SecureBuffer) throws(VaultError) -> R
+    ) throws(VaultError) -> R {
+        let size = max(RecordCipher.blockSize, records.map { $0.ciphertext.count }.max() ?? 0)
+        let kept = spareScratch.take(size)
+        let scratch: SecureBuffer
+        if let kept { scratch = kept } else { scratch = try Secure.buffer(count: size) }
+        defer {
+            scratch.wipe()
+            if scratch.count <= LocalKeys.keptScratchBytes { spareScratch.give(scratch) }
+        }
+        return try body(scratch)
+    }
+
+    /// The largest scratch buffer kept for the next call.
+    static let keptScratchBytes = 64 * 1024
 
     /// Decrypts `row` into `scratch`, parses it, checks that its name
     /// hashes to the row's lookup hash, then hands the plaintext to `body`;
@@ -189,5 +219,24 @@ package final class LocalKeys: VaultKeys {
 
     package func stateMAC(_ body: [UInt8]) throws(VaultError) -> [UInt8] {
         try StateManifest.mac(body, header: header, key: stateKey)
+    }
+}
+
+/// Wiped scratch buffers for the next decryption, shared by the agent's
+/// threads. Unchecked because `SecureBuffer` is not `Sendable`: a buffer
+/// belongs to the thread that took it until it gives it back, and the
+/// array is only touched under the lock.
+private final class ScratchPool: @unchecked Sendable {
+    private let lock = Mutex(())
+    private var buffers: [SecureBuffer] = []
+
+    /// A kept buffer of at least `size` bytes, if there is one.
+    func take(_ size: Int) -> SecureBuffer? {
+        lock.withLock { _ in buffers.firstIndex(where: { $0.count >= size }).map { buffers.remove(at: $0) } }
+    }
+
+    /// Keeps a wiped buffer (at most four are kept).
+    func give(_ buffer: SecureBuffer) {
+        lock.withLock { _ in if buffers.count < 4 { buffers.append(buffer) } }
     }
 }
