@@ -56,6 +56,32 @@ package struct AuditEntry: Codable, Sendable, Equatable {
     }
 }
 
+extension AuditEntry {
+    /// The entry as one line of JSON: its `Codable` form with keys sorted,
+    /// absent fields left out, written without `JSONEncoder` (the token
+    /// path writes it in every process that hands out a token).
+    package var line: [UInt8] {
+        var w = JSONLineWriter()
+        w.object("claimed", present: claimed != nil) { c in
+            guard let claimed else { return }
+            c.field("command", claimed.command)
+            c.field("host", claimed.host)
+            c.field("pid", Int64(claimed.pid))
+            c.field("uid", Int64(claimed.uid))
+        }
+        w.field("executable", executable)
+        w.field("grant", grant)
+        w.field("origin", origin.rawValue)
+        w.field("outcome", outcome.rawValue)
+        w.field("pid", pid.map(Int64.init))
+        w.field("reason", reason)
+        w.field("request", request)
+        w.field("time", time)
+        w.field("uid", uid.map(Int64.init))
+        return w.closed
+    }
+}
+
 /// The agent's audit log: one JSON line per token handed out or refused,
 /// appended to `audit.log` beside the vault. When it passes `maxBytes` it
 /// becomes `audit.log.1` (replacing the one before), so at most twice that
@@ -75,12 +101,7 @@ package struct AuditLog: Sendable {
     /// token: the failure is returned for the caller to report.
     @discardableResult
     package func append(_ entry: AuditEntry) -> VaultError? {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        guard let data = try? encoder.encode(entry) else {
-            return VaultError(.internalError, "cannot encode an audit entry")
-        }
-        let line = Array(data) + [0x0a]
+        let line = entry.line + [0x0a]
         for _ in 0..<8 {
             let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
             guard fd >= 0 else { return VaultError(.io, "cannot open \(path): \(FileSystem.errnoText())") }
@@ -98,7 +119,7 @@ package struct AuditLog: Sendable {
                 rename(path, path + ".1")
                 continue
             }
-            fchmod(fd, 0o600)
+            if held.st_mode & 0o7777 != 0o600 { fchmod(fd, 0o600) }
             let n = line.withUnsafeBytes { write(fd, $0.baseAddress!, $0.count) }
             guard n == line.count else {
                 return VaultError(.io, "cannot write to \(path): \(FileSystem.errnoText())")
