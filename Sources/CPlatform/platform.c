@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -163,6 +164,29 @@ int vault_unix_connect(const char *path) {
 }
 
 int vault_unix_accept(int fd) { return accept4(fd, NULL, NULL, SOCK_CLOEXEC); }
+
+int vault_accept_waiter(int fd, int fd2) {
+    int waiter = epoll_create1(EPOLL_CLOEXEC);
+    if (waiter < 0) return -1;
+    int fds[2] = {fd, fd2};
+    for (int i = 0; i < 2; i++) {
+        if (fds[i] < 0) continue;
+        struct epoll_event event = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.fd = fds[i]};
+        if (epoll_ctl(waiter, EPOLL_CTL_ADD, fds[i], &event) != 0) {
+            int saved = errno;
+            close(waiter);
+            errno = saved;
+            return -1;
+        }
+    }
+    return waiter;
+}
+
+int vault_accept_wait(int waiter, int timeout_ms) {
+    struct epoll_event events[2];
+    int n = epoll_wait(waiter, events, 2, timeout_ms);
+    return n < 0 ? -1 : (n > 0 ? 1 : 0);
+}
 
 long long vault_peer_uid(int fd) {
     struct ucred cred;

@@ -5,8 +5,9 @@ internal import VaultCore
 
 /// The agent's listening end: the lock file that makes it the only agent of
 /// its vault, the Unix socket, the signals it watches, and the clients it
-/// admits (same uid, at most `maxClients` at a time). The main thread binds,
-/// waits and accepts; any thread may remove the socket.
+/// admits (same uid, at most `maxClients` at a time). The main thread binds
+/// and watches signals; serving threads wait on the sockets themselves and
+/// serve what they accept; any thread may remove the socket.
 final class AgentListener: Sendable {
     struct Descriptors {
         var lock: Int32 = -1
@@ -18,20 +19,18 @@ final class AgentListener: Sendable {
         var forwardSocketIdentity: FileIdentity?
     }
 
-    /// What one wait saw.
-    struct Events {
-        var clientsWaiting = false
-        var forwardedClientsWaiting = false
-        var signalsPending = false
-    }
-
     static let maxClients = 64
     static let maxForwardedClients = 8
+    /// Serving threads that wait for clients while none is being served;
+    /// a thread that finishes a connection with this many waiting ends.
+    static let spareServers = 2
 
     let environment: AgentEnvironment
     private let descriptors = Mutex(Descriptors())
     private let clients = Counter()
     private let forwardedClients = Counter()
+    /// Serving threads waiting for a client.
+    private let waiting = Mutex(0)
 
     /// Connections being served, shared with their threads.
     final class Counter: Sendable {
@@ -136,19 +135,13 @@ final class AgentListener: Sendable {
         return true
     }
 
-    /// Waits up to a second for a client or a signal; nil when waiting failed.
-    func wait() -> Events? {
-        let d = descriptors.withLock { ($0.socket, $0.signals, $0.forwardSocket) }
-        var fds = [
-            pollfd(fd: d.0, events: Int16(POLLIN), revents: 0),
-            pollfd(fd: d.1, events: Int16(POLLIN), revents: 0),
-            pollfd(fd: d.2, events: Int16(POLLIN), revents: 0),
-        ]
-        let n = poll(&fds, nfds_t(fds.count), 1000)
+    /// Waits up to a second for a signal: whether one is pending, or nil
+    /// when waiting failed.
+    func waitForSignals() -> Bool? {
+        var p = pollfd(fd: descriptors.withLock { $0.signals }, events: Int16(POLLIN), revents: 0)
+        let n = poll(&p, 1, 1000)
         if n < 0 && errno != EINTR { return nil }
-        return Events(
-            clientsWaiting: fds[0].revents & Int16(POLLIN) != 0,
-            forwardedClientsWaiting: fds[2].revents & Int16(POLLIN) != 0, signalsPending: fds[1].revents != 0)
+        return n > 0 && p.revents != 0
     }
 
     /// The signals that arrived, in order.
@@ -159,35 +152,93 @@ final class AgentListener: Sendable {
         return signals
     }
 
-    /// Accepts every waiting client of our uid on the agent's socket (or
-    /// on the forwarding socket), while there is room, and serves each on a
-    /// thread of its own with what the kernel says of its peer.
-    func acceptClients(forwarded: Bool = false, _ serve: @escaping @Sendable (Int32, AgentPeer) -> Void) {
-        let listening = descriptors.withLock { forwarded ? $0.forwardSocket : $0.socket }
-        while true {
-            let fd = vault_unix_accept(listening)
-            guard fd >= 0 else { return }
-            let uid = vault_peer_uid(fd)
-            guard uid == Int64(geteuid()) else {
-                environment.log("refused a connection from uid \(uid)")
-                close(fd)
-                continue
-            }
-            // Forwarded peers have a share of their own, so another machine
-            // cannot take every connection this machine's commands need.
-            let peer = AgentPeer.of(fd, socketOrigin: forwarded ? .forwarded : .local)
-            let counter = peer.origin == .forwarded ? forwardedClients : clients
-            let limit = peer.origin == .forwarded ? AgentListener.maxForwardedClients : AgentListener.maxClients
-            guard counter.take(limit: limit) else {
-                environment.log("refused a \(peer.origin.rawValue) connection: too many clients")
-                close(fd)
-                continue
-            }
-            startThread {
+    // MARK: Serving threads
+
+    /// Starts the serving threads. Each waits on both sockets itself and
+    /// serves the connection it accepts on its own thread, so a request
+    /// costs neither a new thread nor a second wake-up: the kernel wakes one
+    /// waiting thread per connection. While a thread serves, another waits
+    /// (it starts one when it was the last waiting), so a slow client or a
+    /// refresh never holds up the next; at most `spareServers` wait. They
+    /// end within a second of `isStopping` turning true.
+    func startServing(
+        isStopping: @escaping @Sendable () -> Bool, _ serve: @escaping @Sendable (Int32, AgentPeer) -> Void
+    ) {
+        for _ in 0..<AgentListener.spareServers { startServer(isStopping: isStopping, serve) }
+    }
+
+    private func startServer(
+        isStopping: @escaping @Sendable () -> Bool, _ serve: @escaping @Sendable (Int32, AgentPeer) -> Void
+    ) {
+        let waiter = descriptors.withLock { vault_accept_waiter($0.socket, $0.forwardSocket) }
+        guard waiter >= 0 else {
+            environment.log("cannot wait for clients: \(FileSystem.errnoText())")
+            return
+        }
+        waiting.withLock { $0 += 1 }
+        let started = tryStartThread { [self] in
+            defer { close(waiter) }
+            while !isStopping() {
+                let ready = vault_accept_wait(waiter, 1000)
+                if ready < 0 && errno != EINTR {
+                    environment.log("waiting for clients failed: \(FileSystem.errnoText())")
+                    break
+                }
+                guard ready > 0, let (fd, peer, counter) = admit() else { continue }
+                if waiting.withLock({ n -> Bool in
+                    n -= 1
+                    return n == 0
+                }) {
+                    startServer(isStopping: isStopping, serve)
+                }
                 serve(fd, peer)
                 counter.release()
+                let surplus = waiting.withLock { n -> Bool in
+                    guard n < AgentListener.spareServers else { return true }
+                    n += 1
+                    return false
+                }
+                if surplus { return }
+            }
+            waiting.withLock { $0 -= 1 }
+        }
+        if !started {
+            waiting.withLock { $0 -= 1 }
+            close(waiter)
+            environment.log("cannot start a serving thread")
+        }
+    }
+
+    /// The next client on either socket that is of our uid and fits within
+    /// its socket's share (`maxClients`, `maxForwardedClients`), with what
+    /// the kernel says of it and the count it takes; others are closed.
+    /// Nil when no client is waiting (another thread took it).
+    private func admit() -> (fd: Int32, peer: AgentPeer, counter: Counter)? {
+        let sockets = descriptors.withLock { [($0.socket, false), ($0.forwardSocket, true)] }
+        for (listening, forwarded) in sockets where listening >= 0 {
+            while true {
+                let fd = vault_unix_accept(listening)
+                guard fd >= 0 else { break }
+                let uid = vault_peer_uid(fd)
+                guard uid == Int64(geteuid()) else {
+                    environment.log("refused a connection from uid \(uid)")
+                    close(fd)
+                    continue
+                }
+                // Forwarded peers have a share of their own, so another machine
+                // cannot take every connection this machine's commands need.
+                let peer = AgentPeer.of(fd, socketOrigin: forwarded ? .forwarded : .local)
+                let counter = peer.origin == .forwarded ? forwardedClients : clients
+                let limit = peer.origin == .forwarded ? AgentListener.maxForwardedClients : AgentListener.maxClients
+                guard counter.take(limit: limit) else {
+                    environment.log("refused a \(peer.origin.rawValue) connection: too many clients")
+                    close(fd)
+                    continue
+                }
+                return (fd, peer, counter)
             }
         }
+        return nil
     }
 
     /// True when another agent took the socket over, or someone removed it.

@@ -125,20 +125,16 @@ public final class AgentServer: Sendable {
     public func run() {
         if !keys.isUnlocked && environment.options.exitWhenLocked { keys.stop() }
         let responder = responder
+        let keys = keys
+        listener.startServing(isStopping: { keys.isStopping }) {
+            ClientConnection(fd: $0, peer: $1, responder: responder).serve()
+        }
         while !keys.isStopping {
-            guard let events = listener.wait() else {
+            guard let signalsPending = listener.waitForSignals() else {
                 environment.log("poll failed: \(FileSystem.errnoText())")
                 break
             }
-            if events.signalsPending { handleSignals() }
-            if events.clientsWaiting {
-                listener.acceptClients { ClientConnection(fd: $0, peer: $1, responder: responder).serve() }
-            }
-            if events.forwardedClientsWaiting {
-                listener.acceptClients(forwarded: true) {
-                    ClientConnection(fd: $0, peer: $1, responder: responder).serve()
-                }
-            }
+            if signalsPending { handleSignals() }
             maintain()
         }
         keys.lock("stopping")
@@ -221,25 +217,33 @@ struct AgentEnvironment: @unchecked Sendable {
     }
 }
 
-/// Starts `body` on a new detached thread.
-package func startThread(_ body: @escaping @Sendable () -> Void) {
-    final class Box: Sendable {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-    }
-    let context = Unmanaged.passRetained(Box(body)).toOpaque()
+/// The body of a thread, handed to `pthread_create` as its argument.
+private final class ThreadBody: Sendable {
+    let run: @Sendable () -> Void
+    init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+}
+
+/// Starts `body` on a new detached thread; false, without running it,
+/// when no thread could be made.
+func tryStartThread(_ body: @escaping @Sendable () -> Void) -> Bool {
+    let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
     var thread = pthread_t()
     let started = pthread_create(
         &thread, nil,
         { raw in
-            let box = Unmanaged<AnyObject>.fromOpaque(raw!).takeRetainedValue() as! Box
-            box.body()
+            Unmanaged<ThreadBody>.fromOpaque(raw!).takeRetainedValue().run()
             return nil
         }, context)
-    if started == 0 {
-        pthread_detach(thread)
-    } else {
-        // No thread could be made: run it here rather than drop it.
-        (Unmanaged<AnyObject>.fromOpaque(context).takeRetainedValue() as! Box).body()
+    guard started == 0 else {
+        Unmanaged<ThreadBody>.fromOpaque(context).release()
+        return false
     }
+    pthread_detach(thread)
+    return true
+}
+
+/// Starts `body` on a new detached thread; when no thread can be made, runs
+/// it here rather than drop it.
+package func startThread(_ body: @escaping @Sendable () -> Void) {
+    if !tryStartThread(body) { body() }
 }

@@ -136,6 +136,49 @@ struct AgentTests {
         #expect(direct.contains("libsodium.so") && direct.contains("libsqlite3.so"), "\(direct)")
     }
 
+    @Test("clients that connect and say nothing never hold up a token, and the threads they took end with them")
+    func silentClients() throws {
+        let a = AgentHome()
+        let pid = try a.startWithGrant()
+        func threads() -> Int {
+            (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task").count) ?? -1
+        }
+        #expect(try a.home.run("token", "g").stdout == "token-one\n")
+        let idle = threads()
+        // More silent connections than the agent keeps threads waiting:
+        // each takes a serving thread, and another starts in its place.
+        var silent: [Int32] = []
+        defer { for fd in silent { close(fd) } }
+        for _ in 0..<6 {
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &address.sun_path) { raw in
+                for (i, byte) in a.paths.socket.utf8.enumerated() { raw[i] = byte }
+            }
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
+            #expect(connected == 0)
+            silent.append(fd)
+        }
+        let start = Date()
+        for _ in 0..<5 { #expect(try a.home.run("token", "g").stdout == "token-one\n") }
+        #expect(Date().timeIntervalSince(start) < 5)
+        let busy = threads()
+        #expect(busy >= idle + 6, "\(idle) threads idle, \(busy) with six silent clients")
+        // Once they hang up, the threads they held end (at most two stay
+        // waiting), within the agent's one-second checks.
+        for fd in silent { close(fd) }
+        silent = []
+        let deadline = Date().addingTimeInterval(10)
+        while threads() > idle, Date() < deadline { usleep(100_000) }
+        #expect(threads() <= idle, "\(idle) threads idle, \(threads()) after the silent clients left")
+        #expect(try a.home.run("token", "g").stdout == "token-one\n")
+    }
+
     @Test("a vault replaced at the same path is not served by the old vault's agent")
     func replacedVault() throws {
         let a = AgentHome()

@@ -27,6 +27,14 @@ int vault_unix_listen(const char *path);
 int vault_unix_connect(const char *path);
 /// The next connection on a listening socket, close-on-exec, or -1 (errno set).
 int vault_unix_accept(int fd);
+/// An epoll instance watching the listening sockets `fd` and `fd2` (skipped
+/// when negative) for connections, registered EPOLLEXCLUSIVE: of the threads
+/// waiting on such instances, the kernel wakes one per connection, not all.
+/// Close-on-exec; -1 (errno set) on failure.
+int vault_accept_waiter(int fd, int fd2);
+/// Waits on a waiter up to `timeout_ms`: 1 when a connection may be
+/// waiting, 0 on timeout, -1 (errno set) on failure.
+int vault_accept_wait(int waiter, int timeout_ms);
 /// The uid of the process at the other end of a Unix socket (SO_PEERCRED),
 /// or -1 (errno set).
 long long vault_peer_uid(int fd);
