@@ -68,12 +68,20 @@ enum Format {
     static func table(_ raw: [[String]]) -> [String] {
         let rows = raw.map { $0.map(Console.escaped) }
         guard let width = rows.first?.count else { return [] }
+        // Characters, not bytes, line columns up; ASCII cells (most) are
+        // counted by their bytes, without breaking them into graphemes.
+        let counts = rows.map { row in row.map { $0.utf8.allSatisfy { $0 < 0x80 } ? $0.utf8.count : $0.count } }
         var widths = [Int](repeating: 0, count: width)
-        for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
-        return rows.map { row in
+        for row in counts { for (i, n) in row.enumerated() { widths[i] = max(widths[i], n) } }
+        let lineWidth = widths.reduce(0, +) + 2 * width
+        return zip(rows, counts).map { row, count in
             var line = ""
+            line.reserveCapacity(lineWidth)
             for (i, cell) in row.enumerated() {
-                line += i == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[i] - cell.count + 2)
+                line += cell
+                if i < row.count - 1 {
+                    for _ in 0..<(widths[i] - count[i] + 2) { line.append(" ") }
+                }
             }
             return line
         }

@@ -7,6 +7,9 @@
 package enum DisplayText {
     /// `text` with every scalar a terminal would act on written out.
     package static func escaped(_ text: String) -> String {
+        // Printable ASCII, most of what is shown, needs nothing: returned
+        // as it is, without building a copy scalar by scalar.
+        if text.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7f }) { return text }
         var out = ""
         out.unicodeScalars.reserveCapacity(text.unicodeScalars.count)
         for scalar in text.unicodeScalars {

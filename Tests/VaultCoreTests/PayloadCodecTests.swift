@@ -81,6 +81,28 @@ struct PayloadCodecTests {
         }
     }
 
+    @Test("each key of a provider configuration reaches the property Foundation's decoder gives it")
+    func providerConfigurationKeys() throws {
+        let keys = [
+            "name", "issuer", "authorization_endpoint", "token_endpoint", "device_authorization_endpoint",
+            "revocation_endpoint", "userinfo_endpoint", "client_id", "client_secret", "token_endpoint_auth_method",
+            "signature_method", "redirect_uri", "account_claim", "client_private_key", "client_key_id", "subject",
+            "endpoints_source", "registration_endpoint", "registration_client_uri", "registration_access_token",
+        ]
+        // Each value names its key, so a key stored in the wrong property shows.
+        let object = "{" + keys.map { "\"\($0)\":\"v-\($0)\"" }.joined(separator: ",") + "}"
+        let expected = try JSONDecoder().decode(ProviderConfiguration.self, from: Data(object.utf8))
+        let record = #"{"name":"n","grant":{"provider":"p","created_at":1,"provider_config":"# + object + "}}"
+        #expect(read(record)?.grant?.providerConfiguration == expected)
+        // A listing keeps no secret: those three read as empty strings.
+        var listed = expected
+        listed.clientSecret = ""
+        listed.clientPrivateKey = ""
+        listed.registrationAccessToken = ""
+        let withoutSecrets = Array(record.utf8).withUnsafeBytes { Payload.read($0, secrets: false) }
+        #expect(withoutSecrets?.grant?.providerConfiguration == listed)
+    }
+
     @Test("every property of a grant is in its one list of stored fields, once, and reads back by key")
     func fieldsListedOnce() throws {
         let grant = Grant(

@@ -627,18 +627,44 @@ extension DerivedToken {
 }
 
 extension ProviderConfiguration {
-    nonisolated(unsafe) private static let fields: [(StaticString, WritableKeyPath<ProviderConfiguration, String?>)] = [
-        ("name", \.name), ("issuer", \.issuer), ("authorization_endpoint", \.authorizationEndpoint),
-        ("token_endpoint", \.tokenEndpoint), ("device_authorization_endpoint", \.deviceAuthorizationEndpoint),
-        ("revocation_endpoint", \.revocationEndpoint), ("userinfo_endpoint", \.userinfoEndpoint),
-        ("client_id", \.clientID), ("client_secret", \.clientSecret),
-        ("token_endpoint_auth_method", \.tokenEndpointAuthMethod), ("signature_method", \.signatureMethod),
-        ("redirect_uri", \.redirectURI), ("account_claim", \.accountClaim),
-        ("client_private_key", \.clientPrivateKey), ("client_key_id", \.clientKeyID), ("subject", \.subject),
-        ("endpoints_source", \.endpointsSource), ("registration_endpoint", \.registrationEndpoint),
-        ("registration_client_uri", \.registrationClientURI),
-        ("registration_access_token", \.registrationAccessToken),
+    /// The string fields, by key; `setString` stores each by its position
+    /// here (a switch, not key paths: a key path is built at run time, which
+    /// every process reading a grant paid for).
+    private static let fields: [StaticString] = [
+        "name", "issuer", "authorization_endpoint", "token_endpoint", "device_authorization_endpoint",
+        "revocation_endpoint", "userinfo_endpoint", "client_id", "client_secret", "token_endpoint_auth_method",
+        "signature_method", "redirect_uri", "account_claim", "client_private_key", "client_key_id", "subject",
+        "endpoints_source", "registration_endpoint", "registration_client_uri", "registration_access_token",
     ]
+
+    /// The positions in `fields` a listing does not keep: the client
+    /// secret, the private key and the registration access token.
+    private static func isSecret(_ n: Int) -> Bool { n == 8 || n == 13 || n == 19 }
+
+    private mutating func setString(_ n: Int, _ value: String?) {
+        switch n {
+        case 0: name = value
+        case 1: issuer = value
+        case 2: authorizationEndpoint = value
+        case 3: tokenEndpoint = value
+        case 4: deviceAuthorizationEndpoint = value
+        case 5: revocationEndpoint = value
+        case 6: userinfoEndpoint = value
+        case 7: clientID = value
+        case 8: clientSecret = value
+        case 9: tokenEndpointAuthMethod = value
+        case 10: signatureMethod = value
+        case 11: redirectURI = value
+        case 12: accountClaim = value
+        case 13: clientPrivateKey = value
+        case 14: clientKeyID = value
+        case 15: subject = value
+        case 16: endpointsSource = value
+        case 17: registrationEndpoint = value
+        case 18: registrationClientURI = value
+        default: registrationAccessToken = value
+        }
+    }
 
     /// Keys that are not strings, read after the string fields above.
     private static let otherFields: [StaticString] = [
@@ -650,41 +676,36 @@ extension ProviderConfiguration {
         var seen: UInt32 = 0
         try r.beginObject(depth: 2)
         while let key = try r.nextKey() {
-            if let m = otherFields.firstIndex(where: { key.is($0) }) {
-                let bit: UInt32 = 1 << (fields.count + m)
-                guard seen & bit == 0 else { throw .malformed }
-                seen |= bit
-                switch m {
-                case 0: c.errorAliases = try r.null() ? nil : try stringMap(&r)
-                case 1: c.errorsWithHTTP200 = try r.null() ? nil : try r.bool()
-                case 2: c.empty400IsInvalidGrant = try r.null() ? nil : try r.bool()
-                case 3: c.authorizationParams = try r.null() ? nil : try stringMap(&r)
-                default: c.scopes = try r.null() ? nil : try stringArray(&r)
+            if let n = fields.firstIndex(where: { key.is($0) }) {
+                guard seen & (1 << n) == 0 else { throw .malformed }
+                seen |= 1 << n
+                // Without secrets, the client secret, private key and
+                // registration access token are checked and dropped: a
+                // present one reads as an empty string.
+                if !secrets && isSecret(n) {
+                    c.setString(n, try r.skipString() ? "" : nil)
+                } else {
+                    c.setString(n, try r.optionalString())
                 }
                 continue
             }
-            guard let n = fields.firstIndex(where: { key.is($0.0) }) else {
+            guard let m = otherFields.firstIndex(where: { key.is($0) }) else {
                 try r.skip(depth: 3)
                 continue
             }
-            guard seen & (1 << n) == 0 else { throw .malformed }
-            seen |= 1 << n
-            // Without secrets, the client secret, private key and registration
-            // access token are checked and dropped: a present one reads as
-            // an empty string.
-            if !secrets && ProviderConfiguration.secretFields.contains(fields[n].1) {
-                c[keyPath: fields[n].1] = try r.skipString() ? "" : nil
-            } else {
-                c[keyPath: fields[n].1] = try r.optionalString()
+            let bit: UInt32 = 1 << (fields.count + m)
+            guard seen & bit == 0 else { throw .malformed }
+            seen |= bit
+            switch m {
+            case 0: c.errorAliases = try r.null() ? nil : try stringMap(&r)
+            case 1: c.errorsWithHTTP200 = try r.null() ? nil : try r.bool()
+            case 2: c.empty400IsInvalidGrant = try r.null() ? nil : try r.bool()
+            case 3: c.authorizationParams = try r.null() ? nil : try stringMap(&r)
+            default: c.scopes = try r.null() ? nil : try stringArray(&r)
             }
         }
         return c
     }
-
-    /// The fields a listing does not keep.
-    nonisolated(unsafe) private static let secretFields: [WritableKeyPath<ProviderConfiguration, String?>] = [
-        \.clientSecret, \.clientPrivateKey, \.registrationAccessToken,
-    ]
 
     /// An array of strings (`scopes`).
     private static func stringArray(_ r: inout JSONReader) throws(JSONReader.Failure) -> [String] {
