@@ -4,9 +4,13 @@
 Sections (all by default; --only picks some, comma-separated):
   basic     vault list, show, token (key file and agent), --version at --grants
             grants, peak memory, and age, pass and gh beside them
-  agent     vault token through the agent beside age -d (and vault --version,
-            /bin/true), the commands taking turns in each iteration; the
-            median of the per-iteration ratios
+  agent     vault token through the agent and with a key file, vault help
+            token, age -d, vault --version and /bin/true, taking turns in
+            each iteration; the medians of the per-iteration ratios against
+            vault --version and age -d. With --tripwire R, exits 1 when
+            token (agent) or help token passes R times vault --version:
+            the check Tools/test runs so that a start-up regression never
+            lands unseen
   big       vault list and token at --big grants
   sync      requests, bytes and time of a sync carrying one changed grant, at
             100, --grants and --big grants, against a private Apache WebDAV store
@@ -521,8 +525,9 @@ class Bench:
         return (time.perf_counter() - start) * 1000, failed
 
     def agent(self):
-        """vault token through the agent, age -d and vault --version, in turns
-        within each iteration (the order rotating), as per-iteration ratios."""
+        """vault token through the agent and with a key file, vault help
+        token, age -d, vault --version and /bin/true, in turns within each
+        iteration (the order rotating), as per-iteration ratios."""
         args, vault = self.args, self.vault
         env = self.filled("vault", args.grants)
         middle = "g%d" % (args.grants // 2)
@@ -530,6 +535,7 @@ class Bench:
         agent = Agent(vault, env, self.home + "/run-agent")
         try:
             commands = [("token", [vault, "token", middle], agent.client_env), ("age", age, env),
+                        ("keyfile", [vault, "token", middle], env), ("help", [vault, "help", "token"], env),
                         ("version", [vault, "--version"], env), ("true", ["/bin/true"], env)]
             for _, cmd, cenv in commands:
                 for _ in range(5):
@@ -547,15 +553,32 @@ class Bench:
         ratio = lambda a, b: statistics.median(x / y for x, y in zip(times[a], times[b]))
         med = {name: statistics.median(v) for name, v in times.items()}
         row = {"iterations": args.pairs, "median_ms": med, "token_over_age": ratio("token", "age"),
-               "version_over_age": ratio("version", "age"), "token_over_version": ratio("token", "version")}
+               "version_over_age": ratio("version", "age"), "token_over_version": ratio("token", "version"),
+               "keyfile_over_age": ratio("keyfile", "age"), "help_over_version": ratio("help", "version")}
         self.say("== agent (%s)" % load())
-        self.say("%d iterations, each running the four commands once in turn (order rotating)" % args.pairs)
-        self.say("median ms: vault token %s (agent) %.2f, age -d %.2f, vault --version %.2f, /bin/true %.2f"
-                 % (middle, med["token"], med["age"], med["version"], med["true"]))
-        self.say("median per-iteration ratio: token/age %.2f (goal <= 1.0: %s), --version/age %.2f, token/--version %.2f"
-                 % (row["token_over_age"], met(row["token_over_age"] <= 1.0), row["version_over_age"],
-                    row["token_over_version"]))
+        self.say("%d iterations, each running the six commands once in turn (order rotating)" % args.pairs)
+        self.say("median ms: vault token %s (agent) %.2f, (key file) %.2f, vault help token %.2f, age -d %.2f, "
+                 "vault --version %.2f, /bin/true %.2f" % (middle, med["token"], med["keyfile"], med["help"], med["age"],
+                                                           med["version"], med["true"]))
+        self.say("median per-iteration ratios:")
+        self.say("  token (agent) / --version  %.2f (goal <= 1.1: %s)" % (
+            row["token_over_version"], met(row["token_over_version"] <= 1.1)))
+        self.say("  token (agent) / age -d     %.2f (goal <= 1.0: %s)" % (
+            row["token_over_age"], met(row["token_over_age"] <= 1.0)))
+        self.say("  token (key file) / age -d  %.2f (goal <= 1.3: %s)" % (
+            row["keyfile_over_age"], met(row["keyfile_over_age"] <= 1.3)))
+        self.say("  help token / --version     %.2f" % row["help_over_version"])
+        self.say("  --version / age -d         %.2f" % row["version_over_age"])
         self.results["agent"] = row
+        if args.tripwire:
+            over = [(what, row[key]) for what, key in (("vault token (agent)", "token_over_version"),
+                                                       ("vault help token", "help_over_version"))
+                    if row[key] > args.tripwire]
+            for what, r in over:
+                self.say("bench: TRIPWIRE: %s took %.2f times vault --version (bound %.2f): start-up got slower; "
+                         "see CONTRIBUTING.md, \"Start-up speed\"" % (what, r, args.tripwire))
+            if over:
+                self.tripped = True
 
     def finish(self):
         if self.server:
@@ -601,6 +624,9 @@ def main():
     ap.add_argument("--stall-cap", type=float, default=90, help="seconds after which one stalled run is killed")
     ap.add_argument("--parallel", type=int, default=20, help="expired grants refreshed at once")
     ap.add_argument("--delay", type=float, default=1.0, help="seconds the token endpoint takes to answer")
+    ap.add_argument("--tripwire", type=float, default=0,
+                    help="with the agent section: exit 1 when vault token (agent) or help token passes this many "
+                         "times vault --version")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of the parallel refresh")
     ap.add_argument("--pairs", type=int, default=200, help="iterations of the agent section")
     ap.add_argument("--json", metavar="FILE", help="also write the figures to FILE as JSON")
@@ -618,7 +644,11 @@ def main():
     started = time.monotonic()
     try:
         version = subprocess.run([bench.vault, "--version"], capture_output=True, check=True).stdout.decode().strip()
-        bench.say("%s; %d cores; %s" % (version, os.cpu_count() or 0, load()))
+        # The commit of the checkout the binary was built in (a binary
+        # copied out of one says "?"), not of this script's checkout.
+        commit = subprocess.run(["git", "-C", os.path.dirname(os.path.realpath(bench.vault)), "rev-parse",
+                                 "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or "?"
+        bench.say("%s; built at commit %s; %d cores; %s" % (version, commit, os.cpu_count() or 0, load()))
         for section in SECTIONS:
             if section in chosen:
                 began = time.monotonic()
@@ -639,6 +669,8 @@ def main():
         subprocess.run(["gpgconf", "--kill", "all"], env={"GNUPGHOME": home + "/gnupg", "PATH": "/usr/bin:/bin"},
                        capture_output=True)
         shutil.rmtree(home, ignore_errors=True)
+    if getattr(bench, "tripped", False):
+        sys.exit(1)
 
 
 if __name__ == "__main__":
