@@ -47,7 +47,7 @@ public final class SecureBytes: Sendable, CustomStringConvertible, CustomDebugSt
     /// from another module, looks up the collection's conformances at run
     /// time, which costs every short-lived command a scan of the binary's
     /// conformance tables.
-    public convenience init(copying bytes: [UInt8]) throws(CryptoError) {
+    package convenience init(copying bytes: [UInt8]) throws(CryptoError) {
         try self.init(count: bytes.count) { target in
             bytes.withUnsafeBytes { source in
                 if let base = source.baseAddress { target.baseAddress!.copyMemory(from: base, byteCount: source.count) }
