@@ -61,6 +61,11 @@ struct ProviderTests {
             ("github", "errors_with_http_200", "true"),
             ("google", "token_endpoint_auth_method", "client_secret_post"),
             ("microsoft", "public_client", "true"),
+            // Microsoft documents that a replaced refresh token is not
+            // revoked; the others say nothing, which counts as revoking.
+            ("microsoft", "refresh_token_reuse", "tolerated"),
+            ("github", "refresh_token_reuse", "-"),
+            ("gitlab", "refresh_token_reuse", "-"),
         ])
     func presetQuirk(_ name: String, _ field: String, _ value: String) throws {
         let p = try ProviderCatalog.load(configDirectory: "/nonexistent").provider(name)
@@ -74,6 +79,7 @@ struct ProviderTests {
         case "git": actual = (p.gitHosts + [p.gitUsername ?? "oauth2"]).joined(separator: " ")
         case "token_endpoint_auth_method": actual = p.tokenEndpointAuthMethod
         case "errors_with_http_200": actual = "\(p.errorQuirks.errorsWithHTTP200)"
+        case "refresh_token_reuse": actual = p.refreshTokenPolicy?.reuse?.rawValue ?? "-"
         default: actual = "\(p.publicClient)"
         }
         #expect(actual == value)
@@ -176,6 +182,10 @@ struct ProviderTests {
             ),
             (#"{"name": "x", "protocol": "oauth3", "issuer": "https://a"}"#, "protocol must be oauth2 or oauth1"),
             (#"{"name": "bad name", "issuer": "https://a"}"#, "says it defines provider 'bad name'"),
+            (
+                #"{"name": "x", "issuer": "https://a", "refresh_token_policy": {"reuse": "sometimes"}}"#,
+                "refresh_token_policy.reuse must be 'revokes' or 'tolerated'"
+            ),
         ])
     func badFiles(text: String, reason: String) throws {
         let (c, _) = try catalog(with: ["x.json": text])

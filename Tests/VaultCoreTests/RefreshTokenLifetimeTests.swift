@@ -56,8 +56,14 @@ struct RefreshTokenLifetimeTests {
             "odd",
             #"{"token_endpoint": "https://x.example/t", "authorization_endpoint": "https://x.example/a", "refresh_token_policy": {"lifespan": "7d"}}"#
         )
+        try write(
+            "keycloak",
+            #"{"token_endpoint": "https://x.example/t", "authorization_endpoint": "https://x.example/a", "refresh_token_policy": {"rotates": true, "reuse": "revokes"}}"#
+        )
         let catalog = ProviderCatalog.load(configDirectory: dir.path)
         #expect(catalog.providers["google"]?.refreshTokenPolicy?.lifetime == 7 * Self.day)
+        #expect(catalog.providers["keycloak"]?.refreshTokenPolicy?.reuse == .revokes)
+        #expect(catalog.providers["google"]?.refreshTokenPolicy?.reuse == nil)
         #expect(catalog.providers["bad"] == nil && catalog.providers["odd"] == nil)
         let reasons = catalog.problems.map(\.reason).joined(separator: "\n")
         #expect(reasons.contains("refresh_token_policy.lifetime needs a duration"))

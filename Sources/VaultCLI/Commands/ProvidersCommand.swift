@@ -75,6 +75,7 @@ struct ProviderSummary: Encodable {
             if let v = policy.lifetime { o["lifetime"] = .string(RefreshTokenPolicy.text(v)) }
             if let v = policy.inactivity { o["inactivity"] = .string(RefreshTokenPolicy.text(v)) }
             if let v = policy.rotates { o["rotates"] = .bool(v) }
+            if let v = policy.reuse { o["reuse"] = .string(v.rawValue) }
             if let v = policy.source { o["source"] = .string(v) }
             if let v = policy.notes { o["notes"] = .string(v) }
             return o

@@ -61,7 +61,7 @@ enum Presets {
                 "inactivity": "180d",
                 "rotates": true,
                 "source": "https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/refreshing-user-access-tokens",
-                "notes": "GitHub Apps with expiring user tokens: each refresh token lives six months and is replaced by every refresh; GitHub says its end in refresh_token_expires_in, which vault follows. Classic OAuth apps issue no refresh token."
+                "notes": "GitHub Apps with expiring user tokens: each refresh token lives six months and is replaced by every refresh; GitHub says its end in refresh_token_expires_in, which vault follows. What GitHub does with a replaced refresh token presented again is not documented. Classic OAuth apps issue no refresh token."
               }
             }
             """#
@@ -183,8 +183,9 @@ enum Presets {
               "refresh_token_policy": {
                 "inactivity": "90d",
                 "rotates": true,
+                "reuse": "tolerated",
                 "source": "https://learn.microsoft.com/en-us/entra/identity-platform/refresh-tokens",
-                "notes": "90 days for every app but single-page apps (24 hours); each refresh issues a new refresh token with a new 90 days, so a grant dies after 90 days unused. A password change revokes the tokens of password-based sign-ins, and an administrator or the user can revoke them all."
+                "notes": "90 days for every app but single-page apps (24 hours); each refresh issues a new refresh token with a new 90 days, so a grant dies after 90 days unused. The old refresh token is not revoked when a new one is issued (the same page). A password change revokes the tokens of password-based sign-ins, and an administrator or the user can revoke them all."
               }
             }
             """#

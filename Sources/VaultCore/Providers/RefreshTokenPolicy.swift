@@ -1,5 +1,15 @@
 public import FoundationEssentials
 
+/// What a provider does with a refresh token presented again after it
+/// issued the next one.
+public enum RefreshTokenReuse: String, Sendable, Equatable {
+    /// It takes the reuse for a stolen token and revokes the whole grant
+    /// (Auth0, Okta and Keycloak with rotation, one-use tokens elsewhere).
+    case revokes
+    /// The old token keeps working until it expires (Microsoft's).
+    case tolerated
+}
+
 /// How long a provider's refresh tokens live, as the provider documents it
 /// (docs/providers.md, "Refresh token lifetimes"). Presets state it with a
 /// link to where the provider says so; a provider file can state its own
@@ -18,23 +28,29 @@ public struct RefreshTokenPolicy: Sendable, Equatable, Decodable {
     /// Whether each refresh issues a new refresh token; what a grant's own
     /// refreshes showed wins (`Grant.refreshTokenRotates`).
     public var rotates: Bool?
+    /// What the provider does when a refresh token it has replaced comes
+    /// back (two machines refreshing one grant each with the same token);
+    /// nil when it does not say, which is to be read as `revokes` for a
+    /// grant whose refresh token rotates.
+    public var reuse: RefreshTokenReuse?
     /// Where the provider documents the policy.
     public var source: String?
     /// Words for people: what else ends a grant.
     public var notes: String?
 
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case lifetime, inactivity, rotates, source, notes
+        case lifetime, inactivity, rotates, reuse, source, notes
     }
 
     /// Creates a policy.
     public init(
-        lifetime: TimeInterval? = nil, inactivity: TimeInterval? = nil, rotates: Bool? = nil, source: String? = nil,
-        notes: String? = nil
+        lifetime: TimeInterval? = nil, inactivity: TimeInterval? = nil, rotates: Bool? = nil,
+        reuse: RefreshTokenReuse? = nil, source: String? = nil, notes: String? = nil
     ) {
         self.lifetime = lifetime
         self.inactivity = inactivity
         self.rotates = rotates
+        self.reuse = reuse
         self.source = source
         self.notes = notes
     }
@@ -59,6 +75,12 @@ public struct RefreshTokenPolicy: Sendable, Equatable, Decodable {
         lifetime = try duration(.lifetime)
         inactivity = try duration(.inactivity)
         rotates = try c.decodeIfPresent(Bool.self, forKey: .rotates)
+        if let text = try c.decodeIfPresent(String.self, forKey: .reuse) {
+            guard let value = RefreshTokenReuse(rawValue: text) else {
+                throw VaultError(.invalidInput, "refresh_token_policy.reuse must be 'revokes' or 'tolerated'")
+            }
+            reuse = value
+        }
         source = try c.decodeIfPresent(String.self, forKey: .source)
         notes = try c.decodeIfPresent(String.self, forKey: .notes)
     }
