@@ -79,18 +79,32 @@ extension SyncEngine {
             // (its publication's answer was lost here) was no race.
             if newHere && replaced.contains(passphraseHash) { newHere = false }
             let published = Keyslots.passphraseSlots(among: slots)
-            if !published.isEmpty && published != ownBefore {
+            let publishedHash = try SyncEngine.hash(published)
+            let noted = state.passphraseHash
+            // Keys this machine's own passphrase replaced: the root still
+            // pins them because this machine's pin did not land (its note
+            // of it is kept from before it tried), or this machine joined
+            // with them before their publisher pinned them. No race: the
+            // passphrase here stands, and is published below.
+            let superseded = state.replaced.contains(publishedHash) || (newHere && publishedHash == noted)
+            // The passphrase this machine published (or tried to) is not
+            // one the publisher saw, though none is new here: this
+            // machine's pin was lost to another machine's, which raced it.
+            let unseen =
+                !newHere && !superseded && noted != zeros && publishedHash != noted && !replaced.contains(noted)
+                && !ownBefore.allSatisfy { published.contains($0) }
+            if !superseded && !published.isEmpty && published != ownBefore {
                 // Both machines set a new passphrase before either synced:
                 // both open the vault, everywhere, until one is chosen.
                 var taken = published
-                if newHere { taken += ownBefore.filter { !published.contains($0) } }
+                if newHere || unseen { taken += ownBefore.filter { !published.contains($0) } }
                 try vault.keyslots.adoptPassphraseSlots(taken)
                 report.passphraseTaken = true
                 changed = true
             }
             state.pinHash = pin
-            state.replaced = replaced
-            if !newHere {
+            if !superseded { state.replaced = replaced }
+            if !newHere && !superseded && !unseen {
                 state.keysHash = try SyncRoot.hash(try keysObject())
                 state.passphraseHash = try SyncEngine.hash(try vault.keyslots.passphraseSlots())
             }
@@ -99,7 +113,9 @@ extension SyncEngine {
         let objectHash = try SyncRoot.hash(object)
         if objectHash != state.keysHash {
             _ = try store.put(SyncEngine.keysName, object)
-            if newHere || root?.keysPin != nil {
+            // A pin noted here that the root does not hold is sent again.
+            let pinPending = state.pinHash != zeros && state.pinHash != (root?.keysPin ?? zeros)
+            if newHere || root?.keysPin != nil || pinPending {
                 // The root vouches for the new slots, written where no
                 // later upload of `vault-keys` replaces them, with the
                 // passphrases they replace; when another writer got in
@@ -111,6 +127,20 @@ extension SyncEngine {
                 let pinned = SyncEngine.pinnedKeys(object, replacing: replaced)
                 let pin = try SyncRoot.hash(pinned)
                 _ = try store.put(SyncEngine.pinnedKeysName(pin), pinned, precondition: .absent)
+                // Noted before the root pins them (the keys themselves count
+                // as sent only once pinned): a process killed with its pin
+                // in the store then knows the pin for its own next time,
+                // rather than race itself; should the pin not land, the next
+                // sync finds that what the root pins is what this passphrase
+                // replaced, or a rival's that did not see it.
+                let current = try SyncEngine.hash(try vault.keyslots.passphraseSlots())
+                try vault.update { (_: inout StateManifest) throws(VaultError) in
+                    var s = try loadSyncState(keys)
+                    s.pinHash = pin
+                    s.passphraseHash = current
+                    s.replaced = Array(replaced.prefix(SyncEngine.maxReplaced))
+                    try saveSyncState(s, keys)
+                }
                 guard try pinKeys(pin, store: store, keys: keys) else { return }
                 // The slots the root vouched for before are no longer read.
                 if let old = root?.keysPin, old != pin { try? store.delete(SyncEngine.pinnedKeysName(old)) }

@@ -220,12 +220,24 @@ final class SimMachine: @unchecked Sendable {
         case .join:
             return "joined"
         case .passwd:
+            // A passphrase travels with the keys a root pins, not with every
+            // root: a change replaces only the earlier changes whose
+            // passphrases this vault held (a machine can merge a root
+            // written after a change on another machine before that
+            // machine publishes the new keys).
+            let before = Set(try vault.keyslots.passphraseSlots().map { Array($0.suffix(8)).hex })
+            let unseen = Set(
+                ledger.edits.filter { e in
+                    e.record == Ledger.passphrase && known.contains(e.id)
+                        && !Set(e.name.split(separator: "+").map(String.init)).isSubset(of: before)
+                }.map(\.id))
             let secret = try SecureBytes(copying: Array("passphrase \(Random.fraction())".utf8))
             try vault.keyslots.changePassphrase(to: .passphrase(secret), kdf: .minimum)
             let slots = try vault.keyslots.passphraseSlots()
             ledger.edit(
                 machine: self, record: Ledger.passphrase, groups: .meta, removed: false,
-                name: slots.map { Array($0.suffix(8)).hex }.joined(separator: "+"), family: nil, what: "passwd")
+                name: slots.map { Array($0.suffix(8)).hex }.joined(separator: "+"), family: nil, what: "passwd",
+                unseen: unseen)
             return "new passphrase"
         }
     }
