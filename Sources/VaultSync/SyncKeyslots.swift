@@ -111,10 +111,12 @@ extension SyncEngine {
         }
         let object = try keysObject()
         let objectHash = try SyncRoot.hash(object)
-        if objectHash != state.keysHash {
+        // A pin noted here that the root does not hold is sent again: its
+        // root write did not land, or a store that ignores preconditions
+        // let an older root replace it.
+        let pinPending = state.pinHash != zeros && state.pinHash != (root?.keysPin ?? zeros)
+        if objectHash != state.keysHash || pinPending {
             _ = try store.put(SyncEngine.keysName, object)
-            // A pin noted here that the root does not hold is sent again.
-            let pinPending = state.pinHash != zeros && state.pinHash != (root?.keysPin ?? zeros)
             if newHere || root?.keysPin != nil || pinPending {
                 // The root vouches for the new slots, written where no
                 // later upload of `vault-keys` replaces them, with the
