@@ -178,9 +178,20 @@ struct Oracle {
                 }
                 for (i, e1) in touching.enumerated() {
                     for e2 in touching[(i + 1)...]
-                    where !knows(e1, e2) && !knows(e2, e1) && last(e1, before: e2) && last(e2, before: e1)
-                        && outcome(e1, meta: meta) != outcome(e2, meta: meta)
-                    {
+                    where !knows(e1, e2) && !knows(e2, e1) && outcome(e1, meta: meta) != outcome(e2, meta: meta) {
+                        // An edit that saw both sides of a race was made on
+                        // one of them; the other stays a kept side, and it
+                        // races the next edits of the line that never saw
+                        // it, though the edit that saw both hides the race
+                        // from the lines' last edits (new tokens kept beside
+                        // a value one machine removed, and a removal on the
+                        // other machine that never saw those tokens). Which
+                        // side it was cannot be told, so no conflict is held
+                        // needless then.
+                        guard last(e1, before: e2) && last(e2, before: e1) else {
+                            if touching.contains(where: { knows($0, e1) && knows($0, e2) }) { raced = true }
+                            continue
+                        }
                         raced = true
                         // A pick that saw both settles the race. Any other
                         // edit that saw both was made on one of the sides,
