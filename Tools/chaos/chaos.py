@@ -503,7 +503,19 @@ class Run:
 
     def race_round(self, view):
         """Racing edits of shared grants, every machine in step first: each must end as a conflict everywhere."""
-        shared = [n for n in view["names"] if n.startswith("s")]
+        # Grants already in a conflict (two machines raced on them during
+        # the run) would end with more sides than the race adds: settle
+        # them first, keeping each machine's value, so the round starts
+        # from grants every machine holds alike.
+        raced_before = [n for n in (view["conflicts"] or []) if n.startswith("s")]
+        for name in raced_before:
+            self.must(self.machines[0], "conflicts", "resolve", name, "--keep", "current")
+        if raced_before:
+            for _ in range(2):
+                for m in self.machines:
+                    self.must(m, "sync")
+            view = self.view(self.machines[0])
+        shared = [n for n in view["names"] if n.startswith("s") and n not in (view["conflicts"] or [])]
         if len(shared) < 2:
             self.anomaly("fewer than two shared grants left for the race round: %s" % ", ".join(shared))
             return
