@@ -17,9 +17,10 @@ extension SyncEngine {
     /// A pinned keys object (`k-...`): magic `vault-pk`, version 1, u32
     /// length and the bytes of a `vault-keys` object, then u8 count and that
     /// many BLAKE2b-32 hashes of the passphrase slots the publishing
-    /// machine's passphrase replaced, newest first: a machine that finds
-    /// its own among them knows its passphrase was seen and replaced, not
-    /// raced (docs/sync.md, "A new passphrase on every machine").
+    /// machine's passphrase replaced (of each slot alone, and of a set of
+    /// several), newest first: a machine that finds its own among them
+    /// knows its passphrase was seen and replaced, not raced (docs/sync.md,
+    /// "A new passphrase on every machine").
     static func pinnedKeys(_ keysObject: [UInt8], replacing replaced: [[UInt8]]) -> [UInt8] {
         var w = ByteWriter()
         w.append("vault-pk")
@@ -59,7 +60,8 @@ extension SyncEngine {
         let zeros = [UInt8](repeating: 0, count: 32)
         var state = try loadSyncState(keys)
         let ownBefore = try vault.keyslots.passphraseSlots()
-        let passphraseHash = try SyncEngine.hash(ownBefore)
+        let own = try PassphraseNote(ownBefore)
+        let passphraseHash = own.hash
         // A new passphrase here since the last reconciliation (unknown the
         // first time: then it is only noted).
         var newHere = state.passphraseHash != zeros && passphraseHash != state.passphraseHash
@@ -77,21 +79,27 @@ extension SyncEngine {
             }
             // A passphrase set here that the publisher saw and replaced
             // (its publication's answer was lost here) was no race.
-            if newHere && replaced.contains(passphraseHash) { newHere = false }
+            if newHere && own.isReplaced(in: replaced) { newHere = false }
             let published = Keyslots.passphraseSlots(among: slots)
-            let publishedHash = try SyncEngine.hash(published)
+            let publishedNote = try PassphraseNote(published)
+            let publishedHash = publishedNote.hash
             let noted = state.passphraseHash
+            let notedNote = PassphraseNote(hash: noted, slots: state.passphraseSlots)
             // Keys this machine's own passphrase replaced: the root still
             // pins them because this machine's pin did not land (its note
             // of it is kept from before it tried), or this machine joined
-            // with them before their publisher pinned them. No race: the
-            // passphrase here stands, and is published below.
-            let superseded = state.replaced.contains(publishedHash) || (newHere && publishedHash == noted)
+            // with them before their publisher pinned them, or took them
+            // beside its own in a race before its own new passphrase. No
+            // race: the passphrase here stands, and is published below.
+            let superseded =
+                publishedNote.isReplaced(in: state.replaced)
+                || (newHere && publishedNote.isReplaced(in: notedNote.hashes))
             // The passphrase this machine published (or tried to) is not
             // one the publisher saw, though none is new here: this
             // machine's pin was lost to another machine's, which raced it.
             let unseen =
-                !newHere && !superseded && noted != zeros && publishedHash != noted && !replaced.contains(noted)
+                !newHere && !superseded && noted != zeros && publishedHash != noted
+                && !notedNote.isReplaced(in: replaced)
                 && !ownBefore.allSatisfy { published.contains($0) }
             if !superseded && !published.isEmpty && published != ownBefore {
                 // Both machines set a new passphrase before either synced:
@@ -106,8 +114,22 @@ extension SyncEngine {
             if !superseded { state.replaced = replaced }
             if !newHere && !superseded && !unseen {
                 state.keysHash = try SyncRoot.hash(try keysObject())
-                state.passphraseHash = try SyncEngine.hash(try vault.keyslots.passphraseSlots())
+                state.note(try PassphraseNote(try vault.keyslots.passphraseSlots()))
+            } else if changed {
+                // Both sides taken: what they replaced, and this machine's
+                // own passphrase as replaced by the pair it now publishes
+                // (below). Noted at once, with what follows: a passphrase
+                // set here after this, or a publication that fails, still
+                // knows both sides were seen here.
+                if newHere && noted != zeros {
+                    let hashes = notedNote.hashes
+                    state.replaced = Array(
+                        (hashes + state.replaced.filter { !hashes.contains($0) }).prefix(SyncEngine.maxReplaced))
+                }
+                state.note(try PassphraseNote(try vault.keyslots.passphraseSlots()))
+                newHere = false
             }
+            if changed { try saveKeyslotNotes(state, keys) }
         }
         let object = try keysObject()
         let objectHash = try SyncRoot.hash(object)
@@ -116,53 +138,69 @@ extension SyncEngine {
         // let an older root replace it.
         let pinPending = state.pinHash != zeros && state.pinHash != (root?.keysPin ?? zeros)
         if objectHash != state.keysHash || pinPending {
-            _ = try store.put(SyncEngine.keysName, object)
-            if newHere || root?.keysPin != nil || pinPending {
-                // The root vouches for the new slots, written where no
-                // later upload of `vault-keys` replaces them, with the
-                // passphrases they replace; when another writer got in
-                // first, the next sync pins them.
-                var replaced = state.replaced
-                if newHere, state.passphraseHash != zeros {
-                    replaced = [state.passphraseHash] + replaced.filter { $0 != state.passphraseHash }
-                }
-                let pinned = SyncEngine.pinnedKeys(object, replacing: replaced)
-                let pin = try SyncRoot.hash(pinned)
-                _ = try store.put(SyncEngine.pinnedKeysName(pin), pinned, precondition: .absent)
-                // Noted before the root pins them (the keys themselves count
-                // as sent only once pinned): a process killed with its pin
-                // in the store then knows the pin for its own next time,
-                // rather than race itself; should the pin not land, the next
-                // sync finds that what the root pins is what this passphrase
-                // replaced, or a rival's that did not see it.
-                let current = try SyncEngine.hash(try vault.keyslots.passphraseSlots())
+            // The root vouches for new slots, written where no later upload
+            // of `vault-keys` replaces them, with the passphrases they
+            // replace; when another writer got in first, the next sync pins
+            // them.
+            let pinning = newHere || root?.keysPin != nil || pinPending
+            var replaced = state.replaced
+            if newHere, state.passphraseHash != zeros {
+                // Each slot alone, so that a passphrase seen here among
+                // others (after a race) counts as replaced wherever it
+                // stands alone; and the set, as earlier releases look for it.
+                let noted = PassphraseNote(hash: state.passphraseHash, slots: state.passphraseSlots).hashes
+                replaced = Array((noted + replaced.filter { !noted.contains($0) }).prefix(SyncEngine.maxReplaced))
+            }
+            let pinned = SyncEngine.pinnedKeys(object, replacing: replaced)
+            let pin = try SyncRoot.hash(pinned)
+            if pinning {
+                // Noted before anything is sent (the keys themselves count
+                // as sent only once pinned): a process killed once its
+                // `vault-keys` or pin is in the store then sends the same
+                // pin again next time, naming what this passphrase replaced,
+                // rather than race itself, and a machine that joined with
+                // the slots it sent sees them replaced by the next ones.
+                let current = try PassphraseNote(try vault.keyslots.passphraseSlots())
                 try vault.update { (_: inout StateManifest) throws(VaultError) in
                     var s = try loadSyncState(keys)
                     s.pinHash = pin
-                    s.passphraseHash = current
-                    s.replaced = Array(replaced.prefix(SyncEngine.maxReplaced))
+                    s.note(current)
+                    s.replaced = replaced
                     try saveSyncState(s, keys)
                 }
+            }
+            _ = try store.put(SyncEngine.keysName, object)
+            if pinning {
+                _ = try store.put(SyncEngine.pinnedKeysName(pin), pinned, precondition: .absent)
                 guard try pinKeys(pin, store: store, keys: keys) else { return }
                 // The slots the root vouched for before are no longer read.
                 if let old = root?.keysPin, old != pin { try? store.delete(SyncEngine.pinnedKeysName(old)) }
                 state.pinHash = pin
-                state.replaced = Array(replaced.prefix(SyncEngine.maxReplaced))
+                state.replaced = replaced
             }
             state.keysHash = objectHash
-            state.passphraseHash = try SyncEngine.hash(try vault.keyslots.passphraseSlots())
+            state.note(try PassphraseNote(try vault.keyslots.passphraseSlots()))
             changed = true
-        } else if state.passphraseHash == zeros {
-            state.passphraseHash = passphraseHash
+        } else if state.passphraseHash == zeros
+            || (state.passphraseSlots.isEmpty && !own.slots.isEmpty && passphraseHash == state.passphraseHash)
+        {
+            // First noted, or noted by a release that kept no slot hashes.
+            state.note(own)
             changed = true
         }
         report.passphrases = try vault.keyslots.passphraseSlots().count
         guard changed else { return }
+        try saveKeyslotNotes(state, keys)
+    }
+
+    /// Saves what `state` notes of the keyslots.
+    private func saveKeyslotNotes(_ state: SyncState, _ keys: SyncKeys) throws(VaultError) {
         try vault.update { (_: inout StateManifest) throws(VaultError) in
             var s = try loadSyncState(keys)
             s.keysHash = state.keysHash
             s.pinHash = state.pinHash
             s.passphraseHash = state.passphraseHash
+            s.passphraseSlots = state.passphraseSlots
             s.replaced = state.replaced
             try saveSyncState(s, keys)
         }
@@ -209,11 +247,11 @@ extension SyncEngine {
     func noteJoinedKeyslots() throws(VaultError) {
         let keys = try syncKeys()
         let objectHash = try SyncRoot.hash(try keysObject())
-        let passphraseHash = try SyncEngine.hash(try vault.keyslots.passphraseSlots())
+        let passphrase = try PassphraseNote(try vault.keyslots.passphraseSlots())
         try vault.update { (_: inout StateManifest) throws(VaultError) in
             var s = try loadSyncState(keys)
             s.keysHash = objectHash
-            s.passphraseHash = passphraseHash
+            s.note(passphrase)
             try saveSyncState(s, keys)
         }
     }
@@ -226,5 +264,43 @@ extension SyncEngine {
             w.append(slot)
         }
         return try Secure.hash(Array("vault.passphrase-slots.v1".utf8) + w.bytes, length: 32)
+    }
+}
+
+/// A machine's passphrase slots as sync notes them: BLAKE2b-32 of the set,
+/// and of each slot alone (a single slot's is the set's).
+struct PassphraseNote {
+    var hash: [UInt8]
+    /// Empty when not known (noted by a release that kept only the set's).
+    var slots: [[UInt8]]
+
+    init(hash: [UInt8], slots: [[UInt8]]) {
+        self.hash = hash
+        self.slots = slots
+    }
+
+    init(_ slots: [[UInt8]]) throws(VaultError) {
+        hash = try SyncEngine.hash(slots)
+        var each: [[UInt8]] = []
+        for slot in slots.prefix(SyncState.maxPassphraseSlots) { each.append(try SyncEngine.hash([slot])) }
+        self.slots = each
+    }
+
+    /// The hashes a machine that replaces this passphrase names: each slot
+    /// alone, then the set when it holds several.
+    var hashes: [[UInt8]] { slots.contains(hash) ? slots : slots + [hash] }
+
+    /// Whether `replaced` names this passphrase as replaced: the set, or
+    /// every slot of it (seen among others and replaced with them).
+    func isReplaced(in replaced: [[UInt8]]) -> Bool {
+        replaced.contains(hash) || (!slots.isEmpty && slots.allSatisfy { replaced.contains($0) })
+    }
+}
+
+extension SyncState {
+    /// Notes `passphrase` as this machine's passphrase slots.
+    mutating func note(_ passphrase: PassphraseNote) {
+        passphraseHash = passphrase.hash
+        passphraseSlots = passphrase.slots
     }
 }

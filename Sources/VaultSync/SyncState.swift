@@ -10,8 +10,12 @@ struct SyncState {
     /// Version 2 adds who made each side of a conflict and the objects
     /// waiting to be collected; version 3 what the keyslots were when last
     /// reconciled with the store's (docs/sync.md, "A new passphrase on
-    /// every machine"). Versions 1 and 2 are still read.
-    static let version: UInt16 = 3
+    /// every machine"); version 4 the hash of each of those passphrase
+    /// slots, so that a passphrase seen among others counts as replaced.
+    /// Versions 1 to 3 are still read.
+    static let version: UInt16 = 4
+    /// Most passphrase slots whose hashes are noted one by one.
+    static let maxPassphraseSlots = 16
 
     /// What a record was when last in step with the store.
     struct Base: Equatable {
@@ -94,6 +98,9 @@ struct SyncState {
     /// BLAKE2b-32 of this machine's passphrase slots at that time (zeros:
     /// not known yet): a different one means a new passphrase here.
     var passphraseHash: [UInt8] = Array(repeating: 0, count: 32)
+    /// BLAKE2b-32 of each of those slots alone, at most 16 (none: not
+    /// known, as version 3 kept them; a single slot's is `passphraseHash`).
+    var passphraseSlots: [[UInt8]] = []
     /// The passphrases (hashes of their slots) the pinned ones replaced,
     /// newest first, at most 16: carried on when this machine pins its own.
     var replaced: [[UInt8]] = []
@@ -161,6 +168,9 @@ struct SyncState {
         w.append(passphraseHash)
         w.append(UInt8(replaced.count))
         for h in replaced { w.append(h) }
+        let slots = passphraseSlots.prefix(SyncState.maxPassphraseSlots)
+        w.append(UInt8(slots.count))
+        for h in slots { w.append(h) }
         var plain = w.bytes
         defer { secureZero(&plain) }
         let sealed = try Secure.copy(plain)
@@ -223,6 +233,13 @@ struct SyncState {
             pinHash = try r.read(32)
             passphraseHash = try r.read(32)
             for _ in 0..<Int(try r.u8()) { replaced.append(try r.read(32)) }
+        }
+        if version >= 4 {
+            let count = Int(try r.u8())
+            guard count <= SyncState.maxPassphraseSlots else {
+                throw VaultError(.damaged, "\(what) note too many slots")
+            }
+            for _ in 0..<count { passphraseSlots.append(try r.read(32)) }
         }
         try r.finish()
     }
