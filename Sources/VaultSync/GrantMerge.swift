@@ -70,6 +70,7 @@ struct GrantMerge {
             lineage.meta = joined
         }
         lineage.spent = GrantMerge.union(a.lineage.spent, b.lineage.spent)
+        lineage.presented = GrantMerge.union(a.lineage.presented, b.lineage.presented)
 
         guard let metaGrant = meta.grant else {
             // A removal carries no tokens; it keeps the token tag of what it
@@ -102,7 +103,9 @@ struct GrantMerge {
             tokenConflict ? tokensOther.lineage.tokensBefore : GrantMerge.tokenHistory(tokensOther.lineage),
             except: lineage.tokens)
         value = Payload(
-            name: meta.payload.name, grant: metaGrant.withTokens(of: tokens.grant ?? metaGrant), lineage: lineage)
+            name: meta.payload.name,
+            grant: GrantMerge.checkedSpent(metaGrant.withTokens(of: tokens.grant ?? metaGrant), lineage),
+            lineage: lineage)
         deleted = false
         self.losers = losers
     }
@@ -184,6 +187,7 @@ struct GrantMerge {
             except: lineage.meta)
         lineage.tokensBefore = union(lineage.tokensBefore, tokenHistory(current.lineage), except: lineage.tokens)
         lineage.spent = union(chosen.lineage.spent, current.lineage.spent)
+        lineage.presented = union(chosen.lineage.presented, current.lineage.presented)
         guard let chosenGrant = chosen.grant else {
             return (Payload(name: chosen.payload.name, grant: nil, lineage: lineage), true)
         }
@@ -194,7 +198,27 @@ struct GrantMerge {
         if spentByCurrent == true, let tokens = current.grant {
             grant = chosenGrant.withTokens(of: tokens)
         }
-        return (Payload(name: chosen.payload.name, grant: grant, lineage: lineage), false)
+        return (
+            Payload(name: chosen.payload.name, grant: checkedSpent(grant, lineage), lineage: lineage), false
+        )
+    }
+
+    /// `grant`, marked dead when a refresh on some machine presented its
+    /// refresh token and the provider replaced it (`lineage` is the
+    /// value's, holding both sides' histories): a side that never saw that
+    /// refresh, whose newer tokens went with a removal on the machine that
+    /// refreshed. The token is never presented again (the provider would
+    /// take it for a stolen one and end the family); the grant is
+    /// authorized again. A refresh token that an import or a removal gave
+    /// up was never presented, and stays live.
+    static func checkedSpent(_ grant: Grant, _ lineage: Lineage) -> Grant {
+        guard !grant.dead, let f = Lineage.fingerprint(grant.refreshToken), lineage.presented.contains(f) else {
+            return grant
+        }
+        var marked = grant
+        marked.dead = true
+        marked.deadReason = "its refresh token was replaced on another machine, and the newer one removed there"
+        return marked
     }
 
     /// The value when the person keeps `current` over the other sides:

@@ -42,6 +42,14 @@ final class Ledger: @unchecked Sendable {
     private(set) var edits: [Edit] = []
     private(set) var violations: [Violation] = []
     private(set) var counts: [String: Int] = [:]
+    /// Refresh tokens an acknowledged removal (`remove`, or a pick of a
+    /// removal) took away with its grant: a family whose newest token went
+    /// so was ended by a person, not lost.
+    private(set) var removedRefreshTokens: Set<String> = []
+
+    func removed(refreshToken: String?) {
+        if let refreshToken { removedRefreshTokens.insert(refreshToken) }
+    }
 
     func edit(
         machine: SimMachine, record: [UInt8], groups: Groups, removed: Bool, name: String, family: Int?, what: String,

@@ -180,7 +180,9 @@ final class SimMachine: @unchecked Sendable {
         case .remove(let n):
             let name = try pick(n)
             let id = try recordID(vault, name)
+            let refreshToken = try? vault.load(name).refreshToken
             try vault.remove(name)
+            ledger.removed(refreshToken: refreshToken)
             ledger.edit(
                 machine: self, record: id, groups: .both, removed: true, name: name, family: nil,
                 what: "remove \(name)")
@@ -207,6 +209,7 @@ final class SimMachine: @unchecked Sendable {
             let id = try recordID(vault, c.name)
             try engine.resolveConflict(c.name, keepingSide: keepOther ? c.side : 0)
             let side = keepOther ? c.other : c.current
+            if side == nil { ledger.removed(refreshToken: (keepOther ? c.current : c.other)?.refreshToken) }
             ledger.edit(
                 machine: self, record: id, groups: .both, removed: side == nil,
                 name: keepOther ? c.otherName : c.name,

@@ -73,6 +73,9 @@ final class SimProvider: @unchecked Sendable {
 
     func isRevoked(_ family: Int) -> Bool { families[family].revoked }
 
+    /// The family's newest refresh token.
+    func newest(of family: Int) -> String? { families[family].current }
+
     /// The process that first spent refresh token `token`, if it was spent.
     func spender(of token: String) -> Actor? { tokens[token]?.spentBy }
 

@@ -213,6 +213,27 @@ struct GrantMergeTests {
         #expect(Self.merge(Self.side(picked.value), Self.side(joined.value, deleted: true)).conflict)
     }
 
+    @Test("a refresh then a removal on one machine, a rename on another: the kept name never presents the spent token")
+    func removalAfterRefreshAgainstRename() {
+        let refreshedThenRemoved = Self.refreshed(Self.base, access: "a1", refresh: "rt2").edited(name: "g", grant: nil)
+        let renamed = Self.renamed(Self.base, to: "n")
+        let m = Self.merge(Self.side(refreshedThenRemoved, deleted: true), Self.side(renamed))
+        #expect(m.conflict)
+        // Whichever side is the value, the rename's grant holds rt1, which
+        // the removed side's refresh spent: it is dead, never refreshed.
+        let kept =
+            m.deleted ? GrantMerge.choosing(Self.side(renamed), over: Self.side(m.value, deleted: true)).value : m.value
+        #expect(kept.name == "n" && kept.grant?.refreshToken == "rt1")
+        #expect(kept.grant?.dead == true && kept.grant?.deadReason?.contains("removed") == true)
+        // Without the refresh, the rename's tokens are live.
+        let removed = Self.base.edited(name: "g", grant: nil)
+        let plain = Self.merge(Self.side(removed, deleted: true), Self.side(renamed))
+        let live =
+            plain.deleted
+            ? GrantMerge.choosing(Self.side(renamed), over: Self.side(plain.value, deleted: true)).value : plain.value
+        #expect(live.grant?.dead == false)
+    }
+
     @Test("a removal and a refusal elsewhere: removed, no conflict")
     func removalAndDeadMark() {
         var g = Self.base.grant!

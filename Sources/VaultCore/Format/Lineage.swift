@@ -19,6 +19,12 @@ package struct Lineage: Equatable, Sendable {
     /// newest first: each refresh that rotated, and each new authorization
     /// or import that replaced a refresh token, adds the one it spent.
     package var spent: [String] = []
+    /// Fingerprints of the refresh tokens a refresh presented and the
+    /// provider replaced, newest first (a part of `spent`: not those an
+    /// import or a removal gave up, which the provider never saw). A copy
+    /// that still holds one must never present it: the provider would take
+    /// it for a stolen token and end the whole family.
+    package var presented: [String] = []
     /// A random tag of the current metadata, replaced by every edit of it;
     /// nil in records written before lineage was kept.
     package var meta: String?
@@ -57,7 +63,8 @@ package struct Lineage: Equatable, Sendable {
     }
 
     var isEmpty: Bool {
-        spent.isEmpty && meta == nil && metaBefore.isEmpty && tokens == nil && tokensBefore.isEmpty && editedAt == nil
+        spent.isEmpty && presented.isEmpty && meta == nil && metaBefore.isEmpty && tokens == nil && tokensBefore.isEmpty
+            && editedAt == nil
     }
 
     /// The fingerprint of a refresh token: 16 bytes of BLAKE2b under a label
@@ -73,11 +80,25 @@ package struct Lineage: Equatable, Sendable {
     /// refresh token given up, if any, joins the spent ones.
     package func replacingTokens(of old: Grant?, with new: Grant?) -> Lineage {
         var next = self
-        let before = Lineage.fingerprint(old?.refreshToken)
-        if let before, before != Lineage.fingerprint(new?.refreshToken), !next.spent.contains(before) {
-            next.spent = Array(([before] + next.spent).prefix(Lineage.depth))
-        }
+        next.spent = Lineage.given(up: old, for: new, to: spent)
         return next
+    }
+
+    /// The lineage after a refresh presented `old`'s refresh token and the
+    /// provider answered with `new`'s.
+    package func presenting(_ old: Grant?, for new: Grant?) -> Lineage {
+        var next = self
+        next.presented = Lineage.given(up: old, for: new, to: presented)
+        return next
+    }
+
+    /// `list` with the fingerprint of `old`'s refresh token first, when
+    /// `new` holds another one and the list does not have it yet.
+    private static func given(up old: Grant?, for new: Grant?, to list: [String]) -> [String] {
+        guard let before = fingerprint(old?.refreshToken), before != fingerprint(new?.refreshToken),
+            !list.contains(before)
+        else { return list }
+        return Array(([before] + list).prefix(depth))
     }
 
     /// The lineage after an edit of the metadata: a new tag, the old one
@@ -128,6 +149,7 @@ extension Payload {
     {
         var next = self
         next.lineage = lineage.replacingTokens(of: grant, with: newGrant)
+        if change == .refresh { next.lineage = next.lineage.presenting(grant, for: newGrant) }
         if newName != name || (newGrant == nil) != (grant == nil)
             || newGrant.map({ !$0.sameMetadata(as: grant) }) ?? false
         {

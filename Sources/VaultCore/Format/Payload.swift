@@ -23,6 +23,7 @@ package struct Payload: Equatable {
     /// read and write as before.
     private struct WireLineage: Codable {
         var spent: [String]?
+        var presented: [String]?
         var meta: String?
         var metaBefore: [String]?
         var tokens: String?
@@ -30,7 +31,7 @@ package struct Payload: Equatable {
         var editedAt: Int64?
 
         enum CodingKeys: String, CodingKey {
-            case spent, meta, tokens
+            case spent, presented, meta, tokens
             case metaBefore = "meta_before"
             case tokensBefore = "tokens_before"
             case editedAt = "edited_at"
@@ -47,7 +48,8 @@ package struct Payload: Equatable {
                 lineage.isEmpty
                 ? nil
                 : WireLineage(
-                    spent: lineage.spent.isEmpty ? nil : lineage.spent, meta: lineage.meta,
+                    spent: lineage.spent.isEmpty ? nil : lineage.spent,
+                    presented: lineage.presented.isEmpty ? nil : lineage.presented, meta: lineage.meta,
                     metaBefore: lineage.metaBefore.isEmpty ? nil : lineage.metaBefore, tokens: lineage.tokens,
                     tokensBefore: lineage.tokensBefore.isEmpty ? nil : lineage.tokensBefore,
                     editedAt: lineage.editedAt)
@@ -93,6 +95,7 @@ package struct Payload: Equatable {
                 spent: l?.spent ?? [], meta: l?.meta, metaBefore: l?.metaBefore ?? [], tokens: l?.tokens,
                 tokensBefore: l?.tokensBefore ?? []))
         payload.lineage.editedAt = l?.editedAt
+        payload.lineage.presented = l?.presented ?? []
         payload.transit = wire.clock
         return payload
     }

@@ -444,6 +444,9 @@ extension Lineage {
             } else if key.is("edited_at") {
                 bit = 32
                 l.editedAt = try r.optionalInteger()
+            } else if key.is("presented") {
+                bit = 64
+                l.presented = try strings(&r)
             } else {
                 try r.skip(depth: 2)
                 continue
