@@ -104,7 +104,8 @@ struct GrantMerge {
             except: lineage.tokens)
         value = Payload(
             name: meta.payload.name,
-            grant: GrantMerge.checkedSpent(metaGrant.withTokens(of: tokens.grant ?? metaGrant), lineage),
+            grant: GrantMerge.checkedSpent(
+                metaGrant.withTokens(of: tokens.grant ?? metaGrant), lineage, against: other),
             lineage: lineage)
         deleted = false
         self.losers = losers
@@ -199,25 +200,28 @@ struct GrantMerge {
             grant = chosenGrant.withTokens(of: tokens)
         }
         return (
-            Payload(name: chosen.payload.name, grant: checkedSpent(grant, lineage), lineage: lineage), false
+            Payload(name: chosen.payload.name, grant: checkedSpent(grant, lineage, against: current), lineage: lineage),
+            false
         )
     }
 
-    /// `grant`, marked dead when a refresh on some machine presented its
-    /// refresh token and the provider replaced it (`lineage` is the
-    /// value's, holding both sides' histories): a side that never saw that
-    /// refresh, whose newer tokens went with a removal on the machine that
-    /// refreshed. The token is never presented again (the provider would
-    /// take it for a stolen one and end the family); the grant is
-    /// authorized again. A refresh token that an import or a removal gave
-    /// up was never presented, and stays live.
-    static func checkedSpent(_ grant: Grant, _ lineage: Lineage) -> Grant {
-        guard !grant.dead, let f = Lineage.fingerprint(grant.refreshToken), lineage.presented.contains(f) else {
-            return grant
-        }
+    /// `grant`, kept against `other`, marked dead when `other` is a
+    /// removal and a refresh presented the grant's refresh token, which
+    /// the provider replaced (`lineage` is the value's, holding both
+    /// sides' histories): a side that never saw that refresh, whose newer
+    /// tokens went with the removal. A merge never brings a spent refresh
+    /// token back as live (the provider would take it for a stolen one and
+    /// end the family); the grant is authorized again. A refresh token
+    /// that an import or a removal gave up was never presented and stays
+    /// live, and so do tokens kept against live sides: there, the tokens
+    /// that replaced them win (`tokens`).
+    static func checkedSpent(_ grant: Grant, _ lineage: Lineage, against other: Side) -> Grant {
+        guard other.deleted, !grant.dead, let f = Lineage.fingerprint(grant.refreshToken),
+            lineage.presented.contains(f)
+        else { return grant }
         var marked = grant
         marked.dead = true
-        marked.deadReason = "its refresh token was replaced on another machine, and the newer one removed there"
+        marked.deadReason = "a refresh replaced its refresh token, and the newer tokens went with a removal"
         return marked
     }
 

@@ -224,7 +224,7 @@ struct GrantMergeTests {
         let kept =
             m.deleted ? GrantMerge.choosing(Self.side(renamed), over: Self.side(m.value, deleted: true)).value : m.value
         #expect(kept.name == "n" && kept.grant?.refreshToken == "rt1")
-        #expect(kept.grant?.dead == true && kept.grant?.deadReason?.contains("removed") == true)
+        #expect(kept.grant?.dead == true && kept.grant?.deadReason?.contains("removal") == true)
         // Without the refresh, the rename's tokens are live.
         let removed = Self.base.edited(name: "g", grant: nil)
         let plain = Self.merge(Self.side(removed, deleted: true), Self.side(renamed))
