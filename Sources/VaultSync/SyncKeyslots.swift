@@ -91,21 +91,44 @@ extension SyncEngine {
             // with them before their publisher pinned them, or took them
             // beside its own in a race before its own new passphrase. No
             // race: the passphrase here stands, and is published below.
+            // Or this machine joined with keys published after them, whose
+            // pin has not landed yet (it never reconciled a pin, and the
+            // publisher did not replace its passphrase): they stay until
+            // that pin comes.
+            let joinedAhead =
+                !newHere && state.pinHash == zeros && noted != zeros && publishedHash != noted
+                && !notedNote.isReplaced(in: replaced) && !ownBefore.allSatisfy { published.contains($0) }
             let superseded =
                 publishedNote.isReplaced(in: state.replaced)
-                || (newHere && publishedNote.isReplaced(in: notedNote.hashes))
+                || (newHere && publishedNote.isReplaced(in: notedNote.hashes)) || joinedAhead
+            // This machine's own passphrases but those the publisher saw
+            // and replaced (one side of a pair taken here, replaced there).
+            var ownKept: [[UInt8]] = []
+            for (slot, hash) in zip(ownBefore, own.slots) where !replaced.contains(hash) { ownKept.append(slot) }
+            ownKept += ownBefore.dropFirst(own.slots.count)
             // The passphrase this machine published (or tried to) is not
             // one the publisher saw, though none is new here: this
             // machine's pin was lost to another machine's, which raced it.
             let unseen =
                 !newHere && !superseded && noted != zeros && publishedHash != noted
                 && !notedNote.isReplaced(in: replaced)
-                && !ownBefore.allSatisfy { published.contains($0) }
+                && !ownKept.allSatisfy { published.contains($0) }
             if !superseded && !published.isEmpty && published != ownBefore {
                 // Both machines set a new passphrase before either synced:
                 // both open the vault, everywhere, until one is chosen.
                 var taken = published
-                if newHere || unseen { taken += ownBefore.filter { !published.contains($0) } }
+                if newHere || unseen {
+                    // Each side without what the other saw and replaced:
+                    // a passphrase this machine replaced, published beside
+                    // the rival's, opens nothing any more.
+                    let replacedHere = state.replaced + (newHere ? notedNote.hashes : [])
+                    taken = []
+                    for (slot, hash) in zip(published, publishedNote.slots) where !replacedHere.contains(hash) {
+                        taken.append(slot)
+                    }
+                    taken += published.dropFirst(publishedNote.slots.count)
+                    taken += ownKept.filter { !taken.contains($0) }
+                }
                 try vault.keyslots.adoptPassphraseSlots(taken)
                 report.passphraseTaken = true
                 changed = true
@@ -130,6 +153,8 @@ extension SyncEngine {
                 newHere = false
             }
             if changed { try saveKeyslotNotes(state, keys) }
+            // The pin, at least, is noted: the next sync reads no keys.
+            changed = true
         }
         let object = try keysObject()
         let objectHash = try SyncRoot.hash(object)

@@ -53,13 +53,14 @@ final class Ledger: @unchecked Sendable {
 
     func edit(
         machine: SimMachine, record: [UInt8], groups: Groups, removed: Bool, name: String, family: Int?, what: String,
-        resolves: Bool = false, unseen: Set<Int> = []
+        resolves: Bool = false, unseen: Set<Int> = [], seen: Set<Int> = []
     ) {
         let id = edits.count
         edits.append(
             Edit(
                 id: id, machine: machine.name, record: record, groups: groups, removed: removed, name: name,
-                family: family, knownBefore: machine.known.subtracting(unseen), what: "\(machine.name) \(what)",
+                family: family, knownBefore: machine.known.subtracting(unseen).union(seen),
+                what: "\(machine.name) \(what)",
                 resolves: resolves))
         machine.known.insert(id)
     }

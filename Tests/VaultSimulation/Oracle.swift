@@ -266,8 +266,14 @@ struct Oracle {
         for e in latest where !Set(e.name.split(separator: "+").map(String.init)).isSubset(of: held) {
             ledger.violation("'\(e.what)': its passphrase does not open every machine", kind: "passphrase")
         }
-        if latest.count == 1, let only = latest.first, Set(only.name.split(separator: "+").map(String.init)) != held {
-            ledger.violation("'\(only.what)': an older passphrase still opens the vault", kind: "passphrase")
+        // Every latest change opens the vault and nothing else does: two made
+        // at once both, and an older one (seen and replaced by one of them)
+        // none.
+        let latestSlots = Set(latest.flatMap { $0.name.split(separator: "+").map(String.init) })
+        if !latest.isEmpty && !held.isSubset(of: latestSlots) {
+            ledger.violation(
+                "'\(latest.map(\.what).joined(separator: "', '"))': an older passphrase still opens the vault",
+                kind: "passphrase")
         }
     }
 

@@ -234,13 +234,21 @@ final class SimMachine: @unchecked Sendable {
                     e.record == Ledger.passphrase && known.contains(e.id)
                         && !Set(e.name.split(separator: "+").map(String.init)).isSubset(of: before)
                 }.map(\.id))
+            // And a change whose passphrase this vault holds was seen, even
+            // when no root merged here carried it (a machine that joined
+            // with keys published before their root landed).
+            let held = Set(
+                ledger.edits.filter { e in
+                    e.record == Ledger.passphrase
+                        && Set(e.name.split(separator: "+").map(String.init)).isSubset(of: before)
+                }.map(\.id))
             let secret = try SecureBytes(copying: Array("passphrase \(Random.fraction())".utf8))
             try vault.keyslots.changePassphrase(to: .passphrase(secret), kdf: .minimum)
             let slots = try vault.keyslots.passphraseSlots()
             ledger.edit(
                 machine: self, record: Ledger.passphrase, groups: .meta, removed: false,
                 name: slots.map { Array($0.suffix(8)).hex }.joined(separator: "+"), family: nil, what: "passwd",
-                unseen: unseen)
+                unseen: unseen, seen: held)
             return "new passphrase"
         }
     }
