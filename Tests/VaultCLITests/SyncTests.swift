@@ -593,6 +593,7 @@ final class PassphraseSyncTests {
             home.write(home.path + "/old", "the old vault passphrase\n")
             home.write(home.path + "/new", "the new vault passphrase\n")
             home.write(home.path + "/other", "another new passphrase\n")
+            home.write(home.path + "/third", "a third new passphrase\n")
         }
         try a.initPassphraseVault("the old vault passphrase")
         try a.run("import", "work", stdin: Home.tokenJSON("w"))
@@ -650,6 +651,7 @@ final class PassphraseSyncTests {
         #expect(try a.run("sync").status == 0)
         let bSync = try b.run("sync")
         #expect(bSync.status == 0 && bSync.stderr.contains("2 passphrases open this vault"), "\(bSync.stderr)")
+        #expect(bSync.stderr.contains("beside the one set here"), "\(bSync.stderr)")
         let aSync = try a.run("sync")
         #expect(aSync.status == 0 && aSync.stderr.contains("2 passphrases open this vault"), "\(aSync.stderr)")
         for home in [a, b] {
@@ -662,6 +664,19 @@ final class PassphraseSyncTests {
         b.extra["VAULT_PASSPHRASE_FILE"] = b.path + "/other"
         #expect(try b.run("sync").status == 0)
         #expect(try opens(b, with: "new") && !opens(b, with: "other"))
+    }
+
+    @Test("a passphrase changed twice, the first synced, races another machine's: the first opens nothing")
+    func changedTwiceAgainstARival() throws {
+        try passwd(b, to: "other")
+        #expect(try b.run("sync").status == 0)
+        try passwd(b, to: "third")
+        try passwd(a, to: "new")
+        for home in [a, b, a, b] { #expect(try home.run("sync").status == 0) }
+        for home in [a, b] {
+            #expect(try opens(home, with: "new") && opens(home, with: "third"))
+            #expect(try !opens(home, with: "other") && !opens(home, with: "old"))
+        }
     }
 }
 

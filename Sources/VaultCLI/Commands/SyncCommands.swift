@@ -101,7 +101,9 @@ extension Commands {
         }
         let collected =
             r.collected == 0 ? "" : ", \(r.collected) old object\(r.collected == 1 ? "" : "s") deleted"
-        output.info("synced: \(r.pulled) received, \(r.pushed) sent (\(r.requests) requests\(collected))")
+        output.info(
+            "synced: \(r.pulled) received, \(r.pushed) sent "
+                + "(\(r.requests) request\(r.requests == 1 ? "" : "s")\(collected))")
         // The store's quirk was told when it was found ('vault remote set');
         // what it means for this sync is told here, with who must sync.
         if r.repaired {
@@ -121,9 +123,14 @@ extension Commands {
             output.warn("'\(name)' was changed on two machines at once; both kept, see 'vault conflicts'")
         }
         if r.passphraseTaken {
+            // After a race this machine's own passphrase keeps opening it,
+            // beside the other's: "the old one" would say otherwise.
             output.info(
-                "the vault's passphrase was changed on another machine: it opens this vault too now, "
-                    + "the old one no longer")
+                r.passphrases > 1
+                    ? "the vault's passphrase was changed on another machine: that passphrase opens this vault "
+                        + "now, beside the one set here"
+                    : "the vault's passphrase was changed on another machine: that passphrase opens this vault "
+                        + "now, and the one it had here no longer does")
         }
         if r.passphrases > 1 {
             output.warn(
