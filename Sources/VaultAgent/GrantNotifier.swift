@@ -69,9 +69,18 @@ package struct GrantNotifier: GrantNoticeObserver {
     }
 
     /// The notice as the command sees it: each value as it is, for the
-    /// command to quote (a value ends at a NUL, which no environment holds).
+    /// command to quote (a value ends at a NUL, which no environment holds),
+    /// and `VAULT_NOTIFY_MARKUP`, a line in vault's words with every value
+    /// from outside escaped for the markup of a notification body.
     package static func variables(_ notice: GrantNotice) -> [String: String] {
+        let who = notice.grant.account.flatMap { $0.isEmpty ? nil : $0 } ?? notice.grant.provider
+        let line =
+            "\(notice.name) \(notice.event.rawValue): \(who): \(notice.reason)"
+            + (notice.detail.isEmpty ? "" : " (\(notice.detail))")
+            + "; refresh token until \(notice.deadline?.utcText ?? "unknown")"
         let env = [
+            "VAULT_NOTIFY_DETAIL": notice.detail,
+            "VAULT_NOTIFY_MARKUP": markupEscaped(line),
             "VAULT_NOTIFY_EVENT": notice.event.rawValue,
             "VAULT_NOTIFY_GRANT": notice.name,
             "VAULT_NOTIFY_PROVIDER": notice.grant.provider,
@@ -82,4 +91,24 @@ package struct GrantNotifier: GrantNoticeObserver {
         ]
         return env.mapValues { String($0.unicodeScalars.prefix { $0 != "\0" }) }
     }
+
+    /// `text` as the body of a desktop notification shows it, not as
+    /// markup: `&`, `<`, `>`, and both quotes as entities, and control
+    /// characters (a line break included) as spaces.
+    package static func markupEscaped(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            if let entity = markupEntities[scalar] {
+                out += entity
+            } else {
+                out.unicodeScalars.append(scalar.properties.generalCategory == .control ? " " : scalar)
+            }
+        }
+        return out
+    }
+
+    /// The characters markup reads, as entities.
+    static let markupEntities: [Unicode.Scalar: String] = [
+        "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;", "'": "&#39;",
+    ]
 }

@@ -21,7 +21,7 @@ struct NotifyTests {
             """
             #!/bin/sh
             {
-              for v in EVENT GRANT PROVIDER ACCOUNT REASON DEADLINE DEADLINE_EPOCH; do
+              for v in EVENT GRANT PROVIDER ACCOUNT REASON DETAIL MARKUP DEADLINE DEADLINE_EPOCH; do
                 eval "value=\\${VAULT_NOTIFY_$v-unset}"
                 printf '%s=%s\\n' "$v" "$value"
               done
@@ -124,6 +124,66 @@ struct NotifyTests {
         scene.home.extra["VAULT_NOTIFY_LEAD"] = "soon"
         let bad = try scene.home.run("keepalive")
         #expect(bad.status == 64 && bad.stderr.contains("VAULT_NOTIFY_LEAD needs a duration"), "\(bad.stderr)")
+    }
+
+    /// A link a provider put in its error, as a notification server would
+    /// render it.
+    static let link = #"<a href="https://evil.example/login">Sign in to vault again</a> & more"#
+
+    @Test("a provider's markup is never the reason, and reaches docs/agent.md's desktop notification as text")
+    func markup() throws {
+        // The reason is vault's words (here the error code); the provider's
+        // text is the detail, escaped in the markup line.
+        let scene = try Self.scene()
+        #expect(try scene.add().status == 0)
+        try scene.script(["token": [["error": "invalid_grant", "description": Self.link, "when": "refresh_token"]]])
+        #expect(try scene.home.run("refresh", "work").status == 2)
+        let n = try #require(Self.notices(scene).first)
+        #expect(n["REASON"] == "invalid_grant" && n["DETAIL"]?.contains(Self.link) == true, "\(n)")
+        #expect(n["MARKUP"]?.contains("&lt;a href=&quot;https://evil.example/login&quot;&gt;") == true, "\(n)")
+        #expect(n["MARKUP"]?.contains("<") == false && n["MARKUP"]?.contains("&amp; more") == true, "\(n)")
+
+        // The documented command, with a notify-send that records what it was given.
+        let docs = try String(contentsOfFile: FixtureServer.root.path + "/docs/agent.md", encoding: .utf8)
+        let line = try #require(
+            docs.split(separator: "\n").first { $0.hasPrefix("export VAULT_NOTIFY_COMMAND='notify-send") })
+        let command = String(line.drop { $0 != "'" }.dropFirst().dropLast())
+        let desktop = try Self.scene()
+        #expect(try desktop.add().status == 0)
+        let bin = desktop.home.path + "/bin"
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        desktop.home.write(
+            bin + "/notify-send", "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > \"$NOTIFY_ARGS\"\n")
+        chmod(bin + "/notify-send", 0o700)
+        desktop.home.extra["VAULT_NOTIFY_COMMAND"] = command
+        desktop.home.extra["PATH"] = bin + ":/usr/bin:/bin"
+        desktop.home.extra["NOTIFY_ARGS"] = desktop.home.path + "/args"
+        try desktop.script(["token": [["error": "invalid_grant", "description": Self.link, "when": "refresh_token"]]])
+        #expect(try desktop.home.run("refresh", "work").status == 2)
+        let args = try String(contentsOfFile: desktop.home.path + "/args", encoding: .utf8).split(separator: "\n")
+        #expect(args.count == 2, "\(args)")
+        #expect(args.first == "vault: a grant died", "\(args)")
+        let body = String(args.last ?? "")
+        #expect(body.hasPrefix("work died: ada@example.com: invalid_grant"), "\(body)")
+        #expect(body.contains("Sign in to vault again") && !body.contains("<"), "\(body)")
+    }
+
+    @Test(
+        "a keep-alive refresh that fails: 'expiring' says so in vault's words, the provider's text apart and escaped",
+        .enabled(if: FakeTime.installed, "needs libfaketime (Debian's faketime package)"))
+    func keepaliveFailure() throws {
+        let scene = try Self.scene()
+        #expect(try scene.add().status == 0)
+        try scene.script([
+            "token": [
+                ["error": "temporarily_unavailable", "description": Self.link, "status": 400, "when": "refresh_token"]
+            ]
+        ])
+        let r = try KeepaliveTests.run(scene, days: 85, "keepalive")
+        let n = try #require(Self.notices(scene).first, "\(r.stderr)")
+        #expect(n["EVENT"] == "expiring" && n["REASON"] == "keep-alive could not refresh it", "\(n)")
+        #expect(n["DETAIL"]?.contains("Sign in to vault again") == true, "\(n)")
+        #expect(n["MARKUP"]?.contains("<") == false && n["MARKUP"]?.contains("&lt;a href=") == true, "\(n)")
     }
 
     @Test("an account full of shell syntax reaches the command verbatim and runs nothing")

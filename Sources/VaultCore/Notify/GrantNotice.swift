@@ -24,19 +24,40 @@ package struct GrantNotice: Sendable {
     package var record: [UInt8]
     /// The grant as it was then (for `died`, before it was marked).
     package var grant: Grant
-    /// Why, in a few words or an OAuth error code.
+    /// Why, in vault's own words or an OAuth error code that passed
+    /// `errorCode` (never a provider's free text).
     package var reason: String
+    /// What the provider or the failure said, as it was (outside text, for
+    /// the observer to escape for wherever it goes); empty when nothing.
+    package var detail: String
     /// When its refresh token dies (or died); nil when not known here, for
     /// the observer to work out from the provider's policy.
     package var deadline: Date?
 
-    package init(event: Event, name: String, record: [UInt8], grant: Grant, reason: String, deadline: Date? = nil) {
+    package init(
+        event: Event, name: String, record: [UInt8], grant: Grant, reason: String, detail: String = "",
+        deadline: Date? = nil
+    ) {
         self.event = event
         self.name = name
         self.record = record
         self.grant = grant
         self.reason = reason
+        self.detail = detail
         self.deadline = deadline
+    }
+
+    /// `code` when it can stand as a reason: an OAuth error code of
+    /// letters, digits, `_`, `.` and `-`, at most 64 of them (RFC 6749's
+    /// codes all are); nil for anything else a provider sent as one.
+    package static func errorCode(_ code: String?) -> String? {
+        guard let code, (1...64).contains(code.utf8.count),
+            code.utf8.allSatisfy({ b in
+                (b >= 0x61 && b <= 0x7a) || (b >= 0x41 && b <= 0x5a) || (b >= 0x30 && b <= 0x39) || b == 0x5f
+                    || b == 0x2e || b == 0x2d
+            })
+        else { return nil }
+        return code
     }
 }
 

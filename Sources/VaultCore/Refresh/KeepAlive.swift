@@ -80,9 +80,12 @@ package struct KeepAlive {
                 d.date.timeIntervalSince(now) <= notifyLead
             else { continue }
             let reason: String
+            var detail = ""
             switch outcomes.first(where: { $0.name == name })?.result {
             case .refreshed, .died: continue
-            case .failed(let error): reason = "keep-alive could not refresh it: \(error.reason)"
+            case .failed(let error):
+                reason = "keep-alive could not refresh it"
+                detail = error.reason
             case nil:
                 // Not due: a refresh would not move it (else the pass would
                 // have refreshed it).
@@ -92,7 +95,8 @@ package struct KeepAlive {
             guard let (row, _) = try? vault.loadWithRow(name) else { continue }
             notices.append(
                 GrantNotice(
-                    event: .expiring, name: name, record: row.id, grant: grant, reason: reason, deadline: d.date))
+                    event: .expiring, name: name, record: row.id, grant: grant, reason: reason, detail: detail,
+                    deadline: d.date))
         }
         return notices
     }

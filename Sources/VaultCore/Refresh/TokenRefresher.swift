@@ -154,7 +154,9 @@ public struct TokenRefresher {
             let marked = try vault.markDead(id: row.id, spentRefreshToken: current.refreshToken, reason: reason)
             if marked != nil {
                 observer?.notice(
-                    GrantNotice(event: .died, name: currentName, record: row.id, grant: current, reason: reason))
+                    GrantNotice(
+                        event: .died, name: currentName, record: row.id, grant: current,
+                        reason: GrantNotice.errorCode(reason) ?? "refused", detail: error.reason))
             }
             throw TokenRefresher.deadError(currentName, marked ?? current, cause: error)
         }
