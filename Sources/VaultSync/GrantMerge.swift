@@ -155,8 +155,17 @@ struct GrantMerge {
         guard let gb = b.grant else { return (true, false) }
         let fa = Lineage.fingerprint(ga.refreshToken)
         let fb = Lineage.fingerprint(gb.refreshToken)
-        let aSpentByB = fa != nil && fa != fb && b.lineage.spent.contains(fa!)
-        let bSpentByA = fb != nil && fa != fb && a.lineage.spent.contains(fb!)
+        // Spent by the other side's own tokens: the same edit's tokens (a
+        // refresh) or tokens that replaced them knowingly. A merged value
+        // also lists what a side kept apart in a race spent; a copy of
+        // that side's older tokens is that side's, not the value's, to
+        // replace.
+        let aSpentByB =
+            fa != nil && fa != fb && b.lineage.spent.contains(fa!)
+            && (a.lineage.tokens == b.lineage.tokens || b.lineage.tokensReplaced(a.lineage.tokens))
+        let bSpentByA =
+            fb != nil && fa != fb && a.lineage.spent.contains(fb!)
+            && (a.lineage.tokens == b.lineage.tokens || a.lineage.tokensReplaced(b.lineage.tokens))
         switch (aSpentByB, bSpentByA) {
         case (true, false): return (false, false)
         case (false, true): return (true, false)

@@ -200,6 +200,25 @@ struct GrantMergeTests {
         #expect(again.conflict, "the newest refresh token of B's tokens would otherwise be dropped silently")
     }
 
+    @Test("an older copy of a side kept in a race is still that side: the value does not replace it silently")
+    func olderCopyOfAKeptSide() {
+        let a = Self.imported(Self.base, access: "from-a", refresh: "rt-a")
+        let b = Self.imported(Self.base, access: "from-b", refresh: "rt-b")
+        // A refreshed its tokens before the race was merged.
+        let aRefreshed = Self.refreshed(a, access: "a1", refresh: "rt-a2")
+        let m = Self.merge(Self.side(b), Self.side(aRefreshed))
+        #expect(m.conflict && m.value.grant?.refreshToken == "rt-b")
+        // The value lists rt-a as spent (it holds both histories), but rt-a
+        // was spent by A's tokens, kept apart: a machine that still holds
+        // them (marked dead, say) races the value, as A's side did.
+        var g = a.grant!
+        g.dead = true
+        let stale = a.edited(name: a.name, grant: g, as: .refresh)
+        let again = Self.merge(Self.side(m.value), Self.side(stale))
+        #expect(again.conflict, "A's tokens would otherwise be taken as replaced by B's and folded away")
+        #expect(again.value.grant?.refreshToken == "rt-b")
+    }
+
     @Test("two removals made apart join; an edit that saw only one of them races the other")
     func joinedRemovals() {
         let a = Self.base.edited(name: "g", grant: nil)
