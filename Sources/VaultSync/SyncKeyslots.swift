@@ -85,19 +85,20 @@ extension SyncEngine {
             let publishedHash = publishedNote.hash
             let noted = state.passphraseHash
             let notedNote = PassphraseNote(hash: noted, slots: state.passphraseSlots)
+            // This machine joined with keys published after the pinned
+            // ones, whose own pin has not landed yet (it never reconciled a
+            // pin, and the publisher did not replace its passphrase): they
+            // stay until that pin comes.
+            let joinedAhead =
+                !newHere && state.pinHash == zeros && noted != zeros && publishedHash != noted
+                && !notedNote.isReplaced(in: replaced) && !ownBefore.allSatisfy { published.contains($0) }
             // Keys this machine's own passphrase replaced: the root still
             // pins them because this machine's pin did not land (its note
             // of it is kept from before it tried), or this machine joined
             // with them before their publisher pinned them, or took them
-            // beside its own in a race before its own new passphrase. No
-            // race: the passphrase here stands, and is published below.
-            // Or this machine joined with keys published after them, whose
-            // pin has not landed yet (it never reconciled a pin, and the
-            // publisher did not replace its passphrase): they stay until
-            // that pin comes.
-            let joinedAhead =
-                !newHere && state.pinHash == zeros && noted != zeros && publishedHash != noted
-                && !notedNote.isReplaced(in: replaced) && !ownBefore.allSatisfy { published.contains($0) }
+            // beside its own in a race before its own new passphrase; or
+            // keys older than those it joined with. No race: the passphrase
+            // here stands (and is published below when it is new here).
             let superseded =
                 publishedNote.isReplaced(in: state.replaced)
                 || (newHere && publishedNote.isReplaced(in: notedNote.hashes)) || joinedAhead
