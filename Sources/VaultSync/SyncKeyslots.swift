@@ -135,7 +135,12 @@ extension SyncEngine {
                 changed = true
             }
             state.pinHash = pin
-            if !superseded { state.replaced = replaced }
+            // What the publisher knew replaced, beside what this machine
+            // knew: a rival's list lacks what this machine replaced itself.
+            if !superseded {
+                state.replaced = Array(
+                    (replaced + state.replaced.filter { !replaced.contains($0) }).prefix(SyncEngine.maxReplaced))
+            }
             if !newHere && !superseded && !unseen {
                 state.keysHash = try SyncRoot.hash(try keysObject())
                 state.note(try PassphraseNote(try vault.keyslots.passphraseSlots()))
