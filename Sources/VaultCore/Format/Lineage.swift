@@ -20,10 +20,10 @@ package struct Lineage: Equatable, Sendable {
     /// or import that replaced a refresh token, adds the one it spent.
     package var spent: [String] = []
     /// Fingerprints of the refresh tokens a refresh presented and the
-    /// provider replaced, newest first (a part of `spent`: not those an
-    /// import or a removal gave up, which the provider never saw). A copy
-    /// that still holds one must never present it: the provider would take
-    /// it for a stolen token and end the whole family.
+    /// provider replaced, newest first, at most `depth` (unlike `spent`,
+    /// not those an import or a removal gave up, which the provider never
+    /// saw). A copy that still holds one must never present it: the
+    /// provider would take it for a stolen token and end the whole family.
     package var presented: [String] = []
     /// A random tag of the current metadata, replaced by every edit of it;
     /// nil in records written before lineage was kept.
