@@ -1,5 +1,6 @@
 internal import CSodium
 internal import Glibc
+import Synchronization
 
 /// Random bytes from the operating system's CSPRNG, for public values such
 /// as nonces, salts and identifiers. Secrets use `SecureBytes(randomCount:)`.
@@ -46,12 +47,18 @@ public enum Random {
 /// generator on the threads it is installed on: BLAKE2b keyed with the
 /// seed over a block counter. Only a simulation installs one; the bytes
 /// are as predictable as the seed, so nothing secret may come from it.
-package final class SeededRandom: @unchecked Sendable {
-    // One thread uses an installed source at a time (the simulation's
-    // threads run one after another), so its state needs no lock.
+package final class SeededRandom: Sendable {
+    /// Where the stream stands: the next block's number, and the bytes of
+    /// the current block not yet given out (taken from the end).
+    private struct Position {
+        var counter: UInt64 = 0
+        var block: [UInt8] = []
+    }
+
     private let key: SecureBytes
-    private var counter: UInt64 = 0
-    private var block: [UInt8] = []
+    // One thread uses an installed source at a time (the simulation's
+    // threads run one after another); the lock is never contended.
+    private let position = Mutex(Position())
 
     /// A stream that `seed` (any bytes) fixes.
     package init(seed: [UInt8]) throws(CryptoError) {
@@ -83,9 +90,11 @@ package final class SeededRandom: @unchecked Sendable {
     }()
 
     func fill(_ buffer: UnsafeMutableRawBufferPointer) {
-        for i in 0..<buffer.count {
-            if block.isEmpty { refill() }
-            buffer[i] = block.removeLast()
+        position.withLock { p in
+            for i in 0..<buffer.count {
+                if p.block.isEmpty { refill(&p) }
+                buffer[i] = p.block.removeLast()
+            }
         }
     }
 
@@ -107,12 +116,12 @@ package final class SeededRandom: @unchecked Sendable {
         }
     }
 
-    private func refill() {
+    private func refill(_ p: inout Position) {
         var input = Array("block".utf8)
-        withUnsafeBytes(of: counter.littleEndian) { input.append(contentsOf: $0) }
-        counter += 1
+        withUnsafeBytes(of: p.counter.littleEndian) { input.append(contentsOf: $0) }
+        p.counter += 1
         // BLAKE2b cannot fail for these lengths once libsodium is loaded,
         // which the key's derivation already required.
-        block = (try? GenericHash.hash(input, key: key, length: 64)) ?? Array(repeating: 0, count: 64)
+        p.block = (try? GenericHash.hash(input, key: key, length: 64)) ?? Array(repeating: 0, count: 64)
     }
 }
