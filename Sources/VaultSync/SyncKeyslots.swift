@@ -104,9 +104,7 @@ extension SyncEngine {
                 || (newHere && publishedNote.isReplaced(in: notedNote.hashes)) || joinedAhead
             // This machine's own passphrases but those the publisher saw
             // and replaced (one side of a pair taken here, replaced there).
-            var ownKept: [[UInt8]] = []
-            for (slot, hash) in zip(ownBefore, own.slots) where !replaced.contains(hash) { ownKept.append(slot) }
-            ownKept += ownBefore.dropFirst(own.slots.count)
+            let ownKept = own.kept(ownBefore, without: replaced)
             // The passphrase this machine published (or tried to) is not
             // one the publisher saw, though none is new here: this
             // machine's pin was lost to another machine's, which raced it.
@@ -123,11 +121,7 @@ extension SyncEngine {
                     // a passphrase this machine replaced, published beside
                     // the rival's, opens nothing any more.
                     let replacedHere = state.replaced + (newHere ? notedNote.hashes : [])
-                    taken = []
-                    for (slot, hash) in zip(published, publishedNote.slots) where !replacedHere.contains(hash) {
-                        taken.append(slot)
-                    }
-                    taken += published.dropFirst(publishedNote.slots.count)
+                    taken = publishedNote.kept(published, without: replacedHere)
                     taken += ownKept.filter { !taken.contains($0) }
                 }
                 try vault.keyslots.adoptPassphraseSlots(taken)
@@ -320,6 +314,14 @@ struct PassphraseNote {
     /// The hashes a machine that replaces this passphrase names: each slot
     /// alone, then the set when it holds several.
     var hashes: [[UInt8]] { slots.contains(hash) ? slots : slots + [hash] }
+
+    /// `slots` (those this note was made of) but each one `replaced`
+    /// names; slots past the ones hashed alone are kept.
+    func kept(_ slots: [[UInt8]], without replaced: [[UInt8]]) -> [[UInt8]] {
+        var out: [[UInt8]] = []
+        for (slot, hash) in zip(slots, self.slots) where !replaced.contains(hash) { out.append(slot) }
+        return out + slots.dropFirst(self.slots.count)
+    }
 
     /// Whether `replaced` names this passphrase as replaced: the set, or
     /// every slot of it (seen among others and replaced with them).
