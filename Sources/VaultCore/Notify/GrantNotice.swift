@@ -48,15 +48,11 @@ package struct GrantNotice: Sendable {
     }
 
     /// `code` when it can stand as a reason: an OAuth error code of
-    /// letters, digits, `_`, `.` and `-`, at most 64 of them (RFC 6749's
-    /// codes all are); nil for anything else a provider sent as one.
+    /// name-chars (letters, digits, `_`, `.` and `-`, the grammar of a
+    /// `token_type`, which RFC 6749's error codes all keep to), at most 64
+    /// of them; nil for anything else a provider sent as one.
     package static func errorCode(_ code: String?) -> String? {
-        guard let code, (1...64).contains(code.utf8.count),
-            code.utf8.allSatisfy({ b in
-                (b >= 0x61 && b <= 0x7a) || (b >= 0x41 && b <= 0x5a) || (b >= 0x30 && b <= 0x39) || b == 0x5f
-                    || b == 0x2e || b == 0x2d
-            })
-        else { return nil }
+        guard let code, code.utf8.count <= 64, ProviderText.isTokenType(code) else { return nil }
         return code
     }
 }
