@@ -40,7 +40,8 @@
     X(sqlite3_column_int64)                                                                                            \
     X(sqlite3_changes)                                                                                                 \
     X(sqlite3_last_insert_rowid)                                                                                       \
-    X(sqlite3_get_autocommit)
+    X(sqlite3_get_autocommit)                                                                                          \
+    X(sqlite3_stmt_status)
 
 static struct {
 #define FIELD(name) __typeof__(name) *name;
@@ -147,5 +148,8 @@ sqlite3_int64 sqlite3_column_int64(sqlite3_stmt *statement, int column) {
 int sqlite3_changes(sqlite3 *db) { return api.sqlite3_changes(db); }
 sqlite3_int64 sqlite3_last_insert_rowid(sqlite3 *db) { return api.sqlite3_last_insert_rowid(db); }
 int sqlite3_get_autocommit(sqlite3 *db) { return api.sqlite3_get_autocommit(db); }
+int sqlite3_stmt_status(sqlite3_stmt *statement, int op, int reset) {
+    return api.sqlite3_stmt_status(statement, op, reset);
+}
 
 #pragma GCC visibility pop

@@ -123,14 +123,20 @@ struct Tables {
     // MARK: records
 
     private static let recordColumns = "id, name_hash, version, deleted, nonce, ciphertext"
+    private static let newestLive =
+        "SELECT \(recordColumns) FROM records WHERE name_hash = ? AND deleted = 0 ORDER BY version DESC LIMIT 1"
+    private static let newestTombstone =
+        "SELECT \(recordColumns) FROM records WHERE name_hash = ? AND deleted = 1 ORDER BY version DESC LIMIT 1"
 
     /// The newest row stored under `nameHash`, live or tombstone.
+    ///
+    /// `deleted` is written into the SQL rather than bound: compared with a
+    /// bound value, the condition of the partial index `records_live_name`
+    /// makes SQLite compile the statement again at every use.
     func record(nameHash: [UInt8], deleted: Bool) throws(VaultError) -> StoredRecord? {
         do {
-            let s = try database.prepare(
-                "SELECT \(Tables.recordColumns) FROM records WHERE name_hash = ? AND deleted = ? ORDER BY version DESC LIMIT 1"
-            )
-            try s.bind(.blob(nameHash), .integer(deleted ? 1 : 0))
+            let s = try database.prepare(deleted ? Tables.newestTombstone : Tables.newestLive)
+            try s.bind(.blob(nameHash))
             return try s.step() ? Tables.record(s) : nil
         } catch {
             throw error.vaultError

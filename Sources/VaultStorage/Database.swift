@@ -90,6 +90,15 @@ public final class Database {
         _ = try statement.step()
     }
 
+    /// How many times SQLite compiled again the statements this connection
+    /// keeps for reuse. A statement whose plan depends on a bound value
+    /// (a parameter compared with the condition of a partial index, or a
+    /// `LIKE` pattern) is compiled again each time it is bound anew; the
+    /// statements of a read should never be, and a test holds them to it.
+    package var reprepareCount: Int {
+        idle.values.reduce(0) { $0 + Int(sqlite3_stmt_status($1, SQLITE_STMTSTATUS_REPREPARE, 0)) }
+    }
+
     /// Takes a statement back from `Statement.deinit` for reuse.
     func recycle(_ statement: OpaquePointer, sql: String) {
         sqlite3_reset(statement)

@@ -31,6 +31,33 @@ struct TablesTests {
         #expect(error.remedy == remedy)
     }
 
+    @Test("reading grants by name never makes SQLite compile a statement again")
+    func noRecompiles() throws {
+        let key = KeySource.keyfile(try TestKeys.keyfileSecret())
+        let vault = try Vault.create(at: dir.location, key: key, kdf: .minimum)
+        for name in ["one", "two", "three"] { try vault.save(TestKeys.grant(token: name), as: name) }
+        try vault.remove("three")
+        // Live and removed names, each several times: a statement whose plan
+        // hangs on a bound value would be compiled again at each new binding.
+        for _ in 0..<4 {
+            for name in ["one", "two"] { _ = try vault.load(name) }
+            #expect(throws: VaultError.self) { try vault.load("three") }
+            try vault.save(TestKeys.grant(token: "three"), as: "three")
+            try vault.remove("three")
+        }
+        #expect(vault.database.reprepareCount == 0)
+
+        // The count sees what it guards against: the partial index's
+        // condition compared with a bound value.
+        let database = vault.database
+        for deleted in [0, 1, 0] {
+            let s = try database.prepare("SELECT id FROM records WHERE name_hash = ? AND deleted = ?")
+            try s.bind(.blob([1]), .integer(Int64(deleted)))
+            _ = try s.step()
+        }
+        #expect(database.reprepareCount > 0)
+    }
+
     @Test("a vault file of a newer schema is refused, naming the schema")
     func newerSchema() throws {
         let key = KeySource.keyfile(try TestKeys.keyfileSecret())
