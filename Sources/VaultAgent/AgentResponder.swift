@@ -15,6 +15,8 @@ final class AgentResponder: Sendable {
     let listener: AgentListener
     let confirmer: Confirmer
     let audit: AuditLog
+    /// Refusals made without asking, written as counted lines.
+    let refusals = RefusalTally()
     private let inFlight = Mutex(0)
 
     init(keys: KeyState, listener: AgentListener) {
@@ -50,7 +52,9 @@ final class AgentResponder: Sendable {
 
     /// The response to one request body from `peer`; never throws, errors
     /// are answers.
-    func answer(_ body: [UInt8], peer: AgentPeer = .thisUser, session: inout VaultSession?) -> MessageWriter {
+    func answer(
+        _ body: [UInt8], peer: AgentPeer = .thisUser, session: inout VaultSession?, connection: ConnectionRecord? = nil
+    ) -> MessageWriter {
         inFlight.withLock { $0 += 1 }
         defer { inFlight.withLock { $0 -= 1 } }
         do throws(VaultError) {
@@ -61,7 +65,7 @@ final class AgentResponder: Sendable {
             guard peer.origin == .local || AgentRequest.forwardable.contains(request.operation) else {
                 throw VaultError(.denied, "a forwarded client may only ask for access tokens")
             }
-            return try respond(to: request, peer: peer, session: &session)
+            return try respond(to: request, peer: peer, session: &session, connection: connection)
         } catch {
             var w = MessageWriter(status: 1)
             w.error(peer.origin == .forwarded ? AgentResponder.forForwarded(error) : error)
@@ -70,10 +74,12 @@ final class AgentResponder: Sendable {
     }
 
     /// The answer to a parsed request; `session` is the asking connection's
-    /// own connection to the vault, opened when first needed.
-    func respond(to request: AgentRequest, peer: AgentPeer = .thisUser, session: inout VaultSession?)
-        throws(VaultError) -> MessageWriter
-    {
+    /// own connection to the vault, opened when first needed; `connection`
+    /// what the agent keeps of the client connection it came on.
+    func respond(
+        to request: AgentRequest, peer: AgentPeer = .thisUser, session: inout VaultSession?,
+        connection: ConnectionRecord? = nil
+    ) throws(VaultError) -> MessageWriter {
         var w = MessageWriter(status: 0)
         switch request {
         case .hello(let id):
@@ -123,7 +129,7 @@ final class AgentResponder: Sendable {
             }
             throw VaultError(.locked, "the agent is locked")
         }
-        try respond(to: request, with: current, peer: peer, session: &session, into: &w)
+        try respond(to: request, with: current, peer: peer, session: &session, connection: connection, into: &w)
         return w
     }
 
@@ -196,11 +202,13 @@ final class AgentResponder: Sendable {
     /// signed with secrets that stay here (OAuth 1.0a, a DPoP key).
     private func handOut(
         _ name: String, minimumValidity: UInt32, force: Bool, peer: AgentPeer, claims: RequesterClaims?,
-        vault: Vault, signing: Signing, keysHeld: UnlockedKeys, target: TokenTarget? = nil, request: String? = nil
+        vault: Vault, signing: Signing, keysHeld: UnlockedKeys, connection: ConnectionRecord?,
+        target: TokenTarget? = nil, request: String? = nil
     ) throws(VaultError) -> Grant {
         // A name that is not one is refused before anything, and not logged.
         try GrantName.validate(name)
         var outcome = AuditEntry.Outcome.allowed
+        var notAsked: String?
         // A bearer token serves any request to anyone: the question and the
         // log name the request only when a proof ties the token to it.
         var logged = request
@@ -240,11 +248,17 @@ final class AgentResponder: Sendable {
                     logged = nil
                 }
                 let question = ConfirmationQuestion(grant: name, peer: peer, claims: claims, request: logged)
-                switch confirmer.ask(question) {
+                switch confirmer.ask(question, connection: connection) {
                 case .yes:
                     outcome = .confirmed
                 case .no(let why):
                     outcome = .notConfirmed
+                    throw VaultError(.denied, "the request for '\(name)' was not confirmed: \(why)")
+                case .notAsked(let why):
+                    // Logged as counted lines, so that a flood of them
+                    // fills neither the log nor the disk.
+                    outcome = .notAsked
+                    notAsked = why
                     throw VaultError(.denied, "the request for '\(name)' was not confirmed: \(why)")
                 }
                 // The agent may have locked while the person was asked.
@@ -279,8 +293,8 @@ final class AgentResponder: Sendable {
         } catch {
             if outcome == .allowed || outcome == .confirmed { outcome = .failed }
             record(
-                name, peer: peer, claims: claims, outcome, reason: error.code == .denied ? nil : error.code.rawValue,
-                request: logged)
+                name, peer: peer, claims: claims, outcome,
+                reason: notAsked ?? (error.code == .denied ? nil : error.code.rawValue), request: logged)
             throw error
         }
     }
@@ -292,13 +306,28 @@ final class AgentResponder: Sendable {
         let entry = AuditEntry(
             time: environment.time.now(), grant: grant, peer: peer, claimed: claims, outcome: outcome, reason: reason,
             request: request)
+        if outcome == .notAsked {
+            guard let first = refusals.add(entry, now: Monotonic.seconds()) else { return }
+            write(first)
+        } else {
+            write(entry)
+        }
+    }
+
+    private func write(_ entry: AuditEntry) {
         if let failure = audit.append(entry) { environment.log("audit log: \(failure.reason)") }
+    }
+
+    /// Writes the counts of refusals made without asking that are due (all
+    /// of them when the agent stops).
+    func writeCountedRefusals(all: Bool = false) {
+        for line in refusals.due(now: Monotonic.seconds(), all: all) { write(line) }
     }
 
     /// Writes the answer to an operation that needs the keys.
     private func respond(
         to request: AgentRequest, with current: UnlockedKeys, peer: AgentPeer, session: inout VaultSession?,
-        into w: inout MessageWriter
+        connection: ConnectionRecord?, into w: inout MessageWriter
     ) throws(VaultError) {
         let recordKeys = current.keys
         switch request {
@@ -306,7 +335,7 @@ final class AgentResponder: Sendable {
             let vault = try keys.vault(current, session: &session)
             let grant = try handOut(
                 name, minimumValidity: minimum, force: force, peer: peer, claims: nil, vault: vault,
-                signing: .byAsker, keysHeld: current)
+                signing: .byAsker, keysHeld: current, connection: connection)
             w.string(grant.accessToken ?? "")
             w.string(grant.tokenType ?? "Bearer")
             w.u64(UInt64(bitPattern: grant.expiresAt?.epochSeconds ?? AgentProtocol.noExpiry))
@@ -324,7 +353,7 @@ final class AgentResponder: Sendable {
             let grant = try handOut(
                 name, minimumValidity: cap, force: false, peer: peer,
                 claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: .none,
-                keysHeld: current)
+                keysHeld: current, connection: connection)
             w.grantToken(grant)
         case .derivedToken(let name, let minimum, let force, let target):
             let vault = try keys.vault(current, session: &session)
@@ -332,7 +361,7 @@ final class AgentResponder: Sendable {
             if AgentResponder.signsItsOwnRequests(stored) { throw AgentResponder.signsItself(name, stored) }
             let grant = try handOut(
                 name, minimumValidity: minimum, force: force, peer: peer, claims: nil, vault: vault,
-                signing: .none, keysHeld: current, target: target)
+                signing: .none, keysHeld: current, connection: connection, target: target)
             w.grantToken(grant)
         case .authorizeRequest(let name, let minimum, let method, let url, let nonce, let claims):
             let vault = try keys.vault(current, session: &session)
@@ -347,7 +376,7 @@ final class AgentResponder: Sendable {
             let grant = try handOut(
                 name, minimumValidity: cap, force: false, peer: peer,
                 claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: signing,
-                keysHeld: current, request: url.map { method + " " + URLPolicy.redacted($0) })
+                keysHeld: current, connection: connection, request: url.map { method + " " + URLPolicy.redacted($0) })
             // A refresh may have brought a bound token where a bearer one was.
             if url == nil && grant.accessTokenIsDPoPBound { throw AgentResponder.needsURL(name) }
             // The proof is signed here: the key never leaves the agent. A

@@ -136,6 +136,7 @@ public final class AgentServer: Sendable {
             }
             if signalsPending { handleSignals() }
             maintain()
+            responder.writeCountedRefusals()
         }
         keys.lock("stopping")
         listener.removeSocket()
@@ -145,6 +146,7 @@ public final class AgentServer: Sendable {
         while responder.isBusy || refresher.isBusy || keepAlive.isBusy, Monotonic.seconds() < deadline {
             usleep(20_000)
         }
+        responder.writeCountedRefusals(all: true)
         environment.log("stopped")
     }
 

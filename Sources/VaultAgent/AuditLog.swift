@@ -1,5 +1,6 @@
 package import FoundationEssentials
 internal import Glibc
+import Synchronization
 package import VaultCore
 
 /// One token request and what became of it. Names the grant, never a token.
@@ -17,6 +18,12 @@ package struct AuditEntry: Codable, Sendable, Equatable {
         case notConfirmed = "not-confirmed"
         /// The request failed (the grant is dead, the provider is away, ...).
         case failed
+        /// Refused without asking the person: too many questions, or too
+        /// soon after a refusal of the same grant (docs/agent.md).
+        case notAsked = "not-asked"
+
+        /// True when a token was handed out.
+        package var handedOut: Bool { self == .allowed || self == .confirmed }
     }
 
     /// When, in seconds since the epoch.
@@ -38,6 +45,10 @@ package struct AuditEntry: Codable, Sendable, Equatable {
     /// The one request a DPoP proof was asked for (operation 13): its
     /// method and URL, without query.
     package var request: String?
+    /// How many refusals like this one (the same grant, origin, outcome and
+    /// reason) the line stands for, when they were counted rather than
+    /// written one by one; the time is the last one's.
+    package var repeated: Int?
 
     package init(
         time: Date, grant: String, peer: AgentPeer, claimed: RequesterClaims?, outcome: Outcome, reason: String?,
@@ -75,6 +86,7 @@ extension AuditEntry {
         w.field("outcome", outcome.rawValue)
         w.field("pid", pid.map(Int64.init))
         w.field("reason", reason)
+        w.field("repeated", repeated.map(Int64.init))
         w.field("request", request)
         w.field("time", time)
         w.field("uid", uid.map(Int64.init))
@@ -83,24 +95,32 @@ extension AuditEntry {
 }
 
 /// The agent's audit log: one JSON line per token handed out or refused,
-/// appended to `audit.log` beside the vault. When it passes `maxBytes` it
-/// becomes `audit.log.1` (replacing the one before), so at most twice that
-/// is kept. Each line is one `write` to a file opened with `O_APPEND`, so
-/// the agent's threads and the commands that hand out tokens themselves
-/// never interleave within a line.
+/// beside the vault. Tokens handed out go to `audit.log`, refusals and
+/// failures to `audit-refused.log`, so that no number of refusals (which a
+/// forwarded peer can make at will) pushes a token handed out out of the
+/// log. When a file passes `maxBytes` it becomes `NAME.1` (replacing the
+/// one before), so at most twice that is kept of each. Each line is one
+/// `write` to a file opened with `O_APPEND`, so the agent's threads and the
+/// commands that hand out tokens themselves never interleave within a line.
 package struct AuditLog: Sendable {
-    /// Where the current log is.
+    /// Where the current log of tokens handed out is.
     package let path: String
-    /// Size at which the log starts over.
+    /// Where the current log of refusals and failures is.
+    package let refusedPath: String
+    /// Size at which a file starts over.
     package var maxBytes = 1 << 20
 
     /// The log of the vault in `directory`.
-    package init(directory: String) { path = directory + "/audit.log" }
+    package init(directory: String) {
+        path = directory + "/audit.log"
+        refusedPath = directory + "/audit-refused.log"
+    }
 
     /// Appends `entry`. A log that cannot be written does not stop the
     /// token: the failure is returned for the caller to report.
     @discardableResult
     package func append(_ entry: AuditEntry) -> VaultError? {
+        let path = entry.outcome.handedOut ? self.path : refusedPath
         let line = entry.line + [0x0a]
         for _ in 0..<8 {
             let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
@@ -129,21 +149,87 @@ package struct AuditLog: Sendable {
         return VaultError(.busy, "cannot append to \(path): it keeps being replaced")
     }
 
-    /// Every entry kept, oldest first, and how many lines did not parse.
+    /// Every entry kept, of both files, oldest first (in the order written
+    /// within a second), and how many lines did not parse.
     package func read() throws(VaultError) -> (entries: [AuditEntry], unreadable: Int) {
-        var entries: [AuditEntry] = []
+        var entries: [(entry: AuditEntry, order: Int)] = []
         var unreadable = 0
         let decoder = JSONDecoder()
-        for file in [path + ".1", path] where FileSystem.exists(file) {
+        for file in [path + ".1", path, refusedPath + ".1", refusedPath] where FileSystem.exists(file) {
             let bytes = try FileSystem.readFile(file, limit: 2 * maxBytes + 4096, trusted: true)
             for line in bytes.split(separator: 0x0a) where !line.isEmpty {
                 if let entry = try? decoder.decode(AuditEntry.self, from: Data(line)) {
-                    entries.append(entry)
+                    entries.append((entry, entries.count))
                 } else {
                     unreadable += 1
                 }
             }
         }
-        return (entries, unreadable)
+        entries.sort { ($0.entry.time, $0.order) < ($1.entry.time, $1.order) }
+        return (entries.map(\.entry), unreadable)
+    }
+}
+
+/// Refusals made without asking the person, counted rather than written
+/// one by one: the first of a kind (grant, origin, reason) is written at
+/// once, the ones after it within `interval` are counted, and the count is
+/// written as one line (`repeated`) when the interval has passed. At most
+/// `maxKinds` kinds are counted at once; others are written as they come.
+final class RefusalTally: Sendable {
+    /// Seconds between two lines of one kind.
+    static let interval: Double = 10
+    /// Kinds counted at once.
+    static let maxKinds = 64
+
+    private struct Kind: Hashable {
+        let grant: String
+        let origin: AgentPeer.Origin
+        let reason: String?
+    }
+
+    private struct Count {
+        var latest: AuditEntry
+        var count: Int
+        var written: Double
+    }
+
+    private let counts = Mutex<[Kind: Count]>([:])
+
+    init() {}
+
+    /// What to write now for `entry`: itself, unless one of its kind was
+    /// written within the interval (then it is counted).
+    func add(_ entry: AuditEntry, now: Double) -> AuditEntry? {
+        let kind = Kind(grant: entry.grant, origin: entry.origin, reason: entry.reason)
+        return counts.withLock { counts -> AuditEntry? in
+            if var known = counts[kind], now - known.written < RefusalTally.interval {
+                known.latest = entry
+                known.count += 1
+                counts[kind] = known
+                return nil
+            }
+            if counts[kind] == nil && counts.count >= RefusalTally.maxKinds { return entry }
+            counts[kind] = Count(latest: entry, count: 0, written: now)
+            return entry
+        }
+    }
+
+    /// The counted lines due now (all of them with `all`, when the agent
+    /// stops); kinds with nothing counted for an interval are let go.
+    func due(now: Double, all: Bool = false) -> [AuditEntry] {
+        counts.withLock { counts -> [AuditEntry] in
+            var lines: [AuditEntry] = []
+            for (kind, known) in counts where all || now - known.written >= RefusalTally.interval {
+                if known.count > 0 {
+                    var line = known.latest
+                    line.repeated = known.count
+                    lines.append(line)
+                    counts[kind] = Count(latest: known.latest, count: 0, written: now)
+                } else {
+                    counts[kind] = nil
+                }
+            }
+            return lines.sorted { $0.time < $1.time }
+        }
     }
 }

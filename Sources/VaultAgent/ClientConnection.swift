@@ -37,16 +37,19 @@ struct ClientConnection {
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         var session: VaultSession?
         defer { session?.end() }
+        let connection = ConnectionRecord()
         while waitForRequest() {
             guard var body = receiveMessage() else { return }
             let ok = responder.serving { () -> Bool in
-                var response = responder.answer(body, peer: peer, session: &session).framed
+                var response = responder.answer(body, peer: peer, session: &session, connection: connection).framed
                 secureZero(&body)
                 let ok = send(response)
                 secureZero(&response)
                 return ok
             }
-            guard ok else { return }
+            // A connection whose requests keep being refused without
+            // asking is closed: it has nothing more to get.
+            guard ok, !connection.shouldClose else { return }
         }
     }
 

@@ -53,6 +53,90 @@ struct ConfirmationQuestion: Sendable {
     }
 }
 
+/// How often the person may be asked, so that nobody can ask until the
+/// person gives in. After a forwarded request for a grant goes unconfirmed
+/// (a no, or no answer), forwarded requests for that grant are refused
+/// without asking for a pause that doubles with each further refusal; and
+/// in any minute at most `perMinute` questions are put, of which at most
+/// `forwardedPerMinute` from forwarded peers, so that one a local process
+/// asks always finds room. Times are the caller's monotonic seconds.
+struct QuestionPacing: Sendable {
+    /// Questions put to the person in any minute, whoever asks.
+    static let perMinute = 3
+    /// Of those, the most that forwarded requests may take.
+    static let forwardedPerMinute = 2
+    /// The pause after a grant's first unconfirmed forwarded request.
+    static let firstPause: Double = 30
+    /// The longest pause: an hour.
+    static let longestPause: Double = 3600
+    /// Grants with a pause kept at most, so that names a peer makes up cannot
+    /// fill memory (each one costs it a question first).
+    static let maxPaused = 256
+
+    private struct Pause {
+        var until: Double
+        var refusals: Int
+    }
+
+    /// When the questions of the last minute were put, and by which origin.
+    private var recent: [(time: Double, forwarded: Bool)] = []
+    private var paused: [String: Pause] = [:]
+
+    /// Nil when the person may be asked now (and the question is counted),
+    /// or why it is refused without asking.
+    mutating func admit(grant: String, origin: AgentPeer.Origin, now: Double) -> String? {
+        if origin == .forwarded, let pause = paused[grant], now < pause.until {
+            return "asked again too soon after a refusal"
+        }
+        recent.removeAll { now - $0.time >= 60 }
+        guard recent.count < QuestionPacing.perMinute else { return "too many questions in the last minute" }
+        if origin == .forwarded, recent.count(where: \.forwarded) >= QuestionPacing.forwardedPerMinute {
+            return "too many questions from other machines in the last minute"
+        }
+        recent.append((now, origin == .forwarded))
+        return nil
+    }
+
+    /// Records the answer to a question `admit` let through.
+    mutating func answered(grant: String, origin: AgentPeer.Origin, yes: Bool, now: Double) {
+        guard origin == .forwarded else { return }
+        guard !yes else {
+            paused[grant] = nil
+            return
+        }
+        // A pause that ended more than an hour ago is forgotten: the next
+        // refusal starts again from the first pause.
+        paused = paused.filter { now - $0.value.until < QuestionPacing.longestPause }
+        let refusals = (paused[grant]?.refusals ?? 0) + 1
+        let seconds = min(QuestionPacing.longestPause, QuestionPacing.firstPause * Double(1 << min(refusals - 1, 16)))
+        if paused[grant] == nil, paused.count >= QuestionPacing.maxPaused,
+            let soonest = paused.min(by: { $0.value.until < $1.value.until })?.key
+        {
+            paused[soonest] = nil
+        }
+        paused[grant] = Pause(until: now + seconds, refusals: refusals)
+    }
+}
+
+/// What the agent keeps of one client connection while it is open: after
+/// a question asked on it went unconfirmed, no other is asked on it; after
+/// `closeAfter` requests refused without asking, it is closed.
+final class ConnectionRecord: Sendable {
+    /// Refusals without asking after which the connection is closed.
+    static let closeAfter = 3
+    private let state = Mutex((unconfirmed: false, notAsked: 0))
+
+    init() {}
+
+    /// True once a question asked on this connection went unconfirmed.
+    var hadUnconfirmed: Bool { state.withLock { $0.unconfirmed } }
+    /// True when the connection should be closed.
+    var shouldClose: Bool { state.withLock { $0.notAsked >= ConnectionRecord.closeAfter } }
+
+    func unconfirmed() { state.withLock { $0.unconfirmed = true } }
+    func refusedWithoutAsking() { state.withLock { $0.notAsked += 1 } }
+}
+
 /// Asks the person whether to hand out a token: through a command the user
 /// chose (a desktop notification with actions, a pinentry, a dialog) whose
 /// exit status 0 means yes, or on the terminal of a foreground agent. One
@@ -71,13 +155,18 @@ final class Confirmer: Sendable {
     /// The answer.
     enum Answer: Sendable, Equatable {
         case yes
+        /// Asked, and not confirmed (a no, no answer, no way to ask).
         case no(String)
+        /// Refused without asking the person: too many questions, or too
+        /// soon after a refusal.
+        case notAsked(String)
     }
 
     let method: Method
     let timeout: TimeInterval
     private let turn = Mutex(())
     private let waiting = Mutex(0)
+    private let pacing = Mutex(QuestionPacing())
     /// Questions that may wait for their turn; more are refused at once, so
     /// a flood of requests for one grant cannot hold up the others' for long
     /// nor keep the person answering.
@@ -89,26 +178,53 @@ final class Confirmer: Sendable {
     }
 
     /// Asks, and waits at most `timeout` for the answer (and for the
-    /// questions asked before this one).
-    func ask(_ question: ConfirmationQuestion) -> Answer {
+    /// questions asked before this one). `connection`: the one the request
+    /// came on, which gets no second question after an unconfirmed one.
+    func ask(_ question: ConfirmationQuestion, connection: ConnectionRecord? = nil) -> Answer {
         let deadline = Monotonic.seconds() + timeout
+        let answer = askPaced(question, connection: connection, deadline: deadline)
+        switch answer {
+        case .yes: break
+        case .no: connection?.unconfirmed()
+        case .notAsked: connection?.refusedWithoutAsking()
+        }
+        return answer
+    }
+
+    private func askPaced(_ question: ConfirmationQuestion, connection: ConnectionRecord?, deadline: Double) -> Answer {
+        if connection?.hadUnconfirmed == true {
+            return .notAsked("a request on this connection was not confirmed")
+        }
         let admitted = waiting.withLock { n -> Bool in
             guard n < Confirmer.maxWaiting else { return false }
             n += 1
             return true
         }
-        guard admitted else { return .no("too many requests are waiting for a confirmation") }
+        guard admitted else { return .notAsked("too many requests are waiting for a confirmation") }
         defer { waiting.withLock { $0 -= 1 } }
         return turn.withLock { _ -> Answer in
             guard Monotonic.seconds() < deadline else { return .no("no answer in time") }
+            guard method != .none else { return .no("no way to ask for a confirmation") }
+            let origin = question.peer.origin
+            // Counted when its turn comes, so that questions refused while
+            // waiting are not counted against the next minute.
+            if let why = pacing.withLock({ $0.admit(grant: question.grant, origin: origin, now: Monotonic.seconds()) })
+            {
+                return .notAsked(why)
+            }
+            let answer: Answer
             switch method {
             case .none:
-                return .no("no way to ask for a confirmation")
+                answer = .no("no way to ask for a confirmation")
             case .command(let command):
-                return Confirmer.runCommand(command, question: question, deadline: deadline)
+                answer = Confirmer.runCommand(command, question: question, deadline: deadline)
             case .terminal:
-                return Confirmer.askTerminal(question, deadline: deadline)
+                answer = Confirmer.askTerminal(question, deadline: deadline)
             }
+            pacing.withLock {
+                $0.answered(grant: question.grant, origin: origin, yes: answer == .yes, now: Monotonic.seconds())
+            }
+            return answer
         }
     }
 

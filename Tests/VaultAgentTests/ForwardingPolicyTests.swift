@@ -15,6 +15,14 @@ struct ForwardingPolicyTests {
         return path
     }
 
+    /// An audit log of 4 KiB files in a new directory, and a forwarded peer.
+    static func smallLog() -> (log: AuditLog, directory: String, peer: AgentPeer) {
+        let directory = scratch()
+        var log = AuditLog(directory: directory)
+        log.maxBytes = 4096
+        return (log, directory, AgentPeer(origin: .forwarded, uid: 1000, pid: 42, executable: "/usr/bin/ssh"))
+    }
+
     @Test("a grant's rule wins over the defaults, which win over the built-in ones")
     func ruleLevels() throws {
         let directory = Self.scratch()
@@ -96,18 +104,136 @@ struct ForwardingPolicyTests {
             }.start()
         }
         done.wait()
-        let refused = answers.withLock { $0.filter { $0 == .no("too many requests are waiting for a confirmation") } }
-        #expect(refused.count == 8 - Confirmer.maxWaiting, "\(answers.withLock { $0 })")
+        let all = answers.withLock { $0 }
+        let waiting = all.filter { $0 == .notAsked("too many requests are waiting for a confirmation") }
+        #expect(waiting.count == 8 - Confirmer.maxWaiting, "\(all)")
+        // Of those that waited their turn, forwarded ones are asked at most
+        // twice a minute.
+        #expect(all.filter { $0 == .yes }.count == QuestionPacing.forwardedPerMinute, "\(all)")
+        let paced = all.filter { $0 == .notAsked("too many questions from other machines in the last minute") }
+        #expect(paced.count == Confirmer.maxWaiting - QuestionPacing.forwardedPerMinute, "\(all)")
+    }
+
+    @Test(
+        "questions are paced: a pause after each forwarded refusal, doubling; a few a minute, with room for local ones")
+    func pacing() {
+        var p = QuestionPacing()
+        let tooSoon = "asked again too soon after a refusal"
+        #expect(p.admit(grant: "work", origin: .forwarded, now: 0) == nil)
+        p.answered(grant: "work", origin: .forwarded, yes: false, now: 1)
+        // 30 seconds from the refusal.
+        #expect(p.admit(grant: "work", origin: .forwarded, now: 30) == tooSoon)
+        #expect(p.admit(grant: "work", origin: .forwarded, now: 31.5) == nil)
+        p.answered(grant: "work", origin: .forwarded, yes: false, now: 32)
+        // Two forwarded questions in the minute (at 0 and 31.5): a third
+        // waits, whatever its grant; a local one still finds room, once.
+        #expect(
+            p.admit(grant: "mail", origin: .forwarded, now: 50)
+                == "too many questions from other machines in the last minute")
+        #expect(p.admit(grant: "mail", origin: .local, now: 55) == nil)
+        #expect(p.admit(grant: "bank", origin: .local, now: 56) == "too many questions in the last minute")
+        // The second refusal doubled the pause (until 92).
+        #expect(p.admit(grant: "work", origin: .forwarded, now: 91) == tooSoon)
+        #expect(p.admit(grant: "mail", origin: .forwarded, now: 95) == nil)
+        p.answered(grant: "mail", origin: .forwarded, yes: false, now: 96)
+        // A yes ends the grant's pauses: a no after it starts from 30 s again.
+        #expect(p.admit(grant: "work", origin: .forwarded, now: 200) == nil)
+        p.answered(grant: "work", origin: .forwarded, yes: true, now: 201)
+        #expect(p.admit(grant: "work", origin: .forwarded, now: 202) == nil)
+        p.answered(grant: "work", origin: .forwarded, yes: false, now: 203)
+        #expect(p.admit(grant: "work", origin: .forwarded, now: 232) == tooSoon)
+        #expect(p.admit(grant: "work", origin: .forwarded, now: 263) == nil)
+        // Refusals double up to an hour, and no further.
+        var q = QuestionPacing()
+        var now = 0.0
+        var pause = QuestionPacing.firstPause
+        for _ in 0..<10 {
+            #expect(q.admit(grant: "work", origin: .forwarded, now: now) == nil)
+            q.answered(grant: "work", origin: .forwarded, yes: false, now: now)
+            #expect(q.admit(grant: "work", origin: .forwarded, now: now + pause - 1) == tooSoon, "\(pause)")
+            now += pause + 61
+            pause = min(pause * 2, QuestionPacing.longestPause)
+        }
+        #expect(pause == QuestionPacing.longestPause)
+    }
+
+    @Test("a connection whose question went unconfirmed gets no other, and is closed after three refusals without one")
+    func connectionRecord() {
+        let confirmer = Confirmer(method: .command("exit 1"), timeout: 5)
+        let connection = ConnectionRecord()
+        let question = ConfirmationQuestion(
+            grant: "work", peer: AgentPeer(origin: .forwarded, uid: 0, pid: 1, executable: nil), claims: nil)
+        #expect(confirmer.ask(question, connection: connection) == .no("the person refused"))
+        let other = ConfirmationQuestion(
+            grant: "mail", peer: AgentPeer(origin: .forwarded, uid: 0, pid: 1, executable: nil), claims: nil)
+        for i in 0..<ConnectionRecord.closeAfter {
+            #expect(!connection.shouldClose, "\(i)")
+            #expect(
+                confirmer.ask(other, connection: connection)
+                    == .notAsked("a request on this connection was not confirmed"))
+        }
+        #expect(connection.shouldClose)
+        // Another connection is asked about another grant.
+        #expect(confirmer.ask(other, connection: ConnectionRecord()) == .no("the person refused"))
+    }
+
+    @Test("refusals made without asking are written once, then as one counted line per kind and interval")
+    func refusalTally() {
+        let tally = RefusalTally()
+        let peer = AgentPeer(origin: .forwarded, uid: 0, pid: 1, executable: "/usr/bin/ssh")
+        func entry(_ grant: String, _ second: Int64) -> AuditEntry {
+            AuditEntry(
+                time: Date(timeIntervalSince1970: TimeInterval(1_800_000_000 + second)), grant: grant, peer: peer,
+                claimed: nil, outcome: .notAsked, reason: "too many questions in the last minute")
+        }
+        #expect(tally.add(entry("work", 0), now: 100) == entry("work", 0))
+        for second in 1...50 { #expect(tally.add(entry("work", Int64(second)), now: 100 + Double(second) / 10) == nil) }
+        #expect(tally.add(entry("mail", 3), now: 103)?.grant == "mail")
+        #expect(tally.due(now: 105).isEmpty)
+        let due = tally.due(now: 110)
+        var counted = entry("work", 50)
+        counted.repeated = 50
+        #expect(due == [counted])
+        // Nothing more of a kind for an interval: it is let go, and the next
+        // one is written at once.
+        #expect(tally.due(now: 125).isEmpty)
+        #expect(tally.add(entry("work", 60), now: 130) == entry("work", 60))
+        #expect(tally.add(entry("work", 61), now: 131) == nil)
+        #expect(tally.due(now: 132, all: true).map(\.repeated) == [1])
+    }
+
+    @Test("refusals cannot push a token handed out out of the audit log")
+    func refusalsKeepTheirOwnShare() throws {
+        let (log, directory, peer) = Self.smallLog()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let long = RequesterClaims(
+            host: String(repeating: "h", count: 200), command: String(repeating: "c", count: 400), uid: 0, pid: 7)
+        let time = Date(timeIntervalSince1970: 1_800_000_000)
+        #expect(
+            log.append(
+                AuditEntry(time: time, grant: "work", peer: peer, claimed: nil, outcome: .confirmed, reason: nil))
+                == nil)
+        for i in 0..<500 {
+            let refused = AuditEntry(
+                time: time.addingTimeInterval(Double(i)), grant: "work", peer: peer, claimed: long,
+                outcome: i % 2 == 0 ? .notConfirmed : .denied, reason: nil)
+            #expect(log.append(refused) == nil)
+        }
+        let (entries, unreadable) = try log.read()
+        #expect(unreadable == 0)
+        #expect(entries.first?.outcome == .confirmed)
+        #expect(entries.filter { $0.outcome.handedOut }.count == 1)
+        #expect(entries.last?.time == time.addingTimeInterval(499).epochSeconds)
+        for file in [log.refusedPath, log.refusedPath + ".1"] {
+            var st = stat()
+            #expect(stat(file, &st) == 0 && st.st_size <= 4096)
+        }
     }
 
     @Test("the audit log starts over past its size, keeps the one before, and never mixes lines")
     func auditRotation() throws {
-        let directory = Self.scratch()
+        let (log, directory, peer) = Self.smallLog()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        var writer = AuditLog(directory: directory)
-        writer.maxBytes = 4096
-        let log = writer
-        let peer = AgentPeer(origin: .forwarded, uid: 1000, pid: 42, executable: "/usr/bin/ssh")
         let claims = RequesterClaims(host: "server", command: "git fetch", uid: 1000, pid: 7)
         // Four threads append at once.
         DispatchQueue.concurrentPerform(iterations: 4) { thread in

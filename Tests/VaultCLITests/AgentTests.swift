@@ -70,7 +70,7 @@ final class AgentHome {
     func rawClient(_ request: String, uid: Int? = nil, socket: String? = nil) throws -> String {
         let script = try String(
             contentsOfFile: FixtureServer.root.path + "/Tools/testservers/agent_client.py", encoding: .utf8)
-        var words = ["/usr/bin/python3", "-", socket ?? paths.socket, request]
+        var words = ["/usr/bin/python3", "-", socket ?? paths.socket] + request.split(separator: " ").map(String.init)
         if let uid { words = ["/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups"] + words }
         let r = try VaultProcess.start(
             Array(words.dropFirst()), environment: ["PATH": "/usr/bin:/bin"], stdin: script, executable: words[0]

@@ -32,4 +32,30 @@ struct AuditLogDisplayTests {
         #expect(checked[1].contains("proof for DELETE https://api.example/all"), "\(rows[1])")
         #expect(!checked[1].contains("harmless"), "\(rows[1])")
     }
+
+    @Test("vault log merges tokens handed out and refusals by time, and shows counted refusals as × N")
+    func countedRefusals() throws {
+        let home = Home()
+        try FileManager.default.createDirectory(atPath: home.path + "/vault", withIntermediateDirectories: true)
+        let peer = #""origin":"forwarded","pid":1,"uid":1000"#
+        home.write(
+            home.path + "/vault/audit.log",
+            #"{"grant":"work","outcome":"allowed","time":1800000000,\#(peer)}"# + "\n"
+                + #"{"grant":"work","outcome":"confirmed","time":1800000300,\#(peer)}"# + "\n")
+        home.write(
+            home.path + "/vault/audit-refused.log",
+            #"{"grant":"work","outcome":"not-asked","reason":"asked again too soon after a refusal","#
+                + #""time":1800000100,\#(peer)}"# + "\n"
+                + #"{"grant":"work","outcome":"not-asked","reason":"asked again too soon after a refusal","#
+                + #""repeated":57,"time":1800000200,\#(peer)}"# + "\n")
+        let r = try home.run("log")
+        try #require(r.status == 0, "\(r.stderr)")
+        let rows = r.stdout.split(separator: "\n").dropFirst().map(String.init)
+        try #require(rows.count == 4, "\(r.stdout)")
+        #expect(rows[0].contains("allowed") && rows[3].contains("confirmed"), "\(r.stdout)")
+        #expect(rows[1].contains("not-asked (asked again too soon after a refusal)") && !rows[1].contains("×"))
+        #expect(rows[2].contains("not-asked (asked again too soon after a refusal) × 57"), "\(rows[2])")
+        let json = try home.run("log", "--json")
+        #expect(json.stdout.contains(#""repeated" : 57"#), "\(json.stdout)")
+    }
 }

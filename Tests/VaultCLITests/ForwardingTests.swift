@@ -73,6 +73,16 @@ final class ForwardingScene {
 
 @Suite("Agent forwarding over SSH", .serialized)
 struct ForwardingTests {
+    /// A new private directory holding `confirm.sh`, a confirmation command
+    /// made of `script`, in which `SCRATCH` stands for the directory.
+    static func confirmScript(_ script: String) -> String {
+        let scratch = NSTemporaryDirectory() + "vault-confirm-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        mkdir(scratch, 0o700)
+        let text = script.replacing("SCRATCH", with: scratch)
+        _ = FileManager.default.createFile(atPath: scratch + "/confirm.sh", contents: Data(text.utf8))
+        return scratch
+    }
+
     static func hex(_ text: String) -> String { Data(text.utf8).map { String(format: "%02x", $0) }.joined() }
 
     @Test("a forwarded vault token refreshes on the laptop; only the access token crosses the socket")
@@ -135,8 +145,10 @@ struct ForwardingTests {
             #expect(claimed["host"] as? String == host, "\(claimed)")
             #expect((claimed["command"] as? String)?.isEmpty == false, "\(claimed)")
         }
-        let raw = try String(contentsOfFile: scene.laptop.home.path + "/vault/audit.log", encoding: .utf8)
-        #expect(!raw.contains(token) && !raw.contains(kept) && !raw.contains(spent))
+        for file in ["audit.log", "audit-refused.log"] {
+            let raw = (try? String(contentsOfFile: scene.laptop.home.path + "/vault/" + file, encoding: .utf8)) ?? ""
+            #expect(!raw.contains(token) && !raw.contains(kept) && !raw.contains(spent), "\(file)")
+        }
     }
 
     @Test("a forwarded peer may ask for tokens and nothing else, on either socket")
@@ -168,16 +180,13 @@ struct ForwardingTests {
 
     @Test("confirm: the person says yes, says no, or does not answer in time")
     func confirmation() throws {
-        let scratch = NSTemporaryDirectory() + "vault-confirm-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        mkdir(scratch, 0o700)
-        defer { try? FileManager.default.removeItem(atPath: scratch) }
         // A confirmation command: notes the question, then answers as the test says.
-        let script = """
-            printf '%s|%s|%s\\n' "$VAULT_CONFIRM_GRANT" "$VAULT_CONFIRM_ORIGIN" "$VAULT_CONFIRM_SUMMARY" >> \(scratch)/asked
-            [ -e \(scratch)/wait ] && sleep 30
-            [ -e \(scratch)/yes ]
+        let scratch = Self.confirmScript(
             """
-        _ = FileManager.default.createFile(atPath: scratch + "/confirm.sh", contents: Data(script.utf8))
+            printf '%s|%s|%s\\n' "$VAULT_CONFIRM_GRANT" "$VAULT_CONFIRM_ORIGIN" "$VAULT_CONFIRM_SUMMARY" >> SCRATCH/asked
+            [ -e SCRATCH/yes ]
+            """)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
         let scene = try ForwardingScene(confirmCommand: "sh \(scratch)/confirm.sh")
         _ = FileManager.default.createFile(atPath: scratch + "/yes", contents: Data())
         let yes = try scene.onServer("token", "work")
@@ -189,30 +198,82 @@ struct ForwardingTests {
         let no = try scene.onServer("token", "work")
         #expect(no.status == 1 && no.stdout.isEmpty)
         #expect(no.stderr.contains("was not confirmed: the person refused"), "\(no.stderr)")
-        _ = FileManager.default.createFile(atPath: scratch + "/wait", contents: Data())
+        // Asked again at once: refused without asking the person.
+        _ = FileManager.default.createFile(atPath: scratch + "/yes", contents: Data())
+        let again = try scene.onServer("token", "work")
+        #expect(again.status == 1 && again.stdout.isEmpty)
+        #expect(again.stderr.contains("was not confirmed: asked again too soon after a refusal"), "\(again.stderr)")
+        let questions = try String(contentsOfFile: scratch + "/asked", encoding: .utf8).split(separator: "\n")
+        #expect(questions.count == 2, "\(questions)")
+        // Local requests need no confirmation by default.
+        #expect(try scene.laptop.home.run("token", "work").status == 0)
+        // Tokens handed out and refusals are kept apart; within a second,
+        // the log cannot tell which of the last two came first.
+        let outcomes = try scene.log().compactMap { $0["outcome"] as? String }
+        #expect(outcomes.prefix(2) == ["confirmed", "not-confirmed"], "\(outcomes)")
+        #expect(outcomes.dropFirst(2).sorted() == ["allowed", "not-asked"], "\(outcomes)")
+    }
+
+    @Test("confirm: no answer in time is a no, and a yes that comes after the agent locked hands nothing out")
+    func confirmationUnanswered() throws {
+        let scratch = Self.confirmScript("sleep 30\n")
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let scene = try ForwardingScene(confirmCommand: "sh \(scratch)/confirm.sh")
+        _ = try scene.provider.importGrant("mail", into: scene.laptop.home)
         let started = Date()
         let late = try scene.onServer("token", "work")
         #expect(late.status == 1)
         #expect(late.stderr.contains("no answer in time"), "\(late.stderr)")
         #expect(Date().timeIntervalSince(started) < 20)
-        let outcomes = try scene.log().map { $0["outcome"] as? String }
-        #expect(outcomes == ["confirmed", "not-confirmed", "not-confirmed"], "\(outcomes)")
-        // Local requests need no confirmation by default.
-        #expect(try scene.laptop.home.run("token", "work").status == 0)
 
-        // Locked while the person is asked: a yes that comes after the lock
-        // hands nothing out.
-        try FileManager.default.removeItem(atPath: scratch + "/wait")
-        let slowYes = """
-            sleep 2
-            exit 0
-            """
-        _ = FileManager.default.createFile(atPath: scratch + "/confirm.sh", contents: Data(slowYes.utf8))
-        let pending = try scene.startOnServer(["token", "work"], forwarding: scene.laptop.paths.forwardSocket)
+        // Locked while the person is asked (about another grant: this one
+        // pauses after the unanswered question).
+        _ = FileManager.default.createFile(atPath: scratch + "/confirm.sh", contents: Data("sleep 2\nexit 0\n".utf8))
+        let pending = try scene.startOnServer(["token", "mail"], forwarding: scene.laptop.paths.forwardSocket)
         usleep(1_000_000)
         #expect(try scene.laptop.home.run("lock").status == 0)
         let afterLock = pending.wait(timeout: 60)
         #expect(afterLock.status != 0 && afterLock.stdout.isEmpty, "\(afterLock.stdout) \(afterLock.stderr)")
+        let outcomes = try scene.log().map { $0["outcome"] as? String }
+        #expect(outcomes.first == "not-confirmed", "\(outcomes)")
+        #expect(!outcomes.contains("confirmed") && !outcomes.contains("allowed"), "\(outcomes)")
+    }
+
+    @Test("a forwarded peer cannot wear the person down, nor flush the log of what it took")
+    func promptBombing() throws {
+        // The person says no to everything, and each question is counted.
+        let scratch = Self.confirmScript("printf '%s\\n' \"$VAULT_CONFIRM_GRANT\" >> SCRATCH/asked\nexit 1\n")
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let scene = try ForwardingScene(confirmCommand: "sh \(scratch)/confirm.sh")
+        // What the other machine took before it started asking.
+        #expect(try scene.laptop.home.run("policy", "work", "--forwarded", "allow").status == 0)
+        #expect(try scene.onServer("token", "work").status == 0)
+        #expect(try scene.laptop.home.run("policy", "work", "--forwarded", "confirm").status == 0)
+
+        // 400 requests for five grants, each on the connection before it
+        // until the agent closes it, from the forwarding socket.
+        let flood = try scene.laptop.rawClient("flood 400", socket: scene.laptop.paths.forwardSocket)
+        let lines = flood.split(separator: "\n").map { $0.split(separator: " ") }
+        let closed = try #require(lines.first.flatMap { $0.count == 4 ? Int($0[3]) : nil }, "\(flood)")
+        let denied = lines.first { $0.first == "vault.denied" }.flatMap { Int($0[1]) } ?? 0
+        #expect(denied + closed == 400 && !lines.contains { $0.first == "ok" }, "\(flood)")
+        #expect(closed > 0, "a connection refused again and again is closed: \(flood)")
+        // Two questions a minute reach the person from other machines.
+        let asked = try String(contentsOfFile: scratch + "/asked", encoding: .utf8).split(separator: "\n")
+        #expect(asked.count == 2, "\(asked)")
+
+        // Counts are written when the agent stops, at the latest.
+        let pid = try #require(try scene.laptop.agentPID())
+        kill(pid, SIGTERM)
+        for _ in 0..<100 where kill(pid, 0) == 0 { usleep(50_000) }
+        scene.laptop.home.extra["VAULT_AGENT"] = "off"
+        let log = try scene.log()
+        #expect(log.first?["outcome"] as? String == "allowed", "\(log.first ?? [:])")
+        let notAsked = log.filter { $0["outcome"] as? String == "not-asked" }
+        // A counted line stands for `repeated` refusals, another for one.
+        let refusedWithoutAsking = notAsked.reduce(0) { $0 + (($1["repeated"] as? Int) ?? 1) }
+        #expect(refusedWithoutAsking == denied - 2, "\(notAsked)")
+        #expect(log.count < 40, "refusals are counted, not written one by one: \(log.count) lines")
     }
 
     @Test("a forwarded connection that drops mid-refresh loses nothing and spends nothing twice")

@@ -7,6 +7,10 @@
   agent_client.py SOCKET lock|sync|conflicts|open|name-hash|token
                                        that operation, well-formed (open: no
                                        records; name-hash and token: grant "work")
+  agent_client.py SOCKET flood N       N token requests (operation 11, as a forwarded
+                                       `vault token` asks), as fast as answers come,
+                                       for "work", "g1" ... "g4" in turn, each on the
+                                       connection before it until the agent closes it
 
 Prints one line: "answer STATUS" when the agent answered (STATUS is the
 status byte, followed by the error code for an error), "closed" when it
@@ -34,8 +38,60 @@ OPERATIONS = {
 }
 
 
+def read_body(s, header):
+    """The message whose 4-byte length prefix was `header`, or what came of it."""
+    (length,) = struct.unpack(">I", header)
+    body = b""
+    while len(body) < length:
+        chunk = s.recv(length - len(body))
+        if not chunk:
+            break
+        body += chunk
+    return body
+
+
+def flood(path, count):
+    """Prints "answers N closed C" and then each error code with its count."""
+    names = ["work", "g1", "g2", "g3", "g4"]
+    answers, closed, codes = 0, 0, {}
+    s = None
+    sent = 0
+    while sent < count:
+        if s is None:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(30)
+            s.connect(path)
+        # Operation 11, what a forwarded `vault token` asks, with claims.
+        body = (bytes([3, 11]) + string(names[sent % len(names)]) + struct.pack(">I", 60)
+                + string("server") + string("curl") + struct.pack(">II", 1000, 4242))
+        sent += 1
+        try:
+            s.sendall(struct.pack(">I", len(body)) + body)
+            header = s.recv(4)
+        except (ConnectionResetError, BrokenPipeError):
+            header = b""
+        if len(header) < 4:
+            closed += 1
+            s.close()
+            s = None
+            continue
+        answer = read_body(s, header)
+        answers += 1
+        code = "ok"
+        if len(answer) > 6 and answer[1] == 1:
+            (n,) = struct.unpack(">I", answer[2:6])
+            code = answer[6:6 + n].decode(errors="replace")
+        codes[code] = codes.get(code, 0) + 1
+    print("answers", answers, "closed", closed)
+    for code in sorted(codes):
+        print(code, codes[code])
+
+
 def main():
     path, what = sys.argv[1], sys.argv[2]
+    if what == "flood":
+        flood(path, int(sys.argv[3]))
+        return
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(10)
     try:
@@ -61,13 +117,7 @@ def main():
         if len(header) < 4:
             print("closed")
             return
-        (length,) = struct.unpack(">I", header)
-        body = b""
-        while len(body) < length:
-            chunk = s.recv(length - len(body))
-            if not chunk:
-                break
-            body += chunk
+        body = read_body(s, header)
         if len(body) > 6 and body[1] == 1:
             (n,) = struct.unpack(">I", body[2:6])
             print("answer", 1, body[6:6 + n].decode(errors="replace"))

@@ -127,10 +127,15 @@ struct LogCommand: VaultCommand {
             asked (its uid, pid and program, as the kernel says; for a forwarded request that is
             ssh, followed by what the other machine says of itself, unchecked, and for a DPoP
             proof the agent signed, the request it is for), and the outcome: allowed,
-            confirmed, denied, not-confirmed or failed (with the error). It records no
-            token. The agent and the commands that hand out tokens themselves append to it; it
-            is kept beside the vault as audit.log and starts over, keeping the one before as
-            audit.log.1, when it passes 1 MiB.
+            confirmed, denied, not-confirmed, not-asked (refused without asking the person:
+            too many questions, or too soon after a refusal) or failed (with the error).
+            Refusals made without asking are counted: a line ending in "× N" stands for N
+            refusals of its grant, origin and reason since the last line of that kind, the
+            last of them at its time. It records no token. The agent
+            and the commands that hand out tokens themselves append to it: tokens handed out
+            to audit.log, refusals and failures to audit-refused.log beside the vault, so
+            that refusals never push a token handed out out of the log; each starts over,
+            keeping the one before as NAME.1, when it passes 1 MiB.
             """,
         examples: ["vault log", "vault log work --limit 20", "vault log --json"]
     )
@@ -156,6 +161,8 @@ struct LogCommand: VaultCommand {
         let reason: String?
         /// The request a DPoP proof was signed for (`vault header --url`).
         let request: String?
+        /// How many refusals like this one the line stands for, when counted.
+        let repeated: Int?
     }
 
     func run(_ ctx: Context) throws -> ExitCode {
@@ -178,7 +185,7 @@ struct LogCommand: VaultCommand {
             Row(
                 time: Format.timestamp(Date(timeIntervalSince1970: TimeInterval(e.time))), grant: e.grant,
                 origin: e.origin.rawValue, uid: e.uid, pid: e.pid, executable: e.executable, claimed: e.claimed,
-                outcome: e.outcome.rawValue, reason: e.reason, request: e.request)
+                outcome: e.outcome.rawValue, reason: e.reason, request: e.request, repeated: e.repeated)
         }
         if ctx.output.json {
             try ctx.output.printJSON(rows)
@@ -200,7 +207,8 @@ struct LogCommand: VaultCommand {
                     who += "; says: \(claimed.host) uid \(claimed.uid) pid \(claimed.pid)"
                     if !claimed.command.isEmpty { who += " \(claimed.command)" }
                 }
-                let outcome = row.reason.map { "\(row.outcome) (\($0))" } ?? row.outcome
+                var outcome = row.reason.map { "\(row.outcome) (\($0))" } ?? row.outcome
+                if let repeated = row.repeated { outcome += " × \(repeated)" }
                 return [row.time, row.grant, row.origin, outcome, who]
             }
         for line in Format.table(table) { ctx.output.out(line) }
