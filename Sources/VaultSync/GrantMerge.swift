@@ -131,15 +131,19 @@ struct GrantMerge {
         // Two removals leave nothing to choose between.
         if a.deleted && b.deleted { return (aWins, false) }
         if let ta = la.meta, ta == lb.meta { return (aWins, false) }
-        if let ta = la.meta, lb.metaBefore.contains(ta) { return (false, false) }
-        if let tb = lb.meta, la.metaBefore.contains(tb) { return (true, false) }
         // Equal values lose nothing (two machines renaming to one name).
-        if a.payload.name == b.payload.name && a.deleted == b.deleted
+        let equal =
+            a.payload.name == b.payload.name && a.deleted == b.deleted
             && (a.grant.map { $0.sameMetadata(as: b.grant) } ?? (b.grant == nil))
-        {
-            return (aWins, false)
-        }
-        return (aWins, true)
+        let aSeen = la.meta.map { lb.metaBefore.contains($0) } ?? false
+        let bSeen = lb.meta.map { la.metaBefore.contains($0) } ?? false
+        // Each tag among the other's history: two picks made apart, each
+        // keeping (and so tagged as) a side the other had seen. Neither saw
+        // the other's pick: different picks raced.
+        if aSeen && bSeen { return (aWins, !equal) }
+        if aSeen { return (false, false) }
+        if bSeen { return (true, false) }
+        return (aWins, !equal)
     }
 
     /// Whose tokens the value takes, and whether two token edits raced.
@@ -179,8 +183,13 @@ struct GrantMerge {
             if ga.dead != gb.dead { return (ga.dead, false) }
             return (aWins, false)
         }
-        if b.lineage.tokensReplaced(a.lineage.tokens) { return (false, false) }
-        if a.lineage.tokensReplaced(b.lineage.tokens) { return (true, false) }
+        let aReplaced = b.lineage.tokensReplaced(a.lineage.tokens)
+        let bReplaced = a.lineage.tokensReplaced(b.lineage.tokens)
+        // Two picks made apart that kept different tokens, each of a side
+        // the other had seen: neither saw the other's pick.
+        if aReplaced && bReplaced { return (aWins, fa != fb || fa == nil) }
+        if aReplaced { return (false, false) }
+        if bReplaced { return (true, false) }
         return (aWins, true)
     }
 

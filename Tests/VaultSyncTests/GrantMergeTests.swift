@@ -188,6 +188,28 @@ struct GrantMergeTests {
         #expect(Self.merge(Self.side(picked.value), Self.side(x)).value.name == "y")
     }
 
+    @Test("two picks made apart: different ones race, the same one is no conflict")
+    func twoPicksApart() {
+        let removal = Self.side(Self.base.edited(name: "g", grant: nil), deleted: true)
+        let renamed = Self.side(Self.renamed(Self.base, to: "n19"))
+        // One machine keeps the removal, the other the rename, each having
+        // seen both sides but not the other's pick.
+        let keptRemoval = GrantMerge.choosing(removal, over: renamed)
+        let keptRename = GrantMerge.keeping(renamed, over: [removal])
+        let apart = Self.merge(Self.side(keptRemoval.value, deleted: true), Self.side(keptRename))
+        #expect(apart.conflict)
+        // Two renames, each machine picking a different name.
+        let x = Self.side(Self.renamed(Self.base, to: "x"))
+        let y = Self.side(Self.renamed(Self.base, to: "y"))
+        let pickedY = GrantMerge.choosing(y, over: x)
+        let keptX = GrantMerge.keeping(x, over: [y])
+        #expect(Self.merge(Self.side(pickedY.value), Self.side(keptX)).conflict)
+        // Both machines picking the same side lose nothing.
+        let keptY = GrantMerge.keeping(y, over: [x])
+        let same = Self.merge(Self.side(pickedY.value), Self.side(keptY))
+        #expect(!same.conflict && same.value.name == "y")
+    }
+
     @Test("a side that lost a race is not taken as seen: its later refresh races the value again")
     func loserRacesAgain() {
         let a = Self.imported(Self.base, access: "from-a", refresh: "rt-a")
