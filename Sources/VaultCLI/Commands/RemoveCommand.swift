@@ -3,35 +3,6 @@ internal import VaultCore
 internal import VaultHTTP
 internal import VaultSync
 
-/// `vault rename`.
-struct RenameCommand: VaultCommand {
-    static let configuration = CommandConfiguration(
-        name: "rename",
-        abstract: "Give a grant a new name.",
-        usage: "rename NAME NEW-NAME",
-        arguments: [("NAME", "the grant to rename"), ("NEW-NAME", "its new name, which must be free")],
-        examples: ["vault rename google work-google"]
-    )
-
-    /// NAME, a grant.
-    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
-        positionals.isEmpty ? .grant : .nothing
-    }
-
-    func run(_ ctx: Context) throws -> ExitCode {
-        let names = try ctx.positionals("NAME", "NEW-NAME")
-        let (from, to) = (try ctx.grantName(names[0]), try ctx.grantName(names[1]))
-        let vault = try ctx.opener.openVault()
-        try vault.rename(from, to: to)
-        try ctx.output.report("renamed '\(from)' to '\(to)'", json: ["name": to, "renamed_from": from])
-        return .ok
-    }
-
-    /// This command's options in the order they are declared: found without
-    /// reflection, checked against the declarations by `CommandDeclarationTests`.
-    var declarations: [any OptionDeclaration] { [] }
-}
-
 /// `vault remove`.
 struct RemoveCommand: VaultCommand {
     static let configuration = CommandConfiguration(
@@ -231,42 +202,4 @@ extension RemoveCommand {
         }
         return .ok
     }
-}
-
-/// `vault passwd`.
-struct PasswdCommand: VaultCommand {
-    static let configuration = CommandConfiguration(
-        name: "passwd",
-        abstract: "Change the vault's passphrase without re-encrypting grants.",
-        usage: "passwd [{new-passphrase-file}] [{kdf-memory}] [{kdf-passes}]",
-        discussion: """
-            The vault is unlocked as usual (key file, VAULT_PASSPHRASE_COMMAND, ..., terminal).
-            The new passphrase comes from --new-passphrase-file, VAULT_NEW_PASSPHRASE_COMMAND,
-            VAULT_NEW_PASSPHRASE_FILE or VAULT_NEW_PASSPHRASE, else it is asked twice on the
-            terminal. Only the passphrase keyslot is rewritten, in one transaction: an
-            interruption leaves either the old or the new passphrase working. On a key-file
-            vault this adds a passphrase.
-            """,
-        examples: ["vault passwd", "VAULT_NEW_PASSPHRASE_FILE=new.txt vault passwd"],
-        printsJSON: false
-    )
-
-    @Option("new-passphrase-file", value: "FILE", help: "read the new passphrase from FILE")
-    var newPassphraseFile: String?
-    let kdf = KDFOptions()
-
-    func run(_ ctx: Context) throws -> ExitCode {
-        _ = try ctx.positionals()
-        let kdf = try self.kdf.parameters(command: "passwd")
-        let vault = try ctx.opener.openVaultDirectly()
-        let key = try ctx.opener.unlockSources.newPassphrase(
-            prefix: "VAULT_NEW", fileFlag: newPassphraseFile)
-        try vault.keyslots.changePassphrase(to: key, kdf: kdf)
-        ctx.output.info("changed the passphrase")
-        return .ok
-    }
-
-    /// This command's options in the order they are declared: found without
-    /// reflection, checked against the declarations by `CommandDeclarationTests`.
-    var declarations: [any OptionDeclaration] { [$newPassphraseFile] + kdf.declarations }
 }

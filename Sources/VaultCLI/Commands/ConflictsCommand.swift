@@ -1,0 +1,129 @@
+internal import FoundationEssentials
+internal import VaultAgent
+internal import VaultCore
+internal import VaultCrypto
+internal import VaultHTTP
+internal import VaultSync
+
+/// `vault conflicts`.
+struct ConflictsCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        name: "conflicts",
+        abstract: "Show grants changed on two machines at once, and pick a side.",
+        usage: "conflicts [resolve NAME {keep:choices}] [{json}]",
+        arguments: [("resolve NAME", "end the conflict on NAME")],
+        discussion: """
+            When two machines change one grant between syncs, every machine takes the same side as
+            the value and keeps the other; the other side travels through the store, so every
+            machine that holds the grant lists the conflict (and 'vault list' marks the grant)
+            until someone picks, on any machine. Each side shows the name it gives the grant, the
+            machine that made it (the start of its sync device id), when, the provider and account,
+            the expiry and TOKENS, a short keyed fingerprint: equal on two sides when they hold the
+            same tokens. Tokens are not shown. 'resolve' keeps the current value, or makes another
+            side the value, its name included: 'other' when there is one other side, its number
+            (1, 2, ...) when there are several. The next 'vault sync' sends the choice to the
+            other machines, which then drop the conflict too.
+            """,
+        examples: [
+            "vault conflicts", "vault conflicts resolve work --keep other", "vault conflicts resolve work --keep 2",
+        ]
+    )
+
+    @Option(
+        "keep", value: "SIDE",
+        help: "current (the value now), other (the side kept aside), or the number of one of several other sides",
+        choices: ["current", "other"])
+    var keep: String?
+
+    /// `resolve`, then a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        switch positionals.count {
+        case 0: return .words(["resolve"])
+        case 1 where positionals[0] == "resolve": return .grant
+        default: return .nothing
+        }
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
+        let words = ctx.arguments.positionals
+        let vault = try ctx.opener.openVaultDirectly()
+        let engine = try ctx.network.syncEngine(vault)
+        if words.first == "resolve" {
+            let name = try ctx.grantName(try ctx.positionals("resolve", "NAME")[1])
+            switch keep {
+            case "current"?: try engine.resolveConflict(name, keepingSide: 0)
+            case "other"?: try engine.resolveConflict(name, keepOther: true)
+            case let value? where Int(value).map({ $0 > 0 }) == true:
+                try engine.resolveConflict(name, keepingSide: Int(value)!)
+            default:
+                throw CLIError.usage(
+                    "--keep must be current, other or the number of another side", command: "conflicts")
+            }
+            try ctx.output.report(
+                "kept the \(keep!) side of '\(name)'; 'vault sync' sends the choice",
+                json: ["name": name, "kept": keep!])
+            return .ok
+        }
+        if let word = words.first { throw CLIError.usage("unknown action '\(word)'", command: "conflicts") }
+        let conflicts = try engine.syncConflicts()
+        let now = ctx.time.now()
+        func describe(_ g: Grant?, _ changed: Date?) -> String {
+            guard let g else { return "removed" }
+            return "\(g.state(at: now).rawValue), changed \(Format.timestamp(changed ?? g.refreshedAt ?? g.createdAt))"
+        }
+        /// A side's label: the current value, `other`, or `other N` among several.
+        func label(_ c: SyncConflict) -> String { c.sides > 1 ? "other \(c.side)" : "other" }
+        func side(current: Bool, _ c: SyncConflict) -> ConflictSide {
+            let g = current ? c.current : c.other
+            let changed = (current ? c.currentChanged : c.otherChanged) ?? g.map { $0.refreshedAt ?? $0.createdAt }
+            let device = current ? c.currentDevice : c.otherDevice
+            return ConflictSide(
+                side: current ? "current" : label(c), name: current ? c.name : c.otherName, provider: g?.provider,
+                machine: device, thisMachine: device == c.thisDevice, removed: g == nil,
+                state: g.map { $0.state(at: now).rawValue }, changed: changed.map(Format.timestamp),
+                account: g?.account, expires: g?.expiresAt.map(Format.timestamp),
+                fingerprint: current ? c.currentFingerprint : c.otherFingerprint)
+        }
+        // One entry per grant: its value, then each other side.
+        let grouped = Dictionary(grouping: conflicts, by: \.name).sorted { $0.key < $1.key }
+        if ctx.output.json {
+            try ctx.output.printJSON(
+                grouped.map { name, others in
+                    ConflictRow(
+                        name: name, current: describe(others[0].current, others[0].currentChanged),
+                        other: describe(others[0].other, others[0].otherChanged),
+                        sides: [side(current: true, others[0])] + others.map { side(current: false, $0) })
+                })
+            return .ok
+        }
+        guard !conflicts.isEmpty else {
+            ctx.output.info("no conflicts")
+            return .ok
+        }
+        // What tells the sides apart: the name each gives the grant, the
+        // machine that made it, when, the provider and account, the expiry
+        // and a keyed fingerprint of the tokens.
+        var rows = [["GRANT", "SIDE", "NAME", "MACHINE", "CHANGED", "PROVIDER", "ACCOUNT", "EXPIRES", "TOKENS"]]
+        for (name, others) in grouped {
+            for s in [side(current: true, others[0])] + others.map({ side(current: false, $0) }) {
+                let machine = (s.machine ?? "unknown") + (s.thisMachine ? " (this machine)" : "")
+                // Format.table escapes every cell for the terminal.
+                let grant = s.side == "current" ? name : ""
+                rows.append(
+                    s.removed
+                        ? [grant, s.side, s.name, machine, "removed", "-", "-", "-", "-"]
+                        : [
+                            grant, s.side, s.name, machine, "\(s.changed ?? "-") (\(s.state ?? "-"))",
+                            s.provider ?? "-",
+                            s.account ?? "-", s.expires ?? "-", s.fingerprint ?? "-",
+                        ])
+            }
+        }
+        Format.table(rows).forEach { ctx.output.out($0) }
+        return .ok
+    }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [$keep] }
+}

@@ -1,0 +1,108 @@
+internal import FoundationEssentials
+internal import VaultAgent
+internal import VaultCore
+
+/// `vault log`.
+struct LogCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        name: "log",
+        abstract: "Show the audit log: every token handed out, to whom, and what was refused.",
+        usage: "log [NAME] [{limit}] [{json}]",
+        arguments: [("NAME", "only this grant's entries")],
+        discussion: """
+            One line per token request: when, the grant, local or forwarded, the process that
+            asked (its uid, pid and program, as the kernel says; for a forwarded request that is
+            ssh, followed by what the other machine says of itself, unchecked, and for a DPoP
+            proof the agent signed, the request it is for), and the outcome: allowed,
+            confirmed, denied, not-confirmed, not-asked (refused without asking the person:
+            too many questions, or too soon after a refusal) or failed (with the error).
+            Refusals made without asking are counted: a line ending in "× N" stands for N
+            refusals of its grant, origin and reason since the last line of that kind, the
+            last of them at its time. It records no token. The agent
+            and the commands that hand out tokens themselves append to it: tokens handed out
+            to audit.log, refusals and failures to audit-refused.log beside the vault, so
+            that refusals never push a token handed out out of the log; each starts over,
+            keeping the one before as NAME.1, when it passes 1 MiB.
+            """,
+        examples: ["vault log", "vault log work --limit 20", "vault log --json"]
+    )
+
+    @Option("limit", value: "N", help: "show only the last N entries")
+    var limit: String?
+
+    /// NAME, a grant.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .grant : .nothing
+    }
+
+    /// What `vault log --json` prints for one entry.
+    struct Row: Encodable {
+        let time: String
+        let grant: String
+        let origin: String
+        let uid: Int?
+        let pid: Int?
+        let executable: String?
+        let claimed: RequesterClaims?
+        let outcome: String
+        let reason: String?
+        /// The request a DPoP proof was signed for (`vault header --url`).
+        let request: String?
+        /// How many refusals like this one the line stands for, when counted.
+        let repeated: Int?
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
+        let args = ctx.arguments.positionals
+        guard args.count <= 1 else { throw CLIError.usage("unexpected argument '\(args[1])'", command: "log") }
+        let name = try args.first.map { try ctx.grantName($0) }
+        var count: Int?
+        if let limit {
+            guard let n = Int(limit), n > 0 else {
+                throw CLIError.usage("--limit needs a positive number", command: "log")
+            }
+            count = n
+        }
+        let location = try ctx.opener.location()
+        let (all, unreadable) = try AuditLog(directory: location.directory).read()
+        var entries = all.filter { name == nil || $0.grant == name }
+        if let count { entries = Array(entries.suffix(count)) }
+        if unreadable > 0 { ctx.output.warn("\(unreadable) lines of the audit log could not be read") }
+        let rows = entries.map { e in
+            Row(
+                time: Format.timestamp(Date(timeIntervalSince1970: TimeInterval(e.time))), grant: e.grant,
+                origin: e.origin.rawValue, uid: e.uid, pid: e.pid, executable: e.executable, claimed: e.claimed,
+                outcome: e.outcome.rawValue, reason: e.reason, request: e.request, repeated: e.repeated)
+        }
+        if ctx.output.json {
+            try ctx.output.printJSON(rows)
+            return .ok
+        }
+        guard !rows.isEmpty else {
+            ctx.output.info(name.map { "no entries for '\($0)'" } ?? "the audit log is empty")
+            return .ok
+        }
+        let table =
+            [["TIME", "GRANT", "ORIGIN", "OUTCOME", "ASKED BY"]]
+            + rows.map { row in
+                var who = "uid \(row.uid.map(String.init) ?? "?") pid \(row.pid.map(String.init) ?? "?")"
+                if let exe = row.executable { who += " \(exe)" }
+                // What the agent checked comes before what the other machine
+                // claims, so a claimed program cannot pose as the request.
+                if let request = row.request { who += "; proof for \(request)" }
+                if let claimed = row.claimed {
+                    who += "; says: \(claimed.host) uid \(claimed.uid) pid \(claimed.pid)"
+                    if !claimed.command.isEmpty { who += " \(claimed.command)" }
+                }
+                var outcome = row.reason.map { "\(row.outcome) (\($0))" } ?? row.outcome
+                if let repeated = row.repeated { outcome += " × \(repeated)" }
+                return [row.time, row.grant, row.origin, outcome, who]
+            }
+        for line in Format.table(table) { ctx.output.out(line) }
+        return .ok
+    }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { [$limit] }
+}

@@ -1,0 +1,100 @@
+internal import FoundationEssentials
+internal import VaultAgent
+internal import VaultCore
+internal import VaultCrypto
+internal import VaultHTTP
+internal import VaultSync
+
+/// `vault remote`.
+struct RemoteCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        name: "remote",
+        abstract: "Show or set the store this vault syncs with.",
+        usage:
+            "remote [set URL [{user}] [{password-file}]]\n"
+            + "remote set s3://BUCKET[/FOLDER] [{endpoint}] [{region}] [{path-style}] [{credentials-file}] "
+            + "[{profile}]",
+        arguments: [
+            ("set URL", "sync with the WebDAV collection or HTTP base URL"),
+            ("set s3://BUCKET[/FOLDER]", "sync with a folder of an S3 bucket (AWS S3, Ceph RGW, MinIO, R2, ...)"),
+        ],
+        discussion: """
+            The store only ever sees ciphertext (docs/sync.md). Its user name and password are kept
+            inside the vault, encrypted; the password comes from --password-file or is asked on the
+            terminal. 'set' creates the folder when it does not exist yet (WebDAV MKCOL, parents
+            too), checks that the store answers, and whether it honours If-Match: a store that does
+            not still works (lost updates are detected and sent again, old objects deleted later),
+            and 'set' says so once. Plain http is refused except to a loopback address.
+            An S3 store is a bucket and a folder in it, at --endpoint (AWS_ENDPOINT_URL_S3; default
+            AWS's for the region) with --region (AWS_REGION; default us-east-1). Its access key id
+            and secret key are kept inside the vault, and never given on the command line: from
+            the AWS credentials file (--credentials-file, AWS_SHARED_CREDENTIALS_FILE or
+            ~/.aws/credentials; --profile, AWS_PROFILE or "default"), else AWS_ACCESS_KEY_ID and
+            AWS_SECRET_ACCESS_KEY, else asked on the terminal. 'set' creates a missing bucket and
+            refuses one with versioning (docs/sync.md, "S3 stores").
+            """,
+        examples: [
+            "vault remote set https://dav.example.com/vault/ --user ada",
+            "vault remote set s3://team-vault/ada --endpoint https://rgw.example.com --profile team",
+            "vault remote",
+        ]
+    )
+
+    let store = StoreOptions()
+
+    /// `set`.
+    static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
+        positionals.isEmpty ? .words(["set"]) : .nothing
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
+        let words = ctx.arguments.positionals
+        if words.isEmpty {
+            let vault = try ctx.opener.openVaultDirectly()
+            let engine = try ctx.network.syncEngine(vault)
+            guard try ctx.network.syncEngine(vault).isConfigured else {
+                try ctx.output.report(
+                    "no store is set; set one with 'vault remote set URL'",
+                    json: RemoteOutput(url: nil, user: nil, preconditions: nil))
+                return .ok
+            }
+            let d = try engine.remoteDescription()
+            if ctx.output.json {
+                try ctx.output.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))
+                return .ok
+            }
+            let who = S3Location.isS3(d.url) ? "access key" : "user"
+            ctx.output.out(Console.escaped(d.url + (d.user.map { " (\(who) \($0))" } ?? "")))
+            if !d.preconditions { ctx.output.info("this store ignores If-Match; lost updates are repaired") }
+            if let device = try? engine.deviceLabel() {
+                ctx.output.info("this machine is \(device) in 'vault conflicts'")
+            }
+            return .ok
+        }
+        guard words[0] == "set" else { throw CLIError.usage("unknown action '\(words[0])'", command: "remote") }
+        let login = try store.login(
+            url: try ctx.positionals("set", "URL")[1], command: "remote", environment: ctx.environment)
+        let vault = try ctx.opener.openVaultDirectly()
+        let engine = try ctx.network.syncEngine(vault)
+        let created = try engine.setRemote(url: login.url, user: login.user, password: login.password)
+        if ctx.output.json {
+            let d = try engine.remoteDescription()
+            try ctx.output.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))
+            return .ok
+        }
+        for folder in created { ctx.output.info("created the folder \(folder)") }
+        if let d = try? engine.remoteDescription(), !d.preconditions {
+            ctx.output.info(
+                "this store ignores If-Match; lost updates are repaired, and old objects are collected later")
+            ctx.output.warn(
+                "such a store could also show an old state or hide other machines' changes without vault noticing "
+                    + "(docs/sync.md); prefer a store that honours If-Match (Apache mod_dav, WsgiDAV)")
+        }
+        ctx.output.info("this vault syncs with \(Console.escaped(SyncEngine.displayName(login.url))); run 'vault sync'")
+        return .ok
+    }
+
+    /// This command's options in the order they are declared: found without
+    /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    var declarations: [any OptionDeclaration] { store.declarations }
+}
