@@ -216,9 +216,15 @@ extension SyncEngine {
             var records: [Outgoing] = []
             for row in rows.sorted(by: { $0.id.lexicographicallyPrecedes($1.id) }) {
                 let base = state.bases[row.id]
-                // Sent again as it was (the store lost it), or changed here.
-                let changed =
-                    base.map { $0.localVersion != row.version && $0.localVersion != SyncState.Base.resend } ?? true
+                // Changed here, or to be sent again because the store lost
+                // it. A record marked to be sent again may have changed
+                // since (a refresh while the store was away), which the mark
+                // cannot tell: its vector is raised at its local version,
+                // which leaves a vector unchanged whose count for this
+                // machine is that version already. Sent under the old
+                // vector, a change would pass for the version the other
+                // machines have.
+                let changed = base.map { $0.localVersion != row.version } ?? true
                 let versions =
                     changed
                     ? VersionVector.bumped(base?.versions ?? [], by: state.device, at: row.version) : base!.versions
