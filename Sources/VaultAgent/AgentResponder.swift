@@ -15,8 +15,8 @@ final class AgentResponder: Sendable {
     let listener: AgentListener
     let confirmer: Confirmer
     let audit: AuditLog
-    /// Refusals made without asking, written as counted lines.
-    let refusals = RefusalTally()
+    /// Requests another machine can repeat at will, written as counted lines.
+    let tally = AuditTally()
     private let inFlight = Mutex(0)
 
     init(keys: KeyState, listener: AgentListener) {
@@ -306,8 +306,8 @@ final class AgentResponder: Sendable {
         let entry = AuditEntry(
             time: environment.time.now(), grant: grant, peer: peer, claimed: claims, outcome: outcome, reason: reason,
             request: request)
-        if outcome == .notAsked {
-            guard let first = refusals.add(entry, now: Monotonic.seconds()) else { return }
+        if AuditTally.counts(entry) {
+            guard let first = tally.add(entry, now: Monotonic.seconds()) else { return }
             write(first)
         } else {
             write(entry)
@@ -318,10 +318,9 @@ final class AgentResponder: Sendable {
         if let failure = audit.append(entry) { environment.log("audit log: \(failure.reason)") }
     }
 
-    /// Writes the counts of refusals made without asking that are due (all
-    /// of them when the agent stops).
-    func writeCountedRefusals(all: Bool = false) {
-        for line in refusals.due(now: Monotonic.seconds(), all: all) { write(line) }
+    /// Writes the counts that are due (all of them when the agent stops).
+    func writeCounts(all: Bool = false) {
+        for line in tally.due(now: Monotonic.seconds(), all: all) { write(line) }
     }
 
     /// Writes the answer to an operation that needs the keys.

@@ -136,7 +136,7 @@ public final class AgentServer: Sendable {
             }
             if signalsPending { handleSignals() }
             maintain()
-            responder.writeCountedRefusals()
+            responder.writeCounts()
         }
         keys.lock("stopping")
         listener.removeSocket()
@@ -146,7 +146,7 @@ public final class AgentServer: Sendable {
         while responder.isBusy || refresher.isBusy || keepAlive.isBusy, Monotonic.seconds() < deadline {
             usleep(20_000)
         }
-        responder.writeCountedRefusals(all: true)
+        responder.writeCounts(all: true)
         environment.log("stopped")
     }
 

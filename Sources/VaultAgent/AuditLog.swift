@@ -45,9 +45,9 @@ package struct AuditEntry: Codable, Sendable, Equatable {
     /// The one request a DPoP proof was asked for (operation 13): its
     /// method and URL, without query.
     package var request: String?
-    /// How many refusals like this one (the same grant, origin, outcome and
-    /// reason) the line stands for, when they were counted rather than
-    /// written one by one; the time is the last one's.
+    /// How many requests like this one (`AuditTally`) the line stands for,
+    /// when they were counted rather than written one by one; the time and
+    /// the asker are the last one's.
     package var repeated: Int?
 
     package init(
@@ -170,12 +170,17 @@ package struct AuditLog: Sendable {
     }
 }
 
-/// Refusals made without asking the person, counted rather than written
-/// one by one: the first of a kind (grant, origin, reason) is written at
-/// once, the ones after it within `interval` are counted, and the count is
-/// written as one line (`repeated`) when the interval has passed. At most
-/// `maxKinds` kinds are counted at once; others are written as they come.
-final class RefusalTally: Sendable {
+/// Requests another machine can repeat at will, counted rather than
+/// written one by one, so that it can neither flush the log nor fill the
+/// disk: forwarded refusals and failures by outcome and reason, whatever
+/// grant they name (names can be made up), forwarded tokens handed out
+/// without a question by grant (only grants the policy allows have any),
+/// and local refusals made without asking by grant and reason. The first
+/// of a kind is written at once, the ones after it within `interval` are
+/// counted, and the count is written as one line (`repeated`) when the
+/// interval has passed. At most `maxKinds` kinds are counted at once;
+/// others are written as they come.
+final class AuditTally: Sendable {
     /// Seconds between two lines of one kind.
     static let interval: Double = 10
     /// Kinds counted at once.
@@ -184,6 +189,7 @@ final class RefusalTally: Sendable {
     private struct Kind: Hashable {
         let grant: String
         let origin: AgentPeer.Origin
+        let outcome: AuditEntry.Outcome
         let reason: String?
     }
 
@@ -197,18 +203,25 @@ final class RefusalTally: Sendable {
 
     init() {}
 
+    /// True when entries like `entry` are counted.
+    static func counts(_ entry: AuditEntry) -> Bool {
+        entry.origin == .forwarded ? entry.outcome != .confirmed : entry.outcome == .notAsked
+    }
+
     /// What to write now for `entry`: itself, unless one of its kind was
     /// written within the interval (then it is counted).
     func add(_ entry: AuditEntry, now: Double) -> AuditEntry? {
-        let kind = Kind(grant: entry.grant, origin: entry.origin, reason: entry.reason)
+        let byGrant = entry.origin == .local || entry.outcome.handedOut
+        let kind = Kind(
+            grant: byGrant ? entry.grant : "", origin: entry.origin, outcome: entry.outcome, reason: entry.reason)
         return counts.withLock { counts -> AuditEntry? in
-            if var known = counts[kind], now - known.written < RefusalTally.interval {
+            if var known = counts[kind], now - known.written < AuditTally.interval {
                 known.latest = entry
                 known.count += 1
                 counts[kind] = known
                 return nil
             }
-            if counts[kind] == nil && counts.count >= RefusalTally.maxKinds { return entry }
+            if counts[kind] == nil && counts.count >= AuditTally.maxKinds { return entry }
             counts[kind] = Count(latest: entry, count: 0, written: now)
             return entry
         }
@@ -219,7 +232,7 @@ final class RefusalTally: Sendable {
     func due(now: Double, all: Bool = false) -> [AuditEntry] {
         counts.withLock { counts -> [AuditEntry] in
             var lines: [AuditEntry] = []
-            for (kind, known) in counts where all || now - known.written >= RefusalTally.interval {
+            for (kind, known) in counts where all || now - known.written >= AuditTally.interval {
                 if known.count > 0 {
                     var line = known.latest
                     line.repeated = known.count

@@ -29,13 +29,46 @@ struct ConfirmationQuestion: Sendable {
         return line
     }
 
+    /// The summary for a pinentry's `SETDESC` (the Assuan protocol): `%`,
+    /// CR and LF percent-encoded, so that nothing in a claim reads as an
+    /// escape or starts a line of its own, and cut to `assuanLimit` bytes
+    /// (a line is at most 1,000 bytes), never inside a character or an
+    /// escape.
+    var assuanText: String {
+        var out = ""
+        var bytes = 0
+        for character in text {
+            var piece = ""
+            for scalar in character.unicodeScalars {
+                if let escape = ConfirmationQuestion.assuanEscapes[scalar] {
+                    piece += escape
+                } else {
+                    piece.unicodeScalars.append(scalar)
+                }
+            }
+            guard bytes + piece.utf8.count <= ConfirmationQuestion.assuanLimit else { break }
+            bytes += piece.utf8.count
+            out += piece
+        }
+        return out
+    }
+
+    /// What the Assuan protocol would read as an escape or a line break.
+    static let assuanEscapes: [Unicode.Scalar: String] = ["%": "%25", "\r": "%0D", "\n": "%0A"]
+
+    /// The most bytes of `assuanText`: room for `SETDESC ` in a line of 1,000.
+    static let assuanLimit = 900
+
     /// What a confirmation command gets in its environment: values as they
-    /// came, for the command to quote; and the one-line summary, escaped.
+    /// came, for the command to quote; and the one-line summary, escaped,
+    /// as it is, for a notification body's markup, and for a pinentry.
     var environment: [String: String] {
         var env = [
             "VAULT_CONFIRM_GRANT": grant,
             "VAULT_CONFIRM_ORIGIN": peer.origin.rawValue,
             "VAULT_CONFIRM_SUMMARY": text,
+            "VAULT_CONFIRM_MARKUP": GrantNotifier.markupEscaped(text),
+            "VAULT_CONFIRM_ASSUAN": assuanText,
             "VAULT_CONFIRM_PEER_PID": peer.pid.map(String.init) ?? "",
             "VAULT_CONFIRM_PEER_EXE": peer.executable ?? "",
         ]
@@ -55,8 +88,10 @@ struct ConfirmationQuestion: Sendable {
 
 /// How often the person may be asked, so that nobody can ask until the
 /// person gives in. After a forwarded request for a grant goes unconfirmed
-/// (a no, or no answer), forwarded requests for that grant are refused
-/// without asking for a pause that doubles with each further refusal; and
+/// (a no, or no answer), forwarded requests for that grant from the same
+/// SSH connection (the ssh process at this end, `asker`) are refused
+/// without asking for a pause that doubles with each further refusal, so
+/// that one server cannot keep a grant paused for another; and
 /// in any minute at most `perMinute` questions are put, of which at most
 /// `forwardedPerMinute` from forwarded peers, so that one a local process
 /// asks always finds room. Times are the caller's monotonic seconds.
@@ -78,16 +113,28 @@ struct QuestionPacing: Sendable {
         var refusals: Int
     }
 
+    private struct Asked: Hashable {
+        let grant: String
+        let asker: String
+    }
+
     /// When the questions of the last minute were put, and by which origin.
     private var recent: [(time: Double, forwarded: Bool)] = []
-    private var paused: [String: Pause] = [:]
+    private var paused: [Asked: Pause] = [:]
+
+    /// Why a forwarded request for `grant` from `asker` is refused without
+    /// asking: a refusal of the same not long ago. Nil when it is not.
+    func pause(grant: String, origin: AgentPeer.Origin, asker: String, now: Double) -> String? {
+        guard origin == .forwarded, let pause = paused[Asked(grant: grant, asker: asker)], now < pause.until else {
+            return nil
+        }
+        return "asked again too soon after a refusal"
+    }
 
     /// Nil when the person may be asked now (and the question is counted),
     /// or why it is refused without asking.
-    mutating func admit(grant: String, origin: AgentPeer.Origin, now: Double) -> String? {
-        if origin == .forwarded, let pause = paused[grant], now < pause.until {
-            return "asked again too soon after a refusal"
-        }
+    mutating func admit(grant: String, origin: AgentPeer.Origin, asker: String = "", now: Double) -> String? {
+        if let why = pause(grant: grant, origin: origin, asker: asker, now: now) { return why }
         recent.removeAll { now - $0.time >= 60 }
         guard recent.count < QuestionPacing.perMinute else { return "too many questions in the last minute" }
         if origin == .forwarded, recent.count(where: \.forwarded) >= QuestionPacing.forwardedPerMinute {
@@ -98,23 +145,24 @@ struct QuestionPacing: Sendable {
     }
 
     /// Records the answer to a question `admit` let through.
-    mutating func answered(grant: String, origin: AgentPeer.Origin, yes: Bool, now: Double) {
+    mutating func answered(grant: String, origin: AgentPeer.Origin, asker: String = "", yes: Bool, now: Double) {
         guard origin == .forwarded else { return }
+        let key = Asked(grant: grant, asker: asker)
         guard !yes else {
-            paused[grant] = nil
+            paused[key] = nil
             return
         }
         // A pause that ended more than an hour ago is forgotten: the next
         // refusal starts again from the first pause.
         paused = paused.filter { now - $0.value.until < QuestionPacing.longestPause }
-        let refusals = (paused[grant]?.refusals ?? 0) + 1
+        let refusals = (paused[key]?.refusals ?? 0) + 1
         let seconds = min(QuestionPacing.longestPause, QuestionPacing.firstPause * Double(1 << min(refusals - 1, 16)))
-        if paused[grant] == nil, paused.count >= QuestionPacing.maxPaused,
+        if paused[key] == nil, paused.count >= QuestionPacing.maxPaused,
             let soonest = paused.min(by: { $0.value.until < $1.value.until })?.key
         {
             paused[soonest] = nil
         }
-        paused[grant] = Pause(until: now + seconds, refusals: refusals)
+        paused[key] = Pause(until: now + seconds, refusals: refusals)
     }
 }
 
@@ -171,6 +219,9 @@ final class Confirmer: Sendable {
     /// a flood of requests for one grant cannot hold up the others' for long
     /// nor keep the person answering.
     static let maxWaiting = 3
+    /// The least time a question is put with (or half the timeout, when
+    /// that is shorter), in seconds.
+    static let leastTimeToAnswer: Double = 10
 
     init(method: Method, timeout: TimeInterval) {
         self.method = method
@@ -195,21 +246,36 @@ final class Confirmer: Sendable {
         if connection?.hadUnconfirmed == true {
             return .notAsked("a request on this connection was not confirmed")
         }
+        let origin = question.peer.origin
+        let asker = question.peer.pid.map(String.init) ?? "?"
+        // A request that would be refused anyway takes no place in the queue.
+        if let why = pacing.withLock({
+            $0.pause(grant: question.grant, origin: origin, asker: asker, now: Monotonic.seconds())
+        }) {
+            return .notAsked(why)
+        }
+        // Forwarded requests leave one place to local ones.
         let admitted = waiting.withLock { n -> Bool in
-            guard n < Confirmer.maxWaiting else { return false }
+            let places = origin == .forwarded ? Confirmer.maxWaiting - 1 : Confirmer.maxWaiting
+            guard n < places else { return false }
             n += 1
             return true
         }
         guard admitted else { return .notAsked("too many requests are waiting for a confirmation") }
         defer { waiting.withLock { $0 -= 1 } }
         return turn.withLock { _ -> Answer in
-            guard Monotonic.seconds() < deadline else { return .no("no answer in time") }
             guard method != .none else { return .no("no way to ask for a confirmation") }
-            let origin = question.peer.origin
+            // A question with too little time left for an answer is not
+            // put: the person could not answer it, and it would count as a
+            // refusal.
+            guard deadline - Monotonic.seconds() >= min(Confirmer.leastTimeToAnswer, timeout / 2) else {
+                return .notAsked("no time left to ask")
+            }
             // Counted when its turn comes, so that questions refused while
             // waiting are not counted against the next minute.
-            if let why = pacing.withLock({ $0.admit(grant: question.grant, origin: origin, now: Monotonic.seconds()) })
-            {
+            if let why = pacing.withLock({
+                $0.admit(grant: question.grant, origin: origin, asker: asker, now: Monotonic.seconds())
+            }) {
                 return .notAsked(why)
             }
             let answer: Answer
@@ -222,7 +288,8 @@ final class Confirmer: Sendable {
                 answer = Confirmer.askTerminal(question, deadline: deadline)
             }
             pacing.withLock {
-                $0.answered(grant: question.grant, origin: origin, yes: answer == .yes, now: Monotonic.seconds())
+                $0.answered(
+                    grant: question.grant, origin: origin, asker: asker, yes: answer == .yes, now: Monotonic.seconds())
             }
             return answer
         }

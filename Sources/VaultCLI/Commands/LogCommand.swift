@@ -16,9 +16,10 @@ struct LogCommand: VaultCommand {
             proof the agent signed, the request it is for), and the outcome: allowed,
             confirmed, denied, not-confirmed, not-asked (refused without asking the person:
             too many questions, or too soon after a refusal) or failed (with the error).
-            Refusals made without asking are counted: a line ending in "× N" stands for N
-            refusals of its grant, origin and reason since the last line of that kind, the
-            last of them at its time. It records no token. The agent
+            What another machine can repeat at will (its refusals, tokens handed out to it
+            without a question) and refusals made without asking are counted: a line ending in
+            "× N" stands for N requests like it since the last line of that kind, the last of
+            them at its time (docs/agent.md, "The audit log"). It records no token. The agent
             and the commands that hand out tokens themselves append to it: tokens handed out
             to audit.log, refusals and failures to audit-refused.log beside the vault, so
             that refusals never push a token handed out out of the log; each starts over,
