@@ -21,6 +21,9 @@ final class AgentListener: Sendable {
 
     static let maxClients = 64
     static let maxForwardedClients = 8
+    /// Of those, the most one SSH connection (the ssh process at this end)
+    /// may hold, so that one server cannot take them all from the others.
+    static let maxForwardedClientsPerAsker = 4
     /// Serving threads that wait for clients while none is being served;
     /// a thread that finishes a connection with this many waiting ends.
     static let spareServers = 2
@@ -34,18 +37,28 @@ final class AgentListener: Sendable {
 
     /// Connections being served, shared with their threads.
     final class Counter: Sendable {
-        private let count = Mutex(0)
+        private let count = Mutex((total: 0, byAsker: [Int: Int]()))
 
-        /// Counts one more, unless `limit` are already counted.
-        func take(limit: Int) -> Bool {
+        /// Counts one more for `asker`, unless `limit` are already counted,
+        /// or `perAsker` for that asker.
+        func take(limit: Int, asker: Int? = nil, perAsker: Int = .max) -> Bool {
             count.withLock { n in
-                guard n < limit else { return false }
-                n += 1
+                guard n.total < limit else { return false }
+                if let asker {
+                    guard n.byAsker[asker, default: 0] < perAsker else { return false }
+                    n.byAsker[asker, default: 0] += 1
+                }
+                n.total += 1
                 return true
             }
         }
 
-        func release() { count.withLock { $0 -= 1 } }
+        func release(asker: Int? = nil) {
+            count.withLock { n in
+                n.total -= 1
+                if let asker, let held = n.byAsker[asker] { n.byAsker[asker] = held > 1 ? held - 1 : nil }
+            }
+        }
     }
 
     init(environment: AgentEnvironment) { self.environment = environment }
@@ -192,7 +205,7 @@ final class AgentListener: Sendable {
                     startServer(isStopping: isStopping, serve)
                 }
                 serve(fd, peer)
-                counter.release()
+                counter.release(asker: peer.origin == .forwarded ? peer.pid ?? 0 : nil)
                 let surplus = waiting.withLock { n -> Bool in
                     guard n < AgentListener.spareServers else { return true }
                     n += 1
@@ -230,7 +243,9 @@ final class AgentListener: Sendable {
                 let peer = AgentPeer.of(fd, socketOrigin: forwarded ? .forwarded : .local)
                 let counter = peer.origin == .forwarded ? forwardedClients : clients
                 let limit = peer.origin == .forwarded ? AgentListener.maxForwardedClients : AgentListener.maxClients
-                guard counter.take(limit: limit) else {
+                let asker = peer.origin == .forwarded ? peer.pid ?? 0 : nil
+                guard counter.take(limit: limit, asker: asker, perAsker: AgentListener.maxForwardedClientsPerAsker)
+                else {
                     environment.log("refused a \(peer.origin.rawValue) connection: too many clients")
                     close(fd)
                     continue

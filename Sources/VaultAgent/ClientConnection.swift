@@ -1,5 +1,6 @@
 internal import FoundationEssentials
 internal import Glibc
+internal import VaultCore
 internal import VaultCrypto
 
 /// One client's connection, served on a thread of its own: it reads framed
@@ -70,7 +71,8 @@ struct ClientConnection {
     /// One framed message, or nil when the client hung up, was too slow
     /// (SO_RCVTIMEO) or sent an oversized length.
     func receiveMessage() -> [UInt8]? {
-        guard let prefix = receiveExactly(4) else { return nil }
+        let deadline = Monotonic.seconds() + Double(requestTimeout)
+        guard let prefix = receiveExactly(4, by: deadline) else { return nil }
         let length = prefix.reduce(0) { ($0 << 8) | Int($1) }
         // A forwarded peer only asks for tokens: its requests are small, and
         // it never makes the agent set aside megabytes on its word.
@@ -79,13 +81,25 @@ struct ClientConnection {
             environment.log("refused a message of \(length) bytes")
             return nil
         }
-        return receiveExactly(length)
+        return receiveExactly(length, by: deadline)
     }
 
-    private func receiveExactly(_ count: Int) -> [UInt8]? {
+    /// `count` bytes, or nil when the client hung up or `deadline`
+    /// (monotonic seconds) passed: a whole request must come within the
+    /// request timeout, not each piece of it (a byte every few seconds
+    /// would hold the connection for hours).
+    private func receiveExactly(_ count: Int, by deadline: Double) -> [UInt8]? {
         var out = [UInt8](repeating: 0, count: count)
         var got = 0
         while got < count {
+            let left = deadline - Monotonic.seconds()
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = left > 0 ? poll(&p, 1, Int32(min(left * 1000 + 1, 1_000_000))) : 0
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0 else {
+                secureZero(&out)
+                return nil
+            }
             let n = out.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + got, count - got, 0) }
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else {

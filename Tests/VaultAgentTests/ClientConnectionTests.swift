@@ -19,6 +19,21 @@ struct ClientConnectionTests {
         _ = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress!, bytes.count, Int32(MSG_NOSIGNAL)) }
     }
 
+    /// A connection served on a thread of its own: the client's end, and
+    /// a semaphore signalled when serving ends.
+    static func serving(_ scene: AgentScene, requestTimeout: Int) throws -> (client: Int32, done: DispatchSemaphore) {
+        let (agent, client) = try pair()
+        var connection = ClientConnection(fd: agent, responder: scene.responder)
+        connection.requestTimeout = requestTimeout
+        let done = DispatchSemaphore(value: 0)
+        let serving = connection
+        startThread {
+            serving.serve()
+            done.signal()
+        }
+        return (client, done)
+    }
+
     /// Everything the other end sends until it closes.
     static func readAll(_ fd: Int32) -> [UInt8] {
         var out: [UInt8] = []
@@ -77,19 +92,33 @@ struct ClientConnectionTests {
     @Test("a client that starts a request and stalls is dropped after the request timeout")
     func stalledRequest() throws {
         let scene = try AgentScene()
-        let (agent, client) = try ClientConnectionTests.pair()
+        let (client, done) = try ClientConnectionTests.serving(scene, requestTimeout: 1)
         defer { close(client) }
-        var connection = ClientConnection(fd: agent, responder: scene.responder)
-        connection.requestTimeout = 1
-        let done = DispatchSemaphore(value: 0)
-        let serving = connection
-        startThread {
-            serving.serve()
-            done.signal()
-        }
         ClientConnectionTests.write([0, 0, 0, 20, AgentProtocol.version], to: client)
         #expect(done.wait(timeout: .now() + 5) == .success, "the connection still waits for the rest")
         #expect(ClientConnectionTests.readAll(client).isEmpty, "a partial request was answered")
+    }
+
+    @Test("a request sent a byte at a time, each within the timeout, is dropped when the whole takes longer")
+    func trickledRequest() throws {
+        let scene = try AgentScene()
+        let (client, done) = try ClientConnectionTests.serving(scene, requestTimeout: 1)
+        defer { close(client) }
+        // The length, then one byte every 0.4 s: no single wait reaches the
+        // timeout, the request as a whole does.
+        ClientConnectionTests.write([0, 0, 0, 20], to: client)
+        let started = Date()
+        var dropped = false
+        for _ in 0..<10 {
+            usleep(400_000)
+            ClientConnectionTests.write([AgentProtocol.version], to: client)
+            if done.wait(timeout: .now()) == .success {
+                dropped = true
+                break
+            }
+        }
+        #expect(dropped || done.wait(timeout: .now() + 1) == .success, "the trickle held the connection")
+        #expect(Date().timeIntervalSince(started) < 3)
     }
 
     @Test("an idle connection is closed once the idle timeout has passed, not before")

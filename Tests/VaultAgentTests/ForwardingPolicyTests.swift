@@ -156,6 +156,20 @@ struct ForwardingPolicyTests {
         #expect(pause == QuestionPacing.longestPause)
     }
 
+    @Test("one SSH connection holds at most half the forwarded connections; the others keep theirs")
+    func connectionShare() {
+        let counter = AgentListener.Counter()
+        let limit = AgentListener.maxForwardedClients
+        let share = AgentListener.maxForwardedClientsPerAsker
+        for _ in 0..<share { #expect(counter.take(limit: limit, asker: 100, perAsker: share)) }
+        #expect(!counter.take(limit: limit, asker: 100, perAsker: share), "one server took more than its share")
+        for _ in 0..<(limit - share) { #expect(counter.take(limit: limit, asker: 200, perAsker: share)) }
+        #expect(!counter.take(limit: limit, asker: 300, perAsker: share), "past the limit")
+        counter.release(asker: 100)
+        #expect(counter.take(limit: limit, asker: 300, perAsker: share))
+        #expect(!counter.take(limit: limit, asker: 100, perAsker: share))
+    }
+
     @Test("a connection whose question went unconfirmed gets no other, and is closed after three refusals without one")
     func connectionRecord() {
         let confirmer = Confirmer(method: .command("exit 1"), timeout: 5)
