@@ -193,6 +193,26 @@ final class AgentResponder: Sendable {
             remedy: .giveRequestURL)
     }
 
+    /// Why a forwarded peer's URL for a DPoP proof is refused: longer than
+    /// `maxForwardedURL` bytes, or with dot segments (plain or
+    /// percent-encoded), which make the request a proof is signed for
+    /// another than the one a person reads. Nil when it is not.
+    static func forwardedURLProblem(_ url: String) -> String? {
+        guard url.utf8.count <= maxForwardedURL else {
+            return "a request's URL from another machine is at most \(maxForwardedURL) bytes"
+        }
+        let path = url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? url
+        let segments = path.lowercased().replacing("%2e", with: ".").split(
+            separator: "/", omittingEmptySubsequences: false)
+        guard !segments.dropFirst(3).contains(where: { $0 == "." || $0 == ".." }) else {
+            return "a request's URL from another machine may not hold '.' or '..' segments"
+        }
+        return nil
+    }
+
+    /// The longest URL a forwarded peer may ask a DPoP proof for.
+    static let maxForwardedURL = 512
+
     /// The most validity a forwarded request may ask for, in seconds.
     static let forwardedMinimumValidity: UInt32 = 120
 
@@ -363,6 +383,9 @@ final class AgentResponder: Sendable {
                 signing: .none, keysHeld: current, connection: connection, target: target)
             w.grantToken(grant)
         case .authorizeRequest(let name, let minimum, let method, let url, let nonce, let claims):
+            if peer.origin == .forwarded, let url, let problem = AgentResponder.forwardedURLProblem(url) {
+                throw VaultError(.invalidInput, problem)
+            }
             let vault = try keys.vault(current, session: &session)
             let cap = peer.origin == .forwarded ? min(minimum, AgentResponder.forwardedMinimumValidity) : minimum
             // A local command signs OAuth 1.0a requests itself: no need to
@@ -375,7 +398,7 @@ final class AgentResponder: Sendable {
             let grant = try handOut(
                 name, minimumValidity: cap, force: false, peer: peer,
                 claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: signing,
-                keysHeld: current, connection: connection, request: url.map { method + " " + URLPolicy.redacted($0) })
+                keysHeld: current, connection: connection, request: url.map { method + " " + DPoPKey.target($0) })
             // A refresh may have brought a bound token where a bearer one was.
             if url == nil && grant.accessTokenIsDPoPBound { throw AgentResponder.needsURL(name) }
             // The proof is signed here: the key never leaves the agent. A

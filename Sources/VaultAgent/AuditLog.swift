@@ -95,11 +95,13 @@ extension AuditEntry {
 }
 
 /// The agent's audit log: one JSON line per token handed out or refused,
-/// beside the vault. Tokens handed out go to `audit.log`, refusals and
-/// failures to `audit-refused.log`, so that no number of refusals (which a
-/// forwarded peer can make at will) pushes a token handed out out of the
-/// log. When a file passes `maxBytes` it becomes `NAME.1` (replacing the
-/// one before), so at most twice that is kept of each. Each line is one
+/// beside the vault, in three files, so that nothing a forwarded peer can
+/// repeat at will pushes a token handed out after a question, or to this
+/// machine, out of the log: `audit.log` for those, `audit-forwarded.log`
+/// for tokens handed out to forwarded peers without a question, and
+/// `audit-refused.log` for refusals and failures. When a file passes
+/// `maxBytes` it becomes `NAME.1` (replacing the one before), so at most
+/// twice that is kept of each. Each line is one
 /// `write` to a file opened with `O_APPEND`, so the agent's threads and the
 /// commands that hand out tokens themselves never interleave within a line.
 package struct AuditLog: Sendable {
@@ -107,6 +109,9 @@ package struct AuditLog: Sendable {
     package let path: String
     /// Where the current log of refusals and failures is.
     package let refusedPath: String
+    /// Where the current log of tokens handed out to forwarded peers
+    /// without a question is.
+    package let forwardedPath: String
     /// Size at which a file starts over.
     package var maxBytes = 1 << 20
 
@@ -114,13 +119,20 @@ package struct AuditLog: Sendable {
     package init(directory: String) {
         path = directory + "/audit.log"
         refusedPath = directory + "/audit-refused.log"
+        forwardedPath = directory + "/audit-forwarded.log"
+    }
+
+    /// The file `entry` goes to.
+    package func path(of entry: AuditEntry) -> String {
+        guard entry.outcome.handedOut else { return refusedPath }
+        return entry.origin == .forwarded && entry.outcome == .allowed ? forwardedPath : path
     }
 
     /// Appends `entry`. A log that cannot be written does not stop the
     /// token: the failure is returned for the caller to report.
     @discardableResult
     package func append(_ entry: AuditEntry) -> VaultError? {
-        let path = entry.outcome.handedOut ? self.path : refusedPath
+        let path = path(of: entry)
         let line = entry.line + [0x0a]
         for _ in 0..<8 {
             let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
@@ -155,13 +167,15 @@ package struct AuditLog: Sendable {
         var entries: [(entry: AuditEntry, order: Int)] = []
         var unreadable = 0
         let decoder = JSONDecoder()
-        for file in [path + ".1", path, refusedPath + ".1", refusedPath] where FileSystem.exists(file) {
-            let bytes = try FileSystem.readFile(file, limit: 2 * maxBytes + 4096, trusted: true)
-            for line in bytes.split(separator: 0x0a) where !line.isEmpty {
-                if let entry = try? decoder.decode(AuditEntry.self, from: Data(line)) {
-                    entries.append((entry, entries.count))
-                } else {
-                    unreadable += 1
+        for base in [path, forwardedPath, refusedPath] {
+            for file in [base + ".1", base] where FileSystem.exists(file) {
+                let bytes = try FileSystem.readFile(file, limit: 2 * maxBytes + 4096, trusted: true)
+                for line in bytes.split(separator: 0x0a) where !line.isEmpty {
+                    if let entry = try? decoder.decode(AuditEntry.self, from: Data(line)) {
+                        entries.append((entry, entries.count))
+                    } else {
+                        unreadable += 1
+                    }
                 }
             }
         }

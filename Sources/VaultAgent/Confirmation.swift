@@ -12,14 +12,18 @@ struct ConfirmationQuestion: Sendable {
     var request: String? = nil
 
     /// One line for a terminal or a notification, every outside string
-    /// escaped: the grant and where the request comes from first, what the
-    /// other machine claims last, labelled as such, so a claim cannot pose
-    /// as the grant's name.
+    /// escaped: the grant and where the request comes from first, then the
+    /// request a DPoP proof is for (shortened in the middle, so that no
+    /// length of it pushes the rest out of view), what the other machine
+    /// claims last, labelled as such, so a claim cannot pose as the grant's
+    /// name.
     var text: String {
-        var line = request.map { "DPoP proof for \(DisplayText.escaped($0)) with the " } ?? ""
-        line += "token of '\(DisplayText.escaped(grant))' for a \(peer.origin.rawValue) request"
+        var line = "token of '\(DisplayText.escaped(grant))' for a \(peer.origin.rawValue) request"
         line += " from pid \(peer.pid.map(String.init) ?? "?")"
         if let exe = peer.executable { line += " (\(DisplayText.escaped(exe)))" }
+        if let request {
+            line += ", with a DPoP proof for \(ConfirmationQuestion.shortened(DisplayText.escaped(request)))"
+        }
         if let claims {
             line +=
                 "; the other machine says: host \(DisplayText.escaped(claims.host.isEmpty ? "?" : claims.host)),"
@@ -28,6 +32,16 @@ struct ConfirmationQuestion: Sendable {
         }
         return line
     }
+
+    /// `text` of at most `requestLimit` characters: its start and its end,
+    /// with what is between left out.
+    static func shortened(_ text: String) -> String {
+        guard text.count > requestLimit else { return text }
+        return String(text.prefix(requestLimit * 2 / 3)) + "…" + String(text.suffix(requestLimit / 3 - 1))
+    }
+
+    /// The most characters of a request shown in a question.
+    static let requestLimit = 160
 
     /// The summary for a pinentry's `SETDESC` (the Assuan protocol): `%`,
     /// CR and LF percent-encoded, so that nothing in a claim reads as an

@@ -103,10 +103,51 @@ struct AuthorizeRequestQuestionTests {
         #expect(bound)
         #expect(values.count == 2)
         let asked = try String(contentsOfFile: summary, encoding: .utf8)
-        #expect(asked.hasPrefix("DPoP proof for GET https://api.example/items with the token of 'work'"), "\(asked)")
+        #expect(asked.hasPrefix("token of 'work' for a forwarded request from pid 1"), "\(asked)")
+        #expect(asked.contains(", with a DPoP proof for GET https://api.example/items; "), "\(asked)")
         #expect(asked.contains("request=GET https://api.example/items\n"), "\(asked)")
         let entries = try AuditLog(directory: scene.dir.location.directory).read().entries
         #expect(entries.map(\.request) == ["GET https://api.example/items"])
+    }
+
+    @Test(
+        "a forwarded request's URL is asked about and logged as the proof names it; dot segments and long URLs are refused"
+    )
+    func requestAsSigned() throws {
+        let (scene, summary, probe) = try Self.scene()
+        try Self.bindKey(scene, tokenType: "DPoP")
+        try scene.unlock()
+        defer { withExtendedLifetime(probe) {} }
+        let (bound, _) = try Self.answer(scene, Self.authorizeRequest("work", url: "https://API.example:443/items?q=1"))
+        #expect(bound)
+        let asked = try String(contentsOfFile: summary, encoding: .utf8)
+        #expect(asked.contains("DPoP proof for GET https://api.example/items; "), "\(asked)")
+        #expect(
+            try AuditLog(directory: scene.dir.location.directory).read().entries.map(\.request) == [
+                "GET https://api.example/items"
+            ])
+        // Nobody is asked about a URL whose proof would name another, or
+        // one long enough to push the rest of the question out of view.
+        try FileManager.default.removeItem(atPath: summary)
+        for url in [
+            "https://api.example/notes/" + String(repeating: "a/../", count: 3) + "../admin/keys",
+            "https://api.example/notes/%2E%2e/admin/keys",
+            "https://api.example/" + String(repeating: "x", count: 600),
+        ] {
+            #expect(throws: VaultError.self) { try Self.answer(scene, Self.authorizeRequest("work", url: url)) }
+        }
+        #expect(!FileManager.default.fileExists(atPath: summary))
+    }
+
+    @Test("a question shortens a long request in the middle, and names the grant and origin first")
+    func longRequestShortened() {
+        let long = "POST https://api.example/" + String(repeating: "x", count: 400) + "/end"
+        let question = ConfirmationQuestion(
+            grant: "work", peer: AgentPeer(origin: .forwarded, uid: 0, pid: 1, executable: nil),
+            claims: RequesterClaims(host: "server", command: "curl", uid: 0, pid: 7), request: long)
+        #expect(question.text.hasPrefix("token of 'work' for a forwarded request"))
+        #expect(question.text.contains("…") && question.text.contains("/end; the other machine says"))
+        #expect(question.text.count < 400)
     }
 
     @Test("refused or denied, a grant that exists and one that does not get the same answer and the same question")

@@ -79,7 +79,9 @@ struct ForwardingPolicyTests {
             grant: "work", peer: AgentPeer(origin: .forwarded, uid: 0, pid: 1, executable: nil),
             claims: RequesterClaims(host: "server", command: "curl", uid: 1000, pid: 7),
             request: "POST https://api.example/items")
-        #expect(question.text.hasPrefix("DPoP proof for POST https://api.example/items with the token of 'work'"))
+        #expect(question.text.hasPrefix("token of 'work' for a forwarded request from pid 1"))
+        #expect(
+            question.text.contains(", with a DPoP proof for POST https://api.example/items; the other machine says"))
         #expect(question.environment["VAULT_CONFIRM_REQUEST"] == "POST https://api.example/items")
         let plain = ConfirmationQuestion(
             grant: "work", peer: AgentPeer(origin: .forwarded, uid: 0, pid: 1, executable: nil), claims: nil)
@@ -248,10 +250,19 @@ struct ForwardingPolicyTests {
                 outcome: i % 2 == 0 ? .notConfirmed : .denied, reason: nil)
             #expect(log.append(refused) == nil)
         }
+        // Tokens handed out to a forwarded peer without a question have a
+        // file of their own too.
+        for i in 0..<300 {
+            let allowed = AuditEntry(
+                time: time.addingTimeInterval(Double(i)), grant: "work", peer: peer, claimed: long,
+                outcome: .allowed, reason: nil)
+            #expect(log.path(of: allowed) == log.forwardedPath)
+            #expect(log.append(allowed) == nil)
+        }
         let (entries, unreadable) = try log.read()
         #expect(unreadable == 0)
         #expect(entries.first?.outcome == .confirmed)
-        #expect(entries.filter { $0.outcome.handedOut }.count == 1)
+        #expect(entries.filter { $0.outcome == .confirmed }.count == 1)
         #expect(entries.last?.time == time.addingTimeInterval(499).epochSeconds)
         for file in [log.refusedPath, log.refusedPath + ".1"] {
             var st = stat()
@@ -276,7 +287,7 @@ struct ForwardingPolicyTests {
         let (entries, unreadable) = try log.read()
         #expect(unreadable == 0)
         #expect(!entries.isEmpty && entries.count < 400, "older entries were let go: \(entries.count)")
-        for file in [log.path, log.path + ".1"] {
+        for file in [log.forwardedPath, log.forwardedPath + ".1"] {
             var st = stat()
             #expect(stat(file, &st) == 0)
             #expect(st.st_size <= 4096)

@@ -149,7 +149,7 @@ struct ForwardingTests {
             #expect(claimed["host"] as? String == host, "\(claimed)")
             #expect((claimed["command"] as? String)?.isEmpty == false, "\(claimed)")
         }
-        for file in ["audit.log", "audit-refused.log"] {
+        for file in ["audit.log", "audit-forwarded.log", "audit-refused.log"] {
             let raw = (try? String(contentsOfFile: scene.laptop.home.path + "/vault/" + file, encoding: .utf8)) ?? ""
             #expect(!raw.contains(token) && !raw.contains(kept) && !raw.contains(spent), "\(file)")
         }

@@ -20,10 +20,11 @@ struct LogCommand: VaultCommand {
             without a question) and refusals made without asking are counted: a line ending in
             "× N" stands for N requests like it since the last line of that kind, the last of
             them at its time (docs/agent.md, "The audit log"). It records no token. The agent
-            and the commands that hand out tokens themselves append to it: tokens handed out
-            to audit.log, refusals and failures to audit-refused.log beside the vault, so
-            that refusals never push a token handed out out of the log; each starts over,
-            keeping the one before as NAME.1, when it passes 1 MiB.
+            and the commands that hand out tokens themselves append to it, beside the vault:
+            tokens handed out to this machine or after a question to audit.log, to another
+            machine without a question to audit-forwarded.log, refusals and failures to
+            audit-refused.log, so that nothing another machine repeats pushes the first out;
+            each starts over, keeping the one before as NAME.1, when it passes 1 MiB.
             """,
         examples: ["vault log", "vault log work --limit 20", "vault log --json"]
     )

@@ -108,7 +108,7 @@ public struct DPoPKey: Equatable, Sendable, CustomStringConvertible, CustomDebug
     /// section 4.3 has servers compare (RFC 3986 sections 6.2.2 and
     /// 6.2.3): scheme and host in lower case, the scheme's default port
     /// left out, an empty path as `/`, dot segments removed.
-    static func target(_ url: String) -> String {
+    package static func target(_ url: String) -> String {
         let bare = URLPolicy.redacted(url)
         guard let separator = bare.firstRange(of: "://") else { return bare }
         let scheme = bare[..<separator.lowerBound].lowercased()
