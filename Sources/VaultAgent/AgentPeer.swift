@@ -21,12 +21,18 @@ package struct AgentPeer: Sendable, Equatable {
     package var pid: Int?
     /// The peer's executable (`/proc/PID/exe`), or nil when unreadable.
     package var executable: String?
+    /// For a forwarded request: the destination the ssh process at this
+    /// end was started with (`user@host`, from its own command line, which
+    /// the other machine cannot change), or nil when it cannot be told (a
+    /// multiplexing master rewrites its command line).
+    package var destination: String?
 
-    package init(origin: Origin, uid: Int, pid: Int?, executable: String?) {
+    package init(origin: Origin, uid: Int, pid: Int?, executable: String?, destination: String? = nil) {
         self.origin = origin
         self.uid = uid
         self.pid = pid
         self.executable = executable
+        self.destination = destination
     }
 
     /// A local peer of this uid the kernel said nothing more of.
@@ -47,9 +53,51 @@ package struct AgentPeer: Sendable, Equatable {
         let pid = raw > 0 ? Int(raw) : nil
         let executable = pid.flatMap(executablePath)
         let viaSSH = executable.map { AgentPeer.isSSHClient($0) } ?? false
+        let origin = viaSSH ? .forwarded : socketOrigin
         return AgentPeer(
-            origin: viaSSH ? .forwarded : socketOrigin, uid: Int(vault_peer_uid(fd)), pid: pid,
-            executable: executable)
+            origin: origin, uid: Int(vault_peer_uid(fd)), pid: pid, executable: executable,
+            destination: origin == .forwarded ? pid.flatMap(commandLine).flatMap(sshDestination) : nil)
+    }
+
+    /// The arguments of process `pid` (`/proc/PID/cmdline`, at most 8 KiB).
+    private static func commandLine(_ pid: Int) -> [String]? {
+        let fd = open("/proc/\(pid)/cmdline", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while bytes.count < 8192 {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            bytes += chunk[..<n]
+        }
+        return bytes.split(separator: 0, omittingEmptySubsequences: false).dropLast().map {
+            String(decoding: $0, as: UTF8.self)
+        }
+    }
+
+    /// The destination of an OpenSSH command line: its first argument that
+    /// is neither an option nor an option's value, cut to 253 bytes. Nil
+    /// for one without (a multiplexing master shows `ssh: PATH [mux]`).
+    static func sshDestination(_ arguments: [String]) -> String? {
+        // ssh(1)'s options that take a value.
+        let valued = Set("BbcDEeFIiJLlmOopQRSWw")
+        var rest = arguments.dropFirst()
+        while let argument = rest.first {
+            rest = rest.dropFirst()
+            if argument == "--" { return rest.first.map { RequesterClaims.cut($0, bytes: RequesterClaims.maxHost) } }
+            guard argument.hasPrefix("-"), argument.count > 1 else {
+                return argument.isEmpty ? nil : RequesterClaims.cut(argument, bytes: RequesterClaims.maxHost)
+            }
+            // Flags run together (-vAR ...): the first that takes a value
+            // takes the rest of the word, or the next argument.
+            let flags = argument.dropFirst()
+            if let i = flags.firstIndex(where: { valued.contains($0) }), flags.index(after: i) == flags.endIndex {
+                rest = rest.dropFirst()
+            }
+        }
+        return nil
     }
 
     /// True for the OpenSSH client (or its multiplexing master), which is

@@ -201,7 +201,7 @@ final class AgentResponder: Sendable {
         guard url.utf8.count <= maxForwardedURL else {
             return "a request's URL from another machine is at most \(maxForwardedURL) bytes"
         }
-        let path = url.split(separator: "?", maxSplits: 1).first.map(String.init) ?? url
+        let path = url.split(maxSplits: 1, whereSeparator: { $0 == "?" || $0 == "#" }).first.map(String.init) ?? url
         let segments = path.lowercased().replacing("%2e", with: ".").split(
             separator: "/", omittingEmptySubsequences: false)
         guard !segments.dropFirst(3).contains(where: { $0 == "." || $0 == ".." }) else {

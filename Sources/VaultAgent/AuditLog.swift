@@ -36,6 +36,8 @@ package struct AuditEntry: Codable, Sendable, Equatable {
     package var uid: Int?
     package var pid: Int?
     package var executable: String?
+    /// For a forwarded request, the destination its ssh was started with.
+    package var destination: String?
     /// What a forwarded client says of itself: unchecked.
     package var claimed: RequesterClaims?
     /// What the request got.
@@ -60,6 +62,7 @@ package struct AuditEntry: Codable, Sendable, Equatable {
         uid = peer.uid
         pid = peer.pid
         executable = peer.executable
+        destination = peer.destination
         self.claimed = claimed
         self.outcome = outcome
         self.reason = reason
@@ -80,6 +83,7 @@ extension AuditEntry {
             c.field("pid", Int64(claimed.pid))
             c.field("uid", Int64(claimed.uid))
         }
+        w.field("destination", destination)
         w.field("executable", executable)
         w.field("grant", grant)
         w.field("origin", origin.rawValue)

@@ -21,6 +21,7 @@ struct ConfirmationQuestion: Sendable {
         var line = "token of '\(DisplayText.escaped(grant))' for a \(peer.origin.rawValue) request"
         line += " from pid \(peer.pid.map(String.init) ?? "?")"
         if let exe = peer.executable { line += " (\(DisplayText.escaped(exe)))" }
+        if let destination = peer.destination { line += ", through ssh to \(DisplayText.escaped(destination))" }
         if let request {
             line += ", with a DPoP proof for \(ConfirmationQuestion.shortened(DisplayText.escaped(request)))"
         }
@@ -40,8 +41,9 @@ struct ConfirmationQuestion: Sendable {
         return String(text.prefix(requestLimit * 2 / 3)) + "…" + String(text.suffix(requestLimit / 3 - 1))
     }
 
-    /// The most characters of a request shown in a question.
-    static let requestLimit = 160
+    /// The most characters of a request shown in a question: a forwarded
+    /// one (at most `AgentResponder.maxForwardedURL` bytes) is shown whole.
+    static let requestLimit = 600
 
     /// The summary for a pinentry's `SETDESC` (the Assuan protocol): `%`,
     /// CR and LF percent-encoded, so that nothing in a claim reads as an
@@ -85,6 +87,7 @@ struct ConfirmationQuestion: Sendable {
             "VAULT_CONFIRM_ASSUAN": assuanText,
             "VAULT_CONFIRM_PEER_PID": peer.pid.map(String.init) ?? "",
             "VAULT_CONFIRM_PEER_EXE": peer.executable ?? "",
+            "VAULT_CONFIRM_PEER_DEST": peer.destination ?? "",
         ]
         if let request { env["VAULT_CONFIRM_REQUEST"] = request }
         // Claims are named as such, and never VAULT_CONFIRM_COMMAND, which

@@ -132,6 +132,8 @@ struct AuthorizeRequestQuestionTests {
         for url in [
             "https://api.example/notes/" + String(repeating: "a/../", count: 3) + "../admin/keys",
             "https://api.example/notes/%2E%2e/admin/keys",
+            "https://api.example/v1/x/%2e%2e#",
+            "https://api.example/v1/x/..#fragment",
             "https://api.example/" + String(repeating: "x", count: 600),
         ] {
             #expect(throws: VaultError.self) { try Self.answer(scene, Self.authorizeRequest("work", url: url)) }
@@ -141,13 +143,20 @@ struct AuthorizeRequestQuestionTests {
 
     @Test("a question shortens a long request in the middle, and names the grant and origin first")
     func longRequestShortened() {
-        let long = "POST https://api.example/" + String(repeating: "x", count: 400) + "/end"
+        let long = "POST https://api.example/" + String(repeating: "x", count: 1000) + "/end"
         let question = ConfirmationQuestion(
             grant: "work", peer: AgentPeer(origin: .forwarded, uid: 0, pid: 1, executable: nil),
             claims: RequesterClaims(host: "server", command: "curl", uid: 0, pid: 7), request: long)
         #expect(question.text.hasPrefix("token of 'work' for a forwarded request"))
         #expect(question.text.contains("…") && question.text.contains("/end; the other machine says"))
-        #expect(question.text.count < 400)
+        #expect(question.text.count < 800)
+        // A forwarded request's URL (at most 512 bytes) is shown whole.
+        let forwarded = "POST https://api.example/" + String(repeating: "y", count: 480)
+        #expect(
+            ConfirmationQuestion(
+                grant: "work", peer: AgentPeer(origin: .forwarded, uid: 0, pid: 1, executable: nil), claims: nil,
+                request: forwarded
+            ).text.contains(forwarded))
     }
 
     @Test("refused or denied, a grant that exists and one that does not get the same answer and the same question")

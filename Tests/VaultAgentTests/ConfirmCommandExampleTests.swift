@@ -14,7 +14,7 @@ struct ConfirmCommandExampleTests {
     /// Each example exactly as docs/agent.md shows it.
     static let examples = [
         #"[ "$(notify-send --wait --action=yes=Allow --action=no=Deny 'vault' "$VAULT_CONFIRM_MARKUP")" = yes ]"#,
-        #"zenity --question --no-markup --title vault --text "$VAULT_CONFIRM_SUMMARY""#,
+        #"zenity --question --no-markup --default-cancel --title vault --text "$VAULT_CONFIRM_SUMMARY""#,
         #"printf 'SETDESC %s\nCONFIRM\nBYE\n' "$VAULT_CONFIRM_ASSUAN" | pinentry | awk '!/^(#|S )/ { if (++n == 3) { ok = ($0 == "OK"); exit } } END { exit !ok }'"#,
     ]
 
@@ -88,7 +88,9 @@ struct ConfirmCommandExampleTests {
             #expect(given.contains("work"), "the question reached the stand-in: \(given)")
             // Markup goes to notify-send escaped; zenity is told to read none.
             if command.contains("notify-send") { #expect(!given.contains("<a href"), "\(given)") }
-            if command.contains("zenity") { #expect(given.contains("--no-markup")) }
+            if command.contains("zenity") {
+                #expect(given.contains("--no-markup") && given.contains("--default-cancel"))
+            }
             if command.contains("pinentry") {
                 // One SETDESC line, the claims' % encoded, no line of theirs.
                 let lines = given.split(separator: "\n")

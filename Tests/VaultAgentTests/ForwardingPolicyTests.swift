@@ -23,6 +23,21 @@ struct ForwardingPolicyTests {
         return (log, directory, AgentPeer(origin: .forwarded, uid: 1000, pid: 42, executable: "/usr/bin/ssh"))
     }
 
+    @Test(
+        "the server a forwarded request comes through is read from ssh's own command line",
+        arguments: [
+            (["ssh", "-R", "/r.sock:/l.sock", "dev.example"], "dev.example"),
+            (["/usr/bin/ssh", "-F", "cfg", "-R", "a:b", "test-server", "vault token work"], "test-server"),
+            (["ssh", "-vAR", "a:b", "ada@build.example", "make"], "ada@build.example"),
+            (["ssh", "-p2222", "-oForwardAgent=no", "host.example"], "host.example"),
+            (["ssh", "-o", "ForwardAgent=no", "--", "host.example"], "host.example"),
+            (["ssh: /home/ada/.ssh/cm-build [mux]"], nil),
+            (["ssh", "-N", "-R", "a:b"], nil),
+        ] as [([String], String?)])
+    func sshDestination(arguments: [String], destination: String?) {
+        #expect(AgentPeer.sshDestination(arguments) == destination)
+    }
+
     @Test("a grant's rule wins over the defaults, which win over the built-in ones")
     func ruleLevels() throws {
         let directory = Self.scratch()

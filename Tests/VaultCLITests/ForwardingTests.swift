@@ -202,6 +202,8 @@ struct ForwardingTests {
         #expect(yes.status == 0, "\(yes.stderr)")
         let asked = try String(contentsOfFile: scratch + "/asked", encoding: .utf8)
         #expect(asked.hasPrefix("work|forwarded|token of 'work' for a forwarded request from pid "), "\(asked)")
+        // Which server asks, as the laptop's own ssh process says.
+        #expect(asked.contains(", through ssh to test-server"), "\(asked)")
         #expect(asked.contains("the other machine says: host "))
         try FileManager.default.removeItem(atPath: scratch + "/yes")
         let no = try scene.onServer("token", "work")
@@ -221,8 +223,11 @@ struct ForwardingTests {
         #expect(try scene.laptop.home.run("token", "work").status == 0)
         // Tokens handed out and refusals are kept apart; within a second,
         // the log cannot tell which came first.
-        let outcomes = try scene.log().compactMap { $0["outcome"] as? String }
+        let entries = try scene.log()
+        let outcomes = entries.compactMap { $0["outcome"] as? String }
         #expect(outcomes.sorted() == ["allowed", "confirmed", "not-asked", "not-confirmed"], "\(outcomes)")
+        let confirmed = entries.first { $0["outcome"] as? String == "confirmed" }
+        #expect(confirmed?["destination"] as? String == "test-server", "\(confirmed ?? [:])")
     }
 
     @Test("confirm: no answer in time is a no, and a yes that comes after the agent locked hands nothing out")

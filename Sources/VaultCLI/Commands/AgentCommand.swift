@@ -37,7 +37,7 @@ struct AgentCommand: VaultCommand {
             """,
         examples: [
             "vault agent --idle-timeout 1h", "vault agent --status",
-            #"vault agent --confirm-command 'zenity --question --no-markup --text "$VAULT_CONFIRM_SUMMARY"'"#,
+            #"vault agent --confirm-command 'zenity --question --no-markup --default-cancel --text "$VAULT_CONFIRM_SUMMARY"'"#,
             "vault lock",
         ]
     )

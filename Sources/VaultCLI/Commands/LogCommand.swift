@@ -12,7 +12,8 @@ struct LogCommand: VaultCommand {
         discussion: """
             One line per token request: when, the grant, local or forwarded, the process that
             asked (its uid, pid and program, as the kernel says; for a forwarded request that is
-            ssh, followed by what the other machine says of itself, unchecked, and for a DPoP
+            ssh, with the server it was started for ("to HOST"), followed by what the other
+            machine says of itself, unchecked, and for a DPoP
             proof the agent signed, the request it is for), and the outcome: allowed,
             confirmed, denied, not-confirmed, not-asked (refused without asking the person:
             too many questions, or too soon after a refusal) or failed (with the error).
@@ -45,12 +46,14 @@ struct LogCommand: VaultCommand {
         let uid: Int?
         let pid: Int?
         let executable: String?
+        /// For a forwarded request, the destination its ssh was started with.
+        let destination: String?
         let claimed: RequesterClaims?
         let outcome: String
         let reason: String?
         /// The request a DPoP proof was signed for (`vault header --url`).
         let request: String?
-        /// How many refusals like this one the line stands for, when counted.
+        /// How many requests like this one the line stands for, when counted.
         let repeated: Int?
     }
 
@@ -73,7 +76,8 @@ struct LogCommand: VaultCommand {
         let rows = entries.map { e in
             Row(
                 time: Format.timestamp(Date(timeIntervalSince1970: TimeInterval(e.time))), grant: e.grant,
-                origin: e.origin.rawValue, uid: e.uid, pid: e.pid, executable: e.executable, claimed: e.claimed,
+                origin: e.origin.rawValue, uid: e.uid, pid: e.pid, executable: e.executable,
+                destination: e.destination, claimed: e.claimed,
                 outcome: e.outcome.rawValue, reason: e.reason, request: e.request, repeated: e.repeated)
         }
         if ctx.output.json {
@@ -89,6 +93,7 @@ struct LogCommand: VaultCommand {
             + rows.map { row in
                 var who = "uid \(row.uid.map(String.init) ?? "?") pid \(row.pid.map(String.init) ?? "?")"
                 if let exe = row.executable { who += " \(exe)" }
+                if let destination = row.destination { who += " to \(destination)" }
                 // What the agent checked comes before what the other machine
                 // claims, so a claimed program cannot pose as the request.
                 if let request = row.request { who += "; proof for \(request)" }
