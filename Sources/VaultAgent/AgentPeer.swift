@@ -79,10 +79,12 @@ package struct AgentPeer: Sendable, Equatable {
 
     /// The destination of an OpenSSH command line: its first argument that
     /// is neither an option nor an option's value, cut to 253 bytes. Nil
-    /// for one without (a multiplexing master shows `ssh: PATH [mux]`).
+    /// for one without (a multiplexing master shows `ssh: PATH [mux]`), or
+    /// for another program's.
     static func sshDestination(_ arguments: [String]) -> String? {
+        guard let program = arguments.first, isSSHClient(program), !program.hasPrefix("ssh:") else { return nil }
         // ssh(1)'s options that take a value.
-        let valued = Set("BbcDEeFIiJLlmOopQRSWw")
+        let valued = Set("BbcDEeFIiJLlmOoPpQRSWw")
         var rest = arguments.dropFirst()
         while let argument = rest.first {
             rest = rest.dropFirst()

@@ -209,6 +209,8 @@ final class AuditTally: Sendable {
         let origin: AgentPeer.Origin
         let outcome: AuditEntry.Outcome
         let reason: String?
+        let asker: String
+        let request: String?
     }
 
     private struct Count {
@@ -230,8 +232,15 @@ final class AuditTally: Sendable {
     /// written within the interval (then it is counted).
     func add(_ entry: AuditEntry, now: Double) -> AuditEntry? {
         let byGrant = entry.origin == .local || entry.outcome.handedOut
+        // A forwarded request counts with those of the same server (its
+        // ssh), and a proof's with those for the same request: a line
+        // never credits one server's requests, or one request's proofs,
+        // to another.
+        let forwarded = entry.origin == .forwarded
         let kind = Kind(
-            grant: byGrant ? entry.grant : "", origin: entry.origin, outcome: entry.outcome, reason: entry.reason)
+            grant: byGrant ? entry.grant : "", origin: entry.origin, outcome: entry.outcome, reason: entry.reason,
+            asker: forwarded ? (entry.destination ?? entry.pid.map(String.init) ?? "?") : "",
+            request: forwarded ? entry.request : nil)
         return counts.withLock { counts -> AuditEntry? in
             if var known = counts[kind], now - known.written < AuditTally.interval {
                 known.latest = entry

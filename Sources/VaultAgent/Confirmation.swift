@@ -21,7 +21,13 @@ struct ConfirmationQuestion: Sendable {
         var line = "token of '\(DisplayText.escaped(grant))' for a \(peer.origin.rawValue) request"
         line += " from pid \(peer.pid.map(String.init) ?? "?")"
         if let exe = peer.executable { line += " (\(DisplayText.escaped(exe)))" }
-        if let destination = peer.destination { line += ", through ssh to \(DisplayText.escaped(destination))" }
+        if let destination = peer.destination {
+            line += ", through ssh to \(DisplayText.escaped(destination))"
+        } else if peer.origin == .forwarded {
+            // A multiplexing master or another relay: which server asks is
+            // not known, and the question says so rather than leave it out.
+            line += ", through a connection to an unknown server (a shared ssh connection or another relay)"
+        }
         if let request {
             line += ", with a DPoP proof for \(ConfirmationQuestion.shortened(DisplayText.escaped(request)))"
         }

@@ -33,6 +33,8 @@ struct ForwardingPolicyTests {
             (["ssh", "-o", "ForwardAgent=no", "--", "host.example"], "host.example"),
             (["ssh: /home/ada/.ssh/cm-build [mux]"], nil),
             (["ssh", "-N", "-R", "a:b"], nil),
+            (["ssh", "-P", "prod", "evil.example"], "evil.example"),
+            (["socat", "UNIX-LISTEN:/tmp/x", "UNIX:/tmp/y"], nil),
         ] as [([String], String?)])
     func sshDestination(arguments: [String], destination: String?) {
         #expect(AgentPeer.sshDestination(arguments) == destination)
@@ -98,6 +100,14 @@ struct ForwardingPolicyTests {
         #expect(
             question.text.contains(", with a DPoP proof for POST https://api.example/items; the other machine says"))
         #expect(question.environment["VAULT_CONFIRM_REQUEST"] == "POST https://api.example/items")
+        // Which server asks: as the laptop's ssh was started, or unknown.
+        #expect(question.text.contains(", through a connection to an unknown server"))
+        let named = ConfirmationQuestion(
+            grant: "work",
+            peer: AgentPeer(origin: .forwarded, uid: 0, pid: 1, executable: nil, destination: "ada@dev.example"),
+            claims: nil)
+        #expect(named.text.contains(", through ssh to ada@dev.example") && !named.text.contains("unknown"))
+        #expect(named.environment["VAULT_CONFIRM_PEER_DEST"] == "ada@dev.example")
         let plain = ConfirmationQuestion(
             grant: "work", peer: AgentPeer(origin: .forwarded, uid: 0, pid: 1, executable: nil), claims: nil)
         #expect(plain.text.hasPrefix("token of 'work'"))
@@ -230,6 +240,9 @@ struct ForwardingPolicyTests {
         #expect(tally.add(entry("work", 3, .allowed), now: 103) == entry("work", 3, .allowed))
         #expect(tally.add(entry("mail", 3, .allowed), now: 103) == entry("mail", 3, .allowed))
         #expect(tally.add(entry("work", 4, .allowed), now: 104) == nil)
+        // Another server's requests are never credited to the first.
+        let other = AgentPeer(origin: .forwarded, uid: 0, pid: 2, executable: "/usr/bin/ssh", destination: "b.example")
+        #expect(tally.add(entry("work", 4, .allowed, peer: other), now: 104)?.destination == "b.example")
         #expect(!AuditTally.counts(entry("work", 4, .confirmed)))
         #expect(!AuditTally.counts(entry("work", 4, .allowed, peer: .thisUser)))
         #expect(AuditTally.counts(entry("work", 4, .notAsked, peer: .thisUser)))

@@ -129,12 +129,14 @@ struct ForwardingTests {
         #expect(try scene.provider.refreshes() == 1)
 
         // The audit log names every request and never a token. Forwarded
-        // requests are counted: the first at once, the four after it in a
-        // line the agent writes within ten seconds.
+        // requests are counted per server: the recorder's at once, ssh's
+        // first at once, and the three after it in a line the agent writes
+        // within ten seconds.
         func forwarded() throws -> [[String: Any]] { try scene.log().filter { $0["origin"] as? String == "forwarded" } }
         #expect(try eventually(within: 20) { try forwarded().reduce(0) { $0 + (($1["repeated"] as? Int) ?? 1) } == 5 })
         let entries = try forwarded()
-        #expect(entries.count == 2 && entries.last?["repeated"] as? Int == 4, "\(entries)")
+        #expect(entries.count == 3 && entries.last?["repeated"] as? Int == 3, "\(entries)")
+        #expect(entries.dropFirst().allSatisfy { $0["destination"] as? String == "test-server" }, "\(entries)")
         var buffer = [CChar](repeating: 0, count: 256)
         gethostname(&buffer, 255)
         let host = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
