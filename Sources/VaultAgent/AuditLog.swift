@@ -233,14 +233,14 @@ final class AuditTally: Sendable {
     func add(_ entry: AuditEntry, now: Double) -> AuditEntry? {
         let byGrant = entry.origin == .local || entry.outcome.handedOut
         // A forwarded request counts with those of the same server (its
-        // ssh), and a proof's with those for the same request: a line
-        // never credits one server's requests, or one request's proofs,
-        // to another.
+        // ssh), and a proof handed out with those for the same request: a
+        // line never credits one server's requests, or one request's
+        // proofs, to another. Refusals count whatever URL they name.
         let forwarded = entry.origin == .forwarded
         let kind = Kind(
             grant: byGrant ? entry.grant : "", origin: entry.origin, outcome: entry.outcome, reason: entry.reason,
             asker: forwarded ? (entry.destination ?? entry.pid.map(String.init) ?? "?") : "",
-            request: forwarded ? entry.request : nil)
+            request: forwarded && entry.outcome.handedOut ? entry.request : nil)
         return counts.withLock { counts -> AuditEntry? in
             if var known = counts[kind], now - known.written < AuditTally.interval {
                 known.latest = entry

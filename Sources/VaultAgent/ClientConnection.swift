@@ -39,7 +39,7 @@ struct ClientConnection {
         var session: VaultSession?
         defer { session?.end() }
         let connection = ConnectionRecord()
-        while waitForRequest() {
+        while waitForRequest(session: &session) {
             guard var body = receiveMessage() else { return }
             let ok = responder.serving { () -> Bool in
                 var response = responder.answer(body, peer: peer, session: &session, connection: connection).framed
@@ -55,17 +55,23 @@ struct ClientConnection {
     }
 
     /// Waits for the first byte of a request: false when the client hung
-    /// up, stayed idle too long, or the agent is stopping.
-    func waitForRequest() -> Bool {
+    /// up, stayed idle too long, or the agent is stopping. A session of
+    /// keys the agent no longer holds (it locked, or unlocked again) is
+    /// ended within a second, so that no connection keeps them in memory.
+    func waitForRequest(session: inout VaultSession?) -> Bool {
         let start = environment.time.now()
-        while !responder.keys.isStopping {
+        while true {
+            if let held = session, held.keys !== responder.keys.current() {
+                held.end()
+                session = nil
+            }
+            guard !responder.keys.isStopping else { return false }
             var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             let n = poll(&p, 1, 1000)
             if n > 0 { return p.revents & Int16(POLLIN) != 0 }
             if n < 0 && errno != EINTR { return false }
             if environment.time.now().timeIntervalSince(start) > idleTimeout { return false }
         }
-        return false
     }
 
     /// One framed message, or nil when the client hung up, was too slow

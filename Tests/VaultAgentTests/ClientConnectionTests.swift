@@ -121,6 +121,27 @@ struct ClientConnectionTests {
         #expect(Date().timeIntervalSince(started) < 3)
     }
 
+    @Test("a connection lets go of the keys once the agent locks: its session is ended before it waits again")
+    func sessionEndsOnLock() throws {
+        let scene = try AgentScene()
+        try scene.unlock()
+        var session: VaultSession?
+        defer { session?.end() }
+        _ = try scene.ask(AgentScene.tokenRequest(), session: &session)
+        #expect(session != nil)
+        let (agent, client) = try ClientConnectionTests.pair()
+        defer { close(agent) }
+        let connection = ClientConnection(fd: agent, responder: scene.responder)
+        // Still unlocked: the session stays while the connection waits (the
+        // client hung up: the wait ends at once).
+        close(client)
+        _ = connection.waitForRequest(session: &session)
+        #expect(session != nil)
+        scene.keys.lock("locked by the test")
+        _ = connection.waitForRequest(session: &session)
+        #expect(session == nil, "a locked agent's keys stay held by an idle connection")
+    }
+
     @Test("an idle connection is closed once the idle timeout has passed, not before")
     func idle() throws {
         let scene = try AgentScene()
@@ -130,7 +151,8 @@ struct ClientConnectionTests {
         let connection = ClientConnection(fd: agent, responder: scene.responder)
         let done = DispatchSemaphore(value: 0)
         startThread {
-            if !connection.waitForRequest() { done.signal() }
+            var session: VaultSession?
+            if !connection.waitForRequest(session: &session) { done.signal() }
         }
         #expect(done.wait(timeout: .now() + 1.5) == .timedOut, "closed before the idle timeout")
         scene.clock.advance(ClientConnection.idleTimeout + 1)
