@@ -327,8 +327,7 @@ final class AgentResponder: Sendable {
             time: environment.time.now(), grant: grant, peer: peer, claimed: claims, outcome: outcome, reason: reason,
             request: request)
         if AuditTally.counts(entry) {
-            guard let first = tally.add(entry, now: Monotonic.seconds()) else { return }
-            write(first)
+            for line in tally.add(entry, now: Monotonic.seconds()) { write(line) }
         } else {
             write(entry)
         }

@@ -165,7 +165,7 @@ package struct AuditLog: Sendable {
         return VaultError(.busy, "cannot append to \(path): it keeps being replaced")
     }
 
-    /// Every entry kept, of both files, oldest first (in the order written
+    /// Every entry kept, of the three files, oldest first (in the order written
     /// within a second), and how many lines did not parse.
     package func read() throws(VaultError) -> (entries: [AuditEntry], unreadable: Int) {
         var entries: [(entry: AuditEntry, order: Int)] = []
@@ -229,8 +229,9 @@ final class AuditTally: Sendable {
     }
 
     /// What to write now for `entry`: itself, unless one of its kind was
-    /// written within the interval (then it is counted).
-    func add(_ entry: AuditEntry, now: Double) -> AuditEntry? {
+    /// written within the interval (then it is counted); after the
+    /// interval, the count of its kind not written yet comes first.
+    func add(_ entry: AuditEntry, now: Double) -> [AuditEntry] {
         let byGrant = entry.origin == .local || entry.outcome.handedOut
         // A forwarded request counts with those of the same server (its
         // ssh), and a proof handed out with those for the same request: a
@@ -241,16 +242,17 @@ final class AuditTally: Sendable {
             grant: byGrant ? entry.grant : "", origin: entry.origin, outcome: entry.outcome, reason: entry.reason,
             asker: forwarded ? (entry.destination ?? entry.pid.map(String.init) ?? "?") : "",
             request: forwarded && entry.outcome.handedOut ? entry.request : nil)
-        return counts.withLock { counts -> AuditEntry? in
+        return counts.withLock { counts -> [AuditEntry] in
             if var known = counts[kind], now - known.written < AuditTally.interval {
                 known.latest = entry
                 known.count += 1
                 counts[kind] = known
-                return nil
+                return []
             }
-            if counts[kind] == nil && counts.count >= AuditTally.maxKinds { return entry }
+            if counts[kind] == nil && counts.count >= AuditTally.maxKinds { return [entry] }
+            let pending = counts[kind].flatMap(AuditTally.line)
             counts[kind] = Count(latest: entry, count: 0, written: now)
-            return entry
+            return (pending.map { [$0] } ?? []) + [entry]
         }
     }
 
@@ -260,9 +262,7 @@ final class AuditTally: Sendable {
         counts.withLock { counts -> [AuditEntry] in
             var lines: [AuditEntry] = []
             for (kind, known) in counts where all || now - known.written >= AuditTally.interval {
-                if known.count > 0 {
-                    var line = known.latest
-                    line.repeated = known.count
+                if let line = AuditTally.line(known) {
                     lines.append(line)
                     counts[kind] = Count(latest: known.latest, count: 0, written: now)
                 } else {
@@ -271,5 +271,13 @@ final class AuditTally: Sendable {
             }
             return lines.sorted { $0.time < $1.time }
         }
+    }
+
+    /// The counted line of `known`, nil when nothing is counted.
+    private static func line(_ known: Count) -> AuditEntry? {
+        guard known.count > 0 else { return nil }
+        var line = known.latest
+        line.repeated = known.count
+        return line
     }
 }

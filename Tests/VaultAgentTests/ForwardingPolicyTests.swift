@@ -231,18 +231,18 @@ struct ForwardingPolicyTests {
         }
         // Forwarded refusals are one kind whatever grant they name (names
         // can be made up); the line is the last one's.
-        #expect(tally.add(entry("work", 0), now: 100) == entry("work", 0))
+        #expect(tally.add(entry("work", 0), now: 100) == [entry("work", 0)])
         for second in 1...50 {
-            #expect(tally.add(entry("made-up-\(second)", Int64(second)), now: 100 + Double(second) / 10) == nil)
+            #expect(tally.add(entry("made-up-\(second)", Int64(second)), now: 100 + Double(second) / 10).isEmpty)
         }
         // Tokens handed out to a forwarded peer count by grant; confirmed
         // ones and local ones are written each.
-        #expect(tally.add(entry("work", 3, .allowed), now: 103) == entry("work", 3, .allowed))
-        #expect(tally.add(entry("mail", 3, .allowed), now: 103) == entry("mail", 3, .allowed))
-        #expect(tally.add(entry("work", 4, .allowed), now: 104) == nil)
+        #expect(tally.add(entry("work", 3, .allowed), now: 103) == [entry("work", 3, .allowed)])
+        #expect(tally.add(entry("mail", 3, .allowed), now: 103) == [entry("mail", 3, .allowed)])
+        #expect(tally.add(entry("work", 4, .allowed), now: 104).isEmpty)
         // Another server's requests are never credited to the first.
         let other = AgentPeer(origin: .forwarded, uid: 0, pid: 2, executable: "/usr/bin/ssh", destination: "b.example")
-        #expect(tally.add(entry("work", 4, .allowed, peer: other), now: 104)?.destination == "b.example")
+        #expect(tally.add(entry("work", 4, .allowed, peer: other), now: 104).first?.destination == "b.example")
         #expect(!AuditTally.counts(entry("work", 4, .confirmed)))
         #expect(!AuditTally.counts(entry("work", 4, .allowed, peer: .thisUser)))
         #expect(AuditTally.counts(entry("work", 4, .notAsked, peer: .thisUser)))
@@ -256,8 +256,8 @@ struct ForwardingPolicyTests {
         // Nothing more of a kind for an interval: it is let go, and the next
         // one is written at once.
         #expect(tally.due(now: 125).isEmpty)
-        #expect(tally.add(entry("work", 60), now: 130) == entry("work", 60))
-        #expect(tally.add(entry("work", 61), now: 131) == nil)
+        #expect(tally.add(entry("work", 60), now: 130) == [entry("work", 60)])
+        #expect(tally.add(entry("work", 61), now: 131).isEmpty)
         #expect(tally.due(now: 132, all: true).map(\.repeated) == [1])
     }
 
