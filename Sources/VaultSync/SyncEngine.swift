@@ -82,10 +82,12 @@ extension SyncEngine {
     /// Most objects remembered for collection; older ones are forgotten
     /// (left in the store) rather than deleted early.
     static let maxGarbage = 4096
-    /// Seconds between the two reads of a root just written to a store
-    /// that ignores preconditions: another writer that looked at the root
-    /// just before ours landed writes within it.
-    static let rootSettle = 0.3
+    /// On a store that ignores preconditions: seconds between the two reads
+    /// of a root just written, and the most a writer lets pass between its
+    /// last look at the root and the answer to its write over it (`lookAgain`).
+    /// A root written over ours by a machine that looked before ours landed
+    /// then lands before our second read, which finds it.
+    static let rootSettle = 1.0
 
     /// True when this vault syncs with a store.
     public var isConfigured: Bool { (try? vault.getMeta(SyncEngine.syncMetaKey)) != nil }
@@ -249,6 +251,21 @@ extension SyncEngine {
                 vault.pacing.sleep(0.15 + 0.25 * Random.fraction())
             }
         }
+    }
+
+    /// On a store that ignores preconditions, just before writing over the
+    /// root `expected`: looks at it once more. Returns when that look was
+    /// asked for (this machine's monotonic clock), or nil when the root
+    /// moved, or when the answer took so long that a root written since may
+    /// already have been read back by its writer (`rootSettle`): an answer
+    /// reflects the store as of some moment after it was asked for, and a
+    /// write over it must land before the other writer's second read.
+    func lookAgain(at expected: [UInt8]?, in store: any SyncStore) throws(VaultError) -> Double? {
+        let asked = vault.pacing.monotonic()
+        guard try store.get(SyncEngine.rootName)?.bytes == expected,
+            vault.pacing.monotonic() - asked < SyncEngine.rootSettle / 2
+        else { return nil }
+        return asked
     }
 
     /// `vault-keys`: the header and keyslots, which 'vault join' opens with

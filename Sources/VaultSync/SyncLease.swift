@@ -127,8 +127,20 @@ extension SyncEngine {
             + [.init(record: record, device: state.device, id: id, seconds: SyncEngine.leaseSeconds)]
         let bytes = try next.encoded(with: keys)
         let newHash = try SyncRoot.hash(bytes)
+        // A store that ignores If-Match would let this write replace a root
+        // written since the one read above (its answer may have been slow),
+        // new tokens and the end of another machine's lease included.
+        var looked: Double?
+        if !state.honoursPreconditions {
+            looked = try lookAgain(at: object.bytes, in: store)
+            if looked == nil { return .changed }
+        }
         let precondition = object.etag.map(WritePrecondition.matches) ?? .none
         let written = try store.put(SyncEngine.rootName, bytes, precondition: precondition)
+        // Our write landed some time before its answer: when that was late,
+        // it may have replaced a root whose writer already read it back and
+        // stopped looking. The lease is then not trusted: start again.
+        if let looked, vault.pacing.monotonic() - looked >= SyncEngine.rootSettle { return .changed }
         if written != .stored {
             // A 412 may answer our own write sent again after its first
             // answer was lost: what the store holds decides.
@@ -140,7 +152,7 @@ extension SyncEngine {
         // Read back now, and again a moment later: a store may evaluate
         // If-Match for two writers before either writes, and the second
         // write then lands after the first writer's check.
-        for pause in [0, SyncEngine.leaseSettle] {
+        for pause in [0, state.honoursPreconditions ? SyncEngine.leaseSettle : SyncEngine.rootSettle] {
             vault.pacing.sleep(pause)
             let check = try store.get(SyncEngine.rootName)
             guard let check, try SyncRoot.hash(check.bytes) == newHash else { return .changed }

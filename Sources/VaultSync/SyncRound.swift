@@ -207,7 +207,7 @@ struct SyncRound {
         // A store that ignores If-Match lets this write replace a root that
         // another machine wrote since step 1, and that machine's update
         // would be lost without it knowing: look once more just before.
-        if !state.honoursPreconditions, try store.get(SyncEngine.rootName)?.bytes != rootObject?.bytes {
+        if !state.honoursPreconditions, try engine.lookAgain(at: rootObject?.bytes, in: store) == nil {
             try letGo()
             return false
         }
