@@ -1,7 +1,7 @@
 internal import CSodium
 
-/// Secret bytes in memory from `sodium_malloc`: guard pages around them,
-/// locked against swapping where the system allows, zeroed when freed.
+/// Secret bytes in secure memory (`SecureMemory`): locked against swapping
+/// where the system allows, kept out of core dumps, zeroed when freed.
 ///
 /// This is the only type that should hold keys, passphrases and plaintext
 /// grants for longer than a single call. Its bytes are fixed once it is
@@ -11,7 +11,7 @@ internal import CSodium
 public final class SecureBytes: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     // The memory behind `pointer` is written in two places only: inside an
     // initializer, before `self` is returned to anyone (so before any other
-    // thread can hold a reference), and by `sodium_free` in `deinit`, after
+    // thread can hold a reference), and when it is freed in `deinit`, after
     // the last reference is gone. Every method reads it, and none hands
     // out a pointer that may write (`withPointer` is an `UnsafePointer`).
     // So concurrent use cannot race, which the compiler cannot see through
@@ -68,7 +68,7 @@ public final class SecureBytes: Sendable, CustomStringConvertible, CustomDebugSt
     }
 
     deinit {
-        sodium_free(pointer)
+        SecureMemory.release(pointer, count: count)
     }
 
     /// Reads the bytes. The buffer must not escape the closure.
@@ -122,7 +122,7 @@ public final class SecureBuffer: CustomStringConvertible, CustomDebugStringConve
     }
 
     deinit {
-        sodium_free(pointer)
+        SecureMemory.release(pointer, count: count)
     }
 
     /// Reads the bytes. The buffer must not escape the closure.
@@ -163,14 +163,32 @@ public final class SecureBuffer: CustomStringConvertible, CustomDebugStringConve
 
 /// The allocation both kinds of secure memory share.
 enum SecureMemory {
-    /// `count` zeroed bytes from `sodium_malloc` (at least one, so the
-    /// pointer is never nil).
+    /// Sizes up to this come from the pool of small locked slots.
+    static let pooledLimit = 32768
+
+    /// `count` zeroed bytes (at least one, so the pointer is never nil):
+    /// a slot of the pool of locked memory for small values, else pages
+    /// of their own from `sodium_malloc`. `release` must be given the
+    /// same count.
     static func allocate(_ count: Int) throws(CryptoError) -> UnsafeMutableRawPointer {
+        guard count >= 0 else { throw CryptoError(.outOfMemory, "could not allocate secure memory") }
+        if count <= pooledLimit, let p = vault_secure_pool_alloc(count) { return p }
         try Sodium.ready()
-        guard count >= 0, let p = sodium_malloc(max(count, 1)) else {
+        guard let p = sodium_malloc(max(count, 1)) else {
             throw CryptoError(.outOfMemory, "could not allocate secure memory")
         }
         sodium_memzero(p, max(count, 1))
         return p
+    }
+
+    /// Zeroes and frees memory from `allocate(count)`.
+    static func release(_ pointer: UnsafeMutableRawPointer, count: Int) {
+        if !releaseToPool(pointer, count: count) { sodium_free(pointer) }
+    }
+
+    /// Zeroes a slot of the pool and lets it go; false, doing nothing, for
+    /// memory the pool did not give (`sodium_malloc`'s).
+    static func releaseToPool(_ pointer: UnsafeMutableRawPointer, count: Int) -> Bool {
+        count <= pooledLimit && vault_secure_pool_free(pointer, count) == 0
     }
 }

@@ -15,4 +15,13 @@
 /// static message in *error.
 int vault_sodium_load(const char **error);
 
+/// `size` zeroed bytes of locked memory from a pool of small slots
+/// (secure_pool.c), or NULL when `size` is over 32768 or no memory could be
+/// mapped: then use sodium_malloc. Does not need libsodium.
+void *vault_secure_pool_alloc(size_t size);
+
+/// Zeroes and returns a slot from vault_secure_pool_alloc of that `size`:
+/// 0. -1, doing nothing, when `pointer` is not in the pool.
+int vault_secure_pool_free(void *pointer, size_t size);
+
 #endif
