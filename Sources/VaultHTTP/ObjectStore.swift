@@ -175,8 +175,8 @@ public final class ObjectStore {
 
     /// Writes an object.
     @discardableResult
-    public func put(_ name: String, _ bytes: [UInt8], precondition: Precondition = .none) throws(Failure)
-        -> WriteResult
+    public func put(_ name: String, _ bytes: [UInt8], precondition: Precondition = .none, attempts: Int? = nil)
+        throws(Failure) -> WriteResult
     {
         try ObjectStore.check(name)
         var headers: [(name: String, value: String)] = [("Content-Type", "application/octet-stream")]
@@ -195,7 +195,7 @@ public final class ObjectStore {
         // a write that did land is refused with 412.
         let raced: Set<Int> = s3 != nil && precondition != .none && precondition != .absent ? [500] : []
         let response = try exchange(
-            "PUT", url: baseURL + name, label: name, body: body, headers: headers, returning: raced)
+            "PUT", url: baseURL + name, label: name, body: body, headers: headers, attempts: attempts, returning: raced)
         switch response.status {
         case 200, 201, 204: return .stored
         case 412: return .preconditionFailed

@@ -248,9 +248,21 @@ extension SyncEngine {
         next.keysPin = hash
         let bytes = try next.encoded(with: keys)
         let newHash = try SyncRoot.hash(bytes)
-        _ = try store.put(
-            SyncEngine.rootName, bytes, precondition: object.etag.map(WritePrecondition.matches) ?? .none)
-        for pause in [0, SyncEngine.leaseSettle] {
+        let precondition = object.etag.map(WritePrecondition.matches) ?? .none
+        // On a store that ignores If-Match, as a lease is written: over a
+        // root looked at just before, sent once, read back 1 s later.
+        if state.honoursPreconditions {
+            _ = try store.put(SyncEngine.rootName, bytes, precondition: precondition)
+        } else {
+            guard try lookAgain(at: object.bytes, in: store) != nil else { return false }
+            do {
+                _ = try store.putOnce(SyncEngine.rootName, bytes, precondition: precondition)
+            } catch {
+                guard error.code == .transient else { throw error }
+                return false
+            }
+        }
+        for pause in [0, state.honoursPreconditions ? SyncEngine.leaseSettle : SyncEngine.rootSettle] {
             vault.pacing.sleep(pause)
             guard let check = try store.get(SyncEngine.rootName), try SyncRoot.hash(check.bytes) == newHash else {
                 return false

@@ -136,7 +136,10 @@ extension SyncEngine {
             if looked == nil { return .changed }
         }
         let precondition = object.etag.map(WritePrecondition.matches) ?? .none
-        let written = try store.put(SyncEngine.rootName, bytes, precondition: precondition)
+        let written =
+            state.honoursPreconditions
+            ? try store.put(SyncEngine.rootName, bytes, precondition: precondition)
+            : try store.putOnce(SyncEngine.rootName, bytes, precondition: precondition)
         // Our write landed some time before its answer: when that was late,
         // it may have replaced a root whose writer already read it back and
         // stopped looking. The lease is then not trusted: start again.

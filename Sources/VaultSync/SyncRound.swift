@@ -217,7 +217,21 @@ struct SyncRound {
         // earlier try of this request and its answer was lost, the try
         // after it is refused by our own root. Either way, what the store
         // holds now decides, read back in step 5.
-        _ = try store.put(SyncEngine.rootName, rootBytes, precondition: precondition)
+        if state.honoursPreconditions {
+            _ = try store.put(SyncEngine.rootName, rootBytes, precondition: precondition)
+        } else {
+            // Sent once (docs/sync.md, "Stores that ignore preconditions"):
+            // after a failure (rclone's 423 while another write of the root
+            // runs, a 5xx, a broken connection), the next round looks again;
+            // if this write landed after all, that round finds it.
+            do {
+                _ = try store.putOnce(SyncEngine.rootName, rootBytes, precondition: precondition)
+            } catch {
+                guard error.code == .transient else { throw error }
+                try letGo()
+                return false
+            }
+        }
         written = next
         writtenHash = try SyncRoot.hash(rootBytes)
         return true

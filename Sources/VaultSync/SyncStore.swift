@@ -40,6 +40,12 @@ protocol SyncStore: AnyObject {
     func get(_ name: String) throws(VaultError) -> StoredObject?
     /// Writes `bytes` under `name` when the object there meets `precondition`.
     func put(_ name: String, _ bytes: [UInt8], precondition: WritePrecondition) throws(VaultError) -> WriteOutcome
+    /// `put`, sent once, never again after a failure: on a store that
+    /// ignores preconditions, a write sent again later would replace
+    /// whatever was written meanwhile, unseen (docs/sync.md, "Stores that
+    /// ignore preconditions").
+    func putOnce(_ name: String, _ bytes: [UInt8], precondition: WritePrecondition) throws(VaultError)
+        -> WriteOutcome
     /// Deletes the object under `name`; one already gone is no failure.
     func delete(_ name: String) throws(VaultError)
     /// Makes sure the place the objects go exists; returns the places it
@@ -73,6 +79,13 @@ extension SyncStore {
 
     /// No clock, unless the store tells its own.
     var lastDate: Int64? { nil }
+
+    /// `put`, for a store that never sends a request twice.
+    func putOnce(_ name: String, _ bytes: [UInt8], precondition: WritePrecondition) throws(VaultError)
+        -> WriteOutcome
+    {
+        try put(name, bytes, precondition: precondition)
+    }
 
     /// Writes `bytes` under `name` whatever is there.
     func put(_ name: String, _ bytes: [UInt8]) throws(VaultError) -> WriteOutcome {
@@ -140,6 +153,18 @@ final class HTTPSyncStore: SyncStore {
     }
 
     func put(_ name: String, _ bytes: [UInt8], precondition: WritePrecondition) throws(VaultError) -> WriteOutcome {
+        try put(name, bytes, precondition: precondition, attempts: nil)
+    }
+
+    func putOnce(_ name: String, _ bytes: [UInt8], precondition: WritePrecondition) throws(VaultError)
+        -> WriteOutcome
+    {
+        try put(name, bytes, precondition: precondition, attempts: 1)
+    }
+
+    private func put(_ name: String, _ bytes: [UInt8], precondition: WritePrecondition, attempts: Int?)
+        throws(VaultError) -> WriteOutcome
+    {
         let required: ObjectStore.Precondition
         switch precondition {
         case .none: required = .none
@@ -147,7 +172,7 @@ final class HTTPSyncStore: SyncStore {
         case .matches(let etag): required = .matches(etag)
         }
         do {
-            switch try client.put(name, bytes, precondition: required) {
+            switch try client.put(name, bytes, precondition: required, attempts: attempts) {
             case .stored: return .stored
             case .preconditionFailed: return .preconditionFailed
             }
