@@ -4,11 +4,11 @@
    pages, mprotect, mlock, and the reverse on free, about ten system calls
    and a page fault or two per key, token or scratch buffer. A command
    makes dozens, a sync hundreds. Here each size class (64 bytes to 32 KiB)
-   takes slots from regions of at least 16 KiB and eight slots that are
-   mapped once, with a guard page on each side, locked against swapping where the limit allows, and
-   kept out of core dumps, as sodium_malloc's pages are. A slot is zeroed
-   when it is let go and handed out zeroed again; regions are never
-   unmapped, so a slot only ever holds secrets of this process.
+   takes slots from regions of at least 16 KiB and eight slots, mapped
+   once, with a guard page on each side, locked against swapping where the
+   limit allows, and kept out of core dumps, as sodium_malloc's pages are.
+   A slot is zeroed when it is let go and handed out zeroed again; regions
+   are never unmapped, so a slot only ever holds secrets of this process.
 
    What is given up is a guard page between two slots: a write past the end
    of one lands in the next instead of faulting. Every length vault passes

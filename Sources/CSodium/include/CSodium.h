@@ -20,8 +20,8 @@ int vault_sodium_load(const char **error);
 /// mapped: then use sodium_malloc. Does not need libsodium.
 void *vault_secure_pool_alloc(size_t size);
 
-/// Zeroes and returns a slot from vault_secure_pool_alloc of that `size`:
-/// 0. -1, doing nothing, when `pointer` is not in the pool.
+/// Zeroes a slot from vault_secure_pool_alloc of that `size` and returns it
+/// to the pool: 0; -1, doing nothing, when `pointer` is not in the pool.
 int vault_secure_pool_free(void *pointer, size_t size);
 
 #endif
