@@ -190,6 +190,8 @@ final class SimMachine: @unchecked Sendable {
         case .token(let n), .refresh(let n):
             let name = try pick(n)
             let force = operation == .refresh(pick: n)
+            let knownBefore = known
+            let record = try? recordID(vault, name)
             let fresh = try TokenRefresher(vault: vault, transport: transport).freshGrant(name, forceRefresh: force)
             let token = fresh.grant.accessToken
             switch provider.standing(ofAccess: token, now: world.now) {
@@ -199,6 +201,14 @@ final class SimMachine: @unchecked Sendable {
                         + "(\(fresh.refreshed ? "just refreshed" : "not refreshed"))", kind: "expired token")
             case .revoked: ledger.count("revoked token handed out")
             case .valid, .unknown: break
+            }
+            if fresh.refreshed, let id = record,
+                ledger.edits.contains(where: { $0.record == id && $0.removed && !knownBefore.contains($0.id) })
+            {
+                // A refresh racing an acknowledged removal this machine had
+                // not heard of when it began: the removal holds, and the new
+                // tokens go with it (docs/sync.md, "Versions and merge").
+                ledger.removed(refreshToken: fresh.grant.refreshToken)
             }
             return fresh.refreshed ? "refreshed \(name)" : "fresh \(name)"
         case .resolve(let n, let keepOther):

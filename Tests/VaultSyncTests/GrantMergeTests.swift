@@ -275,6 +275,31 @@ struct GrantMergeTests {
         #expect(live.grant?.dead == false)
     }
 
+    @Test("a refresh racing a removal, a rename racing both: the rename never holds the spent token live")
+    func refreshRacingRemovalBesideRename() {
+        let renamedOnA = Self.renamed(Self.base, to: "n24")
+        let removedOnA = renamedOnA.edited(name: "n24", grant: nil)
+        let refreshedOnB = Self.refreshed(renamedOnA, access: "a1", refresh: "rt2")
+        let renamedOnC = Self.renamed(Self.base, to: "n21")
+        func kept(_ m: GrantMerge) -> Payload {
+            m.deleted
+                ? GrantMerge.choosing(Self.side(renamedOnC), over: Self.side(m.value, deleted: true)).value : m.value
+        }
+        // The removal holds against the refresh, and the new tokens go
+        // with it: the rename, kept, is dead rather than present rt1 again.
+        let removal = Self.merge(Self.side(removedOnA, deleted: true), Self.side(refreshedOnB))
+        #expect(!removal.conflict && removal.deleted)
+        let late = Self.merge(Self.side(removal.value, deleted: true), Self.side(renamedOnC))
+        #expect(late.conflict)
+        #expect(kept(late).name == "n21" && kept(late).grant?.refreshToken == "rt1" && kept(late).grant?.dead == true)
+        // Met in the other order, the rename takes the new tokens first.
+        let renamed = Self.merge(Self.side(renamedOnC), Self.side(refreshedOnB))
+        #expect(renamed.value.grant?.refreshToken == "rt2")
+        let early = Self.merge(Self.side(renamed.value), Self.side(removedOnA, deleted: true))
+        #expect(early.conflict)
+        #expect(kept(early).grant?.refreshToken == "rt2" && kept(early).grant?.dead == false)
+    }
+
     @Test("a removal and a refusal elsewhere: removed, no conflict")
     func removalAndDeadMark() {
         var g = Self.base.grant!
