@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "CPlatform.h"
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <string.h>
@@ -240,4 +241,11 @@ int vault_spawn_detached(posix_spawnattr_t *attributes) {
     if (rc == 0) rc = posix_spawnattr_setsigdefault(attributes, &defaults);
     if (rc == 0) rc = posix_spawnattr_setflags(attributes, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     return rc;
+}
+
+int vault_usable_processors(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+    int n = CPU_COUNT(&set);
+    return n > 0 ? n : 1;
 }

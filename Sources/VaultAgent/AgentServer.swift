@@ -218,34 +218,3 @@ struct AgentEnvironment: @unchecked Sendable {
             now: { [self] in time.now() }, log: { [self] in log($0) })
     }
 }
-
-/// The body of a thread, handed to `pthread_create` as its argument.
-private final class ThreadBody: Sendable {
-    let run: @Sendable () -> Void
-    init(_ run: @escaping @Sendable () -> Void) { self.run = run }
-}
-
-/// Starts `body` on a new detached thread; false, without running it,
-/// when no thread could be made.
-func tryStartThread(_ body: @escaping @Sendable () -> Void) -> Bool {
-    let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
-    var thread = pthread_t()
-    let started = pthread_create(
-        &thread, nil,
-        { raw in
-            Unmanaged<ThreadBody>.fromOpaque(raw!).takeRetainedValue().run()
-            return nil
-        }, context)
-    guard started == 0 else {
-        Unmanaged<ThreadBody>.fromOpaque(context).release()
-        return false
-    }
-    pthread_detach(thread)
-    return true
-}
-
-/// Starts `body` on a new detached thread; when no thread can be made, runs
-/// it here rather than drop it.
-package func startThread(_ body: @escaping @Sendable () -> Void) {
-    if !tryStartThread(body) { body() }
-}

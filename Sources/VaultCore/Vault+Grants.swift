@@ -160,11 +160,28 @@ extension Vault {
                         VaultError(.tampered, "record \(Array(id.prefix(4)).hex) is missing (deleted outside vault)"))
                 }
             }
-            // Sorting positions rather than the grants themselves: a grant is
-            // a large value, and moving 10,000 of them dominated the sort.
+            // Sorting positions rather than the grants themselves (a grant
+            // is a large value, and moving 10,000 of them dominated the
+            // sort), then moving each grant once into its place.
             let names = grants.map(\.name)
-            let order = names.indices.sorted { names[$0] < names[$1] }
-            return GrantListing(grants: order.map { grants[$0] }, problems: problems)
+            Vault.permute(&grants, by: names.indices.sorted { names[$0] < names[$1] })
+            return GrantListing(grants: grants, problems: problems)
+        }
+    }
+
+    /// Rearranges `items` so that position i holds what was at `order[i]`
+    /// (a permutation of the positions), following each cycle with swaps:
+    /// every item moved, none copied.
+    static func permute<T>(_ items: inout [T], by order: [Int]) {
+        var placed = [Bool](repeating: false, count: order.count)
+        for start in order.indices where !placed[start] {
+            var i = start
+            placed[i] = true
+            while order[i] != start {
+                items.swapAt(i, order[i])
+                i = order[i]
+                placed[i] = true
+            }
         }
     }
 

@@ -63,4 +63,8 @@ void vault_release_free_memory(void);
 /// back at their defaults. Returns 0, or an errno value.
 int vault_spawn_detached(posix_spawnattr_t *attributes);
 
+/// The processors this process may run on (sched_getaffinity, a GNU
+/// extension Swift cannot see); 1 when that cannot be learned.
+int vault_usable_processors(void);
+
 #endif

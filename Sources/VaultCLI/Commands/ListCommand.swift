@@ -56,20 +56,21 @@ struct ListCommand: VaultCommand {
             func when(_ date: Date?) -> String {
                 date.map { "\(Format.timestamp($0)) (\(Format.relative($0, now: now)))" } ?? "-"
             }
-            for (g, deadline) in zip(listing.grants, deadlines) {
-                let dies = deadline.map { "\(when($0.date)), \(GrantLifetimes.ruleText($0))" } ?? "-"
-                rows.append(
-                    [
-                        g.name, g.grant.provider, g.grant.account ?? "-",
-                        GrantSummary.state(of: g.grant, at: now) + (conflicted.contains(g.name) ? " (conflict)" : ""),
-                        when(g.grant.expiresAt),
-                    ]
-                        + (refreshColumn
-                            ? [
-                                dies, Format.relative(g.grant.refreshedAt ?? g.grant.createdAt, now: now),
-                                lifetimes.lastUse[g.name].map { Format.relative($0, now: now) } ?? "-",
-                            ] : []))
+            let grants = listing.grants
+            func row(_ i: Int) -> [String] {
+                let g = grants[i]
+                let dies = deadlines[i].map { "\(when($0.date)), \(GrantLifetimes.ruleText($0))" } ?? "-"
+                let state =
+                    GrantSummary.state(of: g.grant, at: now) + (conflicted.contains(g.name) ? " (conflict)" : "")
+                let columns = [g.name, g.grant.provider, g.grant.account ?? "-", state, when(g.grant.expiresAt)]
+                guard refreshColumn else { return columns }
+                return columns + [
+                    dies, Format.relative(g.grant.refreshedAt ?? g.grant.createdAt, now: now),
+                    lifetimes.lastUse[g.name].map { Format.relative($0, now: now) } ?? "-",
+                ]
             }
+            // Each grant's row alone, in parts at once on a long list.
+            for part in inParts(grants.count, minimumPart: 512, { $0.map(row) }) { rows += part }
             // One write for the whole table.
             Console.write(Format.table(rows).joined(separator: "\n") + "\n", to: 1)
         } else if listing.problems.isEmpty {

@@ -74,14 +74,48 @@ struct JSONReader {
         return key
     }
 
-    /// A key: its bytes, compared against the names a reader knows.
+    /// A key or string: its bytes, compared against the names a reader
+    /// knows. Without escapes (nearly always) they are the text's own bytes,
+    /// copied nowhere; with escapes, decoded into an array of its own.
     struct Key {
-        private(set) var bytes: [UInt8]
-        mutating func wipe() { secureZero(&bytes) }
-        func `is`(_ name: [UInt8]) -> Bool { bytes == name }
+        private let text: UnsafeBufferPointer<UInt8>
+        private var decoded: [UInt8]?
+
+        init(text: UnsafeBufferPointer<UInt8>) {
+            self.text = text
+            decoded = nil
+        }
+
+        init(decoded: [UInt8]) {
+            text = UnsafeBufferPointer(start: nil, count: 0)
+            self.decoded = decoded
+        }
+
+        /// Zeroes a decoded copy; the text's own bytes are the caller's.
+        mutating func wipe() {
+            if decoded != nil { secureZero(&decoded!) }
+        }
+
+        func withBytes<R>(_ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+            if let decoded { return decoded.withUnsafeBufferPointer(body) }
+            return body(text)
+        }
+
+        /// The bytes as a string.
+        var string: String { withBytes { String(decoding: $0, as: UTF8.self) } }
+
+        func `is`(_ name: [UInt8]) -> Bool {
+            withBytes { b in
+                b.count == name.count
+                    && (b.isEmpty
+                        || name.withUnsafeBufferPointer { memcmp(b.baseAddress!, $0.baseAddress!, b.count) == 0 })
+            }
+        }
+
         func `is`(_ name: StaticString) -> Bool {
-            name.utf8CodeUnitCount == bytes.count
-                && bytes.withUnsafeBufferPointer { memcmp($0.baseAddress!, name.utf8Start, bytes.count) == 0 }
+            withBytes { b in
+                b.count == name.utf8CodeUnitCount && (b.isEmpty || memcmp(b.baseAddress!, name.utf8Start, b.count) == 0)
+            }
         }
     }
 
@@ -109,7 +143,7 @@ struct JSONReader {
     mutating func string() throws(Failure) -> String {
         skipSpace()
         guard current == UInt8(ascii: "\"") else { throw .malformed }
-        return String(decoding: try rawString().bytes, as: UTF8.self)
+        return try rawString().string
     }
 
     mutating func bool() throws(Failure) -> Bool {
@@ -207,7 +241,7 @@ struct JSONReader {
             var object: [String: JSONValue] = [:]
             try beginObject(depth: depth)
             while let key = try nextKey() {
-                let name = String(decoding: key.bytes, as: UTF8.self)
+                let name = key.string
                 guard object[name] == nil else { throw .malformed }
                 object[name] = try value(depth: depth + 1)
             }
@@ -259,11 +293,13 @@ struct JSONReader {
         // Fast path: no escapes.
         while let c = current, c != UInt8(ascii: "\""), c != UInt8(ascii: "\\"), c >= 0x20 { index += 1 }
         guard let stop = current else { throw .malformed }
-        var out = Array(UnsafeBufferPointer(rebasing: bytes[start..<index]))
         if stop == UInt8(ascii: "\"") {
+            let text = UnsafeBufferPointer(rebasing: bytes[start..<index])
             index += 1
-            return try valid(out)
+            try JSONReader.checkUTF8(text)
+            return Key(text: text)
         }
+        var out = Array(UnsafeBufferPointer(rebasing: bytes[start..<index]))
         guard stop == UInt8(ascii: "\\") else { throw .malformed }
         while let c = current {
             index += 1
@@ -304,17 +340,16 @@ struct JSONReader {
         throw .malformed
     }
 
-    /// The bytes as a key if they are valid UTF-8 (ASCII is checked inline).
+    /// The bytes as a key if they are valid UTF-8.
     private func valid(_ out: [UInt8]) throws(Failure) -> Key {
-        var ascii = true
-        for b in out where b >= 0x80 {
-            ascii = false
-            break
-        }
-        if !ascii {
-            guard String(utf8Validating: out) != nil else { throw .malformed }
-        }
-        return Key(bytes: out)
+        try out.withUnsafeBufferPointer { (b) throws(Failure) in try JSONReader.checkUTF8(b) }
+        return Key(decoded: out)
+    }
+
+    /// Refuses bytes that are not valid UTF-8 (ASCII is checked inline).
+    private static func checkUTF8(_ b: UnsafeBufferPointer<UInt8>) throws(Failure) {
+        guard b.contains(where: { $0 >= 0x80 }) else { return }
+        guard String(validating: b, as: UTF8.self) != nil else { throw .malformed }
     }
 
     private mutating func hex4() throws(Failure) -> UInt32 {
@@ -722,7 +757,7 @@ extension ProviderConfiguration {
         var map: [String: String] = [:]
         try r.beginObject(depth: 3)
         while let key = try r.nextKey() {
-            let name = String(decoding: key.bytes, as: UTF8.self)
+            let name = key.string
             guard map[name] == nil else { throw .malformed }
             map[name] = try r.string()
         }

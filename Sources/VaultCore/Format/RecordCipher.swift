@@ -157,6 +157,23 @@ package final class LocalKeys: VaultKeys {
     }
 
     package func open(_ records: [StoredRecord], secrets: Bool) throws(VaultError) -> [Result<Payload, VaultError>] {
+        // A long list (`vault list`, a sync) is opened in parts at once,
+        // one per processor: each row is decrypted and parsed alone, and the
+        // keys are only read.
+        let parts = inParts(records.count, minimumPart: LocalKeys.rowsPerPart) { range in
+            Result { () throws(VaultError) in try open(records[range], secrets: secrets) }
+        }
+        guard parts.count > 1 else { return try parts[0].get() }
+        var all: [Result<Payload, VaultError>] = []
+        all.reserveCapacity(records.count)
+        for part in parts { all += try part.get() }
+        return all
+    }
+
+    /// Opens `records` one after another with one scratch buffer.
+    private func open(_ records: ArraySlice<StoredRecord>, secrets: Bool) throws(VaultError)
+        -> [Result<Payload, VaultError>]
+    {
         try withScratch(for: records) { (scratch: SecureBuffer) -> [Result<Payload, VaultError>] in
             records.map { row in
                 Result { () throws(VaultError) in
@@ -166,6 +183,9 @@ package final class LocalKeys: VaultKeys {
             }
         }
     }
+
+    /// A list is opened in parts only when each holds at least this many rows.
+    static let rowsPerPart = 256
 
     /// Opens one row directly: the token path of every command that holds
     /// the keys itself, so no array of `Result` (instantiated at run time)
@@ -182,7 +202,7 @@ package final class LocalKeys: VaultKeys {
     /// record, so a few buffers are kept between calls (the agent's
     /// requests), each wiped after every use.
     package func withScratch<R>(
-        for records: [StoredRecord], _ body: (SecureBuffer) throws(VaultError) -> R
+        for records: some Collection<StoredRecord>, _ body: (SecureBuffer) throws(VaultError) -> R
     ) throws(VaultError) -> R {
         let size = max(RecordCipher.blockSize, records.map { $0.ciphertext.count }.max() ?? 0)
         let kept = spareScratch.take(size)
