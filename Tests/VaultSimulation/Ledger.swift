@@ -43,7 +43,8 @@ final class Ledger: @unchecked Sendable {
     private(set) var violations: [Violation] = []
     private(set) var counts: [String: Int] = [:]
     /// Refresh tokens an acknowledged removal (`remove`, or a pick of a
-    /// removal) took away with its grant: a family whose newest token went
+    /// removal) took away with its grant, or an acknowledged `import
+    /// --replace` gave up for new tokens: a family whose newest token went
     /// so was ended by a person, not lost.
     private(set) var removedRefreshTokens: Set<String> = []
 

@@ -284,21 +284,24 @@ struct Oracle {
                 !provider.isRevoked(family), !provider.isNewest(refresh)
             else { continue }
             let spender = provider.spender(of: refresh)
-            if provider.newest(of: family).map(ledger.removedRefreshTokens.contains) == true {
-                // A person removed the grant that held the newest token while
-                // another machine renamed or changed it: shown as a conflict,
-                // and the refresh token kept on this side is known spent.
-                ledger.count("newest refresh token removed with its grant")
+            // The losses the invariants allow come first, so that a loss is
+            // counted once, by its first cause.
+            if spender?.crashed == true {
+                ledger.count("newest refresh token lost with a killed process")
+            } else if spender?.refreshedAlone == true {
+                ledger.count("newest refresh token lost while the store was away")
+            } else if provider.newest(of: family).map(ledger.removedRefreshTokens.contains) == true {
+                // A person removed the grant that held the newest token (or
+                // replaced its tokens) while another machine renamed or
+                // changed it: shown as a conflict, and the refresh token kept
+                // on this side is known spent.
+                ledger.count("newest refresh token given up by a person")
                 if !record.value.dead {
                     ledger.violation(
                         "'\(record.value.name)' holds spent refresh token \(provider.generation(of: refresh) ?? -1) "
                             + "of family \(family) as live: its next refresh would be a reuse",
                         kind: "newest token lost")
                 }
-            } else if spender?.crashed == true {
-                ledger.count("newest refresh token lost with a killed process")
-            } else if spender?.refreshedAlone == true {
-                ledger.count("newest refresh token lost while the store was away")
             } else {
                 ledger.violation(
                     "'\(record.value.name)' holds refresh token \(provider.generation(of: refresh) ?? -1) of family "

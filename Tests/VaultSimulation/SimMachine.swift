@@ -169,7 +169,9 @@ final class SimMachine: @unchecked Sendable {
         case .replace(let n, let refreshable):
             let name = try pick(n)
             let grant = authorize(refreshable: refreshable)
+            let given = try? vault.load(name).refreshToken
             try vault.save(grant.grant, as: name, mode: .replace)
+            ledger.removed(refreshToken: given)
             try edited(vault, name, groups: .tokens, name: name, family: grant.family, what: "replace \(name)")
             return "replaced \(name)"
         case .rename(let n, let to):
