@@ -204,7 +204,8 @@ struct AgentEnvironment: @unchecked Sendable {
     /// core's per-grant lock.
     func tokenRefresher(_ vault: Vault) -> TokenRefresher {
         var refresher = TokenRefresher(
-            vault: vault, transport: transport, coordinator: SyncRefreshCoordinator(transport: transport))
+            vault: vault, transport: transport,
+            coordinator: SyncRefreshCoordinator(transport: transport, configDirectory: location.configDirectory))
         refresher.observer = notifier
         return refresher
     }

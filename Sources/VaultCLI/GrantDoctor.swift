@@ -1,6 +1,7 @@
 internal import FoundationEssentials
 internal import VaultCore
 internal import VaultHTTP
+internal import VaultSync
 
 /// One thing `vault doctor` looked at, what it found and what to do.
 struct Finding: Encodable {
@@ -49,6 +50,10 @@ struct GrantDoctor {
     let conflicted: Bool
     /// `--mail`: the grant is meant for IMAP and SMTP.
     let forMail: Bool
+    /// Which machine may refresh the grant, for a synced grant whose
+    /// refresh token a second use would revoke (nil otherwise), and
+    /// whether the store answered.
+    var refreshRight: (right: RefreshRight, storeAnswers: Bool)? = nil
 
     /// A skew of the local clock against the provider's that is reported.
     static let clockTolerance: Double = 60
@@ -67,6 +72,7 @@ struct GrantDoctor {
                         "'vault conflicts' shows both sides; 'vault conflicts resolve \(name) --keep current|other' ends it"
                 ))
         }
+        if let right = refreshRightFinding() { findings.append(right) }
         if let scopes = mailScopeFinding() { findings.append(scopes) }
         let reachable = probeFindings(into: &findings)
         findings += tokenFindings(reachable: reachable)
@@ -106,6 +112,36 @@ struct GrantDoctor {
             return Finding("state", .fail, why, remedy: again)
         case .dead:
             return Finding("state", .fail, "the provider refused the grant", remedy: again)
+        }
+    }
+
+    /// Which machine may refresh the grant (docs/sync.md, "Refresh rights
+    /// while the store is away").
+    func refreshRightFinding() -> Finding? {
+        guard let (right, answers) = refreshRight else { return nil }
+        switch right {
+        case .here:
+            return Finding(
+                "refresh-right", .ok,
+                "this machine holds the right to refresh it, and refreshes it even while the store is away")
+        case .nobody:
+            return Finding(
+                "refresh-right", .ok,
+                "no machine held the right to refresh it at the last sync; the next refresh takes it"
+                    + (answers ? "" : " once the store answers"))
+        case .elsewhere(let machine):
+            let meanwhile =
+                "this machine hands out its access token while it is valid, and otherwise exits 75 (try again)"
+            guard !answers else {
+                return Finding(
+                    "refresh-right", .ok,
+                    "machine \(machine) held the right to refresh it at the last sync; a refresh here asks for it, "
+                        + "and \(meanwhile) until that machine has synced")
+            }
+            return Finding(
+                "refresh-right", .warn,
+                "machine \(machine) holds the right to refresh it and the store cannot be reached: \(meanwhile)",
+                remedy: "run 'vault sync' on machine \(machine) once the store answers, or wait for the store")
         }
     }
 

@@ -38,7 +38,8 @@ struct VaultOpener {
         }
         let (vault, shareable) = try unlockHere(location)
         if shareable { agents.shareUnlock(vault, agent: agent) }
-        vault.refreshCoordinator = SyncRefreshCoordinator(transport: network.transport)
+        vault.refreshCoordinator = SyncRefreshCoordinator(
+            transport: network.transport, configDirectory: location.configDirectory)
         return vault
     }
 
@@ -66,7 +67,8 @@ struct VaultOpener {
             }
         }
         vault.refreshCoordinator = AgentRefreshCoordinator(
-            client: agent, here: SyncRefreshCoordinator(transport: network.transport))
+            client: agent,
+            here: SyncRefreshCoordinator(transport: network.transport, configDirectory: location.configDirectory))
         #if DEBUG
             keys.beforeRequest = AgentTestPause(environment: environment)?.wait
         #endif
@@ -75,8 +77,10 @@ struct VaultOpener {
     /// Opens the vault by unlocking it in this process, never through the
     /// agent: for changes to keyslots, which need the master key.
     func openVaultDirectly() throws -> Vault {
-        let vault = try unlockHere(try existingLocation()).0
-        vault.refreshCoordinator = SyncRefreshCoordinator(transport: network.transport)
+        let location = try existingLocation()
+        let vault = try unlockHere(location).0
+        vault.refreshCoordinator = SyncRefreshCoordinator(
+            transport: network.transport, configDirectory: location.configDirectory)
         return vault
     }
 

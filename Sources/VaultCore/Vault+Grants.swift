@@ -253,7 +253,7 @@ extension Vault {
     }
 
     /// The row of record `id`, if any.
-    func findRow(id: [UInt8]) throws(VaultError) -> StoredRecord? { try tables.record(id: id) }
+    package func findRow(id: [UInt8]) throws(VaultError) -> StoredRecord? { try tables.record(id: id) }
 
     package func allRows() throws(VaultError) -> [StoredRecord] { try tables.records() }
 

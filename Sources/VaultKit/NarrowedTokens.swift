@@ -13,7 +13,8 @@ extension VaultGrantStore {
     ) async throws(VaultError) -> FreshDerivedToken {
         try await withHandle { (vault: Vault) throws(VaultError) in
             let coordinator: (any RefreshCoordinator)? =
-                vault.isThroughAgent ? nil : SyncRefreshCoordinator(transport: transport)
+                vault.isThroughAgent
+                ? nil : SyncRefreshCoordinator(transport: transport, configDirectory: vault.location.configDirectory)
             var refresher = TokenRefresher(vault: vault, transport: transport, coordinator: coordinator)
             refresher.refreshExtras = extras
             return try refresher.derivedToken(

@@ -130,7 +130,8 @@ public final class VaultGrantStore: RefreshingGrantStore {
             // A vault opened through the agent keeps the agent's coordinator;
             // one opened here coordinates through its sync store, if any.
             let coordinator: (any RefreshCoordinator)? =
-                vault.isThroughAgent ? nil : SyncRefreshCoordinator(transport: transport)
+                vault.isThroughAgent
+                ? nil : SyncRefreshCoordinator(transport: transport, configDirectory: vault.location.configDirectory)
             var refresher = TokenRefresher(vault: vault, transport: transport, coordinator: coordinator)
             refresher.refreshExtras = extras
             return try refresher.freshGrant(name, minimumValidity: minimumValidity, forceRefresh: forceRefresh)

@@ -63,7 +63,7 @@ struct LeaseObservations {
             let key = Key(record: lease.record, device: lease.device, id: lease.id)
             let seen = firstSeen[key] ?? now
             next[key] = seen
-            if now - seen < Double(lease.seconds) { active.append(lease) }
+            if now - seen < lease.observedSeconds { active.append(lease) }
         }
         firstSeen = next
         return active
@@ -108,16 +108,131 @@ extension SyncEngine {
     /// The active leases of `root` by this machine's observation, with the
     /// observation stored for the other processes of this machine.
     func activeLeases(_ root: SyncRoot, keys: SyncKeys) throws(VaultError) -> [SyncRoot.Lease] {
-        let clock = vault.pacing.boot()
-        let vaultID = vault.header.vaultID
         var active: [SyncRoot.Lease] = []
         try vault.update { (_: inout StateManifest) throws(VaultError) in
-            var seen = try LeaseObservations(
-                unsealing: try vault.getMeta(LeaseObservations.metaKey), keys: keys, vaultID: vaultID,
-                bootID: clock.bootID)
-            active = seen.observe(root.leases, now: clock.seconds)
-            try vault.putMeta(LeaseObservations.metaKey, try seen.sealed(keys: keys, vaultID: vaultID))
+            active = try observeLeases(root, keys: keys)
         }
         return active
+    }
+
+    /// `activeLeases` inside a write transaction of the caller's (a sync's
+    /// merge notes the leases of every root it takes, so that what this
+    /// machine knows of them is as recent as its last sync).
+    func observeLeases(_ root: SyncRoot, keys: SyncKeys) throws(VaultError) -> [SyncRoot.Lease] {
+        let clock = vault.pacing.boot()
+        let vaultID = vault.header.vaultID
+        var seen = try LeaseObservations(
+            unsealing: try vault.getMeta(LeaseObservations.metaKey), keys: keys, vaultID: vaultID,
+            bootID: clock.bootID)
+        let active = seen.observe(root.leases, now: clock.seconds)
+        try vault.putMeta(LeaseObservations.metaKey, try seen.sealed(keys: keys, vaultID: vaultID))
+        // A standing lease this machine noted as held but that the store's
+        // root no longer carries (another machine's write replaced it, on a
+        // store that ignores preconditions) is not held: letting go can only
+        // keep this machine from refreshing alone, never let it.
+        let held = try heldLeases(keys)
+        if !held.held.isEmpty {
+            let me = try loadSyncState(keys).device
+            let gone = held.held.filter { record, h in
+                !root.leases.contains { $0.record == record && $0.device == me && $0.id == h.id }
+            }.map(\.key)
+            if !gone.isEmpty { try updateHeldLeases(keys) { h in for record in gone { h.set(record, nil) } } }
+        }
+        return active
+    }
+}
+
+/// The standing leases this machine holds (docs/sync.md, "Refresh rights
+/// while the store is away"): for each record, the lease id written and
+/// when, on this machine's boot clock, from before the write. Kept in the
+/// vault file (meta key `lease-held`) so that every process of the machine
+/// knows whether it may refresh the grant while the store cannot be
+/// reached. Sealed like `lease-seen`; a row that fails its check, or was
+/// written in another boot, holds nothing: that can only keep this machine
+/// from refreshing alone, never let it.
+struct HeldLeases {
+    static let metaKey = "lease-held"
+    static let label = Array("vault.lease-held.v1".utf8) + [0]
+
+    struct Held: Equatable {
+        var id: UInt32
+        /// Boot-clock seconds from before the root carrying the lease was written.
+        var since: Double
+        var seconds: UInt32
+    }
+
+    private(set) var held: [[UInt8]: Held] = [:]
+    let bootID: [UInt8]
+
+    /// Entry: record 16, id u32, since (f64 bits, u64), seconds u32.
+    init(decoding blob: [UInt8]?, bootID: [UInt8]) {
+        self.bootID = bootID
+        guard let blob, blob.count >= 2 else { return }
+        let idLength = Int(blob[0])
+        guard !bootID.isEmpty, idLength == bootID.count, blob.count >= 1 + idLength,
+            Array(blob[1..<(1 + idLength)]) == bootID
+        else { return }
+        var r = ByteReader(Array(blob[(1 + idLength)...]), what: "the held leases")
+        while r.remaining >= 16 + 4 + 8 + 4 {
+            guard let record = try? r.read(16), let id = try? r.u32(), let bits = try? r.u64(),
+                let seconds = try? r.u32()
+            else { return }
+            held[record] = Held(id: id, since: Double(bitPattern: bits), seconds: seconds)
+        }
+    }
+
+    var encoded: [UInt8] {
+        var w = ByteWriter()
+        w.append(UInt8(bootID.count))
+        w.append(bootID)
+        for (record, h) in held.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+            w.append(record)
+            w.append(h.id)
+            w.append(h.since.bitPattern)
+            w.append(h.seconds)
+        }
+        return w.bytes
+    }
+
+    mutating func set(_ record: [UInt8], _ h: Held?) { held[record] = h }
+
+    /// Whether the lease on `record` is still this machine's at boot-clock
+    /// time `now`, with `request` seconds to spare: it must end, with a
+    /// margin, before any other machine can have seen the lease for its
+    /// whole duration.
+    func lets(_ record: [UInt8], now: Double, request: Double) -> Bool {
+        guard let h = held[record] else { return false }
+        return now - h.since + request + SyncEngine.leaseMargin < Double(h.seconds)
+    }
+
+    /// Whether this machine may start a token request of up to `request`
+    /// seconds for `record` while the store is away: under a lease that is
+    /// still its own and not quiet (a quiet one promised the others that
+    /// it would not).
+    func letsRefreshAlone(_ record: [UInt8], now: Double, request: Double) -> Bool {
+        guard let h = held[record], h.id & SyncEngine.quietFlag == 0 else { return false }
+        return lets(record, now: now, request: request)
+    }
+}
+
+extension SyncEngine {
+    /// This machine's standing leases, as every process of it shares them.
+    func heldLeases(_ keys: SyncKeys) throws(VaultError) -> HeldLeases {
+        let bootID = vault.pacing.boot().bootID
+        let row = try vault.getMeta(HeldLeases.metaKey)
+        guard let row, row.count > 32 else { return HeldLeases(decoding: nil, bootID: bootID) }
+        let blob = Array(row.dropLast(32))
+        let mac = try Secure.hash(HeldLeases.label + vault.header.vaultID + blob, key: keys.nameKey)
+        return HeldLeases(
+            decoding: LeaseObservations.same(mac, Array(row.suffix(32))) ? blob : nil, bootID: bootID)
+    }
+
+    /// Changes this machine's standing leases; call inside a write transaction.
+    func updateHeldLeases(_ keys: SyncKeys, _ change: (inout HeldLeases) -> Void) throws(VaultError) {
+        var leases = try heldLeases(keys)
+        change(&leases)
+        let blob = leases.encoded
+        let mac = try Secure.hash(HeldLeases.label + vault.header.vaultID + blob, key: keys.nameKey)
+        try vault.putMeta(HeldLeases.metaKey, blob + mac)
     }
 }

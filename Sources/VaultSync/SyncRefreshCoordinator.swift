@@ -8,10 +8,12 @@ public import VaultHTTP
 /// store's lease on it, so that a rotating refresh token is spent once
 /// across machines; afterwards, push the new tokens at once.
 ///
-/// Availability comes first: when the store cannot be reached within
-/// `storeBound` seconds a request, the grant is refreshed here and the
-/// next sync pushes it (docs/sync.md, "Leases"). A vault without a store
-/// is refreshed as `LocalRefreshCoordinator` would.
+/// When the store cannot be reached within `storeBound` seconds a
+/// request, a grant is refreshed here only if this machine holds its
+/// standing lease, or if its provider tolerates a reused refresh token
+/// (or it does not rotate); the next sync pushes it (docs/sync.md,
+/// "Refresh rights while the store is away"). A vault without a store is
+/// refreshed as `LocalRefreshCoordinator` would.
 public struct SyncRefreshCoordinator: RefreshCoordinator {
     /// How requests reach the store.
     public let transport: any HTTPTransport
@@ -19,10 +21,39 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
     /// for the store and refreshes on its own.
     public let storeBound: Double
 
-    /// Creates a coordinator; `storeBound` bounds each store request.
-    public init(transport: any HTTPTransport, storeBound: Double = 5) {
+    /// What the provider of a grant does with a refresh token presented
+    /// again (its `refresh_token_policy.reuse`); nil when not known, which
+    /// counts as `revokes`.
+    public let reuse: @Sendable (Grant) -> RefreshTokenReuse?
+
+    /// Creates a coordinator; `storeBound` bounds each store request, and
+    /// `reuse` says what each grant's provider does with a reused refresh
+    /// token (unknown by default).
+    public init(
+        transport: any HTTPTransport, storeBound: Double = 5,
+        reuse: @escaping @Sendable (Grant) -> RefreshTokenReuse? = { _ in nil }
+    ) {
         self.transport = transport
         self.storeBound = storeBound
+        self.reuse = reuse
+    }
+
+    /// A coordinator that learns what providers do with a reused refresh
+    /// token from the presets and the provider files in `configDirectory`,
+    /// read only when a grant is to be refreshed.
+    public init(transport: any HTTPTransport, configDirectory: String) {
+        self.init(transport: transport) { grant in
+            ProviderCatalog.load(configDirectory: configDirectory).providers[grant.provider]?.refreshTokenPolicy?.reuse
+        }
+    }
+
+    /// Whether a refresh of `grant` spends a refresh token that the
+    /// provider may revoke the whole grant for, should it come again: one
+    /// that rotates (or was never seen to), at a provider not known to
+    /// tolerate reuse. Such a grant is refreshed only under a standing
+    /// lease (docs/sync.md, "Refresh rights while the store is away").
+    public func guarded(_ grant: Grant) -> Bool {
+        grant.refreshTokenRotates != false && reuse(grant) != .tolerated
     }
 
     /// The engine for refresh-time store requests: each bounded, and tried
@@ -46,20 +77,32 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
         // rotate both succeed (Google's do not rotate): no need to wait
         // for the store. Unknown (never refreshed here) counts as rotating.
         if grant.refreshTokenRotates == false { return .proceed }
+        let standing = guarded(grant)
         do {
             let arrived = try engine.leaseForRefresh(
                 need.name, minimumValidity: need.force || need.target != nil ? nil : need.minimumValidity,
-                timeout: storeBound)
+                timeout: storeBound, standing: standing)
             return arrived.map(RefreshDecision.fresh) ?? .proceed
         } catch {
             // Another machine's lease, still active, or other machines
             // writing all the while: wait, never refresh beside them.
-            // Anything else means the store cannot be used now (away,
-            // failing, serving what it should not): refresh here, and let
-            // the next sync sort the store out. Keys this process does not
-            // hold are not the store's trouble: never a reason to go alone.
+            // Keys this process does not hold are not the store's trouble:
+            // never a reason to go alone.
             if error.code == .busy || error.code == .notFound || error.code == .locked { throw error }
-            return .proceedAlone
+            // Anything else means the store cannot be used now (away,
+            // failing, serving what it should not). A grant whose provider
+            // tolerates reuse is refreshed here, and the next sync sorts
+            // the store out; a guarded one only by the holder of its
+            // standing lease, while it holds it.
+            guard standing else { return .proceedAlone }
+            let holder = try? engine.holdsStandingLease(
+                on: need.name, request: TokenRefresher.requestTimeout, alone: true)
+            if holder == true { return .proceedAlone }
+            throw VaultError(
+                .transient,
+                "the sync store cannot be reached (\(error.reason)), and another machine may hold the right to "
+                    + "refresh '\(need.name)': it is refreshed there, or here once the store answers",
+                remedy: .tryAgainInAMinute)
         }
     }
 

@@ -41,6 +41,9 @@ struct SyncRound {
     private var replaced: [[UInt8]] = []
     /// Step 4: the base of each record sent, recorded once the root is ours.
     private var pushedBases: [[UInt8]: SyncState.Base] = [:]
+    /// Step 4: this machine's standing leases that the root renews, as
+    /// they are held once it is ours.
+    private var renewed: [[UInt8]: HeldLeases.Held] = [:]
 
     /// A round starting from the sync settings as they are now.
     init(engine: SyncEngine, store: any SyncStore, keys: SyncKeys, report: SyncReport = SyncReport())
@@ -139,6 +142,7 @@ struct SyncRound {
                 state.markEpoch = root.epoch
                 state.markHash = rootHash
                 state.markParent = root.parent
+                _ = try engine.observeLeases(root, keys: keys)
             }
             try engine.saveSyncState(state, keys)
         }
@@ -162,15 +166,21 @@ struct SyncRound {
         // records are read, so a refresh finished by then is in them: every
         // record is then either in this push or already in the store. A
         // refresh under way keeps its lease until it has stored what it spent.
-        let ending = Set(
-            (root?.leases ?? []).filter { $0.device == state.device && !vault.refreshInProgress(record: $0.record) }
-                .map(\.record))
+        //
+        // A standing lease (docs/sync.md, "Refresh rights while the store is
+        // away") is kept instead, renewed once half of it has gone, while
+        // this machine holds it by its own clock; it ends when another
+        // machine asked for it, or when this machine no longer holds it.
+        // The refresh locks of the standing leases this round ends, held
+        // until it is over (`leasesToEnd`).
+        let (ending, renewing, locks) = try leasesToEnd()
+        defer { for lock in locks { lock.release() } }
         let transit = transit
         outgoing = try vault.read { (manifest: StateManifest) throws(VaultError) in
             try engine.pendingBuckets(state: state, manifest: manifest, transit: transit)
         }
-        // Nothing to send and no lease to end: no write.
-        if outgoing.isEmpty, root != nil, ending.isEmpty { return true }
+        // Nothing to send, no lease to end or renew: no write.
+        if outgoing.isEmpty, root != nil, ending.isEmpty, renewing.isEmpty { return true }
         var next =
             root
             ?? SyncRoot(
@@ -186,7 +196,13 @@ struct SyncRound {
         // This machine's leases end as above; other leases stay while they
         // are active by this machine's observation.
         next.leases = try engine.activeLeases(next, keys: keys).filter {
-            !($0.device == state.device && ending.contains($0.record))
+            !($0.device == state.device && !$0.isWant && ending.contains($0.record))
+        }
+        renewed = [:]
+        for (i, lease) in next.leases.enumerated()
+        where lease.device == state.device && !lease.isWant && renewing[lease.record] != nil {
+            next.leases[i].id = renewing[lease.record]!.id
+            renewed[lease.record] = renewing[lease.record]
         }
         // In bucket order: the same requests in the same order on every run.
         for (i, records) in outgoing.sorted(by: { $0.key < $1.key }) {
@@ -253,6 +269,7 @@ struct SyncRound {
         let newHash = writtenHash
         let outgoing = outgoing
         let pushedBases = pushedBases
+        let renewed = renewed
         try vault.update { (_: inout StateManifest) throws(VaultError) in
             var s = try engine.loadSyncState(keys)
             s.markEpoch = next.epoch
@@ -266,13 +283,78 @@ struct SyncRound {
         // machine that read the root before ours and looked again just
         // before ours landed: look once more a moment later. When ours was
         // replaced, the next round finds the lost update and sends it again.
-        guard !state.honoursPreconditions else { return true }
-        vault.pacing.sleep(SyncEngine.rootSettle)
-        guard try store.get(SyncEngine.rootName)?.bytes == check.bytes else {
-            try letGo()
-            return false
+        if !state.honoursPreconditions {
+            vault.pacing.sleep(SyncEngine.rootSettle)
+            guard try store.get(SyncEngine.rootName)?.bytes == check.bytes else {
+                try letGo()
+                return false
+            }
+        }
+        // Renewed standing leases count from now on, once the root is ours.
+        if !renewed.isEmpty {
+            try vault.update { (_: inout StateManifest) throws(VaultError) in
+                try engine.updateHeldLeases(keys) { held in
+                    for (record, h) in renewed where held.held[record] != nil { held.set(record, h) }
+                }
+            }
         }
         return true
+    }
+
+    /// Step 4: the records whose lease of this machine the root written
+    /// ends, and the standing leases it renews (with the new id, from now
+    /// on the boot clock, before the write). A standing lease ends when
+    /// another machine asked for it, or when this machine no longer holds
+    /// it by its own clock (`HeldLeases`); this machine lets go of it
+    /// before the write, so it never refreshes alone under a lease that
+    /// another machine may take. A lease of a refresh under way is kept.
+    ///
+    /// A standing lease is let go of only with its grant's refresh lock,
+    /// held until the round is over: a process of this machine deciding to
+    /// refresh alone under it (the store away for that process a moment
+    /// ago) has done so, or waits and then finds the lease gone. A lease
+    /// whose lock is taken stays, for the next round.
+    private func leasesToEnd() throws(VaultError) -> (Set<[UInt8]>, [[UInt8]: HeldLeases.Held], [GrantLock]) {
+        let leases = root?.leases ?? []
+        let now = vault.pacing.boot().seconds
+        let held = try engine.heldLeases(keys)
+        var ending = Set<[UInt8]>()
+        var renewing: [[UInt8]: HeldLeases.Held] = [:]
+        for lease in leases
+        where lease.device == state.device && !lease.isWant && !vault.refreshInProgress(record: lease.record) {
+            let standing = lease.isStanding
+            let asked = leases.contains { $0.record == lease.record && $0.device != state.device && $0.isWant }
+            guard standing, held.held[lease.record]?.id == lease.id, held.lets(lease.record, now: now, request: 0),
+                !asked
+            else {
+                ending.insert(lease.record)
+                continue
+            }
+            // Renewed once half of it has gone, or at once when it can turn
+            // quiet (the new tokens of the refresh it was taken for are in).
+            let quiet = try engine.quietFor(lease.record, seconds: lease.seconds)
+            if now - held.held[lease.record]!.since > Double(lease.seconds) / 2 || (quiet && !lease.isQuiet) {
+                renewing[lease.record] = .init(
+                    id: try SyncEngine.leaseID(quiet: quiet), since: now, seconds: lease.seconds)
+            }
+        }
+        var locks: [GrantLock] = []
+        var letGo: [[UInt8]] = []
+        for record in ending where held.held[record] != nil {
+            guard let lock = GrantLock.take(directory: vault.location.directory, record: record) else {
+                ending.remove(record)
+                renewing[record] = nil
+                continue
+            }
+            locks.append(lock)
+            letGo.append(record)
+        }
+        if !letGo.isEmpty {
+            try vault.update { (_: inout StateManifest) throws(VaultError) in
+                try engine.updateHeldLeases(keys) { h in for record in letGo { h.set(record, nil) } }
+            }
+        }
+        return (ending, renewing, locks)
     }
 
     /// After a round whose write the root moved under, on a store that

@@ -61,7 +61,7 @@ protocol SyncStore: AnyObject {
     var requestCount: Int { get }
     /// Requests the store answered so far with anything but a failure
     /// (5xx): a store that answers some requests is working, though the
-    /// answer to another was lost (docs/sync.md, "Availability first").
+    /// answer to another was lost (docs/sync.md, "Refresh rights while the store is away").
     var answerCount: Int { get }
     /// Body bytes uploaded so far.
     var bytesSent: Int { get }

@@ -362,9 +362,14 @@ final class DPoPSyncTests {
         // Compared aside, so that a failure prints no token.
         let accepted6 = try CurlAnswer.get(url, headers: second.stdout).status == 200
         #expect(accepted6)
-        // Back on the first machine after a sync: the refresh token the other rotated works here.
+        // Back on the first machine after a sync: the refresh token the other rotated works here,
+        // once the other, which holds the grant's refreshes, has handed them over at its next sync
+        // (docs/sync.md, "Refresh rights while the store is away").
         try #require(try b.run("sync").status == 0)
         try #require(try a.run("sync").status == 0)
+        let asked = try a.run("refresh", "bound")
+        #expect(asked.status == 75 && asked.stderr.contains("holds the right to refresh 'bound'"), "\(asked.stderr)")
+        try #require(try b.run("sync").status == 0)
         #expect(try a.run("refresh", "bound").status == 0)
     }
 }

@@ -165,9 +165,15 @@ struct RefreshTests {
         #expect(try state("work") == "fresh")
         let otherState = try other.run("show", "work", "--json").stdout
         #expect(otherState.contains("\"state\" : \"fresh\""), "\(otherState)")
-        // And it refreshes again later: the rotated token reached both.
+        // And it refreshes again later: the rotated token reached both. The
+        // machine that refreshed holds the grant (docs/sync.md, "Refresh
+        // rights while the store is away"): the other asks for it, and has
+        // it once the holder has synced.
         #expect(try home.run("token", "work", "--force-refresh").status == 0)
         #expect(try other.run("sync").status == 0)
+        let asked = try other.run("token", "work", "--force-refresh")
+        #expect(asked.status == 75 && asked.stderr.contains("holds the right to refresh 'work'"), "\(asked.stderr)")
+        #expect(try home.run("sync").status == 0)
         #expect(try other.run("token", "work", "--force-refresh").status == 0)
         #expect(try counts().refreshes == before + 3)
     }

@@ -194,7 +194,21 @@ final class SimMachine: @unchecked Sendable {
             let force = operation == .refresh(pick: n)
             let knownBefore = known
             let record = try? recordID(vault, name)
-            let fresh = try TokenRefresher(vault: vault, transport: transport).freshGrant(name, forceRefresh: force)
+            // What the rule costs (docs/sync.md, "Refresh rights while the
+            // store is away"): tokens asked for while the store is away, on
+            // the machine that holds the grant and on the others.
+            let counted =
+                away && !force
+                ? ((try? SyncEngine(vault: vault, transport: transport).holdsStandingLease(on: name, request: 0))
+                    == true ? "holder" : "others") : nil
+            let fresh: FreshGrant
+            do {
+                fresh = try TokenRefresher(vault: vault, transport: transport).freshGrant(name, forceRefresh: force)
+            } catch {
+                if let counted { ledger.count("token while the store is away, \(counted): not answered") }
+                throw error
+            }
+            if let counted { ledger.count("token while the store is away, \(counted): answered") }
             let token = fresh.grant.accessToken
             switch provider.standing(ofAccess: token, now: world.now) {
             case .expired(let by):
@@ -268,7 +282,11 @@ final class SimMachine: @unchecked Sendable {
     /// A new authorization at the provider, as the grant a person imports.
     private func authorize(refreshable: Bool) -> (grant: Grant, family: Int) {
         let rotates = Random.fraction() >= 0.15
-        let lifetime = Double(90 + Int(Random.fraction() * 8) * 30)
+        // Mostly short-lived access tokens, so that refreshes are frequent;
+        // one in four lasts an hour, as many providers' do, so that standing
+        // leases turn quiet (docs/sync.md, "Refresh rights while the store
+        // is away").
+        let lifetime = Random.fraction() < 0.25 ? 3600 : Double(90 + Int(Random.fraction() * 8) * 30)
         let issued = provider.authorize(now: world.now, rotates: rotates, refreshable: refreshable, lifetime: lifetime)
         let now = clock.now()
         let grant = Grant(
@@ -322,7 +340,8 @@ struct RecordingCoordinator: RefreshCoordinator {
     }
 
     func finish(_ need: RefreshNeed, refused: Bool, alone: Bool, in vault: Vault) -> RefusalVerdict {
-        inner.finish(need, refused: refused, alone: alone, in: vault)
+        if !refused { machine.actor?.storedAnswer = true }
+        return inner.finish(need, refused: refused, alone: alone, in: vault)
     }
 }
 

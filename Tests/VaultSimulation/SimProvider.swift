@@ -106,18 +106,13 @@ final class SimProvider: @unchecked Sendable {
             // A spent refresh token came back: the whole family goes.
             families[info.family].revoked = true
             let first = info.spentBy
+            // No store fault excuses a reuse (docs/sync.md, "Refresh rights
+            // while the store is away"); a process killed between the
+            // provider's answer and storing it leaves nothing but the spent
+            // token, which is all any machine can present then.
             let excuse: String? =
-                if actor?.refreshedAlone == true {
-                    "presented while the store was away"
-                } else if first?
-                    .refreshedAlone == true
-                {
-                    "spent first while the store was away"
-                } else if first?.cutOff == true {
-                    "spent first by a process the store then failed or could not be reached from"
-                } else if first?.crashed == true {
-                    "spent first by a process killed before it stored the answer"
-                } else { nil }
+                first?.crashed == true && first?.storedAnswer == false
+                ? "spent first by a process killed before it stored the answer" : nil
             reuses.append(
                 Reuse(
                     family: info.family, generation: info.generation, presenter: "\(machine) (\(actor?.label ?? "?"))",

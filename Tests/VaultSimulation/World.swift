@@ -71,7 +71,8 @@ final class Actor: @unchecked Sendable {
     /// at once, and its vault handles take no more writes.
     var crashed = false
     /// The refresh coordinator let this process refresh without the store
-    /// (it was away): "Availability first" in docs/sync.md.
+    /// (it was away): the holder of a standing lease, or a grant whose
+    /// refresh token does not rotate.
     var refreshedAlone = false
     /// The provider answered a refresh of this process.
     var spentRefreshToken = false
@@ -79,6 +80,9 @@ final class Actor: @unchecked Sendable {
     /// answered 5xx) after it had spent a refresh token: the new tokens may
     /// not have reached the store before the lease ran out.
     var cutOff = false
+    /// The process stored the outcome of its refresh (the coordinator's
+    /// `finish` runs after that).
+    var storedAnswer = false
     /// What it runs, for the schedule's report.
     let label: String
 

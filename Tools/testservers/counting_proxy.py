@@ -12,6 +12,8 @@ UPSTREAM_BASE with the same path, and serves until stdin closes. Control:
   GET /__hold     hold every later token request (counted on arrival) before
                   forwarding it, until /__release (or 60 s)
   GET /__release  forward the held token requests, and hold no more
+  GET /__expires/N  say expires_in N in every later token answer (N=0: as
+                  upstream said)
 """
 import json
 import signal
@@ -24,7 +26,7 @@ from common import forward, no_redirect_opener, serve_http_until_stdin_closes
 
 UPSTREAM = sys.argv[1].rstrip("/")
 LOCK = threading.Lock()
-STATE = {"down": False, "status": 0, "requests": 0, "grant_types": {}}
+STATE = {"down": False, "status": 0, "requests": 0, "grant_types": {}, "expires": 0}
 RELEASED = threading.Event()
 RELEASED.set()
 OPENER = no_redirect_opener()
@@ -54,6 +56,10 @@ class Proxy(BaseHTTPRequestHandler):
                 STATE["down"] = path == "/__down"
                 STATE["status"] = int(path.split("/")[-1]) if path.startswith("/__status/") else 0
             return self.answer(200, b"ok")
+        if path.startswith("/__expires/"):
+            with LOCK:
+                STATE["expires"] = int(path.split("/")[-1])
+            return self.answer(200, b"ok")
         if path in ("/__hold", "/__release"):
             (RELEASED.clear if path == "/__hold" else RELEASED.set)()
             return self.answer(200, b"ok")
@@ -66,7 +72,7 @@ class Proxy(BaseHTTPRequestHandler):
                 grant = dict(urllib.parse.parse_qsl(body.decode(errors="replace"))).get("grant_type")
                 if grant:
                     STATE["grant_types"][grant] = STATE["grant_types"].get(grant, 0) + 1
-            down, forced = STATE["down"], STATE["status"]
+            down, forced, expires = STATE["down"], STATE["status"], STATE["expires"]
         if down:
             self.close_connection = True
             self.connection.shutdown(2)
@@ -77,6 +83,14 @@ class Proxy(BaseHTTPRequestHandler):
             return self.answer(forced, b"", [("Content-Type", "text/plain")])
         status, payload, rh = forward(OPENER, UPSTREAM + path, self.command, body, self.headers.items())
         keep = [(k, v) for k, v in rh if k.lower() in ("content-type", "www-authenticate", "cache-control")]
+        if grant and expires and status == 200:
+            try:
+                answer = json.loads(payload)
+                if isinstance(answer, dict) and "expires_in" in answer:
+                    answer["expires_in"] = expires
+                    payload = json.dumps(answer).encode()
+            except ValueError:
+                pass
         self.answer(status, payload, keep)
 
     do_GET = do_POST = do_PUT = do_DELETE = handle_any

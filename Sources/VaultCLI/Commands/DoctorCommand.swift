@@ -96,13 +96,13 @@ struct DoctorCommand: VaultCommand {
             grants = listing.grants.map { ($0.name, $0.grant) }
         }
         let refresher = ctx.network.refresher(vault)
+        let rights = try refreshRights(ctx, vault, storeAnswers: !syncFindings.contains { $0.status == .fail })
         let reports = grants.map { named in
-            DoctorReport.GrantReport(
-                name: named.name, provider: named.grant.provider,
-                findings: GrantDoctor(
-                    name: named.name, grant: named.grant, refresher: refresher, environment: ctx.environment,
-                    now: ctx.time.now(), conflicted: conflicted.contains(named.name), forMail: mail
-                ).run())
+            var doctor = GrantDoctor(
+                name: named.name, grant: named.grant, refresher: refresher, environment: ctx.environment,
+                now: ctx.time.now(), conflicted: conflicted.contains(named.name), forMail: mail)
+            doctor.refreshRight = rights(named.name, named.grant)
+            return DoctorReport.GrantReport(name: named.name, provider: named.grant.provider, findings: doctor.run())
         }
         let failed = (vaultFindings + reports.flatMap(\.findings)).contains { $0.status == .fail }
         return try finish(ctx, DoctorReport(ok: !failed, vault: vaultFindings, grants: reports))
@@ -141,6 +141,24 @@ struct DoctorCommand: VaultCommand {
         return Finding(
             "proxy", .ok,
             "requests go through a proxy: \(set.joined(separator: ", "))" + (except.map { "; no_proxy=\($0)" } ?? ""))
+    }
+
+    /// Who may refresh each synced grant whose refresh token a second use
+    /// would revoke (docs/sync.md, "Refresh rights while the store is away").
+    func refreshRights(_ ctx: Context, _ vault: Vault, storeAnswers: Bool) throws
+        -> (String, Grant) -> (right: RefreshRight, storeAnswers: Bool)?
+    {
+        guard !vault.isThroughAgent, let engine = try? ctx.network.syncEngine(vault), engine.isConfigured else {
+            return { _, _ in nil }
+        }
+        let coordinator = SyncRefreshCoordinator(
+            transport: ctx.network.transport, configDirectory: vault.location.configDirectory)
+        return { name, grant in
+            guard grant.kind == .oauth2, grant.refreshToken != nil, !grant.dead, coordinator.guarded(grant),
+                let right = try? engine.refreshRight(of: name)
+            else { return nil }
+            return (right, storeAnswers)
+        }
     }
 
     /// The sync store and its conflicts; also the names in conflict.

@@ -6,7 +6,7 @@ internal import Glibc
 /// grant's name). Processes, and threads that open it separately, exclude
 /// each other; other grants have locks of their own, so a slow provider
 /// delays only its own grant.
-final class GrantLock {
+package final class GrantLock {
     private var fd: Int32
 
     private init(fd: Int32) { self.fd = fd }
@@ -51,8 +51,14 @@ final class GrantLock {
         return false
     }
 
+    /// The lock of record `id` if no process of this machine holds it now;
+    /// nil without waiting when one does (or the lock cannot be taken).
+    package static func take(directory: String, record id: [UInt8]) -> GrantLock? {
+        try? acquire(directory: directory, record: id, wait: 0)
+    }
+
     /// Releases the lock (also on deinit).
-    func release() {
+    package func release() {
         if fd >= 0 { close(fd) }
         fd = -1
     }

@@ -29,7 +29,8 @@ public enum RefreshDecision: Sendable {
     /// Send the token request here, coordinated.
     case proceed
     /// Send the token request here although it could not be coordinated
-    /// (the sync store is away): availability first. `finish` is then told.
+    /// (the sync store is away), as only this machine may refresh the
+    /// grant then. `finish` is then told.
     case proceedAlone
     /// No request is needed: this grant, already stored, arrived fresh
     /// from elsewhere (another machine refreshed it).
@@ -47,8 +48,10 @@ public enum RefreshDecision: Sendable {
 /// another process that refreshes on this one's behalf (the agent client).
 ///
 /// Every method must return within a bounded time: a coordinator that
-/// cannot reach what it coordinates with should let the refresh go on here
-/// (availability first) rather than stand between a caller and a token.
+/// cannot reach what it coordinates with lets the refresh go on here when
+/// no other machine can be refreshing the grant, and otherwise throws a
+/// transient error; the core then hands out an access token that is still
+/// valid, if the grant has one.
 public protocol RefreshCoordinator {
     /// Called before this machine's lock for the grant is taken. A
     /// coordinator that refreshes in another process does it here and

@@ -58,6 +58,10 @@ public struct TokenRefresher {
     public static let requestTimeout: Double = 20
     /// Seconds to wait for another process's refresh of the same grant.
     public static let lockWait: Double = 60
+    /// Seconds an access token must still have to be handed out when it
+    /// should have been refreshed but cannot be now (the sync store away,
+    /// or another machine holding the grant).
+    public static let lastResortValidity: Double = 5
 
     /// Creates a refresher; `coordinator` defaults to the vault's own.
     public init(vault: Vault, transport: any HTTPTransport, coordinator: (any RefreshCoordinator)? = nil) {
@@ -120,7 +124,21 @@ public struct TokenRefresher {
         if current.dead { throw TokenRefresher.deadError(currentName, current) }
         if step.ready(current) { return FreshGrant(grant: current, refreshed: false) }
         var alone = false
-        switch try coordinator.prepare(need, grant: current, in: vault) {
+        let decision: RefreshDecision
+        do {
+            decision = try coordinator.prepare(need, grant: current, in: vault)
+        } catch {
+            // Another machine holds the grant, or the store keeps this one
+            // from refreshing it now: an access token that is still valid
+            // is worth more than an error.
+            if !need.force, need.target == nil, error.code == .busy || error.code == .transient,
+                vault.usable(current, TokenRefresher.lastResortValidity)
+            {
+                return FreshGrant(grant: current, refreshed: false)
+            }
+            throw error
+        }
+        switch decision {
         case .fresh(let arrived): return FreshGrant(grant: arrived, refreshed: false)
         case .proceedAlone: alone = true
         case .proceed: break
