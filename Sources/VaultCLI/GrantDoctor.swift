@@ -123,7 +123,8 @@ struct GrantDoctor {
         case .here:
             return Finding(
                 "refresh-right", .ok,
-                "this machine holds the right to refresh it, and refreshes it even while the store is away")
+                "this machine holds the right to refresh it, and refreshes it while the store is away when its "
+                    + "access token runs out before this machine could next renew that right")
         case .nobody:
             return Finding(
                 "refresh-right", .ok,
