@@ -27,12 +27,9 @@ struct LeaseObservations {
     /// Entry: record 16, device 16, id u32, first seen (f64 bits, u64).
     init(decoding blob: [UInt8]?, bootID: [UInt8]) {
         self.bootID = bootID
-        guard let blob, blob.count >= 2 else { return }
-        let idLength = Int(blob[0])
-        guard !bootID.isEmpty, idLength == bootID.count, blob.count >= 1 + idLength,
-            Array(blob[1..<(1 + idLength)]) == bootID
-        else { return }  // another boot, or unreadable: observe afresh
-        var r = ByteReader(Array(blob[(1 + idLength)...]), what: "the lease observations")
+        // Another boot, or unreadable: observe afresh.
+        guard let entries = BootRow.entries(blob, bootID: bootID) else { return }
+        var r = ByteReader(entries, what: "the lease observations")
         while r.remaining >= 16 + 16 + 4 + 8 {
             guard let record = try? r.read(16), let device = try? r.read(16), let id = try? r.u32(),
                 let bits = try? r.u64()
@@ -42,9 +39,7 @@ struct LeaseObservations {
     }
 
     var encoded: [UInt8] {
-        var w = ByteWriter()
-        w.append(UInt8(bootID.count))
-        w.append(bootID)
+        var w = BootRow.writer(bootID: bootID)
         for (key, seen) in firstSeen.sorted(by: { $0.key.record.lexicographicallyPrecedes($1.key.record) }) {
             w.append(key.record)
             w.append(key.device)
@@ -73,28 +68,58 @@ struct LeaseObservations {
 extension LeaseObservations {
     static let label = Array("vault.lease-seen.v1".utf8) + [0]
 
-    /// The MAC of `blob`: BLAKE2b-256 keyed with the object-name key over
-    /// the label, the vault id and the blob.
-    static func mac(_ blob: [UInt8], keys: SyncKeys, vaultID: [UInt8]) throws(VaultError) -> [UInt8] {
-        try Secure.hash(label + vaultID + blob, key: keys.nameKey)
-    }
-
-    /// The stored row: the observations, then their MAC.
+    /// The stored row: the observations, then their MAC (`BootRow`).
     func sealed(keys: SyncKeys, vaultID: [UInt8]) throws(VaultError) -> [UInt8] {
-        let blob = encoded
-        return blob + (try LeaseObservations.mac(blob, keys: keys, vaultID: vaultID))
+        try BootRow.sealed(encoded, label: LeaseObservations.label, keys: keys, vaultID: vaultID)
     }
 
     /// The observations of a stored row; none when it is absent or fails
     /// its check (then leases are observed afresh).
     init(unsealing row: [UInt8]?, keys: SyncKeys, vaultID: [UInt8], bootID: [UInt8]) throws(VaultError) {
-        guard let row, row.count > 32 else {
-            self.init(decoding: nil, bootID: bootID)
-            return
-        }
+        self.init(
+            decoding: try BootRow.unsealed(row, label: LeaseObservations.label, keys: keys, vaultID: vaultID),
+            bootID: bootID)
+    }
+}
+
+/// The rows this machine keeps of leases (`lease-seen`, `lease-held`):
+/// the id of the boot that wrote it (its clock's readings mean nothing in
+/// another), the entries, then a MAC: BLAKE2b-256 keyed with the
+/// object-name key over the row's label, the vault id and the rest. A row
+/// of another boot, or one that fails its check, holds nothing.
+enum BootRow {
+    /// The entries of `blob` when boot `bootID` wrote it; nil otherwise.
+    static func entries(_ blob: [UInt8]?, bootID: [UInt8]) -> [UInt8]? {
+        guard let blob, blob.count >= 2, !bootID.isEmpty else { return nil }
+        let idLength = Int(blob[0])
+        guard idLength == bootID.count, blob.count >= 1 + idLength, Array(blob[1..<(1 + idLength)]) == bootID
+        else { return nil }
+        return Array(blob[(1 + idLength)...])
+    }
+
+    /// A writer with the start of a row of boot `bootID`: its entries follow.
+    static func writer(bootID: [UInt8]) -> ByteWriter {
+        var w = ByteWriter()
+        w.append(UInt8(bootID.count))
+        w.append(bootID)
+        return w
+    }
+
+    /// `blob`, then its MAC.
+    static func sealed(_ blob: [UInt8], label: [UInt8], keys: SyncKeys, vaultID: [UInt8]) throws(VaultError)
+        -> [UInt8]
+    {
+        blob + (try Secure.hash(label + vaultID + blob, key: keys.nameKey))
+    }
+
+    /// The blob of a stored row, or nil when it is absent or fails its check.
+    static func unsealed(_ row: [UInt8]?, label: [UInt8], keys: SyncKeys, vaultID: [UInt8]) throws(VaultError)
+        -> [UInt8]?
+    {
+        guard let row, row.count > 32 else { return nil }
         let blob = Array(row.dropLast(32))
-        let mac = try LeaseObservations.mac(blob, keys: keys, vaultID: vaultID)
-        self.init(decoding: LeaseObservations.same(mac, Array(row.suffix(32))) ? blob : nil, bootID: bootID)
+        let mac = try Secure.hash(label + vaultID + blob, key: keys.nameKey)
+        return same(mac, Array(row.suffix(32))) ? blob : nil
     }
 
     /// Equal, in time that does not depend on where they differ.
@@ -167,12 +192,8 @@ struct HeldLeases {
     /// Entry: record 16, id u32, since (f64 bits, u64), seconds u32.
     init(decoding blob: [UInt8]?, bootID: [UInt8]) {
         self.bootID = bootID
-        guard let blob, blob.count >= 2 else { return }
-        let idLength = Int(blob[0])
-        guard !bootID.isEmpty, idLength == bootID.count, blob.count >= 1 + idLength,
-            Array(blob[1..<(1 + idLength)]) == bootID
-        else { return }
-        var r = ByteReader(Array(blob[(1 + idLength)...]), what: "the held leases")
+        guard let entries = BootRow.entries(blob, bootID: bootID) else { return }
+        var r = ByteReader(entries, what: "the held leases")
         while r.remaining >= 16 + 4 + 8 + 4 {
             guard let record = try? r.read(16), let id = try? r.u32(), let bits = try? r.u64(),
                 let seconds = try? r.u32()
@@ -182,9 +203,7 @@ struct HeldLeases {
     }
 
     var encoded: [UInt8] {
-        var w = ByteWriter()
-        w.append(UInt8(bootID.count))
-        w.append(bootID)
+        var w = BootRow.writer(bootID: bootID)
         for (record, h) in held.sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
             w.append(record)
             w.append(h.id)
@@ -218,21 +237,17 @@ struct HeldLeases {
 extension SyncEngine {
     /// This machine's standing leases, as every process of it shares them.
     func heldLeases(_ keys: SyncKeys) throws(VaultError) -> HeldLeases {
-        let bootID = vault.pacing.boot().bootID
-        let row = try vault.getMeta(HeldLeases.metaKey)
-        guard let row, row.count > 32 else { return HeldLeases(decoding: nil, bootID: bootID) }
-        let blob = Array(row.dropLast(32))
-        let mac = try Secure.hash(HeldLeases.label + vault.header.vaultID + blob, key: keys.nameKey)
-        return HeldLeases(
-            decoding: LeaseObservations.same(mac, Array(row.suffix(32))) ? blob : nil, bootID: bootID)
+        let blob = try BootRow.unsealed(
+            try vault.getMeta(HeldLeases.metaKey), label: HeldLeases.label, keys: keys, vaultID: vault.header.vaultID)
+        return HeldLeases(decoding: blob, bootID: vault.pacing.boot().bootID)
     }
 
     /// Changes this machine's standing leases; call inside a write transaction.
     func updateHeldLeases(_ keys: SyncKeys, _ change: (inout HeldLeases) -> Void) throws(VaultError) {
         var leases = try heldLeases(keys)
         change(&leases)
-        let blob = leases.encoded
-        let mac = try Secure.hash(HeldLeases.label + vault.header.vaultID + blob, key: keys.nameKey)
-        try vault.putMeta(HeldLeases.metaKey, blob + mac)
+        try vault.putMeta(
+            HeldLeases.metaKey,
+            try BootRow.sealed(leases.encoded, label: HeldLeases.label, keys: keys, vaultID: vault.header.vaultID))
     }
 }

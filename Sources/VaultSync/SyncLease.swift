@@ -110,9 +110,7 @@ extension SyncEngine {
             }
             let grant = try vault.load(name)
             if let minimumValidity, vault.usable(grant, minimumValidity) { return grant }
-            let id = try vault.read { (_: StateManifest) throws(VaultError) in
-                try vault.findRow(nameHash: try vault.keys.nameHash(name), deleted: false)?.id
-            }
+            let id = try recordID(of: name)
             guard let id else { throw VaultError(.notFound, "grant '\(name)' not found") }
             answered = store.answerCount
             let outcome: LeaseOutcome
@@ -167,6 +165,13 @@ extension SyncEngine {
         }
     }
 
+    /// The record id of live grant `name`, if there is one.
+    func recordID(of name: String) throws(VaultError) -> [UInt8]? {
+        try vault.read { (_: StateManifest) throws(VaultError) in
+            try vault.findRow(nameHash: try vault.keys.nameHash(name), deleted: false)?.id
+        }
+    }
+
     /// Whether this machine holds the standing lease on grant `name` by its
     /// own clock, long enough for a token request of `request` seconds;
     /// with `alone`, a lease under which it may refresh while the store is
@@ -175,9 +180,7 @@ extension SyncEngine {
         -> Bool
     {
         let keys = try syncKeys()
-        let id = try vault.read { (_: StateManifest) throws(VaultError) in
-            try vault.findRow(nameHash: try vault.keys.nameHash(name), deleted: false)?.id
-        }
+        let id = try recordID(of: name)
         guard let id else { return false }
         let held = try heldLeases(keys)
         let now = vault.pacing.boot().seconds
@@ -357,9 +360,7 @@ extension SyncEngine {
         if try holdsStandingLease(on: name, request: 0) { return .here }
         let keys = try syncKeys()
         let me = try loadSyncState(keys).device
-        let id = try vault.read { (_: StateManifest) throws(VaultError) in
-            try vault.findRow(nameHash: try vault.keys.nameHash(name), deleted: false)?.id
-        }
+        let id = try recordID(of: name)
         guard let id else { return .nobody }
         let seen = try LeaseObservations(
             unsealing: try vault.getMeta(LeaseObservations.metaKey), keys: keys, vaultID: vault.header.vaultID,

@@ -343,7 +343,6 @@ struct SyncRound {
         for record in ending where held.held[record] != nil {
             guard let lock = GrantLock.take(directory: vault.location.directory, record: record) else {
                 ending.remove(record)
-                renewing[record] = nil
                 continue
             }
             locks.append(lock)
