@@ -54,7 +54,7 @@ let package = Package(
             path: "Tests/VaultSimulation"),
         .executableTarget(name: "VaultSimRunner", dependencies: ["VaultSimulation"], path: "Tests/VaultSimRunner"),
         .testTarget(name: "VaultSimulationTests", dependencies: ["VaultSimulation"], exclude: ["Regressions"]),
-        .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto"]),
+        .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto", "CSodium"]),
         .testTarget(name: "VaultStorageTests", dependencies: ["VaultStorage"]),
         .testTarget(name: "VaultHTTPTests", dependencies: ["VaultHTTP", "VaultTestSupport"]),
         .testTarget(

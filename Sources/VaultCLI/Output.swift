@@ -1,4 +1,5 @@
 internal import FoundationEssentials
+internal import VaultCore
 internal import VaultCrypto
 
 /// What a command writes: data on stdout, messages on stderr, every line
@@ -52,38 +53,95 @@ enum Format {
     static func relative(_ date: Date, now: Date) -> String {
         let delta = Int64(date.timeIntervalSince(now).rounded())
         let magnitude = abs(delta)
-        let text: String
-        switch magnitude {
-        case ..<60: text = "\(magnitude)s"
-        case ..<3600: text = "\(magnitude / 60)m"
-        case ..<86400: text = "\(magnitude / 3600)h"
-        default: text = "\(magnitude / 86400)d"
-        }
-        return delta >= 0 ? "in \(text)" : "\(text) ago"
+        let (count, unit): (Int64, Character) =
+            switch magnitude {
+            case ..<60: (magnitude, "s")
+            case ..<3600: (magnitude / 60, "m")
+            case ..<86400: (magnitude / 3600, "h")
+            default: (magnitude / 86400, "d")
+            }
+        // Appended rather than interpolated: a listing makes thousands.
+        var text = delta >= 0 ? "in " : ""
+        text += String(count)
+        text.append(unit)
+        if delta < 0 { text += " ago" }
+        return text
     }
 
     /// Left-aligned columns separated by two spaces, for a person to read; every cell is escaped
     /// (`Console.escaped`), so a cell can neither forge a row nor drive
     /// the terminal.
     static func table(_ raw: [[String]]) -> [String] {
-        let rows = raw.map { $0.map(Console.escaped) }
-        guard let width = rows.first?.count else { return [] }
-        // Characters, not bytes, line columns up; ASCII cells (most) are
-        // counted by their bytes, without breaking them into graphemes.
-        let counts = rows.map { row in row.map { $0.utf8.allSatisfy { $0 < 0x80 } ? $0.utf8.count : $0.count } }
-        var widths = [Int](repeating: 0, count: width)
-        for row in counts { for (i, n) in row.enumerated() { widths[i] = max(widths[i], n) } }
-        let lineWidth = widths.reduce(0, +) + 2 * width
-        return zip(rows, counts).map { row, count in
-            var line = ""
-            line.reserveCapacity(lineWidth)
-            for (i, cell) in row.enumerated() {
-                line += cell
-                if i < row.count - 1 {
-                    for _ in 0..<(widths[i] - count[i] + 2) { line.append(" ") }
-                }
-            }
-            return line
+        tableText(raw).split(separator: 0x0a, omittingEmptySubsequences: false).dropLast().map {
+            String(decoding: $0, as: UTF8.self)
         }
     }
+
+    /// True when `text` is printable ASCII only: nothing to escape, and
+    /// one column a byte. Read in place when the string is contiguous.
+    static func isPrintableASCII(_ text: String) -> Bool {
+        let plain = { (b: UInt8) in b >= 0x20 && b < 0x7f }
+        return text.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(plain) } ?? text.utf8.allSatisfy(plain)
+    }
+
+    /// `table`'s lines, each ended by a newline, as the bytes to write:
+    /// built in one buffer, since a long list has tens of thousands of
+    /// cells. Printable ASCII cells (nearly all) are neither escaped nor
+    /// broken into characters.
+    static func tableText(_ raw: [[String]]) -> [UInt8] {
+        guard let width = raw.first?.count else { return [] }
+        // Each cell as shown and its width, then each part's lines, in
+        // parts at once on a long table.
+        let measured = inParts(raw.count, minimumPart: 2048) { range in
+            var part = MeasuredRows(rows: range, widths: [Int](repeating: 0, count: width))
+            part.cells.reserveCapacity(range.count * width)
+            for row in raw[range] {
+                for (i, cell) in row.enumerated() {
+                    let plain = Format.isPrintableASCII(cell)
+                    let shown = plain ? cell : Console.escaped(cell)
+                    let count = plain || shown.utf8.allSatisfy({ $0 < 0x80 }) ? shown.utf8.count : shown.count
+                    part.cells.append((shown, count))
+                    part.widths[i] = max(part.widths[i], count)
+                    part.bytes += shown.utf8.count
+                }
+            }
+            return part
+        }
+        var widths = [Int](repeating: 0, count: width)
+        for part in measured { for i in widths.indices { widths[i] = max(widths[i], part.widths[i]) } }
+        let lines = inParts(measured.count, minimumPart: 1) { parts in
+            parts.map { n in
+                let part = measured[n]
+                var out: [UInt8] = []
+                out.reserveCapacity(part.bytes + part.rows.count * (widths.reduce(0, +) + 2 * width + 1))
+                var cell = 0
+                for row in raw[part.rows] {
+                    for i in row.indices {
+                        let (shown, count) = part.cells[cell]
+                        cell += 1
+                        out.append(contentsOf: shown.utf8)
+                        if i < row.count - 1 {
+                            out.append(contentsOf: repeatElement(0x20, count: widths[i] - count + 2))
+                        }
+                    }
+                    out.append(0x0a)
+                }
+                return out
+            }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(lines.reduce(0) { $0 + $1.reduce(0) { $0 + $1.count } })
+        for chunks in lines { for chunk in chunks { out += chunk } }
+        return out
+    }
+}
+
+/// Rows of a table measured together (`Format.tableText`): each cell as
+/// shown with its width in characters, the widest of each column, and
+/// the bytes shown.
+private struct MeasuredRows {
+    let rows: Range<Int>
+    var widths: [Int]
+    var cells: [(shown: String, count: Int)] = []
+    var bytes = 0
 }

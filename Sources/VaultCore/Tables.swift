@@ -166,6 +166,46 @@ struct Tables {
         }
     }
 
+    /// Every record in id order, handed to `body` `count` at a time: a
+    /// long list is never held whole.
+    func records(inBatchesOf count: Int, _ body: ([StoredRecord]) throws(VaultError) -> Void) throws(VaultError) {
+        let s: Statement
+        do {
+            s = try database.prepare("SELECT \(Tables.recordColumns) FROM records ORDER BY id")
+        } catch {
+            throw error.vaultError
+        }
+        func step() throws(VaultError) -> Bool {
+            do {
+                return try s.step()
+            } catch {
+                throw error.vaultError
+            }
+        }
+        var rows: [StoredRecord] = []
+        while try step() {
+            if rows.isEmpty { rows.reserveCapacity(count) }
+            rows.append(Tables.record(s))
+            if rows.count == count {
+                try body(rows)
+                rows = []
+            }
+        }
+        if !rows.isEmpty { try body(rows) }
+    }
+
+    /// The ids of every record, live or not.
+    func recordIDs() throws(VaultError) -> Set<[UInt8]> {
+        do {
+            let s = try database.prepare("SELECT id FROM records")
+            var ids: Set<[UInt8]> = []
+            while try s.step() { ids.insert(s.blob(at: 0)) }
+            return ids
+        } catch {
+            throw error.vaultError
+        }
+    }
+
     /// Stores `r`, replacing the row of its id.
     func putRecord(_ r: StoredRecord) throws(VaultError) {
         do {

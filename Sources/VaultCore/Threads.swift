@@ -74,6 +74,43 @@ package func inParts<R>(_ count: Int, minimumPart: Int, _ body: (Range<Int>) -> 
     return Array(answers)
 }
 
+/// `work` over each item `produce` hands over, each on a thread of its
+/// own while `produce` goes on (at most `usableProcessors` at once; with
+/// `concurrent` false, or when no thread can be made, on the calling
+/// thread): the answers in the order the items were handed over. Reading
+/// rows and opening them overlap this way. When `produce` throws, the work
+/// already started is waited for and the error rethrown.
+package func pipelined<Item, Answer>(
+    concurrent: Bool, _ produce: (_ hand: (Item) -> Void) throws(VaultError) -> Void, work: (Item) -> Answer
+) throws(VaultError) -> [Answer] {
+    var slots: [AnswerSlot<Answer>] = []
+    let most = max(1, usableProcessors)
+    try withoutActuallyEscaping(work) { (work) throws(VaultError) in
+        nonisolated(unsafe) let work = work
+        var running: [pthread_t] = []
+        // Every thread is waited for before `work` goes out of reach.
+        defer { for thread in running { pthread_join(thread, nil) } }
+        try produce { item in
+            nonisolated(unsafe) let slot = AnswerSlot<Answer>()
+            slots.append(slot)
+            if running.count == most { pthread_join(running.removeFirst(), nil) }
+            nonisolated(unsafe) let item = item
+            if concurrent, let thread = spawn({ slot.answer = work(item) }) {
+                running.append(thread)
+            } else {
+                slot.answer = work(item)
+            }
+        }
+    }
+    return slots.map { $0.answer! }
+}
+
+/// Where one thread of `pipelined` leaves its answer: written by that
+/// thread alone, read only after it was joined.
+private final class AnswerSlot<Answer> {
+    var answer: Answer?
+}
+
 /// At most this many parts run at once (`inParts`).
 private let maxParts = 4
 

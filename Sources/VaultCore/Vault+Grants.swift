@@ -18,6 +18,14 @@ public struct GrantListing: Sendable {
     public let problems: [VaultError]
 }
 
+/// What a part of `Vault.list` opened: the grants' names and what the
+/// caller keeps of each, in the same order, and the records that failed.
+struct Opened<T> {
+    var names: [String] = []
+    var items: [T] = []
+    var problems: [VaultError] = []
+}
+
 /// One keyslot, as listed.
 public struct KeyslotInfo: Sendable, Equatable {
     /// What opens a slot.
@@ -126,46 +134,98 @@ extension Vault {
 
     /// Every readable grant, plus a problem for each record that failed
     /// authentication, does not match the state, or is missing. With
-    /// `secrets` false (a listing for display), tokens and client secrets
-    /// are checked but not kept: each present one is an empty string.
+    /// `secrets` false (a listing for display), each grant keeps what its
+    /// state, expiry and refresh-token deadline need and nothing secret:
+    /// a present token or client secret is an empty string, and of the
+    /// provider configuration only whether a token endpoint and client id
+    /// are named (each an empty string) is kept. Load a grant by name for
+    /// the rest.
     public func list(secrets: Bool = true) throws(VaultError) -> GrantListing {
+        let (grants, problems) = try list(secrets: secrets) { $0 }
+        return GrantListing(grants: grants, problems: problems)
+    }
+
+    /// `list`, each grant turned into what the caller keeps of it as soon
+    /// as it is read, on the thread that read it (so `transform` runs on
+    /// several threads at once and must only read what it shares): a long
+    /// listing neither copies every grant nor waits to render them.
+    /// Sorted by grant name.
+    package func list<T>(secrets: Bool = true, each transform: (NamedGrant) -> T) throws(VaultError) -> (
+        items: [T], problems: [VaultError]
+    ) {
         try read { (state: StateManifest) throws(VaultError) in
-            var grants: [NamedGrant] = []
             var problems: [VaultError] = []
-            var live: [StoredRecord] = []
-            let rows = try allRows()
-            for row in rows {
-                do throws(VaultError) {
-                    try check(row, against: state)
-                    if !row.deleted { live.append(row) }
-                } catch {
-                    problems.append(error)
+            var liveCount = 0
+            // Rows are read a part at a time, and each part is opened on a
+            // thread of its own while the next is read: reading overlaps
+            // decrypting, and the ciphertexts are never all held at once.
+            let keys = self.keys
+            let parts = try pipelined(concurrent: keys.opensConcurrently) {
+                (hand: ([StoredRecord]) -> Void) throws(VaultError) in
+                try tables.records(inBatchesOf: LocalKeys.rowsPerPart) { (rows: [StoredRecord]) throws(VaultError) in
+                    var live: [StoredRecord] = []
+                    live.reserveCapacity(rows.count)
+                    for row in rows {
+                        do throws(VaultError) {
+                            try check(row, against: state)
+                            if !row.deleted { live.append(row) }
+                        } catch {
+                            problems.append(error)
+                        }
+                    }
+                    liveCount += live.count
+                    hand(live)
+                }
+            } work: { (live: [StoredRecord]) -> Result<Opened<T>, VaultError> in
+                Result { () throws(VaultError) in
+                    var part = Opened<T>()
+                    part.names.reserveCapacity(live.count)
+                    part.items.reserveCapacity(live.count)
+                    // Each result is moved out (from the end), not copied.
+                    var results = try keys.open(live, secrets: secrets)
+                    var row = live.count
+                    while let result = results.popLast() {
+                        row -= 1
+                        switch consume result {
+                        case .success(var payload):
+                            if let grant = payload.grant.take() {
+                                part.names.append(payload.name)
+                                part.items.append(transform(NamedGrant(name: payload.name, grant: grant)))
+                            } else {
+                                part.problems.append(VaultError(.damaged, "\(live[row].label) holds no grant"))
+                            }
+                        case .failure(let error):
+                            part.problems.append(error)
+                        }
+                    }
+                    part.problems.reverse()
+                    return part
                 }
             }
-            for (row, result) in zip(live, try keys.open(live, secrets: secrets)) {
-                do throws(VaultError) {
-                    let payload = try result.get()
-                    guard let grant = payload.grant else { throw VaultError(.damaged, "\(row.label) holds no grant") }
-                    grants.append(NamedGrant(name: payload.name, grant: grant))
-                } catch {
-                    problems.append(error)
-                }
+            var names: [String] = []
+            var items: [T] = []
+            names.reserveCapacity(liveCount)
+            items.reserveCapacity(liveCount)
+            for part in parts {
+                let opened = try part.get()
+                names += opened.names
+                items += opened.items
+                problems += opened.problems
             }
             // Every live entry of the state has its row unless the counts
             // differ; only then find which are missing.
-            if state.entries.liveCount != live.count {
-                let seen = Set(rows.map(\.id))
+            if state.entries.liveCount != liveCount {
+                let seen = try tables.recordIDs()
                 for (id, entry) in state.entries.sorted where !seen.contains(id) && !entry.deleted {
                     problems.append(
                         VaultError(.tampered, "record \(Array(id.prefix(4)).hex) is missing (deleted outside vault)"))
                 }
             }
-            // Sorting positions rather than the grants themselves (a grant
+            // Sorting positions rather than the items themselves (a grant
             // is a large value, and moving 10,000 of them dominated the
-            // sort), then moving each grant once into its place.
-            let names = grants.map(\.name)
-            Vault.permute(&grants, by: names.indices.sorted { names[$0] < names[$1] })
-            return GrantListing(grants: grants, problems: problems)
+            // sort), then moving each item once into its place.
+            Vault.permute(&items, by: names.indices.sorted { names[$0] < names[$1] })
+            return (items, problems)
         }
     }
 

@@ -67,6 +67,19 @@ struct GrantLifetimeTests {
         #expect(shown["refresh_token_deadline_rule"] as? String == "refresh_token_expires_in")
         let created = try #require(shown["created_at"] as? Double)
         #expect(try #require(shown["refresh_token_deadline_at"] as? Double) == created + 15_897_600)
+        // A listing reads less of each grant than `show`, but the same rule.
+        let listed = try #require(try Self.json(try scene.home.run("list", "--json")) as? [[String: Any]])
+        #expect(listed.first?["refresh_token_deadline_rule"] as? String == "refresh_token_expires_in")
+        #expect(listed.first?["refresh_token_deadline_at"] as? Double == created + 15_897_600)
+        let table = try scene.home.run("list")
+        #expect(table.stdout.contains("the provider says so"), "\(table.stdout)")
+        // The keep-alive pass reads the same: a refresh moves this deadline
+        // (GitHub rotates the refresh token), so the grant is refreshed.
+        let kept = try scene.home.run("keepalive", "--within", "200d", "--json")
+        #expect(kept.status == 0, "\(kept.stderr)")
+        let reports = try #require(try Self.json(kept) as? [[String: Any]])
+        #expect(reports.first?["result"] as? String == "refreshed", "\(kept.stdout)")
+        #expect(reports.first?["rule"] as? String == "refresh_token_expires_in")
     }
 
     @Test("a provider that documents nothing: no deadline, said as unknown")

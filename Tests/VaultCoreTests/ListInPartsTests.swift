@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import VaultTestSupport
 
@@ -16,6 +17,38 @@ struct ListInPartsTests {
         #expect(parts.flatMap { $0 } == Array(0..<count))
         #expect(parts.count <= max(1, count / 256))
         #expect(parts.allSatisfy { !$0.isEmpty } || count == 0)
+    }
+
+    @Test("pipelined work: answers in the order handed over, at once or not", arguments: [true, false])
+    func pipelinedOrder(concurrent: Bool) throws {
+        let answers = try pipelined(concurrent: concurrent) { (hand: (Int) -> Void) throws(VaultError) in
+            for i in 0..<50 { hand(i) }
+        } work: { (i: Int) -> String in
+            // Early items take longest, so later ones finish first.
+            usleep(UInt32(max(0, 20 - i) * 100))
+            return "answer \(i)"
+        }
+        #expect(answers == (0..<50).map { "answer \($0)" })
+        let none = try pipelined(concurrent: concurrent) { (_: (Int) -> Void) throws(VaultError) in
+        } work: {
+            $0
+        }
+        #expect(none.isEmpty)
+    }
+
+    @Test("pipelined work: when the producer fails, the work started is waited for and the error thrown")
+    func pipelinedFailure() {
+        let finished = Mutex(0)
+        #expect(throws: VaultError.self) {
+            try pipelined(concurrent: true) { (hand: (Int) -> Void) throws(VaultError) in
+                for i in 0..<5 { hand(i) }
+                throw VaultError(.damaged, "the producer failed")
+            } work: { (_: Int) -> Void in
+                usleep(2000)
+                finished.withLock { $0 += 1 }
+            }
+        }
+        #expect(finished.withLock { $0 } == 5)
     }
 
     @Test("a permutation moves each item to its place")
@@ -53,5 +86,23 @@ struct ListInPartsTests {
         #expect(damaged.problems.count == 1)
         #expect(damaged.problems.first?.reason.contains("failed authentication") == true)
         #expect(damaged.grants.map(\.name) == damaged.grants.map(\.name).sorted())
+
+        // Problems keep the order of the rows, across parts: rows failing
+        // their checks against the state first, then rows failing to open.
+        rows = try raw.rows()
+        rows[100][4] = rows[1][4]
+        rows[100][5] = rows[1][5]
+        rows[650][2] = .integer(9)
+        try raw.replaceRows(rows)
+        let both = try Vault.open(at: dir.location, key: .keyfile(TestKeys.keyfileSecret())).list(secrets: false)
+        #expect(both.grants.count == 697)
+        #expect(both.problems.count == 3)
+        #expect(both.problems.first?.reason.contains("does not match the vault state") == true)
+        let labels = try raw.rows().map { row -> String in
+            guard case .blob(let id) = row[0] else { return "" }
+            return Array(id.prefix(4)).hex
+        }
+        #expect(both.problems.dropFirst().map { $0.reason.contains(labels[100]) } == [true, false])
+        #expect(both.problems.dropFirst().map { $0.reason.contains(labels[600]) } == [false, true])
     }
 }

@@ -94,13 +94,47 @@ struct PayloadCodecTests {
         let expected = try JSONDecoder().decode(ProviderConfiguration.self, from: Data(object.utf8))
         let record = #"{"name":"n","grant":{"provider":"p","created_at":1,"provider_config":"# + object + "}}"
         #expect(read(record)?.grant?.providerConfiguration == expected)
-        // A listing keeps no secret: those three read as empty strings.
-        var listed = expected
-        listed.clientSecret = ""
-        listed.clientPrivateKey = ""
-        listed.registrationAccessToken = ""
+        // A listing keeps only whether a token endpoint and a client id
+        // are named (what a grant's state reads), each as an empty string.
+        var listed = ProviderConfiguration()
+        listed.tokenEndpoint = ""
+        listed.clientID = ""
         let withoutSecrets = Array(record.utf8).withUnsafeBytes { Payload.read($0, secrets: false) }
         #expect(withoutSecrets?.grant?.providerConfiguration == listed)
+        #expect(withoutSecrets?.grant?.hasRefreshRoute == false)
+    }
+
+    @Test("a listing reads what a grant's state and deadline need, and checks what it drops")
+    func listingReading() throws {
+        let grant = Grant(
+            provider: "p", account: "a@example.com", accessToken: "at", refreshToken: "rt",
+            expiresAt: Date(epochSeconds: 50), scopes: ["openid"],
+            providerConfiguration: ProviderConfiguration(
+                tokenEndpoint: "https://idp.example/token", clientID: "c", clientSecret: "cs"),
+            createdAt: Date(epochSeconds: 1), refreshTokenExpiresAt: Date(epochSeconds: 86401),
+            tokenResponse: ["refresh_token_expires_in": .number(86400), "scope": .string("openid")])
+        let bytes = try Payload(name: "n", grant: grant).sealedBytes().unsafeCopyToArray()
+        // Foundation's encoder writes `/` as `\/`: the escapes are read through.
+        #expect(String(decoding: bytes, as: UTF8.self).contains(#"https:\/\/idp.example\/token"#))
+        let full = try #require(bytes.withUnsafeBytes { Payload.read($0) }?.grant)
+        let listed = try #require(bytes.withUnsafeBytes { Payload.read($0, secrets: false) }?.grant)
+        #expect(listed.providerConfiguration?.tokenEndpoint == "" && listed.providerConfiguration?.clientSecret == nil)
+        #expect(listed.hasRefreshRoute && listed.state(at: Date(epochSeconds: 100)) == .refreshable)
+        // What the provider said of its refresh token's life is kept, so
+        // the listing gives the deadline `show` gives.
+        #expect(listed.tokenResponse == ["refresh_token_expires_in": .number(86400)])
+        #expect(listed.refreshTokenDeadline(policy: nil) == full.refreshTokenDeadline(policy: nil))
+        #expect(listed.refreshTokenDeadline(policy: nil)?.rule == .providerSaid)
+        // A dropped value is still checked: broken JSON in it refuses the record.
+        for broken in [#""token_endpoint":"a\qb""#, #""issuer":"a\ud800""#, "\"issuer\":\"a\u{01}\""] {
+            let record = #"{"name":"n","grant":{"provider":"p","created_at":1,"provider_config":{"# + broken + "}}}"
+            #expect(Array(record.utf8).withUnsafeBytes { Payload.read($0, secrets: false) } == nil, "\(broken)")
+            #expect(Array(record.utf8).withUnsafeBytes { Payload.read($0) } == nil, "\(broken)")
+        }
+        let invalidUTF8 =
+            Array(#"{"name":"n","grant":{"provider":"p","created_at":1,"provider_config":{"issuer":""#.utf8)
+            + [0xC3, 0x28] + Array(#""}}}"#.utf8)
+        #expect(invalidUTF8.withUnsafeBytes { Payload.read($0, secrets: false) } == nil)
     }
 
     @Test("every property of a grant is in its one list of stored fields, once, and reads back by key")
@@ -181,7 +215,8 @@ struct PayloadCodecTests {
         #expect(Payload.decodedWithFoundation(bytes)?.grant == grant)
         let listed = try #require(try bytes.withUnsafeBytes { try Payload(json: $0, label: "r", secrets: false) }.grant)
         #expect([listed.accessToken, listed.refreshToken, listed.idToken, listed.tokenSecret] == ["", "", "", ""])
-        #expect(listed.providerConfiguration?.clientSecret == "" && listed.tokenResponse == nil)
+        #expect(listed.providerConfiguration == ProviderConfiguration(clientID: ""))
+        #expect(listed.tokenResponse == nil)
         #expect(listed.dpopKey?.privateKey == "" && listed.dpopKey?.thumbprint == "t")
         #expect(listed.derivedTokens.isEmpty && text.contains("\"dt\""))
         #expect(listed.account == "a" && listed.expiresAt == grant.expiresAt && listed.dead)

@@ -1,3 +1,4 @@
+import CSodium
 import Testing
 
 @testable import VaultCrypto
@@ -94,6 +95,38 @@ struct CryptoTests {
     func badPadding() throws {
         #expect(throws: CryptoError.self) { try Padding.unpad(try SecureBytes(count: 256), blockSize: 256) }
         #expect(throws: CryptoError.self) { try Padding.unpad(try SecureBytes(count: 100), blockSize: 256) }
+    }
+
+    @Test("unpadding agrees with libsodium's on every length and on any last block")
+    func unpaddingAgreesWithLibsodium() throws {
+        #expect(sodium_init() == 0)
+        let block = 16
+        func libsodium(_ bytes: [UInt8]) -> Int? {
+            var length = 0
+            return sodium_unpad(&length, bytes, bytes.count, block) == 0 ? length : nil
+        }
+        func ours(_ bytes: [UInt8]) -> Int? {
+            bytes.withUnsafeBufferPointer {
+                Padding.unpaddedLength($0.baseAddress!, count: bytes.count, blockSize: block)
+            }
+        }
+        // Every length padded by libsodium, then every last block over
+        // the bytes that matter (0x00, 0x80, other) from a seeded stream.
+        for length in 0..<(3 * block) {
+            var padded = [UInt8](repeating: 0x41, count: (length / block + 1) * block)
+            var n = 0
+            #expect(sodium_pad(&n, &padded, length, block, padded.count) == 0)
+            #expect(ours(padded) == length && libsodium(padded) == length)
+        }
+        var seed: UInt64 = 0x9E37_79B9_7F4A_7C15
+        for _ in 0..<20000 {
+            var bytes = [UInt8](repeating: 0, count: 2 * block)
+            for i in bytes.indices {
+                seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+                bytes[i] = [0x00, 0x00, 0x00, 0x80, 0x41][Int(seed >> 33) % 5]
+            }
+            #expect(ours(bytes) == libsodium(bytes))
+        }
     }
 
     @Test("secure bytes never print their contents")

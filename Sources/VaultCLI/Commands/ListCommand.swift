@@ -26,8 +26,6 @@ struct ListCommand: VaultCommand {
     func run(_ ctx: Context) throws -> ExitCode {
         _ = try ctx.positionals()
         let vault = try ctx.opener.openVault()
-        // Tokens are never needed to list: they are not even read into memory.
-        let listing = try vault.list(secrets: false)
         let now = ctx.time.now()
         let lifetimes = GrantLifetimes(location: try ctx.opener.location())
         // Grants in a sync conflict are marked (none when this vault does
@@ -36,56 +34,84 @@ struct ListCommand: VaultCommand {
             vault.isThroughAgent
                 ? ((try? ctx.agents.client(for: try ctx.opener.location())?.conflictNames()) ?? [])
                 : ((try? ctx.network.syncEngine(vault).conflictNames()) ?? []))
+        // Tokens are never needed to list: they are not even read into
+        // memory. Each grant is summed up, or its row made, as it is read.
+        let problems: [VaultError]
         if ctx.output.json {
-            try ctx.output.printJSON(
-                listing.grants.map {
-                    var summary = lifetimes.summary($0.name, $0.grant, now: now)
-                    if conflicted.contains($0.name) { summary.conflict = true }
-                    return summary
-                })
-        } else if !listing.grants.isEmpty {
-            // When refresh tokens die, and the last refresh and use that
-            // move an inactivity limit, when anything is known of it.
-            let deadlines = listing.grants.map { lifetimes.deadline($0.grant) }
-            let refreshColumn = deadlines.contains { $0 != nil }
-            var rows = [
-                ["NAME", "PROVIDER", "ACCOUNT", "STATE", "EXPIRES"]
-                    + (refreshColumn ? ["REFRESH EXPIRES", "REFRESHED", "USED"] : [])
-            ]
-            rows.reserveCapacity(listing.grants.count + 1)
-            func when(_ date: Date?) -> String {
-                date.map { "\(Format.timestamp($0)) (\(Format.relative($0, now: now)))" } ?? "-"
+            let summaries: [GrantSummary]
+            (summaries, problems) = try vault.list(secrets: false) { g in
+                var summary = lifetimes.summary(g.name, g.grant, now: now)
+                if conflicted.contains(g.name) { summary.conflict = true }
+                return summary
             }
-            let grants = listing.grants
-            func row(_ i: Int) -> [String] {
-                let g = grants[i]
-                let dies = deadlines[i].map { "\(when($0.date)), \(GrantLifetimes.ruleText($0))" } ?? "-"
-                let state =
-                    GrantSummary.state(of: g.grant, at: now) + (conflicted.contains(g.name) ? " (conflict)" : "")
-                let columns = [g.name, g.grant.provider, g.grant.account ?? "-", state, when(g.grant.expiresAt)]
-                guard refreshColumn else { return columns }
-                return columns + [
-                    dies, Format.relative(g.grant.refreshedAt ?? g.grant.createdAt, now: now),
-                    lifetimes.lastUse[g.name].map { Format.relative($0, now: now) } ?? "-",
+            try ctx.output.printJSON(summaries)
+        } else {
+            let rows: [ListRow]
+            (rows, problems) = try vault.list(secrets: false) { g in
+                ListRow(g, lifetimes: lifetimes, conflicted: conflicted.contains(g.name), now: now)
+            }
+            if !rows.isEmpty {
+                // When refresh tokens die, and the last refresh and use that
+                // move an inactivity limit, when anything is known of it.
+                let refreshColumn = rows.contains { $0.hasDeadline }
+                var table = [
+                    ["NAME", "PROVIDER", "ACCOUNT", "STATE", "EXPIRES"]
+                        + (refreshColumn ? ["REFRESH EXPIRES", "REFRESHED", "USED"] : [])
                 ]
+                table.reserveCapacity(rows.count + 1)
+                for row in rows { table.append(refreshColumn ? row.cells : Array(row.cells.prefix(5))) }
+                // One write for the whole table.
+                var text = Format.tableText(table)
+                Console.writeAll(&text, fd: 1)
+            } else if problems.isEmpty {
+                ctx.output.info(
+                    "the vault holds no grants; add one with 'vault add PROVIDER' or 'vault import NAME'")
             }
-            // Each grant's row alone, in parts at once on a long list.
-            for part in inParts(grants.count, minimumPart: 512, { $0.map(row) }) { rows += part }
-            // One write for the whole table.
-            Console.write(Format.table(rows).joined(separator: "\n") + "\n", to: 1)
-        } else if listing.problems.isEmpty {
-            ctx.output.info("the vault holds no grants; add one with 'vault add PROVIDER' or 'vault import NAME'")
         }
         if !ctx.output.json && !conflicted.isEmpty {
             ctx.output.warn(
                 "changed on two machines at once: \(conflicted.sorted().joined(separator: ", ")); see 'vault conflicts'"
             )
         }
-        for problem in listing.problems { ctx.output.error(problem.reason) }
-        return listing.problems.isEmpty ? .ok : .failure
+        for problem in problems { ctx.output.error(problem.reason) }
+        return problems.isEmpty ? .ok : .failure
     }
 
     /// This command's options in the order they are declared: found without
     /// reflection, checked against the declarations by `CommandDeclarationTests`.
     var declarations: [any OptionDeclaration] { [] }
+}
+
+/// One grant's line of `vault list`: its eight cells, the last three
+/// shown only when some grant's refresh token has a known deadline.
+struct ListRow {
+    let cells: [String]
+    let hasDeadline: Bool
+
+    init(_ g: NamedGrant, lifetimes: GrantLifetimes, conflicted: Bool, now: Date) {
+        // Built by appending: a long list makes tens of thousands of cells.
+        func when(_ date: Date?) -> String {
+            guard let date else { return "-" }
+            var text = Format.timestamp(date)
+            text += " ("
+            text += Format.relative(date, now: now)
+            text += ")"
+            return text
+        }
+        let deadline = lifetimes.deadline(g.grant)
+        var state = GrantSummary.state(of: g.grant, at: now)
+        if conflicted { state += " (conflict)" }
+        var dies = "-"
+        if let deadline {
+            dies = when(deadline.date)
+            dies += ", "
+            dies += GrantLifetimes.ruleText(deadline)
+        }
+        cells = [
+            g.name, g.grant.provider, g.grant.account ?? "-", state, when(g.grant.expiresAt), dies,
+            Format.relative(g.grant.refreshedAt ?? g.grant.createdAt, now: now),
+            lifetimes.lastUse[g.name].map { Format.relative($0, now: now) } ?? "-",
+        ]
+        hasDeadline = deadline != nil
+    }
 }

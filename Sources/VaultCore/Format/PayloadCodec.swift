@@ -91,11 +91,6 @@ struct JSONReader {
             self.decoded = decoded
         }
 
-        /// Zeroes a decoded copy; the text's own bytes are the caller's.
-        mutating func wipe() {
-            if decoded != nil { secureZero(&decoded!) }
-        }
-
         func withBytes<R>(_ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
             if let decoded { return decoded.withUnsafeBufferPointer(body) }
             return body(text)
@@ -172,19 +167,7 @@ struct JSONReader {
         if try null() { return false }
         skipSpace()
         guard current == UInt8(ascii: "\"") else { throw .malformed }
-        let start = index + 1
-        var i = start
-        while i < bytes.count, bytes[i] >= 0x20, bytes[i] < 0x80, bytes[i] != UInt8(ascii: "\""),
-            bytes[i] != UInt8(ascii: "\\")
-        {
-            i += 1
-        }
-        if i < bytes.count && bytes[i] == UInt8(ascii: "\"") {
-            index = i + 1
-            return true
-        }
-        var rest = try rawString()  // escapes or non-ASCII: the full check
-        rest.wipe()
+        try skipRawString()
         return true
     }
 
@@ -199,7 +182,7 @@ struct JSONReader {
         case UInt8(ascii: "["):
             try array(depth: depth) { (r: inout JSONReader) throws(Failure) in try r.skip(depth: depth + 1) }
         case UInt8(ascii: "\""):
-            _ = try rawString()
+            try skipRawString()
         case UInt8(ascii: "t"), UInt8(ascii: "f"):
             _ = try bool()
         case UInt8(ascii: "n"):
@@ -286,58 +269,139 @@ struct JSONReader {
     }
 
     /// A string starting at its opening quote: its UTF-8 bytes, checked
-    /// to be valid, with escapes decoded.
+    /// to be valid, with escapes decoded. Without escapes the key is the
+    /// text's own bytes; with them (Foundation's encoder writes `/` as
+    /// `\/`, so every stored address has some) the runs between escapes
+    /// are copied whole into one array sized for the string.
     private mutating func rawString() throws(Failure) -> Key {
         index += 1
         let start = index
         // Fast path: no escapes.
-        while let c = current, c != UInt8(ascii: "\""), c != UInt8(ascii: "\\"), c >= 0x20 { index += 1 }
+        let wide = scanPlain()
         guard let stop = current else { throw .malformed }
         if stop == UInt8(ascii: "\"") {
             let text = UnsafeBufferPointer(rebasing: bytes[start..<index])
             index += 1
-            try JSONReader.checkUTF8(text)
+            if wide { try JSONReader.checkUTF8(text) }
             return Key(text: text)
         }
-        var out = Array(UnsafeBufferPointer(rebasing: bytes[start..<index]))
         guard stop == UInt8(ascii: "\\") else { throw .malformed }
-        while let c = current {
-            index += 1
-            switch c {
-            case UInt8(ascii: "\""):
-                return try valid(out)
-            case UInt8(ascii: "\\"):
-                guard let e = current else { throw .malformed }
-                index += 1
-                switch e {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
-                case UInt8(ascii: "b"): out.append(0x08)
-                case UInt8(ascii: "f"): out.append(0x0c)
-                case UInt8(ascii: "n"): out.append(0x0a)
-                case UInt8(ascii: "r"): out.append(0x0d)
-                case UInt8(ascii: "t"): out.append(0x09)
-                case UInt8(ascii: "u"):
-                    var scalar = try hex4()
-                    if scalar >= 0xD800 && scalar < 0xDC00 {
-                        try literal("\\u")
-                        let low = try hex4()
-                        guard low >= 0xDC00 && low < 0xE000 else { throw .malformed }
-                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-                    } else if scalar >= 0xDC00 && scalar < 0xE000 {
-                        throw .malformed
-                    }
-                    guard let u = Unicode.Scalar(scalar) else { throw .malformed }
-                    out.append(contentsOf: UTF8.encode(u)!)
-                default:
-                    throw .malformed
-                }
-            case 0..<0x20:
-                throw .malformed
-            default:
-                out.append(c)
-            }
+        var out: [UInt8] = []
+        out.reserveCapacity(closingQuote(from: index) - start)
+        out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
+        try escapedRest { (run: UnsafeBufferPointer<UInt8>, scalar: Unicode.Scalar?) in
+            out.append(contentsOf: run)
+            if let scalar { out.append(contentsOf: UTF8.encode(scalar)!) }
         }
-        throw .malformed
+        return try valid(out)
+    }
+
+    /// Checks a string starting at its opening quote as `rawString` reads
+    /// it, copying nothing: a value a reader skips. One pass: escapes are
+    /// checked where they stand, and the raw bytes are valid UTF-8 exactly
+    /// when the decoded string is (an escape is ASCII).
+    private mutating func skipRawString() throws(Failure) {
+        index += 1
+        let start = index
+        var wide = false
+        while true {
+            if scanPlain() { wide = true }
+            guard let c = current else { throw .malformed }
+            index += 1
+            if c == UInt8(ascii: "\"") { break }
+            // A control character stops a run too, and is refused.
+            guard c == UInt8(ascii: "\\") else { throw .malformed }
+            _ = try escape()
+        }
+        if wide { try JSONReader.checkUTF8(UnsafeBufferPointer(rebasing: bytes[start..<index - 1])) }
+    }
+
+    /// Moves past the plain bytes of a string (neither a quote, a backslash
+    /// nor a control character); true when any of them was not ASCII.
+    /// Eight bytes are tested at once while none of them stops the run
+    /// (a byte equal to a quote or backslash, or below 0x20, is found by
+    /// the usual borrow test on the whole word), then one at a time.
+    private mutating func scanPlain() -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs = ones &* 0x80
+        var seen: UInt64 = 0
+        while bytes.count - index >= 8 {
+            let word = UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self)
+            let quote = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
+            let backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
+            let stops =
+                ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- ones &* 0x20) & ~word)
+            if stops & highs != 0 { break }
+            seen |= word
+            index += 8
+        }
+        var last: UInt8 = 0
+        while index < bytes.count {
+            let c = bytes[index]
+            if c == UInt8(ascii: "\"") || c == UInt8(ascii: "\\") || c < 0x20 { break }
+            last |= c
+            index += 1
+        }
+        return seen & highs != 0 || last >= 0x80
+    }
+
+    /// The end of a string whose escapes start at `from`: the index of its
+    /// closing quote, or the end of the text (an unterminated string,
+    /// refused by the reading that follows).
+    private func closingQuote(from: Int) -> Int {
+        var i = from
+        while i < bytes.count, bytes[i] != UInt8(ascii: "\"") { i += bytes[i] == UInt8(ascii: "\\") ? 2 : 1 }
+        return min(i, bytes.count)
+    }
+
+    /// Reads the rest of a string from its first backslash through its
+    /// closing quote, handing `body` each run of plain bytes and the
+    /// scalar of the escape that ends it (nil for the last run).
+    private mutating func escapedRest(
+        _ body: (UnsafeBufferPointer<UInt8>, Unicode.Scalar?) throws(Failure) -> Void
+    ) throws(Failure) {
+        var runStart = index
+        while true {
+            _ = scanPlain()  // the decoded whole is checked by the caller
+            guard let c = current else { throw .malformed }
+            let run = UnsafeBufferPointer(rebasing: bytes[runStart..<index])
+            index += 1
+            if c == UInt8(ascii: "\"") {
+                try body(run, nil)
+                return
+            }
+            guard c == UInt8(ascii: "\\") else { throw .malformed }
+            try body(run, try escape())
+            runStart = index
+        }
+    }
+
+    /// The scalar of an escape whose backslash was just read.
+    private mutating func escape() throws(Failure) -> Unicode.Scalar {
+        guard let e = current else { throw .malformed }
+        index += 1
+        switch e {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): return Unicode.Scalar(e)
+        case UInt8(ascii: "b"): return "\u{08}"
+        case UInt8(ascii: "f"): return "\u{0C}"
+        case UInt8(ascii: "n"): return "\n"
+        case UInt8(ascii: "r"): return "\r"
+        case UInt8(ascii: "t"): return "\t"
+        case UInt8(ascii: "u"):
+            var scalar = try hex4()
+            if scalar >= 0xD800 && scalar < 0xDC00 {
+                try literal("\\u")
+                let low = try hex4()
+                guard low >= 0xDC00 && low < 0xE000 else { throw .malformed }
+                scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+            } else if scalar >= 0xDC00 && scalar < 0xE000 {
+                throw .malformed
+            }
+            guard let u = Unicode.Scalar(scalar) else { throw .malformed }
+            return u
+        default:
+            throw .malformed
+        }
     }
 
     /// The bytes as a key if they are valid UTF-8.
@@ -381,8 +445,12 @@ extension JSONReader {
 extension Payload {
     /// Reads a payload: `name` required, `grant` optional (a tombstone has
     /// none); other keys skipped. A known key given twice is refused.
-    /// With `secrets` false, the grant's tokens and client secret are
-    /// checked but not kept: each present one reads as an empty string.
+    /// With `secrets` false (a listing), the grant keeps what lists and
+    /// deadlines read: its tokens read as empty strings when present, its
+    /// provider configuration only whether it names a token endpoint and a
+    /// client (empty strings), its token response only
+    /// `refresh_token_expires_in`, and the payload no lineage; the rest
+    /// is checked and dropped.
     package static func read(_ bytes: UnsafeRawBufferPointer, secrets: Bool = true) -> Payload? {
         var r = JSONReader(bytes)
         var name: String?
@@ -399,6 +467,12 @@ extension Payload {
                     name = try r.string()
                 } else if key.is("lineage") {
                     guard lineage == nil else { return nil }
+                    // A listing has no use for what tokens replaced.
+                    guard secrets else {
+                        try r.skip(depth: 1)
+                        lineage = Lineage()
+                        continue
+                    }
                     lineage = try r.null() ? Lineage() : try Lineage.read(&r)
                 } else if key.is("clock") {
                     guard !transitSeen else { return nil }
@@ -544,12 +618,13 @@ extension Grant {
             case .providerConfiguration:
                 g.providerConfiguration = try r.null() ? nil : try ProviderConfiguration.read(&r, secrets: secrets)
             case .object(let path):
-                // Not needed to list grants: checked, not kept, without secrets.
+                guard try !r.null() else { continue }
+                // A listing keeps only what a refresh token's deadline
+                // reads (`refreshTokenDeadline`); the rest is checked, not kept.
                 guard secrets else {
-                    try r.skip(depth: 2)
+                    g[path] = try Grant.deadlineFields(&r)
                     continue
                 }
-                guard try !r.null() else { continue }
                 guard case .object(let o) = try r.value(depth: 2) else { throw .malformed }
                 g[path] = o
             case .dpopKey:
@@ -568,6 +643,22 @@ extension Grant {
         }
         guard required == Grant.requiredFields, bound == (g.dpopKey != nil) else { throw .malformed }
         return g
+    }
+
+    /// Of a token response, only `refresh_token_expires_in` (nil when it
+    /// is absent); the other values are checked and skipped.
+    private static func deadlineFields(_ r: inout JSONReader) throws(JSONReader.Failure) -> [String: JSONValue]? {
+        var kept: [String: JSONValue]?
+        try r.beginObject(depth: 2)
+        while let key = try r.nextKey() {
+            guard key.is("refresh_token_expires_in") else {
+                try r.skip(depth: 3)
+                continue
+            }
+            guard kept == nil else { throw .malformed }
+            kept = ["refresh_token_expires_in": try r.value(depth: 3)]
+        }
+        return kept
     }
 
     /// The mask of fields that must be present (`text` and `date`).
@@ -675,10 +766,6 @@ extension ProviderConfiguration {
         "endpoints_source", "registration_endpoint", "registration_client_uri", "registration_access_token",
     ]
 
-    /// The positions in `fields` a listing does not keep: the client
-    /// secret, the private key and the registration access token.
-    private static func isSecret(_ n: Int) -> Bool { n == 8 || n == 13 || n == 19 }
-
     private mutating func setString(_ n: Int, _ value: String?) {
         switch n {
         case 0: name = value
@@ -710,6 +797,7 @@ extension ProviderConfiguration {
     ]
 
     static func read(_ r: inout JSONReader, secrets: Bool) throws(JSONReader.Failure) -> ProviderConfiguration {
+        guard secrets else { return try listed(&r) }
         var c = ProviderConfiguration()
         var seen: UInt32 = 0
         try r.beginObject(depth: 2)
@@ -717,14 +805,7 @@ extension ProviderConfiguration {
             if let n = fields.firstIndex(where: { key.is($0) }) {
                 guard seen & (1 << n) == 0 else { throw .malformed }
                 seen |= 1 << n
-                // Without secrets, the client secret, private key and
-                // registration access token are checked and dropped: a
-                // present one reads as an empty string.
-                if !secrets && isSecret(n) {
-                    c.setString(n, try r.skipString() ? "" : nil)
-                } else {
-                    c.setString(n, try r.optionalString())
-                }
+                c.setString(n, try r.optionalString())
                 continue
             }
             guard let m = otherFields.firstIndex(where: { key.is($0) }) else {
@@ -741,6 +822,28 @@ extension ProviderConfiguration {
             case 3: c.authorizationParams = try r.null() ? nil : try stringMap(&r)
             default: c.scopes = try r.null() ? nil : try stringArray(&r)
             }
+        }
+        return c
+    }
+
+    /// What a listing keeps: whether a token endpoint and a client id are
+    /// named, each as an empty string, which is all a grant's state reads
+    /// of them (`Grant.hasRefreshRoute`). Secrets, endpoints and the rest
+    /// are checked as JSON and dropped, never copied out of the plaintext.
+    private static func listed(_ r: inout JSONReader) throws(JSONReader.Failure) -> ProviderConfiguration {
+        var c = ProviderConfiguration()
+        var seen: UInt32 = 0
+        try r.beginObject(depth: 2)
+        while let key = try r.nextKey() {
+            let bit: UInt32 = key.is("token_endpoint") ? 1 : key.is("client_id") ? 2 : 0
+            guard bit != 0 else {
+                try r.skip(depth: 3)
+                continue
+            }
+            guard seen & bit == 0 else { throw .malformed }
+            seen |= bit
+            let named: String? = try r.skipString() ? "" : nil
+            if bit == 1 { c.tokenEndpoint = named } else { c.clientID = named }
         }
         return c
     }

@@ -109,7 +109,8 @@ package protocol VaultKeys: AnyObject {
         throws(VaultError) -> StoredRecord
     /// Authenticates, decrypts and parses rows, checking that each name
     /// hashes to its row's lookup hash. One result per row, in order. With
-    /// `secrets` false, tokens and client secrets read as empty strings.
+    /// `secrets` false, a listing's reading (`Payload.read`): no secret,
+    /// and of the provider configuration only what a grant's state reads.
     func open(_ records: [StoredRecord], secrets: Bool) throws(VaultError) -> [Result<Payload, VaultError>]
     /// Opens one row, with its secrets.
     func open(_ record: StoredRecord) throws(VaultError) -> Payload
@@ -117,9 +118,15 @@ package protocol VaultKeys: AnyObject {
     func stateMAC(_ body: [UInt8]) throws(VaultError) -> [UInt8]
     /// The master key, for keyslot changes; nil when the keys are elsewhere.
     var masterKey: SecureBytes? { get }
+    /// True when `open` may be called from several threads at once.
+    var opensConcurrently: Bool { get }
 }
 
 extension VaultKeys {
+    /// One call at a time unless the keys say otherwise (an agent's keys
+    /// share one connection).
+    package var opensConcurrently: Bool { false }
+
     /// Opens one row, as a batch of one.
     package func open(_ record: StoredRecord) throws(VaultError) -> Payload {
         guard let result = try open([record], secrets: true).first else {
@@ -176,10 +183,7 @@ package final class LocalKeys: VaultKeys {
     {
         try withScratch(for: records) { (scratch: SecureBuffer) -> [Result<Payload, VaultError>] in
             records.map { row in
-                Result { () throws(VaultError) in
-                    try openChecked(row, scratch: scratch, secrets: secrets) { _, payload throws(VaultError) in payload
-                    }
-                }
+                Result { () throws(VaultError) in try openPayload(row, scratch: scratch, secrets: secrets) }
             }
         }
     }
@@ -192,7 +196,7 @@ package final class LocalKeys: VaultKeys {
     /// is made for it.
     package func open(_ record: StoredRecord) throws(VaultError) -> Payload {
         try withScratch(for: [record]) { (scratch: SecureBuffer) throws(VaultError) -> Payload in
-            try openChecked(record, scratch: scratch, secrets: true) { _, payload throws(VaultError) in payload }
+            try openPayload(record, scratch: scratch, secrets: true)
         }
     }
 
@@ -229,17 +233,37 @@ package final class LocalKeys: VaultKeys {
         let length = try cipher.open(row, into: scratch)
         return try scratch.withUnsafeBytes { (all: UnsafeRawBufferPointer) throws(VaultError) -> R in
             let plain = UnsafeRawBufferPointer(rebasing: all[..<length])
-            let payload = try Payload(json: plain, label: row.label, secrets: secrets)
-            guard try cipher.nameHash(payload.name) == row.nameHash else {
-                throw VaultError(.tampered, "\(row.label) holds a grant of another name")
-            }
-            return try body(plain, payload)
+            return try body(plain, try checkedPayload(plain, of: row, secrets: secrets))
         }
+    }
+
+    /// `openChecked` for the payload alone, handed back rather than lent.
+    private func openPayload(_ row: StoredRecord, scratch: SecureBuffer, secrets: Bool) throws(VaultError) -> Payload {
+        defer { scratch.wipe() }
+        let length = try cipher.open(row, into: scratch)
+        return try scratch.withUnsafeBytes { (all: UnsafeRawBufferPointer) throws(VaultError) -> Payload in
+            try checkedPayload(UnsafeRawBufferPointer(rebasing: all[..<length]), of: row, secrets: secrets)
+        }
+    }
+
+    /// Parses `row`'s plaintext and checks that its name hashes to the
+    /// row's lookup hash.
+    private func checkedPayload(_ plain: UnsafeRawBufferPointer, of row: StoredRecord, secrets: Bool)
+        throws(VaultError) -> Payload
+    {
+        let payload = try Payload(json: plain, label: row.label, secrets: secrets)
+        guard try cipher.nameHash(payload.name) == row.nameHash else {
+            throw VaultError(.tampered, "\(row.label) holds a grant of another name")
+        }
+        return payload
     }
 
     package func stateMAC(_ body: [UInt8]) throws(VaultError) -> [UInt8] {
         try StateManifest.mac(body, header: header, key: stateKey)
     }
+
+    /// The keys are only read, and scratch buffers are taken under a lock.
+    package var opensConcurrently: Bool { true }
 }
 
 /// Wiped scratch buffers for the next decryption, shared by the agent's
