@@ -75,16 +75,18 @@ package func inParts<R>(_ count: Int, minimumPart: Int, _ body: (Range<Int>) -> 
 }
 
 /// `work` over each item `produce` hands over, each on a thread of its
-/// own while `produce` goes on (at most `usableProcessors` at once; with
-/// `concurrent` false, or when no thread can be made, on the calling
-/// thread): the answers in the order the items were handed over. Reading
-/// rows and opening them overlap this way. When `produce` throws, the work
-/// already started is waited for and the error rethrown.
+/// own while `produce` goes on (at most one per processor at once, beside
+/// the producing thread, which mostly waits for them); on the calling
+/// thread with `concurrent` false, on a single processor, or when no
+/// thread can be made. The answers come in the order the items were
+/// handed over. Reading rows and opening them overlap this way. When
+/// `produce` throws, the work already started is waited for and the error
+/// rethrown.
 package func pipelined<Item, Answer>(
     concurrent: Bool, _ produce: (_ hand: (Item) -> Void) throws(VaultError) -> Void, work: (Item) -> Answer
 ) throws(VaultError) -> [Answer] {
     var slots: [AnswerSlot<Answer>] = []
-    let most = max(1, usableProcessors)
+    let most = concurrent && usableProcessors > 1 ? usableProcessors : 0
     try withoutActuallyEscaping(work) { (work) throws(VaultError) in
         nonisolated(unsafe) let work = work
         var running: [pthread_t] = []
@@ -93,9 +95,9 @@ package func pipelined<Item, Answer>(
         try produce { item in
             nonisolated(unsafe) let slot = AnswerSlot<Answer>()
             slots.append(slot)
-            if running.count == most { pthread_join(running.removeFirst(), nil) }
+            if running.count == most, !running.isEmpty { pthread_join(running.removeFirst(), nil) }
             nonisolated(unsafe) let item = item
-            if concurrent, let thread = spawn({ slot.answer = work(item) }) {
+            if most > 0, let thread = spawn({ slot.answer = work(item) }) {
                 running.append(thread)
             } else {
                 slot.answer = work(item)

@@ -150,7 +150,7 @@ extension Vault {
     /// several threads at once and must only read what it shares): a long
     /// listing neither copies every grant nor waits to render them.
     /// Sorted by grant name.
-    package func list<T>(secrets: Bool = true, each transform: (NamedGrant) -> T) throws(VaultError) -> (
+    package func list<T>(secrets: Bool = true, each transform: @Sendable (NamedGrant) -> T) throws(VaultError) -> (
         items: [T], problems: [VaultError]
     ) {
         try read { (state: StateManifest) throws(VaultError) in
@@ -183,6 +183,9 @@ extension Vault {
                     part.items.reserveCapacity(live.count)
                     // Each result is moved out (from the end), not copied.
                     var results = try keys.open(live, secrets: secrets)
+                    guard results.count == live.count else {
+                        throw VaultError(.internalError, "the keys answered \(results.count) of \(live.count) records")
+                    }
                     var row = live.count
                     while let result = results.popLast() {
                         row -= 1

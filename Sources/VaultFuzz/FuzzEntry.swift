@@ -55,6 +55,17 @@ enum FuzzEntry {
             if let ours, let foundation = Payload.decodedWithFoundation(bytes), ours != foundation {
                 return false  // the payload readers disagree
             }
+            // A listing's reading accepts exactly what the full one does,
+            // and what it keeps gives the same name, state and deadline.
+            let listed = bytes.withUnsafeBytes { Payload.read($0, secrets: false) }
+            guard (listed == nil) == (ours == nil) else { return false }
+            if let ours, let listed {
+                let at = Date(epochSeconds: 1_800_000_000)
+                guard listed.name == ours.name, (listed.grant == nil) == (ours.grant == nil),
+                    listed.grant?.state(at: at) == ours.grant?.state(at: at),
+                    listed.grant?.refreshTokenDeadline(policy: nil) == ours.grant?.refreshTokenDeadline(policy: nil)
+                else { return false }
+            }
         case "foreign-tokens":
             // Other tools' token files (vault import --from), the first byte choosing the tool.
             let tools = ForeignTokens.Tool.allCases

@@ -135,6 +135,22 @@ struct PayloadCodecTests {
             Array(#"{"name":"n","grant":{"provider":"p","created_at":1,"provider_config":{"issuer":""#.utf8)
             + [0xC3, 0x28] + Array(#""}}}"#.utf8)
         #expect(invalidUTF8.withUnsafeBytes { Payload.read($0, secrets: false) } == nil)
+        // What the full reading refuses, a listing refuses too: a field of
+        // the wrong type, a key given twice, a malformed lineage, a token
+        // response that is not an object, a derived token without its token.
+        let head = #""grant":{"provider":"p","created_at":1"#
+        for record in [
+            #"{"name":"n",\#(head),"provider_config":{"issuer":1}}}"#,
+            #"{"name":"n",\#(head),"provider_config":{"issuer":"a","issuer":"b"}}}"#,
+            #"{"name":"n",\#(head),"provider_config":{"scopes":["a",null]}}}"#,
+            #"{"name":"n","lineage":{"spent":"x"},\#(head)}}"#,
+            #"{"name":"n",\#(head),"token_response":[]}}"#,
+            #"{"name":"n",\#(head),"token_response":{"a":1,"a":2}}}"#,
+            #"{"name":"n",\#(head),"derived_tokens":[{"target":{"resource":"r"},"issued_at":1}]}}"#,
+        ] {
+            #expect(Array(record.utf8).withUnsafeBytes { Payload.read($0) } == nil, "\(record)")
+            #expect(Array(record.utf8).withUnsafeBytes { Payload.read($0, secrets: false) } == nil, "\(record)")
+        }
     }
 
     @Test("every property of a grant is in its one list of stored fields, once, and reads back by key")

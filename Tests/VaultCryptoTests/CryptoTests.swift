@@ -97,10 +97,9 @@ struct CryptoTests {
         #expect(throws: CryptoError.self) { try Padding.unpad(try SecureBytes(count: 100), blockSize: 256) }
     }
 
-    @Test("unpadding agrees with libsodium's on every length and on any last block")
-    func unpaddingAgreesWithLibsodium() throws {
+    @Test("unpadding agrees with libsodium's on every length and on any last block", arguments: [16, 256])
+    func unpaddingAgreesWithLibsodium(block: Int) throws {
         #expect(sodium_init() == 0)
-        let block = 16
         func libsodium(_ bytes: [UInt8]) -> Int? {
             var length = 0
             return sodium_unpad(&length, bytes, bytes.count, block) == 0 ? length : nil
@@ -118,8 +117,16 @@ struct CryptoTests {
             #expect(sodium_pad(&n, &padded, length, block, padded.count) == 0)
             #expect(ours(padded) == length && libsodium(padded) == length)
         }
+        // All zeros; the marker at the last block's first byte; a marker
+        // followed by a byte that is not zero.
+        var edge = [UInt8](repeating: 0, count: 2 * block)
+        #expect(ours(edge) == nil && libsodium(edge) == nil)
+        edge[block] = 0x80
+        #expect(ours(edge) == block && libsodium(edge) == block)
+        edge[2 * block - 1] = 1
+        #expect(ours(edge) == nil && libsodium(edge) == nil)
         var seed: UInt64 = 0x9E37_79B9_7F4A_7C15
-        for _ in 0..<20000 {
+        for _ in 0..<(320_000 / block) {
             var bytes = [UInt8](repeating: 0, count: 2 * block)
             for i in bytes.indices {
                 seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407

@@ -99,6 +99,20 @@ struct JSONReader {
         /// The bytes as a string.
         var string: String { withBytes { String(decoding: $0, as: UTF8.self) } }
 
+        /// True when both name the same key: the same bytes, or, beyond
+        /// ASCII, the same string (as a dictionary of strings tells keys apart).
+        func names(_ other: Key) -> Bool {
+            withBytes { a in
+                other.withBytes { b in
+                    if a.count == b.count && (a.isEmpty || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0) {
+                        return true
+                    }
+                    guard a.contains(where: { $0 >= 0x80 }) || b.contains(where: { $0 >= 0x80 }) else { return false }
+                    return String(decoding: a, as: UTF8.self) == String(decoding: b, as: UTF8.self)
+                }
+            }
+        }
+
         func `is`(_ name: [UInt8]) -> Bool {
             withBytes { b in
                 b.count == name.count
@@ -171,16 +185,29 @@ struct JSONReader {
         return true
     }
 
-    /// Checks and skips any value.
-    mutating func skip(depth: Int = 0) throws(Failure) {
+    /// A string (not null), checked and not kept.
+    mutating func checkString() throws(Failure) {
+        guard try skipString() else { throw .malformed }
+    }
+
+    /// Checks and skips any value. With `asValue`, by `value(depth:)`'s
+    /// rules (`checkValue`): an object with a key given twice is refused,
+    /// and a number must be finite.
+    mutating func skip(depth: Int = 0, asValue: Bool = false) throws(Failure) {
         guard depth < JSONReader.maxDepth else { throw .malformed }
         skipSpace()
         switch current {
+        case UInt8(ascii: "{") where asValue:
+            try checkObject(depth: depth) { (r: inout JSONReader, _) throws(Failure) in
+                try r.skip(depth: depth + 1, asValue: true)
+            }
         case UInt8(ascii: "{"):
             try beginObject(depth: depth)
             while try nextKey() != nil { try skip(depth: depth + 1) }
         case UInt8(ascii: "["):
-            try array(depth: depth) { (r: inout JSONReader) throws(Failure) in try r.skip(depth: depth + 1) }
+            try array(depth: depth) { (r: inout JSONReader) throws(Failure) in
+                try r.skip(depth: depth + 1, asValue: asValue)
+            }
         case UInt8(ascii: "\""):
             try skipRawString()
         case UInt8(ascii: "t"), UInt8(ascii: "f"):
@@ -188,7 +215,7 @@ struct JSONReader {
         case UInt8(ascii: "n"):
             try literal("null")
         default:
-            _ = try number()
+            if asValue { _ = try double() } else { _ = try number() }
         }
     }
 
@@ -213,6 +240,22 @@ struct JSONReader {
         let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
         guard let v = Double(text), v.isFinite else { throw .malformed }
         return v
+    }
+
+    /// Checks any value as `value(depth:)` reads it, keeping nothing.
+    mutating func checkValue(depth: Int) throws(Failure) { try skip(depth: depth, asValue: true) }
+
+    /// Checks an object whose values `body` reads or checks, given each
+    /// key, refusing a key given twice (keys equal as strings are the same
+    /// key, as in a dictionary of strings).
+    mutating func checkObject(depth: Int, _ body: (inout JSONReader, Key) throws(Failure) -> Void) throws(Failure) {
+        var keys: [Key] = []
+        try beginObject(depth: depth)
+        while let key = try nextKey() {
+            guard !keys.contains(where: { $0.names(key) }) else { throw .malformed }
+            keys.append(key)
+            try body(&self, key)
+        }
     }
 
     /// Any value, kept (objects with a key given twice are refused).
@@ -318,20 +361,29 @@ struct JSONReader {
 
     /// Moves past the plain bytes of a string (neither a quote, a backslash
     /// nor a control character); true when any of them was not ASCII.
-    /// Eight bytes are tested at once while none of them stops the run
-    /// (a byte equal to a quote or backslash, or below 0x20, is found by
-    /// the usual borrow test on the whole word), then one at a time.
+    /// Eight bytes are tested at once: a byte equal to a quote or a
+    /// backslash, or below 0x20, sets the high bit of its place in `stops`
+    /// (the usual borrow test), and the lowest such place is always a real
+    /// stop (a borrow only marks places above one), so it is where the run
+    /// ends. The last few bytes of the text are tested one at a time.
     private mutating func scanPlain() -> Bool {
         let ones: UInt64 = 0x0101_0101_0101_0101
         let highs = ones &* 0x80
         var seen: UInt64 = 0
         while bytes.count - index >= 8 {
-            let word = UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self)
+            let word = UInt64(
+                littleEndian: UnsafeRawPointer(bytes.baseAddress! + index).loadUnaligned(as: UInt64.self))
             let quote = word ^ (ones &* UInt64(UInt8(ascii: "\"")))
             let backslash = word ^ (ones &* UInt64(UInt8(ascii: "\\")))
             let stops =
                 ((quote &- ones) & ~quote) | ((backslash &- ones) & ~backslash) | ((word &- ones &* 0x20) & ~word)
-            if stops & highs != 0 { break }
+            let found = stops & highs
+            if found != 0 {
+                let plain = found.trailingZeroBitCount / 8
+                seen |= word & ((1 << (8 * UInt64(plain))) &- 1)
+                index += plain
+                return seen & highs != 0
+            }
             seen |= word
             index += 8
         }
@@ -467,13 +519,8 @@ extension Payload {
                     name = try r.string()
                 } else if key.is("lineage") {
                     guard lineage == nil else { return nil }
-                    // A listing has no use for what tokens replaced.
-                    guard secrets else {
-                        try r.skip(depth: 1)
-                        lineage = Lineage()
-                        continue
-                    }
-                    lineage = try r.null() ? Lineage() : try Lineage.read(&r)
+                    // A listing has no use for what tokens replaced: checked, not kept.
+                    lineage = try r.null() ? Lineage() : try Lineage.read(&r, keep: secrets)
                 } else if key.is("clock") {
                     guard !transitSeen else { return nil }
                     transitSeen = true
@@ -523,13 +570,15 @@ extension TransitClock {
 extension Lineage {
     /// Reads `lineage`: arrays of strings and a string, each optional;
     /// other keys skipped, a known key given twice refused.
-    static func read(_ r: inout JSONReader) throws(JSONReader.Failure) -> Lineage {
+    static func read(_ r: inout JSONReader, keep: Bool = true) throws(JSONReader.Failure) -> Lineage {
         var l = Lineage()
         var seen: UInt8 = 0
         func strings(_ r: inout JSONReader) throws(JSONReader.Failure) -> [String] {
             var out: [String] = []
             if try r.null() { return out }
-            try r.array(depth: 2) { (r: inout JSONReader) throws(JSONReader.Failure) in out.append(try r.string()) }
+            try r.array(depth: 2) { (r: inout JSONReader) throws(JSONReader.Failure) in
+                if keep { out.append(try r.string()) } else { try r.checkString() }
+            }
             return out
         }
         try r.beginObject(depth: 1)
@@ -540,13 +589,13 @@ extension Lineage {
                 l.spent = try strings(&r)
             } else if key.is("meta") {
                 bit = 2
-                l.meta = try r.optionalString()
+                l.meta = keep ? try r.optionalString() : try r.skipString() ? "" : nil
             } else if key.is("meta_before") {
                 bit = 4
                 l.metaBefore = try strings(&r)
             } else if key.is("tokens") {
                 bit = 8
-                l.tokens = try r.optionalString()
+                l.tokens = keep ? try r.optionalString() : try r.skipString() ? "" : nil
             } else if key.is("tokens_before") {
                 bit = 16
                 l.tokensBefore = try strings(&r)
@@ -563,7 +612,7 @@ extension Lineage {
             guard seen & bit == 0 else { throw .malformed }
             seen |= bit
         }
-        return l
+        return keep ? l : Lineage()
     }
 }
 
@@ -619,46 +668,35 @@ extension Grant {
                 g.providerConfiguration = try r.null() ? nil : try ProviderConfiguration.read(&r, secrets: secrets)
             case .object(let path):
                 guard try !r.null() else { continue }
-                // A listing keeps only what a refresh token's deadline
-                // reads (`refreshTokenDeadline`); the rest is checked, not kept.
-                guard secrets else {
-                    g[path] = try Grant.deadlineFields(&r)
+                if secrets {
+                    guard case .object(let o) = try r.value(depth: 2) else { throw .malformed }
+                    g[path] = o
                     continue
                 }
-                guard case .object(let o) = try r.value(depth: 2) else { throw .malformed }
-                g[path] = o
+                // A listing keeps only what a refresh token's deadline
+                // reads (`refreshTokenDeadline`); the rest is checked.
+                var kept: [String: JSONValue]?
+                try r.checkObject(depth: 2) { (r: inout JSONReader, key) throws(JSONReader.Failure) in
+                    if key.is("refresh_token_expires_in") {
+                        kept = ["refresh_token_expires_in": try r.value(depth: 3)]
+                    } else {
+                        try r.checkValue(depth: 3)
+                    }
+                }
+                g[path] = kept
             case .dpopKey:
                 g.dpopKey = try r.null() ? nil : try DPoPKey.read(&r, secrets: secrets)
             case .derivedTokens:
-                // Not needed to list grants: checked, not kept, without secrets.
-                guard secrets else {
-                    try r.skip(depth: 2)
-                    continue
-                }
                 guard try !r.null() else { continue }
+                // Not needed to list grants: checked, not kept, without secrets.
                 try r.array(depth: 2) { (r: inout JSONReader) throws(JSONReader.Failure) in
-                    g.derivedTokens.append(try DerivedToken.read(&r))
+                    let token = try DerivedToken.read(&r, secrets: secrets)
+                    if secrets { g.derivedTokens.append(token) }
                 }
             }
         }
         guard required == Grant.requiredFields, bound == (g.dpopKey != nil) else { throw .malformed }
         return g
-    }
-
-    /// Of a token response, only `refresh_token_expires_in` (nil when it
-    /// is absent); the other values are checked and skipped.
-    private static func deadlineFields(_ r: inout JSONReader) throws(JSONReader.Failure) -> [String: JSONValue]? {
-        var kept: [String: JSONValue]?
-        try r.beginObject(depth: 2)
-        while let key = try r.nextKey() {
-            guard key.is("refresh_token_expires_in") else {
-                try r.skip(depth: 3)
-                continue
-            }
-            guard kept == nil else { throw .malformed }
-            kept = ["refresh_token_expires_in": try r.value(depth: 3)]
-        }
-        return kept
     }
 
     /// The mask of fields that must be present (`text` and `date`).
@@ -673,8 +711,9 @@ extension Grant {
 extension DerivedToken {
     /// Reads one cached derived token with the rules of its `Codable`
     /// form: `target`, `access_token` and `issued_at` required, a known
-    /// key given twice refused, unknown keys skipped.
-    static func read(_ r: inout JSONReader) throws(JSONReader.Failure) -> DerivedToken {
+    /// key given twice refused, unknown keys skipped. Without `secrets`
+    /// the token is checked and read as "".
+    static func read(_ r: inout JSONReader, secrets: Bool = true) throws(JSONReader.Failure) -> DerivedToken {
         var target: TokenTarget?
         var token: String?
         var type: String?
@@ -693,7 +732,12 @@ extension DerivedToken {
                 target = try readTarget(&r)
             } else if key.is("access_token") {
                 try once(2)
-                token = try r.string()
+                if secrets {
+                    token = try r.string()
+                } else {
+                    try r.checkString()
+                    token = ""
+                }
             } else if key.is("token_type") {
                 try once(4)
                 type = try r.optionalString()
@@ -796,8 +840,12 @@ extension ProviderConfiguration {
         "error_aliases", "errors_with_http_200", "empty_400_is_invalid_grant", "authorization_params", "scopes",
     ]
 
+    /// Reads a provider configuration. Without `secrets` (a listing) it is
+    /// checked by the same rules but keeps only what a grant's state reads
+    /// (`Grant.hasRefreshRoute`): whether a token endpoint and a client id
+    /// are named, each as an empty string. Secrets, addresses and the rest
+    /// are checked where they stand and never copied out of the plaintext.
     static func read(_ r: inout JSONReader, secrets: Bool) throws(JSONReader.Failure) -> ProviderConfiguration {
-        guard secrets else { return try listed(&r) }
         var c = ProviderConfiguration()
         var seen: UInt32 = 0
         try r.beginObject(depth: 2)
@@ -805,7 +853,11 @@ extension ProviderConfiguration {
             if let n = fields.firstIndex(where: { key.is($0) }) {
                 guard seen & (1 << n) == 0 else { throw .malformed }
                 seen |= 1 << n
-                c.setString(n, try r.optionalString())
+                if secrets {
+                    c.setString(n, try r.optionalString())
+                } else if try r.skipString(), n == 3 || n == 7 {
+                    c.setString(n, "")
+                }
                 continue
             }
             guard let m = otherFields.firstIndex(where: { key.is($0) }) else {
@@ -815,35 +867,25 @@ extension ProviderConfiguration {
             let bit: UInt32 = 1 << (fields.count + m)
             guard seen & bit == 0 else { throw .malformed }
             seen |= bit
+            guard try !r.null() else { continue }
             switch m {
-            case 0: c.errorAliases = try r.null() ? nil : try stringMap(&r)
-            case 1: c.errorsWithHTTP200 = try r.null() ? nil : try r.bool()
-            case 2: c.empty400IsInvalidGrant = try r.null() ? nil : try r.bool()
-            case 3: c.authorizationParams = try r.null() ? nil : try stringMap(&r)
-            default: c.scopes = try r.null() ? nil : try stringArray(&r)
+            case 0:
+                if secrets { c.errorAliases = try stringMap(&r) } else { try checkStringMap(&r) }
+            case 1:
+                let flag = try r.bool()
+                if secrets { c.errorsWithHTTP200 = flag }
+            case 2:
+                let flag = try r.bool()
+                if secrets { c.empty400IsInvalidGrant = flag }
+            case 3:
+                if secrets { c.authorizationParams = try stringMap(&r) } else { try checkStringMap(&r) }
+            default:
+                if secrets {
+                    c.scopes = try stringArray(&r)
+                } else {
+                    try r.array(depth: 3) { (r: inout JSONReader) throws(JSONReader.Failure) in try r.checkString() }
+                }
             }
-        }
-        return c
-    }
-
-    /// What a listing keeps: whether a token endpoint and a client id are
-    /// named, each as an empty string, which is all a grant's state reads
-    /// of them (`Grant.hasRefreshRoute`). Secrets, endpoints and the rest
-    /// are checked as JSON and dropped, never copied out of the plaintext.
-    private static func listed(_ r: inout JSONReader) throws(JSONReader.Failure) -> ProviderConfiguration {
-        var c = ProviderConfiguration()
-        var seen: UInt32 = 0
-        try r.beginObject(depth: 2)
-        while let key = try r.nextKey() {
-            let bit: UInt32 = key.is("token_endpoint") ? 1 : key.is("client_id") ? 2 : 0
-            guard bit != 0 else {
-                try r.skip(depth: 3)
-                continue
-            }
-            guard seen & bit == 0 else { throw .malformed }
-            seen |= bit
-            let named: String? = try r.skipString() ? "" : nil
-            if bit == 1 { c.tokenEndpoint = named } else { c.clientID = named }
         }
         return c
     }
@@ -853,6 +895,11 @@ extension ProviderConfiguration {
         var out: [String] = []
         try r.array(depth: 3) { (r: inout JSONReader) throws(JSONReader.Failure) in out.append(try r.string()) }
         return out
+    }
+
+    /// `stringMap`'s object checked, nothing kept.
+    private static func checkStringMap(_ r: inout JSONReader) throws(JSONReader.Failure) {
+        try r.checkObject(depth: 3) { (r: inout JSONReader, _) throws(JSONReader.Failure) in try r.checkString() }
     }
 
     /// An object of strings (`error_aliases`).
