@@ -76,10 +76,12 @@ package func inParts<R>(_ count: Int, minimumPart: Int, _ body: (Range<Int>) -> 
 
 /// `work` over each item `produce` hands over, each on a thread of its
 /// own while `produce` goes on (at most one per processor at once, beside
-/// the producing thread, which mostly waits for them); on the calling
-/// thread with `concurrent` false, on a single processor, or when no
-/// thread can be made. The answers come in the order the items were
-/// handed over. Reading rows and opening them overlap this way. When
+/// the producing thread, which mostly waits for them). An item is started
+/// only when the next one is handed over, so the last item, and a lone
+/// one (a short list), are worked on by the calling thread with no thread
+/// made; so is every item with `concurrent` false, on a single processor,
+/// or when no thread can be made. The answers come in the order the items
+/// were handed over. Reading rows and opening them overlap this way. When
 /// `produce` throws, the work already started is waited for and the error
 /// rethrown.
 package func pipelined<Item, Answer>(
@@ -90,19 +92,26 @@ package func pipelined<Item, Answer>(
     try withoutActuallyEscaping(work) { (work) throws(VaultError) in
         nonisolated(unsafe) let work = work
         var running: [pthread_t] = []
+        var waiting: (item: Item, slot: AnswerSlot<Answer>)?
         // Every thread is waited for before `work` goes out of reach.
         defer { for thread in running { pthread_join(thread, nil) } }
         try produce { item in
-            nonisolated(unsafe) let slot = AnswerSlot<Answer>()
+            let slot = AnswerSlot<Answer>()
             slots.append(slot)
+            guard let (earlier, earlierSlot) = waiting else {
+                waiting = (item, slot)
+                return
+            }
+            waiting = (item, slot)
             if running.count == most, !running.isEmpty { pthread_join(running.removeFirst(), nil) }
-            nonisolated(unsafe) let item = item
-            if most > 0, let thread = spawn({ slot.answer = work(item) }) {
+            nonisolated(unsafe) let (started, startedSlot) = (earlier, earlierSlot)
+            if most > 0, let thread = spawn({ startedSlot.answer = work(started) }) {
                 running.append(thread)
             } else {
-                slot.answer = work(item)
+                startedSlot.answer = work(started)
             }
         }
+        if let (item, slot) = waiting { slot.answer = work(item) }
     }
     return slots.map { $0.answer! }
 }

@@ -48,7 +48,20 @@ struct ListInPartsTests {
                 finished.withLock { $0 += 1 }
             }
         }
-        #expect(finished.withLock { $0 } == 5)
+        // The fifth was waiting for a sixth and never started.
+        #expect(finished.withLock { $0 } == 4)
+    }
+
+    @Test("pipelined work: a lone item, and the last, are worked on by the calling thread")
+    func pipelinedOnCaller() throws {
+        let caller = pthread_self()
+        let here = { (_: Int) -> Bool in pthread_equal(pthread_self(), caller) != 0 }
+        let lone = try pipelined(concurrent: true, { (hand: (Int) -> Void) throws(VaultError) in hand(1) }, work: here)
+        #expect(lone == [true])
+        let several = try pipelined(
+            concurrent: true, { (hand: (Int) -> Void) throws(VaultError) in for i in 0..<4 { hand(i) } }, work: here)
+        #expect(several.last == true)
+        if usableProcessors > 1 { #expect(several.dropLast().allSatisfy { !$0 }) }
     }
 
     @Test("a permutation moves each item to its place")
