@@ -315,7 +315,7 @@ struct JSONReader {
     /// to be valid, with escapes decoded. Without escapes the key is the
     /// text's own bytes; with them (Foundation's encoder writes `/` as
     /// `\/`, so every stored address has some) the runs between escapes
-    /// are copied whole into one array sized for the string.
+    /// are copied whole into one array.
     private mutating func rawString() throws(Failure) -> Key {
         index += 1
         let start = index
@@ -329,9 +329,7 @@ struct JSONReader {
             return Key(text: text)
         }
         guard stop == UInt8(ascii: "\\") else { throw .malformed }
-        var out: [UInt8] = []
-        out.reserveCapacity(closingQuote(from: index) - start)
-        out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
+        var out = Array(UnsafeBufferPointer(rebasing: bytes[start..<index]))
         try escapedRest { (run: UnsafeBufferPointer<UInt8>, scalar: Unicode.Scalar?) in
             out.append(contentsOf: run)
             if let scalar { out.append(contentsOf: UTF8.encode(scalar)!) }
@@ -395,15 +393,6 @@ struct JSONReader {
             index += 1
         }
         return seen & highs != 0 || last >= 0x80
-    }
-
-    /// The end of a string whose escapes start at `from`: the index of its
-    /// closing quote, or the end of the text (an unterminated string,
-    /// refused by the reading that follows).
-    private func closingQuote(from: Int) -> Int {
-        var i = from
-        while i < bytes.count, bytes[i] != UInt8(ascii: "\"") { i += bytes[i] == UInt8(ascii: "\\") ? 2 : 1 }
-        return min(i, bytes.count)
     }
 
     /// Reads the rest of a string from its first backslash through its
