@@ -39,6 +39,7 @@
     X(sqlite3_column_bytes)                                                                                            \
     X(sqlite3_column_int64)                                                                                            \
     X(sqlite3_changes)                                                                                                 \
+    X(sqlite3_total_changes)                                                                                           \
     X(sqlite3_last_insert_rowid)                                                                                       \
     X(sqlite3_get_autocommit)                                                                                          \
     X(sqlite3_stmt_status)
@@ -146,6 +147,7 @@ sqlite3_int64 sqlite3_column_int64(sqlite3_stmt *statement, int column) {
     return api.sqlite3_column_int64(statement, column);
 }
 int sqlite3_changes(sqlite3 *db) { return api.sqlite3_changes(db); }
+int sqlite3_total_changes(sqlite3 *db) { return api.sqlite3_total_changes(db); }
 sqlite3_int64 sqlite3_last_insert_rowid(sqlite3 *db) { return api.sqlite3_last_insert_rowid(db); }
 int sqlite3_get_autocommit(sqlite3 *db) { return api.sqlite3_get_autocommit(db); }
 int sqlite3_stmt_status(sqlite3_stmt *statement, int op, int reset) {

@@ -104,16 +104,24 @@ package struct AgentPeer: Sendable, Equatable {
 
     /// True for the OpenSSH client (or its multiplexing master), which is
     /// the process at this end of every `ssh -R` forwarded connection.
+    /// Every connection asks, so the path's bytes are looked at in place.
     static func isSSHClient(_ executable: String) -> Bool {
-        let base = executable.split(separator: "/").last.map(String.init) ?? executable
-        return base == "ssh" || base.hasPrefix("ssh ")
+        var path = executable.utf8[...]
+        while path.last == UInt8(ascii: "/") { path = path.dropLast() }
+        let base = path.lastIndex(of: UInt8(ascii: "/")).map { path[path.index(after: $0)...] } ?? path
+        // A path of slashes alone names no program.
+        guard !base.isEmpty else { return false }
+        let ssh = "ssh".utf8
+        return base.starts(with: ssh) && (base.count == 3 || base.dropFirst(3).first == UInt8(ascii: " "))
     }
 
     private static func executablePath(_ pid: Int) -> String? {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let n = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
-        guard n > 0 else { return nil }
-        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(PATH_MAX) + 1) { buffer in
+            let n = readlink("/proc/\(pid)/exe", buffer.baseAddress!, buffer.count - 1)
+            guard n > 0 else { return nil }
+            return String(
+                decoding: UnsafeRawBufferPointer(start: buffer.baseAddress!, count: n), as: UTF8.self)
+        }
     }
 }
 

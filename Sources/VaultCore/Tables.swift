@@ -57,6 +57,10 @@ struct Tables {
         do { return try database.dataVersion() } catch { throw error.vaultError }
     }
 
+    func changeMark() throws(VaultError) -> ChangeMark {
+        do { return try database.changeMark() } catch { throw error.vaultError }
+    }
+
     /// The schema version (`user_version`); 0 in a file that is not a vault.
     func schemaVersion() throws(VaultError) -> Int {
         do { return try database.userVersion() } catch { throw error.vaultError }
@@ -123,8 +127,11 @@ struct Tables {
     // MARK: records
 
     private static let recordColumns = "id, name_hash, version, deleted, nonce, ciphertext"
-    private static let newestLive =
-        "SELECT \(recordColumns) FROM records WHERE name_hash = ? AND deleted = 0 ORDER BY version DESC LIMIT 1"
+    /// The unique partial index `records_live_name` allows one live row per
+    /// name: no ORDER BY, which would make SQLite sort through a temporary
+    /// b-tree (a pager of its own, made and freed at every use).
+    static let newestLive =
+        "SELECT \(recordColumns) FROM records WHERE name_hash = ? AND deleted = 0"
     private static let newestTombstone =
         "SELECT \(recordColumns) FROM records WHERE name_hash = ? AND deleted = 1 ORDER BY version DESC LIMIT 1"
 

@@ -29,6 +29,11 @@ public final class Vault {
     /// these, so of two concurrent changes the later one is refused. Kept
     /// as read (slot order); `Keyslots` makes the map when it needs one.
     var seenSlots: [StoredKeyslot]?
+    /// The state this handle last authenticated, with the connection's
+    /// change mark read before it: while the mark stays the same nothing was
+    /// written, so a long-lived handle (the agent's) reads and checks the
+    /// state, which grows with the grants, only after a change.
+    private var authenticatedState: (mark: ChangeMark, state: StateManifest)?
 
     package init(location: VaultLocation, database: Database, header: Header, keys: any VaultKeys, time: any TimeSource)
     {
@@ -207,9 +212,15 @@ public final class Vault {
         try tables.transaction(kind, body)
     }
 
+    /// The authenticated state. The mark is read before the state, so a
+    /// commit between them makes the next mark differ.
     func loadState() throws(VaultError) -> StateManifest {
+        let mark = try tables.changeMark()
+        if let known = authenticatedState, known.mark == mark { return known.state }
         guard let blob = try getMeta("state") else { throw VaultError(.damaged, "the vault state is missing") }
-        return try StateManifest(decoding: blob, keys: keys)
+        let state = try StateManifest(decoding: blob, keys: keys)
+        authenticatedState = (mark, state)
+        return state
     }
 
     package func getMeta(_ key: String) throws(VaultError) -> [UInt8]? {

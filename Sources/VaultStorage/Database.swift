@@ -82,6 +82,15 @@ public final class Database {
         return statement.int64(at: 0)
     }
 
+    /// What changes whenever the file's content may have changed: SQLite's
+    /// `data_version` (commits of other connections) with the rows this
+    /// connection changed since it opened (its own writes, committed or
+    /// rolled back). Read first in a transaction, it also starts the read
+    /// that the transaction's statements see.
+    public func changeMark() throws(StorageError) -> ChangeMark {
+        ChangeMark(dataVersion: try dataVersion(), ownChanges: Int64(sqlite3_total_changes(handle)))
+    }
+
     /// Makes SQLite read the file's header (and schema) now, so a file that
     /// is not a database fails here with `isNotADatabase` rather than later.
     /// Nothing is written.
@@ -207,4 +216,11 @@ public enum TransactionError<E: Error>: Error {
     case storage(StorageError)
     /// The body threw; the transaction was rolled back.
     case body(E)
+}
+
+/// Two equal marks of one connection (`Database.changeMark`) mean that
+/// nothing was written to the file between them.
+public struct ChangeMark: Equatable, Sendable {
+    let dataVersion: Int64
+    let ownChanges: Int64
 }

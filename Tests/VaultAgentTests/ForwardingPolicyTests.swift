@@ -40,6 +40,18 @@ struct ForwardingPolicyTests {
         #expect(AgentPeer.sshDestination(arguments) == destination)
     }
 
+    @Test(
+        "the OpenSSH client is told by its program's name, wherever it lives",
+        arguments: [
+            ("ssh", true), ("/usr/bin/ssh", true), ("/usr/bin/ssh/", true), ("ssh: /run/cm [mux]", false),
+            ("ssh [mux]", true), ("/usr/bin/ssh (deleted)", true), ("/usr/bin/ssh-agent", false),
+            ("/usr/bin/sshd", false), ("/opt/ssh/bin/scp", false), ("ss", false), ("", false), ("///", false),
+            ("/usr/bin/vault", false),
+        ] as [(String, Bool)])
+    func sshClient(executable: String, isSSH: Bool) {
+        #expect(AgentPeer.isSSHClient(executable) == isSSH)
+    }
+
     @Test("a grant's rule wins over the defaults, which win over the built-in ones")
     func ruleLevels() throws {
         let directory = Self.scratch()

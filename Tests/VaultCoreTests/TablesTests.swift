@@ -58,6 +58,18 @@ struct TablesTests {
         #expect(database.reprepareCount > 0)
     }
 
+    @Test("a grant is found through the index of live names, with nothing to sort")
+    func liveNamePlan() throws {
+        let key = KeySource.keyfile(try TestKeys.keyfileSecret())
+        let vault = try Vault.create(at: dir.location, key: key, kdf: .minimum)
+        let s = try vault.database.prepare("EXPLAIN QUERY PLAN " + Tables.newestLive)
+        try s.bind(.blob([1]))
+        var plan: [String] = []
+        while try s.step() { plan.append(s.text(at: 3)) }
+        #expect(plan.contains { $0.contains("USING INDEX records_live_name") }, "\(plan)")
+        #expect(!plan.contains { $0.contains("TEMP B-TREE") }, "\(plan)")
+    }
+
     @Test("a vault file of a newer schema is refused, naming the schema")
     func newerSchema() throws {
         let key = KeySource.keyfile(try TestKeys.keyfileSecret())

@@ -159,6 +159,47 @@ struct TamperTests {
         }
     }
 
+    @Test("a handle that read the state before checks it again after any change made beside it")
+    func stateChangedUnderOpenHandle() throws {
+        try makeVault()
+        let raw = try RawVault(dir.location)
+        let original = try raw.meta("state")
+        let vault = try open()
+        #expect(try vault.load("alpha").accessToken == "token-0")
+        for i in original.indices {
+            try raw.setMeta("state", original.flipping(i))
+            do throws(VaultError) {
+                _ = try vault.load("alpha")
+                Issue.record("state byte \(i) change went unnoticed by an open handle")
+            } catch {
+                #expect(error.reason.contains("vault state"), "byte \(i): \(error.reason)")
+            }
+            // Put back, the state is read and trusted again.
+            try raw.setMeta("state", original)
+            #expect(try vault.load("alpha").accessToken == "token-0")
+        }
+    }
+
+    @Test("an open handle sees its own writes and another handle's, and an older state put back is checked")
+    func openHandleFollowsWrites() throws {
+        try makeVault()
+        let raw = try RawVault(dir.location)
+        let vault = try open()
+        let other = try open()
+        _ = try vault.load("alpha")
+        let before = try raw.meta("state")
+        try other.save(TestKeys.grant(token: "from-other"), as: "alpha")
+        #expect(try vault.load("alpha").accessToken == "from-other")
+        try vault.save(TestKeys.grant(token: "from-self"), as: "alpha")
+        #expect(try vault.load("alpha").accessToken == "from-self")
+        #expect(try other.load("alpha").accessToken == "from-self")
+        // The state of two writes ago, authentic but older than the record
+        // rows: the rows no longer match it, whoever reads.
+        try raw.setMeta("state", before)
+        #expect { try vault.load("alpha") } throws: { ($0 as? VaultError)?.code == .tampered }
+        #expect { try open().load("alpha") } throws: { ($0 as? VaultError)?.code == .tampered }
+    }
+
     @Test("every single-bit change of a record is detected and named; the other grants stay readable")
     func records() throws {
         try makeVault()
