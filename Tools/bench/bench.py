@@ -155,12 +155,29 @@ class Agent:
         del self.client_env["VAULT_KEYFILE"]
         for _ in range(200):
             if subprocess.run([vault, "agent", "--status"], env=self.client_env, **QUIET).returncode == 0:
+                self.settle()
                 return
             if self.process.poll() is not None:
                 break
             time.sleep(0.05)
         self.stop()
         raise SystemExit("bench: the agent did not start")
+
+    def settle(self, quiet=0.5, limit=60):
+        """Waits until the agent's start-up work (its first keep-alive pass
+        reads every grant) is over: its CPU time stays the same for `quiet`
+        seconds."""
+        def cpu():
+            fields = open("/proc/%d/stat" % self.process.pid).read().rsplit(")", 1)[1].split()
+            return int(fields[11]) + int(fields[12])
+        deadline = time.monotonic() + limit
+        last = -1
+        while time.monotonic() < deadline:
+            now = cpu()
+            if now == last:
+                return
+            last = now
+            time.sleep(quiet)
 
     def stop(self):
         if self.process.poll() is None:
