@@ -368,9 +368,12 @@ public struct AgentRefreshCoordinator: RefreshCoordinator {
         }
         let keys = here == nil ? nil : vault.agentKeys
         if let keys, keys.unlockedHere { return nil }
-        // A forced refresh counts on the record's version to tell whether
-        // the agent refreshed before a broken connection lost its answer.
-        let before = keys != nil && need.force ? try? vault.loadWithRow(need.name).0.version : nil
+        // The record's version tells whether the agent refreshed: it may
+        // hand back the token it had, still valid, when it could not (the
+        // sync store away while another machine holds the grant); and a
+        // forced refresh counts on it to tell whether the agent refreshed
+        // before a broken connection lost its answer.
+        let before = try? vault.loadWithRow(need.name).0.version
         do {
             _ = try client.token(need.name, minimumValidity: need.minimumValidity, forceRefresh: need.force)
         } catch {
@@ -378,7 +381,7 @@ public struct AgentRefreshCoordinator: RefreshCoordinator {
             _ = try keys.unlockHere(after: error)
             // The agent answered that it is locked: it did not refresh.
             // Otherwise it may have, and stored the result, before it went.
-            if error.code != .locked, let before {
+            if error.code != .locked, need.force, let before {
                 let (row, grant) = try vault.loadWithRow(need.name)
                 if row.version != before { return FreshGrant(grant: grant, refreshed: true) }
             }
@@ -387,12 +390,18 @@ public struct AgentRefreshCoordinator: RefreshCoordinator {
             // made fresh is not refreshed again (unless forced).
             return nil
         }
-        return FreshGrant(grant: try vault.load(need.name), refreshed: true)
+        let (row, grant) = try vault.loadWithRow(need.name)
+        return FreshGrant(grant: grant, refreshed: before.map { row.version != $0 } ?? true)
     }
 
     /// Like `here`, for a refresh done here.
     public func prepare(_ need: RefreshNeed, grant: Grant, in vault: Vault) throws(VaultError) -> RefreshDecision {
         try here?.prepare(need, grant: grant, in: vault) ?? .proceed
+    }
+
+    /// Like `here`, for a refresh done here.
+    public func mayStillRefreshAlone(_ need: RefreshNeed, grant: Grant, in vault: Vault) -> Bool {
+        here?.mayStillRefreshAlone(need, grant: grant, in: vault) ?? true
     }
 
     /// Like `here`, for a refresh done here.

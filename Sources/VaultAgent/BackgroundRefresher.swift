@@ -90,12 +90,27 @@ final class BackgroundRefresher: Sendable {
         return expires.timeIntervalSince(now) <= margin ? .now(margin: margin) : .notYet
     }
 
+    /// When to try a grant again after a refresh handed back `fresh`: nil
+    /// (at the next check, when due) once it was refreshed here or by
+    /// another process; 20 to 40 seconds on when it came back as it was and
+    /// still due (another machine holds the grant and the store is away),
+    /// rather than at every check.
+    static func retry(after fresh: FreshGrant, margin: Double, now: Date) -> Date? {
+        guard !fresh.refreshed, case .now = due(fresh.grant, refreshBefore: margin, now: now) else { return nil }
+        return now.addingTimeInterval(Double.random(in: 20...40))
+    }
+
     private func refresh(
         _ name: String, margin: Double, keys current: UnlockedKeys, session: inout VaultSession?, now: Date
     ) {
         guard let vault = try? keys.vault(current, session: &session) else { return }
         do {
             let fresh = try environment.tokenRefresher(vault).freshGrant(name, minimumValidity: margin)
+            if let later = BackgroundRefresher.retry(after: fresh, margin: margin, now: now) {
+                environment.log("a grant could not be refreshed now; it keeps its valid token for the moment")
+                keys.retry(name, after: later)
+                return
+            }
             environment.log(
                 fresh.refreshed ? "refreshed a grant ahead of its expiry" : "a grant was refreshed by another process")
             keys.retry(name, after: nil)

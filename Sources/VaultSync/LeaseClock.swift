@@ -159,7 +159,7 @@ extension SyncEngine {
         if !held.held.isEmpty {
             let me = try loadSyncState(keys).device
             let gone = held.held.filter { record, h in
-                !root.leases.contains { $0.record == record && $0.device == me && $0.id == h.id }
+                !root.leases.contains { $0.record == record && $0.device == me && HeldLeases.same(h.id, $0.id) }
             }.map(\.key)
             if !gone.isEmpty { try updateHeldLeases(keys) { h in for record in gone { h.set(record, nil) } } }
         }
@@ -214,6 +214,17 @@ struct HeldLeases {
     }
 
     mutating func set(_ record: [UInt8], _ h: Held?) { held[record] = h }
+
+    /// Notes the lease on `record` as quiet before a root that renews it
+    /// quiet is written: this machine no longer refreshes alone under it,
+    /// whether the write lands or not. It is still the same lease (`same`).
+    mutating func promiseQuiet(_ record: [UInt8]) { held[record]?.id |= SyncEngine.quietFlag }
+
+    /// Whether a noted id and a root's lease id are the same lease: equal
+    /// but for the quiet flag, which this machine may set in its note first.
+    static func same(_ noted: UInt32, _ lease: UInt32) -> Bool {
+        noted | SyncEngine.quietFlag == lease | SyncEngine.quietFlag
+    }
 
     /// Whether the lease on `record` is still this machine's at boot-clock
     /// time `now`, with `request` seconds to spare: it must end, with a

@@ -187,15 +187,17 @@ extension SyncEngine {
         return alone ? held.letsRefreshAlone(id, now: now, request: request) : held.lets(id, now: now, request: request)
     }
 
-    /// Whether a standing lease on `record` renewed now, for `seconds`,
+    /// Whether a standing lease on `record`, renewed now for `seconds`,
     /// would be quiet: the grant's access token, as this machine has it,
-    /// stays valid until well after the lease ends (or the grant has no
-    /// refresh to make), so this machine will not need to refresh it alone.
-    func quietFor(_ record: [UInt8], seconds: UInt32) throws(VaultError) -> Bool {
-        guard let row = try vault.findRow(id: record), !row.deleted, let grant = try vault.keys.open(row).grant else {
-            return true
-        }
-        guard !grant.dead, grant.refreshToken != nil, let end = grant.expiresAt else { return true }
+    /// stays valid until well after the lease ends, so this machine will
+    /// not need to refresh it alone. Nil when the grant no longer needs a
+    /// standing lease (removed, dead, without a refresh token, or with one
+    /// that does not rotate): it is let go of.
+    func quietRenewal(_ record: [UInt8], seconds: UInt32) throws(VaultError) -> Bool? {
+        guard let row = try vault.findRow(id: record), !row.deleted, let grant = try vault.keys.open(row).grant,
+            !grant.dead, grant.refreshToken != nil, grant.refreshTokenRotates != false
+        else { return nil }
+        guard let end = grant.expiresAt else { return true }
         let needed = Double(seconds) + SyncEngine.leaseMargin + Grant.freshnessMargin + SyncEngine.quietSlack
         return end.timeIntervalSince(vault.time.now()) > needed
     }

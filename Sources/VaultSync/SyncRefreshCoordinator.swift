@@ -106,6 +106,17 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
         }
     }
 
+    /// A guarded grant is refreshed alone only while this machine still
+    /// holds its standing lease, not quiet, with time for the request: the
+    /// lease may have run out, or been renewed quiet by another process of
+    /// this machine, since `prepare` decided.
+    public func mayStillRefreshAlone(_ need: RefreshNeed, grant: Grant, in vault: Vault) -> Bool {
+        guard guarded(grant) else { return true }
+        return
+            (try? engine(vault).holdsStandingLease(on: need.name, request: TokenRefresher.requestTimeout, alone: true))
+            == true
+    }
+
     /// Pushes the refreshed grant to the store, and judges a refusal against what the store holds.
     public func finish(_ need: RefreshNeed, refused: Bool, alone: Bool, in vault: Vault) -> RefusalVerdict {
         let engine = engine(vault)

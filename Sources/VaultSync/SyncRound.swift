@@ -44,6 +44,9 @@ struct SyncRound {
     /// Step 4: this machine's standing leases that the root renews, as
     /// they are held once it is ours.
     private var renewed: [[UInt8]: HeldLeases.Held] = [:]
+    /// The refresh locks of the standing leases step 4 renews, held until
+    /// step 5 has noted the renewals (or the round ends).
+    private var renewalLocks: [GrantLock] = []
 
     /// A round starting from the sync settings as they are now.
     init(engine: SyncEngine, store: any SyncStore, keys: SyncKeys, report: SyncReport = SyncReport())
@@ -171,8 +174,9 @@ struct SyncRound {
         // away") is kept instead, renewed once half of it has gone, while
         // this machine holds it by its own clock; it ends when another
         // machine asked for it, or when this machine no longer holds it.
-        // The refresh locks of the standing leases this round ends, held
-        // until it is over (`leasesToEnd`).
+        // The refresh locks of the standing leases this round ends are held
+        // until the write (`leasesToEnd` let go of them in this machine's
+        // file first).
         let (ending, renewing, locks) = try leasesToEnd()
         defer { for lock in locks { lock.release() } }
         let transit = transit
@@ -257,7 +261,11 @@ struct SyncRound {
     /// refused it, or (ignoring preconditions) let another writer win.
     /// False when it is not ours; otherwise it becomes the new mark.
     mutating func readBack() throws(VaultError) -> Bool {
-        defer { outgoing.removeAll() }
+        defer {
+            outgoing.removeAll()
+            for lock in renewalLocks { lock.release() }
+            renewalLocks.removeAll()
+        }
         guard let next = written else { return true }
         let check = try store.get(SyncEngine.rootName)
         guard let check, try SyncRoot.hash(check.bytes) == writtenHash else {
@@ -304,17 +312,23 @@ struct SyncRound {
     /// Step 4: the records whose lease of this machine the root written
     /// ends, and the standing leases it renews (with the new id, from now
     /// on the boot clock, before the write). A standing lease ends when
-    /// another machine asked for it, or when this machine no longer holds
-    /// it by its own clock (`HeldLeases`); this machine lets go of it
-    /// before the write, so it never refreshes alone under a lease that
-    /// another machine may take. A lease of a refresh under way is kept.
+    /// another machine asked for it, when this machine no longer holds it
+    /// by its own clock (`HeldLeases`), or when its grant no longer needs
+    /// one (removed, dead, or its refresh token does not rotate); this
+    /// machine lets go of it before the write, so it never refreshes alone
+    /// under a lease that another machine may take. A lease of a refresh
+    /// under way is kept.
     ///
-    /// A standing lease is let go of only with its grant's refresh lock,
-    /// held until the round is over: a process of this machine deciding to
-    /// refresh alone under it (the store away for that process a moment
-    /// ago) has done so, or waits and then finds the lease gone. A lease
-    /// whose lock is taken stays, for the next round.
-    private func leasesToEnd() throws(VaultError) -> (Set<[UInt8]>, [[UInt8]: HeldLeases.Held], [GrantLock]) {
+    /// A standing lease is let go of or renewed only with its grant's
+    /// refresh lock: a process of this machine deciding to refresh alone
+    /// under it (the store away for that process a moment ago) has done
+    /// so, or waits and then finds the lease gone, or renewed. A lease whose
+    /// lock is taken stays as it is, for the next round. The locks of
+    /// renewals are held until the read-back has noted the new leases
+    /// (`renewalLocks`); a renewal that turns a lease quiet is noted as
+    /// quiet before the write, so that however the write ends, no process
+    /// refreshes alone under a lease the others may read as quiet.
+    private mutating func leasesToEnd() throws(VaultError) -> (Set<[UInt8]>, [[UInt8]: HeldLeases.Held], [GrantLock]) {
         let leases = root?.leases ?? []
         let now = vault.pacing.boot().seconds
         let held = try engine.heldLeases(keys)
@@ -324,16 +338,16 @@ struct SyncRound {
         where lease.device == state.device && !lease.isWant && !vault.refreshInProgress(record: lease.record) {
             let standing = lease.isStanding
             let asked = leases.contains { $0.record == lease.record && $0.device != state.device && $0.isWant }
-            guard standing, held.held[lease.record]?.id == lease.id, held.lets(lease.record, now: now, request: 0),
-                !asked
+            guard standing, let mine = held.held[lease.record], HeldLeases.same(mine.id, lease.id),
+                held.lets(lease.record, now: now, request: 0), !asked,
+                let quiet = try engine.quietRenewal(lease.record, seconds: lease.seconds)
             else {
                 ending.insert(lease.record)
                 continue
             }
             // Renewed once half of it has gone, or at once when it can turn
             // quiet (the new tokens of the refresh it was taken for are in).
-            let quiet = try engine.quietFor(lease.record, seconds: lease.seconds)
-            if now - held.held[lease.record]!.since > Double(lease.seconds) / 2 || (quiet && !lease.isQuiet) {
+            if now - mine.since > Double(lease.seconds) / 2 || (quiet && !lease.isQuiet) {
                 renewing[lease.record] = .init(
                     id: try SyncEngine.leaseID(quiet: quiet), since: now, seconds: lease.seconds)
             }
@@ -348,9 +362,21 @@ struct SyncRound {
             locks.append(lock)
             letGo.append(record)
         }
-        if !letGo.isEmpty {
+        var promised: [[UInt8]] = []
+        for (record, renewal) in renewing {
+            guard let lock = GrantLock.take(directory: vault.location.directory, record: record) else {
+                renewing[record] = nil
+                continue
+            }
+            renewalLocks.append(lock)
+            if renewal.id & SyncEngine.quietFlag != 0 { promised.append(record) }
+        }
+        if !letGo.isEmpty || !promised.isEmpty {
             try vault.update { (_: inout StateManifest) throws(VaultError) in
-                try engine.updateHeldLeases(keys) { h in for record in letGo { h.set(record, nil) } }
+                try engine.updateHeldLeases(keys) { h in
+                    for record in letGo { h.set(record, nil) }
+                    for record in promised { h.promiseQuiet(record) }
+                }
             }
         }
         return (ending, renewing, locks)

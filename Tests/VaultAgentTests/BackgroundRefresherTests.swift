@@ -45,6 +45,19 @@ struct BackgroundRefresherTests {
         machine.kind = .clientCredentials
         #expect(BackgroundRefresher.due(machine, refreshBefore: 300, now: now) == .now(margin: 300))
     }
+
+    @Test("a grant handed back as it was and still due is tried again 20 to 40 seconds later, not at every check")
+    func handedBackUnrefreshed() throws {
+        let due = grant(lifetime: 3600, left: 100)
+        let later = try #require(
+            BackgroundRefresher.retry(after: FreshGrant(grant: due, refreshed: false), margin: 300, now: now))
+        #expect(later.timeIntervalSince(now) >= 20 && later.timeIntervalSince(now) <= 40)
+        // Refreshed here, or by another process (no longer due): at the next check.
+        #expect(BackgroundRefresher.retry(after: FreshGrant(grant: due, refreshed: true), margin: 300, now: now) == nil)
+        let fresh = grant(lifetime: 3600, left: 3500)
+        #expect(
+            BackgroundRefresher.retry(after: FreshGrant(grant: fresh, refreshed: false), margin: 300, now: now) == nil)
+    }
 }
 
 @Suite("the background refresher at work, with a scripted provider")

@@ -103,6 +103,10 @@ final class StoreOutageTests {
         let served = try b.start("token", "work", "--min-valid", "100000").wait(timeout: 110)
         let same = served.stdout == first
         #expect(served.status == 0 && same, "b hands out the access token it has while it is valid: \(served.stderr)")
+        #expect(
+            served.stderr.contains("the access token of 'work' is valid for")
+                && served.stderr.contains("less than the 100000 s asked for"),
+            "b says the token is shorter than asked: \(served.stderr)")
         #expect(try provider.refreshes() == before, "b sent no refresh")
         // vault doctor says who holds the grant, on both machines.
         let told = try b.start("doctor", "work").wait(timeout: 110)

@@ -339,6 +339,10 @@ struct RecordingCoordinator: RefreshCoordinator {
         return decision
     }
 
+    func mayStillRefreshAlone(_ need: RefreshNeed, grant: Grant, in vault: Vault) -> Bool {
+        inner.mayStillRefreshAlone(need, grant: grant, in: vault)
+    }
+
     func finish(_ need: RefreshNeed, refused: Bool, alone: Bool, in vault: Vault) -> RefusalVerdict {
         if !refused { machine.actor?.storedAnswer = true }
         return inner.finish(need, refused: refused, alone: alone, in: vault)

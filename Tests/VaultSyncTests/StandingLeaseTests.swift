@@ -166,4 +166,77 @@ struct StandingLeaseTests {
         _ = try a.activeLeases(root, keys: try a.syncKeys())
         #expect(try !a.holdsStandingLease(on: "shared", request: 0))
     }
+
+    /// Machine a holds a standing lease taken to refresh (not quiet), its
+    /// new tokens stored but not yet sent.
+    func refreshedNotSent() throws -> (SyncBench, SyncEngine, [UInt8]) {
+        let (bench, a, _, id) = try RefreshLeaseTests().twoMachines(.memory)
+        try bench.sync(a)
+        let lock = try GrantLock.acquire(directory: a.vault.location.directory, record: id, wait: 1)
+        #expect(try a.takeLease(id, store: bench.store, keys: try a.syncKeys(), standing: true) == .taken)
+        _ = try a.vault.storeRefreshed(
+            id: id, spentRefreshToken: "1//refresh-t1", TestKeys.grant(token: "t2", now: a.vault.time.now()))
+        lock.release()
+        #expect(try a.holdsStandingLease(on: "shared", request: TokenRefresher.requestTimeout, alone: true))
+        return (bench, a, id)
+    }
+
+    @Test("a renewal that turns the lease quiet is noted so before the write: a lost read-back leaves no refresh alone")
+    func quietBeforeTheWrite() throws {
+        let (bench, a, id) = try refreshedNotSent()
+        // The root with the new tokens and the lease renewed quiet lands;
+        // the answer to its read-back is lost.
+        let store = InterposingStore(bench.store)
+        store.afterReadBack = { throw VaultError(.transient, "the read-back was lost") }
+        #expect(throws: VaultError.self) { try bench.sync(a, through: store) }
+        #expect(try #require(try bench.root(a)).root.leases.first { $0.record == id }?.isQuiet == true)
+        // The others may take a quiet lease ten minutes after it: this
+        // machine no longer refreshes alone under it.
+        #expect(try !a.holdsStandingLease(on: "shared", request: TokenRefresher.requestTimeout, alone: true))
+        try bench.sync(a)
+        #expect(try !a.holdsStandingLease(on: "shared", request: TokenRefresher.requestTimeout, alone: true))
+    }
+
+    @Test("a renewal holds the grant's refresh lock from before its root is written until it is read back")
+    func renewalHoldsTheLock() throws {
+        let (bench, a, id) = try refreshedNotSent()
+        // A process of a that would refresh alone meanwhile waits, and then
+        // finds the lease quiet.
+        let store = InterposingStore(bench.store)
+        var lockFree: Bool?
+        store.afterRootWrite = {
+            let lock = GrantLock.take(directory: a.vault.location.directory, record: id)
+            lockFree = lock != nil
+            lock?.release()
+        }
+        try bench.sync(a, through: store)
+        #expect(lockFree == false)
+        #expect(try #require(try bench.root(a)).root.leases.first { $0.record == id }?.isQuiet == true)
+        #expect(GrantLock.take(directory: a.vault.location.directory, record: id) != nil)
+        #expect(try a.holdsStandingLease(on: "shared", request: TokenRefresher.requestTimeout))
+        #expect(try !a.holdsStandingLease(on: "shared", request: TokenRefresher.requestTimeout, alone: true))
+    }
+
+    @Test("a standing lease is let go of once its grant no longer needs one: removed, dead, or not rotating")
+    func noLongerNeeded() throws {
+        for change in ["removed", "dead", "not rotating"] {
+            let (bench, a, _, id) = try holder(.memory)
+            #expect(try #require(try bench.root(a)).root.leases.contains { $0.record == id && !$0.isWant })
+            switch change {
+            case "removed":
+                try a.vault.remove("shared")
+            case "dead":
+                _ = try a.vault.markDead(id: id, spentRefreshToken: "1//refresh-t2", reason: "invalid_grant")
+            default:
+                var grant = try a.vault.load("shared")
+                grant.refreshTokenRotates = false
+                try a.vault.save(grant, as: "shared")
+            }
+            try bench.sync(a)
+            #expect(
+                try #require(try bench.root(a)).root.leases.allSatisfy { $0.record != id },
+                "\(change): the lease stays in the store")
+            #expect(try !a.holdsStandingLease(on: "shared", request: 0), "\(change): still held")
+        }
+    }
 }

@@ -161,6 +161,9 @@ extension Commands {
             if vault == nil { vault = try ctx.opener.openVault() }
             out.append((name, try handOut(name, from: vault!, ctx: ctx)))
         }
+        for (name, grant) in out {
+            warnIfShort(name, expiresAt: grant.expiresAt?.epochSeconds, minimum: Grant.freshnessMargin, ctx: ctx)
+        }
         return out
     }
 
@@ -192,6 +195,20 @@ extension Commands {
             guard error.remedy == .giveRequestURL else { throw error }
             throw CLIError(error.reason, hint: Remedies.hint(.giveRequestURL), exitCode: .usage)
         }
+    }
+
+    /// Says so on stderr when the access token handed out for `name` has
+    /// less than `minimum` seconds left: it could not be refreshed now (the
+    /// sync store away while another machine holds the grant, say) and the
+    /// one it had is still valid, or the provider's tokens do not last that
+    /// long. Nothing for a token without expiry.
+    static func warnIfShort(_ name: String, expiresAt: Int64?, minimum: Double, ctx: Context) {
+        guard let expiresAt else { return }
+        let left = Double(expiresAt) - ctx.time.now().timeIntervalSince1970
+        guard left < minimum else { return }
+        ctx.output.warn(
+            "the access token of '\(name)' is valid for \(max(0, Int(left))) s more, less than the \(Int(minimum)) s "
+                + "asked for: it could not be refreshed now, or the provider's tokens do not last that long")
     }
 
     /// A fresh grant from a vault this command opened, noted in the audit log.

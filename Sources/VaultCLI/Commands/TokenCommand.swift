@@ -88,6 +88,7 @@ struct TokenCommand: VaultCommand {
                 accessToken: grant.accessToken ?? "", tokenType: grant.tokenType ?? "Bearer",
                 expiresAt: grant.expiresAt?.epochSeconds)
         }
+        Commands.warnIfShort(name, expiresAt: output.expiresAt, minimum: minimum, ctx: ctx)
         let token = output.accessToken
         if ctx.output.json {
             try ctx.output.printJSON(output)

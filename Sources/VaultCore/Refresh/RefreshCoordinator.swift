@@ -62,6 +62,13 @@ public protocol RefreshCoordinator {
     /// to need a token request.
     func prepare(_ need: RefreshNeed, grant: Grant, in vault: Vault) throws(VaultError) -> RefreshDecision
 
+    /// Called holding the lock, right before the token request, when
+    /// `prepare` decided `proceedAlone`: whether it may still be sent. The
+    /// right to refresh alone can run out while the process waits (for
+    /// the vault file to take writes, say); false sends nothing, and the
+    /// refresh is tried again later.
+    func mayStillRefreshAlone(_ need: RefreshNeed, grant: Grant, in vault: Vault) -> Bool
+
     /// Called after the new tokens are stored and this machine's lock for
     /// the grant is let go (`refused` false), or, holding the lock, when the
     /// provider refused the grant (`refused` true; the grant is not yet
@@ -90,6 +97,8 @@ extension RefreshCoordinator {
     public func prepare(_ need: RefreshNeed, grant: Grant, in vault: Vault) throws(VaultError) -> RefreshDecision {
         .proceed
     }
+    /// By default a decision to refresh alone stands.
+    public func mayStillRefreshAlone(_ need: RefreshNeed, grant: Grant, in vault: Vault) -> Bool { true }
     /// By default there is nothing to publish, and a refusal is final.
     public func finish(_ need: RefreshNeed, refused: Bool, alone: Bool, in vault: Vault) -> RefusalVerdict { .dead }
 }

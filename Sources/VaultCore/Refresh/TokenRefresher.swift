@@ -149,6 +149,17 @@ public struct TokenRefresher {
         // A rotated refresh token must be stored once spent: make sure the
         // vault takes writes before spending it.
         try vault.checkWritable()
+        // Waiting for that may have taken the right to refresh alone away.
+        if alone, !coordinator.mayStillRefreshAlone(need, grant: current, in: vault) {
+            if !need.force, need.target == nil, vault.usable(current, TokenRefresher.lastResortValidity) {
+                return FreshGrant(grant: current, refreshed: false)
+            }
+            throw VaultError(
+                .transient,
+                "the sync store cannot be reached, and this machine's right to refresh '\(currentName)' alone ran "
+                    + "out before the token request was sent: it is refreshed once the store answers",
+                remedy: .tryAgainInAMinute)
+        }
         let next: Grant
         do {
             next = try step.request(current, currentName)
