@@ -64,4 +64,26 @@ struct RefreshAloneTests {
         #expect(fake.requests.isEmpty)
         #expect(try vault.load("work").refreshToken == grant.refreshToken)
     }
+
+    /// Merges a newer token into the vault, as a sync does, then finds the
+    /// store away with another machine holding the grant.
+    struct MergingCoordinator: RefreshCoordinator {
+        let newer: Grant
+
+        func prepare(_ need: RefreshNeed, grant: Grant, in vault: Vault) throws(VaultError) -> RefreshDecision {
+            try vault.save(newer, as: need.name)
+            throw VaultError(.transient, "the sync store cannot be reached")
+        }
+    }
+
+    @Test("a token that could not be refreshed is the newest the vault has, as the failed coordination left it")
+    func newestAfterTheSync() throws {
+        let (vault, fake, _) = try scene(expiresIn: 30, stillAlone: false)
+        var newer = TestKeys.grant(token: "merged")
+        newer.expiresAt = Date().addingTimeInterval(40)
+        let refresher = TokenRefresher(vault: vault, transport: fake, coordinator: MergingCoordinator(newer: newer))
+        let handed = try refresher.freshGrant("work", minimumValidity: 60)
+        #expect(!handed.refreshed && handed.grant.accessToken == "merged")
+        #expect(fake.requests.isEmpty)
+    }
 }

@@ -130,11 +130,15 @@ public struct TokenRefresher {
         } catch {
             // Another machine holds the grant, or the store keeps this one
             // from refreshing it now: an access token that is still valid
-            // is worth more than an error.
-            if !need.force, need.target == nil, error.code == .busy || error.code == .transient,
-                vault.usable(current, TokenRefresher.lastResortValidity)
-            {
-                return FreshGrant(grant: current, refreshed: false)
+            // is worth more than an error. The sync of `prepare` may have
+            // brought a newer one first.
+            if !need.force, need.target == nil, error.code == .busy || error.code == .transient {
+                if let (merged, _) = try? vault.loadRecord(id: row.id, expecting: currentName), !merged.dead {
+                    current = merged
+                }
+                if step.ready(current) || vault.usable(current, TokenRefresher.lastResortValidity) {
+                    return FreshGrant(grant: current, refreshed: false)
+                }
             }
             throw error
         }
