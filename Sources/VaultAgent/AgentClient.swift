@@ -29,13 +29,7 @@ public final class AgentClient {
     /// What the agent says about itself and the vault with `vaultID`
     /// (unlocked is false when it holds another vault's keys).
     func hello(vaultID: [UInt8]) throws(VaultError) -> AgentProtocol.Status {
-        var request = MessageWriter(request: .hello)
-        request.fixed(vaultID)
-        var r = try connection.call(request)
-        let status = AgentProtocol.Status(
-            unlocked: try r.bool(), pid: try r.u32(), idleSecondsLeft: try r.u32(), hardSecondsLeft: try r.u32())
-        try r.finish()
-        return status
+        try connection.answer(.hello(vaultID: vaultID))
     }
 
     /// The agent's state for the vault at `location`.
@@ -50,17 +44,16 @@ public final class AgentClient {
     /// Hands the unlocked vault's master key to the agent (like `ssh-add`).
     public func load(_ vault: Vault) throws(VaultError) {
         let key = try vault.requireMasterKey()
-        var request = MessageWriter(request: .load)
-        request.fixed(vault.header.vaultID)
         var raw = key.unsafeCopyToArray()
-        request.fixed(raw)
+        var message = AgentRequest.load(vaultID: vault.header.vaultID, key: raw).message
         secureZero(&raw)
-        try connection.call(request).finish()
+        try connection.acknowledged(&message)
     }
 
     /// Makes the agent drop its keys.
     public func lock() throws(VaultError) {
-        try connection.call(MessageWriter(request: .lock)).finish()
+        var message = AgentRequest.lock.message
+        try connection.acknowledged(&message)
     }
 
     /// A fresh access token, refreshed by the agent when needed; the same
@@ -69,34 +62,22 @@ public final class AgentClient {
         -> AgentToken
     {
         try GrantName.validate(name)
-        var request = MessageWriter(request: .token)
-        request.string(name)
-        request.u32(UInt32(max(0, min(minimumValidity, 1e7))))
-        request.u8(forceRefresh ? 1 : 0)
-        var r = try connection.call(request)
-        let token = AgentToken(
-            accessToken: try r.string(), tokenType: try r.string(), expiresAt: Int64(bitPattern: try r.u64()))
-        try r.finish()
-        return token
+        let answer: TokenAnswer = try connection.answer(
+            .token(name: name, minimumValidity: AgentRequest.seconds(minimumValidity), force: forceRefresh))
+        return AgentToken(accessToken: answer.accessToken, tokenType: answer.tokenType, expiresAt: answer.expiresAt)
     }
 }
 
 extension AgentClient {
     /// Has the agent sync the vault it holds (it has the keys sync needs).
     public func sync() throws(VaultError) -> SyncReport {
-        var r = try connection.call(MessageWriter(request: .sync))
-        let report = try r.syncReport()
-        try r.finish()
-        return report
+        try connection.answer(.sync)
     }
 
     /// The names of the grants in a sync conflict (`vault list` marks them).
     public func conflictNames() throws(VaultError) -> [String] {
-        var r = try connection.call(MessageWriter(request: .conflicts))
-        var names: [String] = []
-        for _ in 0..<Int(try r.u32()) { names.append(try r.string()) }
-        try r.finish()
-        return names
+        let answer: NamesAnswer = try connection.answer(.conflicts)
+        return answer.names
     }
 }
 
@@ -201,12 +182,8 @@ package final class AgentKeys: VaultKeys {
     package func nameHash(_ name: String) throws(VaultError) -> [UInt8] {
         try perform(
             { () throws(VaultError) in
-                var request = MessageWriter(request: .nameHash)
-                request.string(name)
-                var r = try client.connection.call(request)
-                let hash = try r.fixed(32)
-                try r.finish()
-                return hash
+                let answer: NameHashAnswer = try client.connection.answer(.nameHash(name))
+                return answer.hash
             }, else: { keys throws(VaultError) in try keys.nameHash(name) })
     }
 
@@ -216,20 +193,15 @@ package final class AgentKeys: VaultKeys {
         try perform(
             { () throws(VaultError) in
                 let plain = try payload.sealedBytes()
-                var request = MessageWriter(request: .seal)
                 var raw = plain.unsafeCopyToArray()
-                request.bytes(raw)
+                var message = AgentRequest.seal(
+                    payload: raw, id: id, version: version, deleted: deleted, nameHash: nameHash
+                ).message
                 secureZero(&raw)
-                request.fixed(id)
-                request.u64(version)
-                request.u8(deleted ? 1 : 0)
-                request.fixed(nameHash)
-                var r = try client.connection.call(request)
-                let record = StoredRecord(
-                    id: id, nameHash: nameHash, version: version, deleted: deleted, nonce: try r.bytes(),
-                    ciphertext: try r.bytes())
-                try r.finish()
-                return record
+                let sealed: SealAnswer = try client.connection.answer(&message)
+                return StoredRecord(
+                    id: id, nameHash: nameHash, version: version, deleted: deleted, nonce: sealed.nonce,
+                    ciphertext: sealed.ciphertext)
             },
             else: { keys throws(VaultError) in
                 try keys.seal(payload, id: id, version: version, deleted: deleted, nameHash: nameHash)
@@ -259,21 +231,12 @@ package final class AgentKeys: VaultKeys {
                 end += 1
             }
             if start > 0 { beforeRequest?() }
-            var request = MessageWriter(request: .open)
-            request.u32(UInt32(end - start))
-            for row in records[start..<end] { request.record(row) }
-            var r = try client.connection.call(request)
+            var r = try client.connection.call(AgentRequest.open(Array(records[start..<end])).message)
             for row in records[start..<end] {
-                if try r.bool() {
-                    results.append(.failure(try r.error()))
-                } else {
-                    var raw = try r.bytes()
-                    defer { secureZero(&raw) }
-                    let parsed = raw.withUnsafeBytes { (plain: UnsafeRawBufferPointer) in
+                results.append(
+                    try OpenAnswer.read(&r) { plain in
                         Result { () throws(VaultError) in try Payload(json: plain, label: row.label, secrets: secrets) }
-                    }
-                    results.append(parsed)
-                }
+                    })
             }
             try r.finish()
             start = end
@@ -284,12 +247,8 @@ package final class AgentKeys: VaultKeys {
     package func stateMAC(_ body: [UInt8]) throws(VaultError) -> [UInt8] {
         try perform(
             { () throws(VaultError) in
-                var request = MessageWriter(request: .stateMAC)
-                request.bytes(body)
-                var r = try client.connection.call(request)
-                let mac = try r.bytes()
-                try r.finish()
-                return mac
+                let answer: MACAnswer = try client.connection.answer(.stateMAC(body))
+                return answer.mac
             }, else: { keys throws(VaultError) in try keys.stateMAC(body) })
     }
 }
@@ -509,14 +468,9 @@ extension AgentConnection {
         -> Grant
     {
         try GrantName.validate(name)
-        var request = MessageWriter(request: .grantToken)
-        request.string(name)
-        request.u32(UInt32(max(0, min(minimumValidity, 1e7))))
-        request.claims(claims)
-        var r = try call(request)
-        let grant = try r.handedGrant()
-        try r.finish()
-        return grant
+        let answer: GrantTokenAnswer = try answer(
+            .grantToken(name: name, minimumValidity: AgentRequest.seconds(minimumValidity), claims: claims))
+        return answer.grant
     }
 
     /// Operation 13: the header fields for one request.
@@ -525,21 +479,11 @@ extension AgentConnection {
         claims: RequesterClaims
     ) throws(VaultError) -> RequestAuthorization {
         try GrantName.validate(name)
-        var request = MessageWriter(request: .authorizeRequest)
-        request.string(name)
-        request.u32(UInt32(max(0, min(minimumValidity, 1e7))))
-        request.string(method)
-        request.string(url ?? "")
-        request.string(nonce ?? "")
-        request.claims(claims)
-        var r = try call(request)
-        let bound = try r.bool()
-        let count = try r.u32()
-        guard count <= 8 else { throw VaultError(.damaged, "the agent's answer has too many header fields") }
-        var fields: [(name: String, value: String)] = []
-        for _ in 0..<count { fields.append((try r.string(), try r.string())) }
-        try r.finish()
-        return RequestAuthorization(dpopBound: bound, fields: fields)
+        let answer: AuthorizationAnswer = try answer(
+            .authorizeRequest(
+                name: name, minimumValidity: AgentRequest.seconds(minimumValidity), method: method, url: url,
+                nonce: nonce, claims: claims))
+        return RequestAuthorization(dpopBound: answer.bound, fields: answer.fields.map { ($0.name, $0.value) })
     }
 
     /// Operation 12: a token narrowed to `target` and what describes it.
@@ -547,37 +491,10 @@ extension AgentConnection {
         throws(VaultError) -> Grant
     {
         try GrantName.validate(name)
-        var request = MessageWriter(request: .derivedToken)
-        request.string(name)
-        request.u32(UInt32(max(0, min(minimumValidity, 1e7))))
-        request.u8(force ? 1 : 0)
-        request.string(target.resource ?? "")
-        request.string(target.audience ?? "")
-        request.strings(target.scopes)
-        request.u8(target.exchange ? 1 : 0)
-        var r = try call(request)
-        let grant = try r.handedGrant()
-        try r.finish()
-        return grant
-    }
-}
-
-extension MessageReader {
-    /// The answer of operations 11 and 12 as a grant that holds what was
-    /// handed out and nothing that could refresh it: the refresh token
-    /// stays with the agent.
-    mutating func handedGrant() throws(VaultError) -> Grant {
-        let accessToken = try string()
-        let tokenType = try string()
-        let expiry = Int64(bitPattern: try u64())
-        let account = try string()
-        let provider = try string()
-        let scopes = try string()
-        return Grant(
-            provider: provider, account: account.isEmpty ? nil : account, accessToken: accessToken,
-            tokenType: tokenType,
-            expiresAt: expiry == AgentProtocol.noExpiry ? nil : Date(timeIntervalSince1970: TimeInterval(expiry)),
-            scopes: scopes.split(separator: " ").map(String.init), createdAt: Date())
+        let answer: GrantTokenAnswer = try answer(
+            .derivedToken(
+                name: name, minimumValidity: AgentRequest.seconds(minimumValidity), force: force, target: target))
+        return answer.grant
     }
 }
 

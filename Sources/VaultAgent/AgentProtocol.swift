@@ -129,6 +129,9 @@ struct MessageWriter {
 
     var body: [UInt8] { w.bytes }
 
+    /// Zeroes the body (a request that carried a key or a payload).
+    mutating func wipe() { w.wipe() }
+
     /// The body with its length prefix.
     var framed: [UInt8] {
         var f = ByteWriter()
@@ -340,41 +343,11 @@ package enum AgentRequest {
     }
 }
 
-// The answer to `sync`, written and read in one place.
 extension MessageWriter {
     /// A u32 count, then each string.
     mutating func strings(_ names: [String]) {
         u32(UInt32(names.count))
         for n in names { string(n) }
-    }
-
-    /// Writes a sync report (operation 9's answer).
-    mutating func syncReport(_ report: SyncReport) {
-        u32(UInt32(clamping: report.pulled))
-        u32(UInt32(clamping: report.pushed))
-        u8(report.repaired ? 1 : 0)
-        u32(UInt32(clamping: report.requests))
-        u64(UInt64(clamping: report.bytesSent))
-        for names in [report.conflicts, report.renamed] { strings(names) }
-        u8(report.rootMoved ? 1 : 0)
-        u32(UInt32(clamping: report.collected))
-    }
-}
-
-extension MessageReader {
-    /// Reads a sync report (operation 9's answer).
-    mutating func syncReport() throws(VaultError) -> SyncReport {
-        var report = SyncReport()
-        report.pulled = Int(try u32())
-        report.pushed = Int(try u32())
-        report.repaired = try bool()
-        report.requests = Int(try u32())
-        report.bytesSent = Int(try u64())
-        for _ in 0..<Int(try u32()) { report.conflicts.append(try string()) }
-        for _ in 0..<Int(try u32()) { report.renamed.append(try string()) }
-        report.rootMoved = try bool()
-        report.collected = Int(try u32())
-        return report
     }
 }
 

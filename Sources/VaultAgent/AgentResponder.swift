@@ -84,10 +84,8 @@ final class AgentResponder: Sendable {
         switch request {
         case .hello(let id):
             let (matches, idle, hard) = keys.status(for: id)
-            w.u8(matches ? 1 : 0)
-            w.u32(UInt32(getpid()))
-            w.u32(idle)
-            w.u32(hard)
+            AgentProtocol.Status(unlocked: matches, pid: UInt32(getpid()), idleSecondsLeft: idle, hardSecondsLeft: hard)
+                .write(into: &w)
             return w
         case .load(let id, let raw):
             if let held = keys.heldVaultID {
@@ -354,9 +352,7 @@ final class AgentResponder: Sendable {
             let grant = try handOut(
                 name, minimumValidity: minimum, force: force, peer: peer, claims: nil, vault: vault,
                 signing: .byAsker, keysHeld: current, connection: connection)
-            w.string(grant.accessToken ?? "")
-            w.string(grant.tokenType ?? "Bearer")
-            w.u64(UInt64(bitPattern: grant.expiresAt?.epochSeconds ?? AgentProtocol.noExpiry))
+            TokenAnswer(grant).write(into: &w)
         case .grantToken(let name, let minimum, let claims):
             let vault = try keys.vault(current, session: &session)
             // A forwarded peer cannot make every request a refresh by
@@ -372,7 +368,7 @@ final class AgentResponder: Sendable {
                 name, minimumValidity: cap, force: false, peer: peer,
                 claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: .none,
                 keysHeld: current, connection: connection)
-            w.grantToken(grant)
+            GrantTokenAnswer(grant).write(into: &w)
         case .derivedToken(let name, let minimum, let force, let target):
             let vault = try keys.vault(current, session: &session)
             let stored = try vault.load(name)
@@ -380,7 +376,7 @@ final class AgentResponder: Sendable {
             let grant = try handOut(
                 name, minimumValidity: minimum, force: force, peer: peer, claims: nil, vault: vault,
                 signing: .none, keysHeld: current, connection: connection, target: target)
-            w.grantToken(grant)
+            GrantTokenAnswer(grant).write(into: &w)
         case .authorizeRequest(let name, let minimum, let method, let url, let nonce, let claims):
             if peer.origin == .forwarded, let url, let problem = AgentResponder.forwardedURLProblem(url) {
                 throw VaultError(.invalidInput, problem)
@@ -404,20 +400,17 @@ final class AgentResponder: Sendable {
             // bearer token's field names no URL.
             let fields = try grant.authorizationHeaders(
                 method: method, url: url ?? "", nonce: nonce, at: environment.time.now())
-            w.u8(grant.accessTokenIsDPoPBound ? 1 : 0)
-            w.u32(UInt32(fields.count))
-            for field in fields {
-                w.string(field.name)
-                w.string(field.value)
-            }
+            AuthorizationAnswer(
+                bound: grant.accessTokenIsDPoPBound,
+                fields: fields.map { AuthorizationAnswer.HeaderField(name: $0.name, value: $0.value) }
+            ).write(into: &w)
         case .nameHash(let name):
-            w.fixed(try recordKeys.nameHash(name))
+            NameHashAnswer(hash: try recordKeys.nameHash(name)).write(into: &w)
         case .seal(let raw, let id, let version, let deleted, let hash):
             let plain = try Secure.copy(raw)
             let record = try recordKeys.cipher.seal(
                 payload: plain, id: id, version: version, deleted: deleted, nameHash: hash)
-            w.bytes(record.nonce)
-            w.bytes(record.ciphertext)
+            SealAnswer(nonce: record.nonce, ciphertext: record.ciphertext).write(into: &w)
         case .open(let rows):
             try recordKeys.withScratch(for: rows) { (scratch: SecureBuffer) -> Void in
                 for row in rows {
@@ -425,25 +418,23 @@ final class AgentResponder: Sendable {
                         var bytes = try recordKeys.openChecked(row, scratch: scratch) { plain, _ throws(VaultError) in
                             Array(plain)
                         }
-                        w.u8(0)
-                        w.bytes(bytes)
+                        OpenAnswer.write(opened: bytes, into: &w)
                         secureZero(&bytes)
                     } catch {
-                        w.u8(1)
-                        w.error(error)
+                        OpenAnswer.write(failed: error, into: &w)
                     }
                 }
             }
         case .stateMAC(let body):
-            w.bytes(try recordKeys.stateMAC(body))
+            MACAnswer(mac: try recordKeys.stateMAC(body)).write(into: &w)
         case .sync:
             let engine = SyncEngine(
                 vault: try keys.vault(current, session: &session), transport: environment.transport)
-            w.syncReport(try engine.sync())
+            try engine.sync().write(into: &w)
         case .conflicts:
             let engine = SyncEngine(
                 vault: try keys.vault(current, session: &session), transport: environment.transport)
-            w.strings(engine.isConfigured ? try engine.conflictNames() : [])
+            NamesAnswer(engine.isConfigured ? try engine.conflictNames() : []).write(into: &w)
         case .hello, .load, .lock:
             break
         }
@@ -456,18 +447,5 @@ extension AgentRequest {
         if case .grantToken(_, _, let claims) = self { return claims }
         if case .authorizeRequest(_, _, _, _, _, let claims) = self { return claims }
         return nil
-    }
-}
-
-extension MessageWriter {
-    /// The answer of operations 11 and 12: an access token and what
-    /// describes it, never a refresh token.
-    mutating func grantToken(_ grant: Grant) {
-        string(grant.accessToken ?? "")
-        string(grant.tokenType ?? "Bearer")
-        u64(UInt64(bitPattern: grant.expiresAt?.epochSeconds ?? AgentProtocol.noExpiry))
-        string(grant.account ?? "")
-        string(grant.provider)
-        string(grant.scopes.joined(separator: " "))
     }
 }

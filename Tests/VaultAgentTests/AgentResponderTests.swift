@@ -132,26 +132,3 @@ struct AgentResponderTests {
         #expect(!scene.responder.isBusy)
     }
 }
-
-@Suite("the agent's answer to sync")
-struct SyncReportWireTests {
-    @Test("a sync report crosses the agent whole: a client shows what the agent's sync saw")
-    func roundTrip() throws {
-        var report = SyncReport()
-        report.pulled = 3
-        report.pushed = 2
-        report.repaired = true
-        report.rootMoved = true
-        report.requests = 17
-        report.bytesSent = 4096
-        report.collected = 5
-        report.conflicts = ["work"]
-        report.renamed = ["home+1a2b"]
-        var w = MessageWriter(status: 0)
-        w.syncReport(report)
-        var r = MessageReader(w.body)
-        try r.response()
-        #expect(try r.syncReport() == report)
-        try r.finish()
-    }
-}

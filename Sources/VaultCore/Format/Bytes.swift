@@ -4,6 +4,11 @@ package struct ByteWriter {
 
     package init() {}
 
+    /// Zeroes what was written (a key, a payload), keeping its length.
+    package mutating func wipe() {
+        for i in bytes.indices { bytes[i] = 0 }
+    }
+
     package mutating func append(_ raw: [UInt8]) { bytes += raw }
     package mutating func append(_ label: String) { bytes += Array(label.utf8) }
     package mutating func append(_ v: UInt8) { bytes.append(v) }
