@@ -1,5 +1,5 @@
 internal import FoundationEssentials
-package import VaultCore
+internal import VaultCore
 internal import VaultCrypto
 package import VaultSync
 

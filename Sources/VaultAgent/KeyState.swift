@@ -225,24 +225,3 @@ struct FileIdentity: Equatable, Sendable {
         inode = st.st_ino
     }
 }
-
-extension Vault {
-    /// Opens with a master key handed to the agent: the vault id must match
-    /// and the key must authenticate the state.
-    static func open(at location: VaultLocation, masterKey: SecureBytes, vaultID: [UInt8], time: any TimeSource)
-        throws(VaultError) -> (vault: Vault, keys: LocalKeys)
-    {
-        let locked = try LockedVault(location: location)
-        guard locked.header.vaultID == vaultID else {
-            throw VaultError(.wrongKey, "the key is for another vault")
-        }
-        let keys = try LocalKeys(header: locked.header, masterKey: masterKey)
-        let vault = Vault(location: location, database: locked.database, header: locked.header, keys: keys, time: time)
-        do {
-            _ = try vault.read { (_: StateManifest) throws(VaultError) in () }
-        } catch {
-            throw error.code == .tampered ? VaultError(.wrongKey, "the key does not open this vault") : error
-        }
-        return (vault, keys)
-    }
-}

@@ -237,8 +237,3 @@ public struct Keyslots {
         try vault.tables.deleteKeyslots(doomed.keys)
     }
 }
-
-extension Vault {
-    /// This vault's keyslots.
-    public var keyslots: Keyslots { Keyslots(vault: self) }
-}
