@@ -114,6 +114,9 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
     }
 
     /// A way past an error, named without any front end's words.
+    ///
+    /// Releases add cases as vault learns new ways past errors: a `switch`
+    /// over a remedy keeps a `default:` for those it does not word itself.
     public enum Remedy: Sendable, Equatable, Codable {
         /// Authorize the grant again with its provider.
         case authorizeAgain(provider: String, grant: String)
