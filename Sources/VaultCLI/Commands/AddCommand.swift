@@ -186,100 +186,16 @@ struct AddCommand: VaultCommand {
         guard args.count <= 2 else { throw CLIError.usage("unexpected argument '\(args[2])'", command: "add") }
         let name = try ctx.grantName(args.count == 2 ? args[1] : first)
         _ = try ctx.grantName(first)
-        if register {
-            for option in [$clientID, $clientSecretFile, $serviceAccount] where option.given {
-                throw CLIError.usage("--register and --\(option.spec.name) exclude each other", command: "add")
-            }
-            guard flow == nil || flow == "browser" || flow == "paste" else {
-                throw CLIError.usage(
-                    "--register registers a client for the browser and paste flows: not with --flow \(flow!)",
-                    command: "add")
-            }
-        }
+        try validateRegistration()
         if serviceAccount != nil || flow == "client-credentials" {
             return try addMachineGrant(
                 ctx, providerName: first, name: name,
                 transport: CurlTransport(caBundle: ctx.environment["SSL_CERT_FILE"]))
         }
-        for option in [$clientKeyFile, $clientKeyID, $subject] where option.given {
-            throw CLIError.usage(
-                "--\(option.spec.name) needs --flow client-credentials or --service-account", command: "add")
-        }
-        let requestedFlow = try flow.map { (text: String) throws -> Provider.Flow in
-            guard let flow = Provider.Flow(rawValue: text), flow != .clientCredentials else {
-                throw CLIError.usage("--flow must be browser, device or paste", command: "add")
-            }
-            return flow
-        }
-        var timeout = 300.0
-        if let t = self.timeout {
-            guard let v = Double(t), v > 0, v <= 86400 else {
-                throw CLIError.usage("--timeout needs a number of seconds", command: "add")
-            }
-            timeout = v
-        }
+        let (requestedFlow, timeout) = try validatePersonFlow()
         let transport = CurlTransport(caBundle: ctx.environment["SSL_CERT_FILE"])
-        let configDirectory = try ctx.opener.location().configDirectory
-        let catalog = ProviderCatalog.load(configDirectory: configDirectory)
-
-        // One argument may name a grant to authorize again: finding out needs
-        // the vault, and unlocking first means a wrong passphrase wastes no
-        // authorization anyway.
-        var opened: Vault? = nil
-        var existing: Grant? = nil
-        var nearNames: [String] = []
-        if args.count == 1 && issuer == nil {
-            opened = try ctx.opener.openVault()
-            (existing, nearNames) = try existingGrant(name, in: opened!)
-        }
-        var provider: Provider
-        if let existing, existing.kind.mintsTokens {
-            // A grant for a machine has no person to ask: its credentials mint its tokens.
-            throw CLIError(
-                "'\(name)' is a grant for a machine: its stored credentials get it new tokens",
-                hint: "'vault refresh \(name)' mints one now; to replace its key or secret, add it again with "
-                    + "'vault add \(existing.provider) \(name) --service-account KEY.json' or '--flow client-credentials'",
-                exitCode: .usage)
-        }
-        if let existing {
-            if register {
-                throw CLIError.usage(
-                    "'\(name)' is a grant: 'vault add \(name)' authorizes it again with its own client; "
-                        + "--register is for a new grant", command: "add")
-            }
-            for problem in catalog.problems(ignoring: existing.provider) { ctx.output.warn(problem.reason) }
-            provider = try Provider(storedIn: existing, name: name, base: catalog.providers[existing.provider])
-            if existing.providerConfiguration?.endpointsSource == "discovery", let issuer = provider.issuer {
-                provider = try rediscovered(provider, grant: name, issuer: issuer, transport: transport)
-            }
-        } else {
-            if opened != nil && catalog.providers[first] == nil && !catalog.files.keys.contains(first) {
-                // Neither a grant nor a provider: say both were looked for.
-                let listed =
-                    "'vault list' shows the grants; providers: "
-                    + "\(catalog.providers.keys.sorted().joined(separator: ", ")); or describe one with --issuer URL"
-                throw CLIError(
-                    "no grant or provider named '\(first)'",
-                    hints: (nearNames.isEmpty ? [] : [Remedies.hint(.nearGrantNames(nearNames))]) + [listed],
-                    exitCode: .failure)
-            }
-            provider = try resolveProvider(first, catalog: catalog, ctx: ctx, transport: transport)
-        }
-        if let id = clientID, id != provider.clientID {
-            // The registration vault kept was of another client: it must not
-            // travel with this one (remove --revoke would delete the wrong one).
-            provider.clientID = id
-            provider.registeredClient = nil
-        }
-        if let path = clientSecretFile {
-            let raw = try SecretFile.trimmingNewline(SecretFile.read(path: path))
-            provider.clientSecret = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
-        }
-        guard provider.clientID != nil || register else {
-            throw ClientRegistration.error(for: provider, configDirectory: configDirectory)
-        }
-        // Said before the vault is unlocked: there is nothing to register at.
-        if register && provider.registrationEndpoint == nil { throw ClientRegistration.noEndpoint(provider) }
+        var (provider, existing, opened) = try provider(
+            first, name: name, reauthorizing: args.count == 1 && issuer == nil, transport: transport, ctx: ctx)
         var flow: Provider.Flow
         if let requestedFlow { flow = requestedFlow } else { flow = try defaultFlow(ctx, provider: provider) }
         if register && flow == .device { flow = provider.flows.contains(.paste) ? .paste : .browser }
@@ -332,27 +248,146 @@ struct AddCommand: VaultCommand {
             _ = try vault.save(grant, as: name)
         }
         if existing != nil { tellAuthorizedAgain(name, grant, provider: provider, vault: vault, ctx: ctx) }
-        let now = ctx.time.now()
-        if ctx.output.json {
-            try ctx.output.printJSON(GrantSummary(name: name, grant: grant, now: now))
-        } else {
-            let who = grant.account.map { ", \($0)" } ?? ""
-            let scopes = grant.kind == .oauth1 ? "" : "; scopes: \(grant.scopes.joined(separator: " "))"
-            let verb = existing != nil ? "authorized '\(name)' again" : "\(existed ? "replaced" : "added") '\(name)'"
-            ctx.output.info("\(verb) (\(provider.name)\(who)\(scopes))")
-            if let before = existing?.account, let after = grant.account, before != after {
-                ctx.output.warn("'\(name)' was for \(before) and is now for \(after)")
-            }
-            let missing = request.effectiveScopesForDisplay.filter { !grant.scopes.contains($0) }
-            if !missing.isEmpty { ctx.output.warn("the provider did not grant: \(missing.joined(separator: " "))") }
-            // OAuth 1.0a token credentials do not expire and have no refresh token.
-            if grant.refreshToken == nil && grant.kind == .oauth2 {
-                ctx.output.warn(
-                    "the provider issued no refresh token; 'vault add \(name)' will be needed again when the access token expires"
-                )
-            }
-        }
+        try report(
+            name, grant, provider: provider, existing: existing, existed: existed,
+            asked: request.effectiveScopesForDisplay, ctx: ctx)
         return .ok
+    }
+
+    /// `--register` with the options it excludes: said before anything is opened.
+    private func validateRegistration() throws {
+        guard register else { return }
+        for option in [$clientID, $clientSecretFile, $serviceAccount] where option.given {
+            throw CLIError.usage("--register and --\(option.spec.name) exclude each other", command: "add")
+        }
+        guard flow == nil || flow == "browser" || flow == "paste" else {
+            throw CLIError.usage(
+                "--register registers a client for the browser and paste flows: not with --flow \(flow!)",
+                command: "add")
+        }
+    }
+
+    /// The options of an authorization by a person, checked before anything
+    /// is opened: the flow asked for (nil: the provider's default) and the
+    /// timeout in seconds.
+    private func validatePersonFlow() throws -> (flow: Provider.Flow?, timeout: Double) {
+        for option in [$clientKeyFile, $clientKeyID, $subject] where option.given {
+            throw CLIError.usage(
+                "--\(option.spec.name) needs --flow client-credentials or --service-account", command: "add")
+        }
+        let requested = try flow.map { (text: String) throws -> Provider.Flow in
+            guard let flow = Provider.Flow(rawValue: text), flow != .clientCredentials else {
+                throw CLIError.usage("--flow must be browser, device or paste", command: "add")
+            }
+            return flow
+        }
+        var timeout = 300.0
+        if let t = self.timeout {
+            guard let v = Double(t), v > 0, v <= 86400 else {
+                throw CLIError.usage("--timeout needs a number of seconds", command: "add")
+            }
+            timeout = v
+        }
+        return (requested, timeout)
+    }
+
+    /// The provider to authorize `name` at: the one the grant `name` was
+    /// authorized at when it is one (`reauthorizing`: one argument, no
+    /// `--issuer`), else the provider named `first`, with the client given
+    /// on the command line; the grant it replaces, and the vault when it had
+    /// to be opened to find out.
+    private func provider(
+        _ first: String, name: String, reauthorizing: Bool, transport: CurlTransport, ctx: Context
+    ) throws -> (Provider, Grant?, Vault?) {
+        let configDirectory = try ctx.opener.location().configDirectory
+        let catalog = ProviderCatalog.load(configDirectory: configDirectory)
+        // One argument may name a grant to authorize again: finding out needs
+        // the vault, and unlocking first means a wrong passphrase wastes no
+        // authorization anyway.
+        var opened: Vault? = nil
+        var existing: Grant? = nil
+        var nearNames: [String] = []
+        if reauthorizing {
+            opened = try ctx.opener.openVault()
+            (existing, nearNames) = try existingGrant(name, in: opened!)
+        }
+        var provider: Provider
+        if let existing, existing.kind.mintsTokens {
+            // A grant for a machine has no person to ask: its credentials mint its tokens.
+            throw CLIError(
+                "'\(name)' is a grant for a machine: its stored credentials get it new tokens",
+                hint: "'vault refresh \(name)' mints one now; to replace its key or secret, add it again with "
+                    + "'vault add \(existing.provider) \(name) --service-account KEY.json' or '--flow client-credentials'",
+                exitCode: .usage)
+        }
+        if let existing {
+            if register {
+                throw CLIError.usage(
+                    "'\(name)' is a grant: 'vault add \(name)' authorizes it again with its own client; "
+                        + "--register is for a new grant", command: "add")
+            }
+            for problem in catalog.problems(ignoring: existing.provider) { ctx.output.warn(problem.reason) }
+            provider = try Provider(storedIn: existing, name: name, base: catalog.providers[existing.provider])
+            if existing.providerConfiguration?.endpointsSource == "discovery", let issuer = provider.issuer {
+                provider = try rediscovered(provider, grant: name, issuer: issuer, transport: transport)
+            }
+        } else {
+            if opened != nil && catalog.providers[first] == nil && !catalog.files.keys.contains(first) {
+                // Neither a grant nor a provider: say both were looked for.
+                let listed =
+                    "'vault list' shows the grants; providers: "
+                    + "\(catalog.providers.keys.sorted().joined(separator: ", ")); or describe one with --issuer URL"
+                throw CLIError(
+                    "no grant or provider named '\(first)'",
+                    hints: (nearNames.isEmpty ? [] : [Remedies.hint(.nearGrantNames(nearNames))]) + [listed],
+                    exitCode: .failure)
+            }
+            provider = try resolveProvider(first, catalog: catalog, ctx: ctx, transport: transport)
+        }
+        if let id = clientID, id != provider.clientID {
+            // The registration vault kept was of another client: it must not
+            // travel with this one (remove --revoke would delete the wrong one).
+            provider.clientID = id
+            provider.registeredClient = nil
+        }
+        if let path = clientSecretFile {
+            let raw = try SecretFile.trimmingNewline(SecretFile.read(path: path))
+            provider.clientSecret = raw.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+        }
+        guard provider.clientID != nil || register else {
+            throw ClientRegistration.error(for: provider, configDirectory: configDirectory)
+        }
+        // Said before the vault is unlocked: there is nothing to register at.
+        if register && provider.registrationEndpoint == nil { throw ClientRegistration.noEndpoint(provider) }
+        return (provider, existing, opened)
+    }
+
+    /// Says what was stored: the grant's summary with `--json`, else a line
+    /// and what the user should know (another account, scopes not granted,
+    /// no refresh token).
+    private func report(
+        _ name: String, _ grant: Grant, provider: Provider, existing: Grant?, existed: Bool, asked: [String],
+        ctx: Context
+    ) throws {
+        if ctx.output.json {
+            try ctx.output.printJSON(GrantSummary(name: name, grant: grant, now: ctx.time.now()))
+            return
+        }
+        let who = grant.account.map { ", \($0)" } ?? ""
+        let scopes = grant.kind == .oauth1 ? "" : "; scopes: \(grant.scopes.joined(separator: " "))"
+        let verb = existing != nil ? "authorized '\(name)' again" : "\(existed ? "replaced" : "added") '\(name)'"
+        ctx.output.info("\(verb) (\(provider.name)\(who)\(scopes))")
+        if let before = existing?.account, let after = grant.account, before != after {
+            ctx.output.warn("'\(name)' was for \(before) and is now for \(after)")
+        }
+        let missing = asked.filter { !grant.scopes.contains($0) }
+        if !missing.isEmpty { ctx.output.warn("the provider did not grant: \(missing.joined(separator: " "))") }
+        // OAuth 1.0a token credentials do not expire and have no refresh token.
+        if grant.refreshToken == nil && grant.kind == .oauth2 {
+            ctx.output.warn(
+                "the provider issued no refresh token; 'vault add \(name)' will be needed again when the access token expires"
+            )
+        }
     }
 
     /// This command's options in the order they are declared: found without
