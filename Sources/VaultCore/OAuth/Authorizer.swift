@@ -125,6 +125,10 @@ public struct Authorizer {
 
     // MARK: Authorization code
 
+    /// The authorization code flow (RFC 6749 section 4.1, with PKCE), in
+    /// AppAuth's three steps: the request the browser is sent with
+    /// (`authorizationRequest`), the answer it comes back with
+    /// (`authorizationCode`), and the exchange of the code for tokens.
     func codeFlow(_ request: AuthorizationRequest) throws(VaultError) -> Grant {
         let p = request.provider
         guard let authorizationEndpoint = p.authorizationEndpoint, let tokenEndpoint = p.tokenEndpoint,
@@ -158,6 +162,42 @@ public struct Authorizer {
             redirectURI = p.redirectURI ?? "http://127.0.0.1:1/callback"
         }
 
+        let query = try authorizationQuery(
+            request, clientID: clientID, redirectURI: redirectURI, state: state, pkce: pkce, nonce: nonce)
+        let (url, pushed) = try authorizationRequest(query, at: authorizationEndpoint, clientID: clientID, request)
+        // The address the browser is started with is a loopback one that
+        // only this user's processes can follow (see LoopbackListener): the
+        // real one carries state and the PKCE challenge, and a command line
+        // is readable by every local user. The paste flow starts nothing.
+        ui.openBrowser(url, launching: listener?.offer(url, at: "/start/" + (try RandomToken.make())))
+
+        let answer: [(String, String)]
+        if let listener {
+            do { answer = try listener.waitForRedirect(timeout: request.timeout) } catch {
+                throw VaultError(
+                    .timedOut, "no answer from the browser within \(Int(request.timeout)) seconds",
+                    remedy: .finishSooner(otherFlows: p.flows.filter { $0 != .browser }))
+            }
+        } else {
+            answer = try pasted(ui.readPasted(prompt: "paste the address the browser ended on (or the code): "))
+        }
+        let code = try authorizationCode(in: answer, state: state, pushed: pushed, request)
+        let endpoint = TokenEndpoint(transport: transport, client: client(p, request))
+        let response = try endpoint.tokenResponse(
+            tokenEndpoint,
+            form: [
+                ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI),
+                ("code_verifier", pkce.verifier),
+            ], what: "exchanging the authorization code", extras: request.tokenExtras)
+        return try grant(from: response, request: request, nonce: nonce)
+    }
+
+    /// The authorization request's parameters: the protocol's own, then the
+    /// provider's and the caller's additions, which may not replace them.
+    func authorizationQuery(
+        _ request: AuthorizationRequest, clientID: String, redirectURI: String, state: String, pkce: PKCE,
+        nonce: String?
+    ) throws(VaultError) -> [(String, String)] {
         var query: [(String, String)] = [
             ("response_type", "code"), ("client_id", clientID), ("redirect_uri", redirectURI),
             ("scope", request.effectiveScopes.joined(separator: " ")), ("state", state),
@@ -177,46 +217,48 @@ public struct Authorizer {
                     .invalidInput, "the authorization parameter '\(k)' is the protocol's own and cannot be added")
             }
         }
-        let added = p.authorizationParams.merging(request.additionalParameters) { $1 }
+        let added = request.provider.authorizationParams.merging(request.additionalParameters) { $1 }
         for (k, v) in added.sorted(by: { $0.key < $1.key }) where !query.contains(where: { $0.0 == k }) {
             query.append((k, v))
         }
-        var url = FormEncoding.appendQuery(authorizationEndpoint, query)
-        var pushed: PushedRequest? = nil
+        return query
+    }
+
+    /// The address the browser is sent to: the authorization endpoint with
+    /// `query`, or, at a provider that takes pushed requests (RFC 9126), with
+    /// the handle of the request pushed to it directly, and that request.
+    func authorizationRequest(
+        _ query: [(String, String)], at authorizationEndpoint: String, clientID: String,
+        _ request: AuthorizationRequest
+    ) throws(VaultError) -> (url: String, pushed: PushedRequest?) {
+        let p = request.provider
         if let parEndpoint = p.pushedAuthorizationRequestEndpoint {
             // RFC 9126: the request goes to the provider directly, with the
             // client's authentication; the browser carries only its handle.
             // RFC 9449 section 10.1: with a DPoP key, a proof goes with the pushed request too.
-            let pushedRequest = try push(query, to: parEndpoint, provider: p, client: client(p, request))
-            pushed = pushedRequest
-            url = FormEncoding.appendQuery(
-                authorizationEndpoint, [("client_id", clientID), ("request_uri", pushedRequest.requestURI)])
-        } else if p.requirePushedAuthorizationRequests {
+            let pushed = try push(query, to: parEndpoint, provider: p, client: client(p, request))
+            let url = FormEncoding.appendQuery(
+                authorizationEndpoint, [("client_id", clientID), ("request_uri", pushed.requestURI)])
+            return (url, pushed)
+        }
+        if p.requirePushedAuthorizationRequests {
             throw VaultError(
                 .invalidInput,
                 "provider '\(p.name)' takes only pushed authorization requests but names no "
                     + "pushed_authorization_request_endpoint")
         }
-        // The address the browser is started with is a loopback one that
-        // only this user's processes can follow (see LoopbackListener): the
-        // real one carries state and the PKCE challenge, and a command line
-        // is readable by every local user. The paste flow starts nothing.
-        ui.openBrowser(url, launching: listener?.offer(url, at: "/start/" + (try RandomToken.make())))
+        return (FormEncoding.appendQuery(authorizationEndpoint, query), nil)
+    }
 
-        let answer: [(String, String)]
-        if let listener {
-            do { answer = try listener.waitForRedirect(timeout: request.timeout) } catch {
-                throw VaultError(
-                    .timedOut, "no answer from the browser within \(Int(request.timeout)) seconds",
-                    remedy: .finishSooner(otherFlows: p.flows.filter { $0 != .browser }))
-            }
-        } else {
-            answer = try pasted(ui.readPasted(prompt: "paste the address the browser ended on (or the code): "))
-        }
+    /// The code of the answer the browser came back with, checked in this
+    /// order: its state (an answer not for this request is refused before
+    /// anything else in it is looked at), the server that sent it (RFC
+    /// 9207), then an error or the code.
+    func authorizationCode(
+        in answer: [(String, String)], state: String, pushed: PushedRequest?, _ request: AuthorizationRequest
+    ) throws(VaultError) -> String {
+        let p = request.provider
         func value(_ key: String) -> String? { answer.first { $0.0 == key }?.1 }
-
-        // State first: an answer that is not for this request is refused
-        // before anything else in it is looked at.
         if let returned = value("state") {
             guard returned == state else {
                 throw VaultError(.badResponse, "the answer's state does not match this authorization (refused)")
@@ -250,14 +292,7 @@ public struct Authorizer {
         guard let code = value("code"), !code.isEmpty else {
             throw VaultError(.badResponse, "the answer carries no authorization code")
         }
-        let endpoint = TokenEndpoint(transport: transport, client: client(p, request))
-        let response = try endpoint.tokenResponse(
-            tokenEndpoint,
-            form: [
-                ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirectURI),
-                ("code_verifier", pkce.verifier),
-            ], what: "exchanging the authorization code", extras: request.tokenExtras)
-        return try grant(from: response, request: request, nonce: nonce)
+        return code
     }
 
     /// RFC 9207 section 2.4: an `iss` in the answer must be the provider's
