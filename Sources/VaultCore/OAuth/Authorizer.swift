@@ -165,23 +165,11 @@ public struct Authorizer {
         let query = try authorizationQuery(
             request, clientID: clientID, redirectURI: redirectURI, state: state, pkce: pkce, nonce: nonce)
         let (url, pushed) = try authorizationRequest(query, at: authorizationEndpoint, clientID: clientID, request)
-        // The address the browser is started with is a loopback one that
-        // only this user's processes can follow (see LoopbackListener): the
-        // real one carries state and the PKCE challenge, and a command line
-        // is readable by every local user. The paste flow starts nothing.
-        ui.openBrowser(url, launching: listener?.offer(url, at: "/start/" + (try RandomToken.make())))
-
-        let answer: [(String, String)]
-        if let listener {
-            do { answer = try listener.waitForRedirect(timeout: request.timeout) } catch {
-                throw VaultError(
-                    .timedOut, "no answer from the browser within \(Int(request.timeout)) seconds",
-                    remedy: .finishSooner(otherFlows: p.flows.filter { $0 != .browser }))
-            }
-        } else {
+        var answer = try browse(url, listener: listener, request)
+        if answer == nil {
             answer = try pasted(ui.readPasted(prompt: "paste the address the browser ended on (or the code): "))
         }
-        let code = try authorizationCode(in: answer, state: state, pushed: pushed, request)
+        let code = try authorizationCode(in: answer ?? [], state: state, pushed: pushed, request)
         let endpoint = TokenEndpoint(transport: transport, client: client(p, request))
         let response = try endpoint.tokenResponse(
             tokenEndpoint,
@@ -190,6 +178,25 @@ public struct Authorizer {
                 ("code_verifier", pkce.verifier),
             ], what: "exchanging the authorization code", extras: request.tokenExtras)
         return try grant(from: response, request: request, nonce: nonce)
+    }
+
+    /// Shows `url` to the person and, when `listener` listens for the
+    /// redirect (the browser flow), waits for it: the answer's parameters,
+    /// or nil for the paste flow. The address the browser is started with
+    /// is a loopback one that only this user's processes can follow (see
+    /// `LoopbackListener`): the real one carries the request's secrets
+    /// (state and the PKCE challenge, an OAuth 1.0a request token), and a
+    /// command line is readable by every local user.
+    func browse(_ url: String, listener: LoopbackListener?, _ request: AuthorizationRequest) throws(VaultError)
+        -> [(String, String)]?
+    {
+        ui.openBrowser(url, launching: listener?.offer(url, at: "/start/" + (try RandomToken.make())))
+        guard let listener else { return nil }
+        do { return try listener.waitForRedirect(timeout: request.timeout) } catch {
+            throw VaultError(
+                .timedOut, "no answer from the browser within \(Int(request.timeout)) seconds",
+                remedy: .finishSooner(otherFlows: request.provider.flows.filter { $0 != .browser }))
+        }
     }
 
     /// The authorization request's parameters: the protocol's own, then the

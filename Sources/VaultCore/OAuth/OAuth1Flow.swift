@@ -46,19 +46,10 @@ extension Authorizer {
 
         var query = [("oauth_token", requestToken)]
         query += p.authorizationParams.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-        // As in the OAuth 2.0 flow, the browser is started with a loopback
-        // address only this user's processes can follow: the real one carries
-        // the request token, and command lines are readable by every user.
         let url = FormEncoding.appendQuery(authorizeURL, query)
-        ui.openBrowser(url, launching: listener?.offer(url, at: "/start/" + (try RandomToken.make())))
-
         let answer: [(String, String)]
-        if let listener {
-            do { answer = try listener.waitForRedirect(timeout: request.timeout) } catch {
-                throw VaultError(
-                    .timedOut, "no answer from the browser within \(Int(request.timeout)) seconds",
-                    remedy: .finishSooner(otherFlows: p.flows.filter { $0 != .browser }))
-            }
+        if let redirected = try browse(url, listener: listener, request) {
+            answer = redirected
         } else {
             let text = try ui.readPasted(prompt: "paste the verifier the provider shows (or the address): ")
             let pasted = try pasted(text)
