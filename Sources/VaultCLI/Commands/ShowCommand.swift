@@ -34,6 +34,17 @@ struct ShowCommand: VaultCommand {
         let grant = try vault.load(name)
         let now = ctx.time.now()
         let lifetimes = GrantLifetimes(location: try ctx.opener.location())
+        let s = summary(name, grant, lifetimes: lifetimes, now: now)
+        if ctx.output.json {
+            try ctx.output.printJSON(s)
+            return .ok
+        }
+        for line in Format.table(rows(name, grant, s, lifetimes: lifetimes, now: now)) { ctx.output.out(line) }
+        return .ok
+    }
+
+    /// What `--json` prints, and the rows are made from: secrets only with `--reveal`.
+    private func summary(_ name: String, _ grant: Grant, lifetimes: GrantLifetimes, now: Date) -> GrantSummary {
         var s = lifetimes.summary(name, grant, now: now)
         let reveal = reveal
         let response = grant.tokenResponse.map { JSONValue.object($0) }
@@ -73,10 +84,14 @@ struct ShowCommand: VaultCommand {
             s.idToken = grant.idToken
             s.tokenSecret = grant.tokenSecret
         }
-        if ctx.output.json {
-            try ctx.output.printJSON(s)
-            return .ok
-        }
+        return s
+    }
+
+    /// The lines of the text form, label and value.
+    private func rows(_ name: String, _ grant: Grant, _ s: GrantSummary, lifetimes: GrantLifetimes, now: Date)
+        -> [[String]]
+    {
+        let registered = grant.providerConfiguration.flatMap(RegisteredClient.init)
         func present(_ has: Bool) -> String { has ? (reveal ? "" : "present (use --reveal to show)") : "none" }
         var rows: [[String]] = [
             ["name:", s.name], ["provider:", s.provider], ["account:", s.account ?? "-"], ["state:", s.state],
@@ -142,8 +157,7 @@ struct ShowCommand: VaultCommand {
         rows.append(["refreshed:", grant.refreshedAt.map(Format.timestamp) ?? "-"])
         rows.append(["last used:", s.lastUsed.map { "\($0) (on this machine)" } ?? "-"])
         if grant.dead { rows.append(["dead because:", grant.deadReason ?? "refused by the provider"]) }
-        for line in Format.table(rows) { ctx.output.out(line) }
-        return .ok
+        return rows
     }
 
     /// This command's options in the order they are declared: found without
