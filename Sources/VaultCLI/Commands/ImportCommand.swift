@@ -212,45 +212,58 @@ extension ImportCommand {
                 ))
         }
         grant.providerConfiguration = config
-        guard grant.kind == .oauth2 else { return notes }
-        if grant.refreshToken == nil {
-            // Said for other tools' files, whose users may expect a refresh.
-            if tool != nil {
-                notes.append(
-                    (
-                        false,
-                        "'\(name)' has no refresh token: it works as long as its access token does"
-                            + (grant.expiresAt == nil ? " (this one has no expiry)" : "")
-                    ))
-            }
-        } else if !grant.hasRefreshRoute {
-            let missing = config.tokenEndpoint == nil ? "no token endpoint" : "no client id"
-            let why: String
-            if !foreign.isEmpty && config.tokenEndpoint != nil {
-                why = "; its file names its own endpoints and no client, and vault gives them no client of yours"
-            } else if tool == .rclone && config.clientID == nil {
-                why =
-                    "; its tokens were issued to rclone's built-in client, which vault cannot use: "
-                    + "give the remote a client_id and client_secret of your own in rclone"
-            } else if config.tokenEndpoint == nil {
-                // The client may be the file's own: then only the endpoint is
-                // missing, and a provider file of the user's supplies it.
-                let file = "\(configDirectory)/providers/\(grant.provider).json"
-                let fields =
-                    config.clientID == nil
-                    ? "token_endpoint, authorization_endpoint and client_id"
-                    : "token_endpoint and authorization_endpoint"
-                why =
-                    "; vault knows no provider '\(grant.provider)' with a token endpoint: write \(file) with its "
-                    + "\(fields) (see docs/providers.md), then import again with --replace"
-                    + (config.clientID == nil ? "" : " (the client its file names goes to that endpoint alone)")
-            } else {
-                why =
-                    "; give provider '\(grant.provider)' your client (client_id in its provider file), "
-                    + "or pass --client-id and --client-secret-file: the client the tokens were issued to"
-            }
-            notes.append((true, "'\(name)' cannot be refreshed: \(missing)\(why)"))
+        if let note = refreshNote(
+            grant, name: name, tool: tool, fileNamesEndpoints: !foreign.isEmpty, configDirectory: configDirectory)
+        {
+            notes.append(note)
         }
         return notes
+    }
+
+    /// What to tell the person about refreshing the imported `grant`, as
+    /// its provider configuration now stands: that a grant from another
+    /// tool has no refresh token, or why it cannot be refreshed and what
+    /// would let it. Nil when there is nothing to say.
+    func refreshNote(
+        _ grant: Grant, name: String, tool: ForeignTokens.Tool?, fileNamesEndpoints: Bool, configDirectory: String
+    ) -> (warning: Bool, text: String)? {
+        guard grant.kind == .oauth2 else { return nil }
+        let config = grant.providerConfiguration ?? ProviderConfiguration()
+        if grant.refreshToken == nil {
+            // Said for other tools' files, whose users may expect a refresh.
+            guard tool != nil else { return nil }
+            return (
+                false,
+                "'\(name)' has no refresh token: it works as long as its access token does"
+                    + (grant.expiresAt == nil ? " (this one has no expiry)" : "")
+            )
+        }
+        guard !grant.hasRefreshRoute else { return nil }
+        let missing = config.tokenEndpoint == nil ? "no token endpoint" : "no client id"
+        let why: String
+        if fileNamesEndpoints && config.tokenEndpoint != nil {
+            why = "; its file names its own endpoints and no client, and vault gives them no client of yours"
+        } else if tool == .rclone && config.clientID == nil {
+            why =
+                "; its tokens were issued to rclone's built-in client, which vault cannot use: "
+                + "give the remote a client_id and client_secret of your own in rclone"
+        } else if config.tokenEndpoint == nil {
+            // The client may be the file's own: then only the endpoint is
+            // missing, and a provider file of the user's supplies it.
+            let file = "\(configDirectory)/providers/\(grant.provider).json"
+            let fields =
+                config.clientID == nil
+                ? "token_endpoint, authorization_endpoint and client_id"
+                : "token_endpoint and authorization_endpoint"
+            why =
+                "; vault knows no provider '\(grant.provider)' with a token endpoint: write \(file) with its "
+                + "\(fields) (see docs/providers.md), then import again with --replace"
+                + (config.clientID == nil ? "" : " (the client its file names goes to that endpoint alone)")
+        } else {
+            why =
+                "; give provider '\(grant.provider)' your client (client_id in its provider file), "
+                + "or pass --client-id and --client-secret-file: the client the tokens were issued to"
+        }
+        return (true, "'\(name)' cannot be refreshed: \(missing)\(why)")
     }
 }
