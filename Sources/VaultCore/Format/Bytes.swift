@@ -1,13 +1,14 @@
+internal import VaultCrypto
+
 /// Appends big-endian fields to a byte array.
 package struct ByteWriter {
     package private(set) var bytes: [UInt8] = []
 
     package init() {}
 
-    /// Zeroes what was written (a key, a payload), keeping its length.
-    package mutating func wipe() {
-        for i in bytes.indices { bytes[i] = 0 }
-    }
+    /// Zeroes what was written (a key, a payload), keeping its length,
+    /// in a way the optimizer cannot drop.
+    package mutating func wipe() { secureZero(&bytes) }
 
     package mutating func append(_ raw: [UInt8]) { bytes += raw }
     package mutating func append(_ label: String) { bytes += Array(label.utf8) }
