@@ -53,7 +53,8 @@ let package = Package(
             name: "VaultSimulation", dependencies: ["VaultSync", "VaultCore", "VaultCrypto", "VaultHTTP"],
             path: "Tests/VaultSimulation"),
         .executableTarget(name: "VaultSimRunner", dependencies: ["VaultSimulation"], path: "Tests/VaultSimRunner"),
-        .testTarget(name: "VaultSimulationTests", dependencies: ["VaultSimulation"], exclude: ["Regressions"]),
+        .testTarget(
+            name: "VaultSimulationTests", dependencies: ["VaultSimulation"], exclude: ["Regressions", "Open"]),
         .testTarget(name: "VaultCryptoTests", dependencies: ["VaultCrypto", "CSodium"]),
         .testTarget(name: "VaultStorageTests", dependencies: ["VaultStorage"]),
         .testTarget(name: "VaultHTTPTests", dependencies: ["VaultHTTP", "VaultTestSupport"]),

@@ -26,6 +26,29 @@ struct SimulationTests {
         #expect(outcome.passed, "\(outcome.violations.joined(separator: "\n"))\n\(outcome.log.joined(separator: "\n"))")
     }
 
+    /// Schedules found failing that no change has fixed yet: each is a
+    /// known issue, so the suite passes while it fails the same way, and
+    /// says so once it passes (then it moves to `Regressions`).
+    static let open: [String] = {
+        let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Open")
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        return names.filter { $0.hasSuffix(".txt") }.sorted().map { folder.appendingPathComponent($0).path }
+    }()
+
+    @Test(
+        "a schedule found failing and not fixed yet still fails",
+        arguments: open.map {
+            URL(fileURLWithPath: $0).lastPathComponent
+        })
+    func openSchedule(name: String) throws {
+        let path = Self.open.first { $0.hasSuffix("/" + name) }!
+        let outcome = try Simulation.play(try String(contentsOfFile: path, encoding: .utf8))
+        let passed = outcome.passed
+        withKnownIssue("a schedule the simulation found failing, not fixed yet") {
+            #expect(passed, "\(outcome.violations.joined(separator: "\n"))")
+        }
+    }
+
     @Test("a seed plays the same schedule every time")
     func deterministic() throws {
         let first = try Simulation.run(seed: 7)
