@@ -1,10 +1,6 @@
-internal import CPlatform
-internal import FoundationEssentials
 internal import Glibc
-internal import Synchronization
 public import VaultCore
 internal import VaultCrypto
-internal import VaultSync
 
 extension Vault {
     /// Opens the vault at `location` with the keys the agent holds, or

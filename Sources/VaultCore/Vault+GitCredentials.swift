@@ -1,5 +1,3 @@
-internal import FoundationEssentials
-
 extension Vault {
     /// Makes the next fresh-token request refresh, if the access token is
     /// still `accessToken` (git saw it refused). Marks nothing dead.

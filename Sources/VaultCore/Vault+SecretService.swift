@@ -1,5 +1,4 @@
 internal import CSecret
-internal import VaultCrypto
 
 extension Vault {
     /// The vault's id, which names its Secret Service item.

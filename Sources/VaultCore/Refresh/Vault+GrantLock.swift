@@ -1,6 +1,3 @@
-internal import FoundationEssentials
-internal import Glibc
-
 extension Vault {
     /// True while a process of this machine refreshes the grant of record
     /// `id` (holds its refresh lock, between taking the sync lease and

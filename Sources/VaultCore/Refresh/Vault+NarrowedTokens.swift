@@ -1,6 +1,3 @@
-internal import FoundationEssentials
-internal import VaultHTTP
-
 extension Vault {
     /// Stores the outcome of a narrowed refresh in record `id`: the refresh
     /// token the answer left and the new cached token, as long as the
