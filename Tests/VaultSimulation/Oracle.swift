@@ -154,9 +154,18 @@ struct Oracle {
                     adopted[r.id] = candidates.filter { c in !candidates.contains { $0.knownBefore.contains(c.id) } }
                         .map(\.id).max()
                 }
+                // A pick that kept what an earlier pick kept adopts what
+                // that one adopted too: the same tokens or name, picked
+                // again (a second conflict on the grant), so an edit that
+                // knew the first adopted edit went past both picks.
                 func knows(_ later: Ledger.Edit, _ e: Ledger.Edit) -> Bool {
-                    later.id != e.id
-                        && (later.knownBefore.contains(e.id) || adopted[e.id].map(later.knownBefore.contains) == true)
+                    guard later.id != e.id else { return false }
+                    var line: Int? = e.id
+                    while let id = line {
+                        if later.knownBefore.contains(id) { return true }
+                        line = adopted[id]
+                    }
+                    return false
                 }
                 let latest = touching.filter { e in !touching.contains { knows($0, e) } }
                 for e in latest where !([record.value] + record.others).contains(where: { reflects($0, e, meta: meta) })
