@@ -1,6 +1,7 @@
 import VaultCore
 import VaultCrypto
 import VaultHTTP
+internal import VaultSync
 
 /// How to log in to the sync store (`remote set`, `join`): a WebDAV or
 /// HTTP store's user and password, or an S3 store's bucket, endpoint,
@@ -24,7 +25,7 @@ struct StoreOptions: OptionGroup {
     /// The store to keep in the vault, and how to log in to it: the URL as
     /// given for WebDAV and HTTP, the canonical one for `s3://`.
     func login(url: String, command: String, environment: [String: String]) throws -> StoreLogin {
-        guard S3Location.isS3(url) else {
+        guard StoreKind.of(url: url) == .s3 else {
             if endpoint != nil || region != nil || pathStyle || credentialsFile != nil || profile != nil {
                 throw CLIError.usage(
                     "--endpoint, --region, --path-style and the S3 keys are for s3:// stores", command: command)

@@ -38,27 +38,6 @@ public struct HTTPRequest: Sendable {
     }
 }
 
-/// What AWS Signature Version 4 needs: the scope and the credentials. The
-/// secret stays in secure memory until libcurl copies it for the request.
-public struct AWSSignature: Sendable {
-    /// The region of the signing scope (`us-east-1`, or what the store calls its own).
-    public var region: String
-    /// The service of the signing scope (`s3`).
-    public var service: String
-    /// The access key id.
-    public var accessKeyID: String
-    /// The secret access key.
-    public var secretAccessKey: SecureBytes
-
-    /// Creates the signing settings.
-    public init(region: String, service: String, accessKeyID: String, secretAccessKey: SecureBytes) {
-        self.region = region
-        self.service = service
-        self.accessKeyID = accessKeyID
-        self.secretAccessKey = secretAccessKey
-    }
-}
-
 /// An HTTP response. The body may hold tokens, so it is in secure memory.
 /// `Sendable`: the body's bytes never change once made.
 public struct HTTPResponse: Sendable {

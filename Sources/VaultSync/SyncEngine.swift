@@ -119,12 +119,7 @@ extension SyncEngine {
         for state: SyncState, transport: any HTTPTransport, timeout: Double, attempts: Int? = nil,
         pacing: Pacing = .system
     ) throws(VaultError) -> any SyncStore {
-        if S3Location.isS3(state.url) {
-            return try HTTPSyncStore(
-                s3: state.url, accessKeyID: state.user ?? "", secretAccessKey: state.password, transport: transport,
-                timeout: timeout, attempts: attempts, sleep: pacing.sleep)
-        }
-        return try HTTPSyncStore(
+        try ObjectSyncStore(
             url: state.url, user: state.user, password: state.password, transport: transport, timeout: timeout,
             attempts: attempts, sleep: pacing.sleep)
     }
@@ -159,11 +154,8 @@ extension SyncEngine {
     }
 
     /// A store URL as the user is shown it: an S3 store's bucket, folder,
-    /// endpoint and region; other URLs as they are.
-    public static func displayName(_ url: String) -> String {
-        guard S3Location.isS3(url), let location = try? S3Location(canonical: url) else { return url }
-        return location.displayName
-    }
+    /// endpoint and region; other URLs as they are (`StoreKind`).
+    public static func displayName(_ url: String) -> String { StoreKind.displayName(of: url) }
 
     /// This machine's sync device id as `vault conflicts` shows it: the
     /// first 8 hex digits.

@@ -34,7 +34,7 @@ enum WriteOutcome: Equatable {
 /// objects read, written (optionally as a compare-and-swap) and deleted,
 /// every failure already a `VaultError` (docs/sync.md, "Objects"). The
 /// store is only trusted to keep bytes; what they mean is the engine's.
-/// `HTTPSyncStore` is the one over WebDAV and plain HTTP.
+/// `ObjectSyncStore` is the one over every kind of object store.
 protocol SyncStore: AnyObject {
     /// The object under `name`, or nil when the store has none.
     func get(_ name: String) throws(VaultError) -> StoredObject?
@@ -93,50 +93,33 @@ extension SyncStore {
     }
 }
 
-/// The sync store over HTTP: a WebDAV collection, any server that answers
-/// GET, PUT and DELETE under an http(s) URL, or a folder of an S3 bucket
-/// (`s3://`), all through VaultHTTP's `ObjectStore`, which speaks each
-/// one's dialect (Basic or SigV4, the ETags S3 stores match, their answers
-/// to a lost race). The one place where the HTTP layer's
-/// `ObjectStore.Failure` becomes a `VaultError` (`HTTPSyncStore.converted`).
-final class HTTPSyncStore: SyncStore {
-    private let client: ObjectStore
+/// The sync store over an object store of any kind (`StoreKind`): the one
+/// place where the object store's `ObjectStore.Failure` becomes a
+/// `VaultError` (`ObjectSyncStore.converted`).
+final class ObjectSyncStore: SyncStore {
+    private let client: any ObjectStore
 
-    /// An S3 store at `canonical` (an `S3Location`'s canonical URL), signed
-    /// with the access key id and secret access key.
-    init(
-        s3 canonical: String, accessKeyID: String, secretAccessKey: [UInt8], transport: any HTTPTransport,
-        timeout: Double, attempts: Int?, sleep: @escaping (Double) -> Void = Pacing.system.sleep
-    ) throws(VaultError) {
-        let secret = try Secure.copy(secretAccessKey)
-        do {
-            client = try ObjectStore(
-                s3: try S3Location(canonical: canonical), accessKeyID: accessKeyID, secretAccessKey: secret,
-                transport: transport, sleep: sleep)
-        } catch {
-            throw HTTPSyncStore.converted(error)
-        }
-        client.timeout = timeout
-        if let attempts { client.maximumAttempts = attempts }
-    }
-
-    /// A store at `url`, with Basic authentication when `user` is given;
-    /// each request is bounded by `timeout` seconds and tried `attempts`
-    /// times when the store fails (nil: `ObjectStore`'s default).
+    /// The store that `url` names, of the kind it names, with its user and
+    /// password (an S3 store's access key id and secret access key); each
+    /// request is bounded by `timeout` seconds and tried `attempts` times
+    /// when the store fails (nil: the object store's default).
     init(
         url: String, user: String?, password: [UInt8], transport: any HTTPTransport, timeout: Double, attempts: Int?,
         sleep: @escaping (Double) -> Void = Pacing.system.sleep
     ) throws(VaultError) {
-        let secret = try Secure.copy(password)
-        do {
-            client = try ObjectStore(
-                baseURL: url, user: user, password: user == nil ? nil : secret, transport: transport,
-                sleep: sleep)
-        } catch {
-            throw HTTPSyncStore.converted(error)
-        }
-        client.timeout = timeout
-        if let attempts { client.maximumAttempts = attempts }
+        let client = try ObjectSyncStore.open(
+            StoreSettings(url: url, user: user, password: password), transport: transport, sleep: sleep)
+        client.session.timeout = timeout
+        if let attempts { client.session.maximumAttempts = attempts }
+        self.client = client
+    }
+
+    /// The object store of the settings' kind.
+    private static func open(
+        _ settings: StoreSettings, transport: any HTTPTransport, sleep: @escaping (Double) -> Void
+    ) throws(VaultError) -> any ObjectStore {
+        let kind = StoreKind.of(url: settings.url)
+        do { return try kind.open(settings, transport, sleep) } catch { throw converted(error) }
     }
 
     var requestCount: Int { client.requestCount }
@@ -148,7 +131,7 @@ final class HTTPSyncStore: SyncStore {
         do {
             return try client.get(name).map { StoredObject(bytes: $0.bytes, etag: $0.etag) }
         } catch {
-            throw HTTPSyncStore.converted(error)
+            throw ObjectSyncStore.converted(error)
         }
     }
 
@@ -165,7 +148,7 @@ final class HTTPSyncStore: SyncStore {
     private func put(_ name: String, _ bytes: [UInt8], precondition: WritePrecondition, attempts: Int?)
         throws(VaultError) -> WriteOutcome
     {
-        let required: ObjectStore.Precondition
+        let required: ObjectPrecondition
         switch precondition {
         case .none: required = .none
         case .absent: required = .absent
@@ -177,42 +160,34 @@ final class HTTPSyncStore: SyncStore {
             case .preconditionFailed: return .preconditionFailed
             }
         } catch {
-            throw HTTPSyncStore.converted(error)
+            throw ObjectSyncStore.converted(error)
         }
     }
 
     func delete(_ name: String) throws(VaultError) {
-        do { try client.delete(name) } catch { throw HTTPSyncStore.converted(error) }
+        do { try client.delete(name) } catch { throw ObjectSyncStore.converted(error) }
     }
 
     func createFolder() throws(VaultError) -> [String] {
         let created: [String]
-        do { created = try client.createFolder() } catch { throw HTTPSyncStore.converted(error) }
+        do { created = try client.createFolder() } catch { throw ObjectSyncStore.converted(error) }
         try checkUsable()
         return created
     }
 
     func checkUsable() throws(VaultError) {
-        let versioning: String?
-        do { versioning = try client.bucketVersioning() } catch { throw HTTPSyncStore.converted(error) }
-        // Ceph RGW ignores If-Match and If-None-Match in a bucket whose
-        // versioning was ever turned on: the store's compare-and-swap would
-        // silently be gone.
-        if let versioning {
-            throw VaultError(
-                .unsupported,
-                "the bucket has versioning \(versioning.lowercased()): S3 stores such as Ceph RGW ignore conditional "
-                    + "writes there, which sync relies on; use a bucket that never had versioning")
-        }
+        let problem: String?
+        do { problem = try client.conditionalWritesProblem() } catch { throw ObjectSyncStore.converted(error) }
+        if let problem { throw VaultError(.unsupported, problem) }
     }
 
     func honoursPreconditions(probe: String) throws(VaultError) -> Bool {
-        do { return try client.honoursPreconditions(probe: probe) } catch { throw HTTPSyncStore.converted(error) }
+        do { return try client.honoursPreconditions(probe: probe) } catch { throw ObjectSyncStore.converted(error) }
     }
 
     /// The vault error for a failure of the HTTP store: what the user can
     /// do about it decides the code.
-    static func converted(_ failure: ObjectStore.Failure) -> VaultError {
+    static func converted(_ failure: ObjectStoreFailure) -> VaultError {
         switch failure.code {
         case .transient: VaultError(.transient, failure.reason)
         case .unauthorized: VaultError(.refused, failure.reason, remedy: .setStoreCredentials)

@@ -63,15 +63,15 @@ struct AWSSignatureTests {
     func objectStoreSigns() throws {
         let location = try S3Location(
             url: "s3://examplebucket/vault", endpoint: server.base, region: "us-east-1", pathStyle: true)
-        let store = try ObjectStore(
-            s3: location, accessKeyID: "AKIAIOSFODNN7EXAMPLE",
+        let store = try S3ObjectStore(
+            location: location, accessKeyID: "AKIAIOSFODNN7EXAMPLE",
             secretAccessKey: try SecureBytes(copying: Array("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".utf8)),
             transport: CurlTransport())
         #expect(store.baseURL == server.base + "/examplebucket/vault/")
         // The fixture answers 404 under /examplebucket: enough to see what was sent.
         let recorder = RecordingTransport()
-        let recorded = try ObjectStore(
-            s3: location, accessKeyID: "AKIAIOSFODNN7EXAMPLE",
+        let recorded = try S3ObjectStore(
+            location: location, accessKeyID: "AKIAIOSFODNN7EXAMPLE",
             secretAccessKey: try SecureBytes(copying: Array("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY".utf8)),
             transport: recorder)
         _ = try recorded.put("vault-root", Array("ciphertext".utf8), precondition: .matches("\"abc\""))
@@ -91,11 +91,11 @@ struct AWSSignatureTests {
 /// conditional writes lose a race with 500 (Ceph RGW) is not taken for it.
 @Suite("S3 stores and preconditions")
 struct S3PreconditionTests {
-    func store(answering status: @escaping @Sendable (HTTPRequest) -> Int) throws -> ObjectStore {
+    func store(answering status: @escaping @Sendable (HTTPRequest) -> Int) throws -> S3ObjectStore {
         let location = try S3Location(
             url: "s3://bucket/vault", endpoint: "http://127.0.0.1:9", region: nil, pathStyle: true)
-        return try ObjectStore(
-            s3: location, accessKeyID: "AKIDEXAMPLE", secretAccessKey: try SecureBytes(copying: Array("s".utf8)),
+        return try S3ObjectStore(
+            location: location, accessKeyID: "AKIDEXAMPLE", secretAccessKey: try SecureBytes(copying: Array("s".utf8)),
             transport: AnsweringTransport(status))
     }
 

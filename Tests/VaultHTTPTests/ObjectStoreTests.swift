@@ -27,10 +27,10 @@ final class ObjectStoreTests {
         proxy = try FixtureServer(script: "store_proxy.py", arguments: ["http://127.0.0.1:\(port)"])
     }
 
-    func store(viaProxy: Bool = false, password: String? = nil, attempts: Int = 5) throws -> ObjectStore {
+    func store(viaProxy: Bool = false, password: String? = nil, attempts: Int = 5) throws -> WebDAVObjectStore {
         let url = viaProxy ? "http://127.0.0.1:\(proxy.port)/store/" : davURL
         let secret = try password.map { try SecureBytes(copying: Array($0.utf8)) } ?? self.password
-        let s = try ObjectStore(baseURL: url, user: "vault", password: secret, transport: CurlTransport())
+        let s = try WebDAVObjectStore(baseURL: url, user: "vault", password: secret, transport: CurlTransport())
         s.maximumAttempts = attempts
         s.timeout = 5
         return s
@@ -82,7 +82,7 @@ final class ObjectStoreTests {
         #expect { try s.get("root") } throws: { ($0 as? ObjectStore.Failure)?.code == .badResponse }
         try mode("mode/pass")
         #expect { try s.get("../etc") } throws: { ($0 as? ObjectStore.Failure)?.code == .invalid }
-        #expect { try ObjectStore(baseURL: "http://example.com/store/", transport: CurlTransport()) } throws: {
+        #expect { try WebDAVObjectStore(baseURL: "http://example.com/store/", transport: CurlTransport()) } throws: {
             ($0 as? ObjectStore.Failure)?.code == .invalid
         }
     }
@@ -90,7 +90,7 @@ final class ObjectStoreTests {
     @Test("5xx answers are retried a bounded number of times with backoff")
     func retries() throws {
         var waits: [Double] = []
-        let s = try ObjectStore(
+        let s = try WebDAVObjectStore(
             baseURL: "http://127.0.0.1:\(proxy.port)/store/", user: "vault", password: password,
             transport: CurlTransport(), sleep: { waits.append($0) })
         try mode("fail/2")
@@ -107,7 +107,7 @@ final class ObjectStoreTests {
     func lockedWhileWritten() throws {
         var waits: [Double] = []
         let fake = FakeTransport([(423, "", []), (423, "", []), (201, "", [])])
-        let s = try ObjectStore(
+        let s = try WebDAVObjectStore(
             baseURL: "http://127.0.0.1:9/store/", transport: fake, sleep: { waits.append($0) })
         #expect(try s.put("vault-root", [7]) == .stored)
         #expect(fake.requests.count == 3 && waits.count == 2)

@@ -8,9 +8,11 @@ import VaultTestSupport
 /// problem rather than a bare status.
 @Suite("the store's folder")
 struct StoreFolderTests {
-    func store(_ url: String, _ answers: [(Int, String, [(String, String)])]) throws -> (ObjectStore, FakeTransport) {
+    func store(_ url: String, _ answers: [(Int, String, [(String, String)])]) throws -> (
+        WebDAVObjectStore, FakeTransport
+    ) {
         let transport = FakeTransport(answers)
-        return (try ObjectStore(baseURL: url, transport: transport), transport)
+        return (try WebDAVObjectStore(baseURL: url, transport: transport), transport)
     }
 
     @Test("a missing folder and its missing parents are created, top down after the 409s")

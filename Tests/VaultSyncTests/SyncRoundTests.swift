@@ -154,7 +154,7 @@ struct SyncRoundTests {
     func httpStoreFailures() throws {
         let bench = try SyncBench(.apache)
         #expect(try bench.store.get("vault-root") == nil)
-        let wrong = try HTTPSyncStore(
+        let wrong = try ObjectSyncStore(
             url: bench.url, user: "vault", password: Array("wrong".utf8), transport: CurlTransport(), timeout: 30,
             attempts: 1)
         let refused = thrown { _ = try wrong.get("vault-root") }
@@ -163,7 +163,7 @@ struct SyncRoundTests {
         #expect(thrown { _ = try bench.store.get("../vault-root") }?.code == .invalidInput)
         #expect(
             thrown {
-                _ = try HTTPSyncStore(
+                _ = try ObjectSyncStore(
                     url: "http://example.com/store/", user: nil, password: [], transport: CurlTransport(), timeout: 30,
                     attempts: nil)
             }?.code == .invalidInput)

@@ -196,7 +196,7 @@ final class SyncBench {
             let settings = try JSONSerialization.jsonObject(with: Data(server.firstLine.utf8)) as! [String: Any]
             url = settings["url"] as! String
             self.server = server
-            store = try HTTPSyncStore(
+            store = try ObjectSyncStore(
                 url: url, user: "vault", password: Array("store password".utf8), transport: CurlTransport(),
                 timeout: 30, attempts: nil)
         case .rgw:
@@ -215,8 +215,8 @@ final class SyncBench {
             user = value("aws_access_key_id")
             password = Array(value("aws_secret_access_key").utf8)
             self.server = server
-            store = try HTTPSyncStore(
-                s3: url, accessKeyID: user!, secretAccessKey: password, transport: CurlTransport(), timeout: 30,
+            store = try ObjectSyncStore(
+                url: url, user: user!, password: password, transport: CurlTransport(), timeout: 30,
                 attempts: nil)
             _ = try store.createFolder()
         case .memory, .memoryIgnoringPreconditions:
@@ -231,12 +231,12 @@ final class SyncBench {
     func client() throws -> (any SyncStore)? {
         switch kind {
         case .apache:
-            return try HTTPSyncStore(
+            return try ObjectSyncStore(
                 url: url, user: "vault", password: Array("store password".utf8), transport: CurlTransport(),
                 timeout: 30, attempts: nil)
         case .rgw:
-            return try HTTPSyncStore(
-                s3: url, accessKeyID: user!, secretAccessKey: password, transport: CurlTransport(), timeout: 30,
+            return try ObjectSyncStore(
+                url: url, user: user!, password: password, transport: CurlTransport(), timeout: 30,
                 attempts: nil)
         case .memory, .memoryIgnoringPreconditions:
             return nil

@@ -63,7 +63,7 @@ struct RemoteCommand: VaultCommand {
                 try ctx.output.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))
                 return .ok
             }
-            let who = S3Location.isS3(d.url) ? "access key" : "user"
+            let who = StoreKind.of(url: d.url).userLabel
             ctx.output.out(Console.escaped(d.url + (d.user.map { " (\(who) \($0))" } ?? "")))
             if !d.preconditions { ctx.output.info("this store ignores If-Match; lost updates are repaired") }
             if let device = try? engine.deviceLabel() {

@@ -148,7 +148,7 @@ extension Commands {
         switch error.remedy {
         case .setStoreCredentials?:
             let check =
-                S3Location.isS3(url)
+                StoreKind.of(url: url) == .s3
                 ? "check the store's keys (--credentials-file, --profile, AWS_ACCESS_KEY_ID) and --region"
                 : "check the store's user (--user) and password (--password-file)"
             return CLIError(base.message, hint: check, exitCode: base.exitCode)
