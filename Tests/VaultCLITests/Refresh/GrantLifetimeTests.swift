@@ -37,6 +37,8 @@ struct GrantLifetimeTests {
         #expect(text.stdout.contains("(on this machine)"))
         let list = try scene.home.run("list")
         #expect(list.stdout.contains("REFRESH EXPIRES") && list.stdout.contains("after 90d unused"), "\(list.stdout)")
+        // Refreshed and used a moment ago: never "in 0s".
+        #expect(!list.stdout.contains("in 0s"), "\(list.stdout)")
         #expect(list.stdout.contains("REFRESHED") && list.stdout.contains("USED"))
         let listed = try #require(try Self.json(try scene.home.run("list", "--json")) as? [[String: Any]])
         #expect(listed.first?["refresh_token_deadline_rule"] as? String == "inactivity")
