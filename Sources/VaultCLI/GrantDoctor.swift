@@ -54,6 +54,11 @@ struct GrantDoctor {
     /// refresh token a second use would revoke (nil otherwise), and
     /// whether the store answered.
     var refreshRight: (right: RefreshRight, storeAnswers: Bool)? = nil
+    /// When the refresh token dies and by which rule (the provider's
+    /// answer, or its documented policy), when known.
+    var refreshDeadline: RefreshTokenDeadline? = nil
+    /// How close a deadline must be to be reported (`VAULT_NOTIFY_LEAD`).
+    var notifyLead: TimeInterval = NotifySettings.defaultLead
 
     /// A skew of the local clock against the provider's that is reported.
     static let clockTolerance: Double = 60
@@ -62,6 +67,7 @@ struct GrantDoctor {
 
     func run() -> [Finding] {
         var findings = [stateFinding()]
+        if let lifetime = lifetimeFinding() { findings.append(lifetime) }
         if let testing = googleTestingFinding(grant) { findings.append(testing) }
         if conflicted {
             findings.append(
@@ -113,6 +119,50 @@ struct GrantDoctor {
         case .dead:
             return Finding("state", .fail, "the provider refused the grant", remedy: again)
         }
+    }
+
+    /// When the refresh token dies. A deadline no refresh moves (a
+    /// lifetime) within the notify lead fails: only a new authorization
+    /// saves the grant, and it must come before that date. A deadline a
+    /// refresh moves (inactivity) that close is a warning: a refresh, or
+    /// `vault keepalive`, moves it.
+    func lifetimeFinding() -> Finding? {
+        guard let deadline = refreshDeadline, !grant.dead else { return nil }
+        let date = Format.timestamp(deadline.date)
+        let when = "\(date) (\(Format.relative(deadline.date, now: now)))"
+        let rule = GrantLifetimes.ruleText(deadline)
+        let left = deadline.date.timeIntervalSince(now)
+        if left <= 0, let end = grant.refreshTokenExpiresAt, end <= now, !grant.isUsable(at: now) {
+            return nil  // the state check says it
+        }
+        if deadline.renewable {
+            guard left <= notifyLead else {
+                return Finding(
+                    "lifetime", .ok, "the refresh token lives until \(when), \(rule); a refresh moves that")
+            }
+            return Finding(
+                "lifetime", .warn,
+                left > 0
+                    ? "the refresh token dies at \(when), \(rule), unless the grant is refreshed before then"
+                    : "the refresh token was due to die at \(when), \(rule); only a refresh tells whether it did",
+                remedy:
+                    "run 'vault refresh \(name)'; 'vault keepalive' on a timer refreshes such grants in time (docs/agent.md, \"Keep-alive\")"
+            )
+        }
+        guard left <= notifyLead else {
+            return Finding(
+                "lifetime", .ok, "the refresh token lives until \(when), \(rule); no refresh moves that")
+        }
+        guard left > 0 else {
+            return Finding(
+                "lifetime", .fail,
+                "the refresh token died at \(when), \(rule): the access token works until it expires, then the grant needs a new authorization",
+                remedy: "run 'vault add \(name)' to authorize it again")
+        }
+        return Finding(
+            "lifetime", .fail,
+            "the refresh token dies at \(when), \(rule), and no refresh moves that: the grant then needs a new authorization",
+            remedy: "run 'vault add \(name)' before \(date) to authorize it again")
     }
 
     /// Which machine may refresh the grant (docs/sync.md, "Refresh rights

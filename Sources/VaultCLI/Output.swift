@@ -49,9 +49,13 @@ enum Format {
     /// `2026-12-02T14:05:00Z`.
     static func timestamp(_ date: Date) -> String { date.utcText }
 
-    /// `in 59m`, `3h ago`.
+    /// `in 59m`, `3h ago`, and `now` for a time less than half a second
+    /// away on either side: times are kept in whole seconds, so a refresh
+    /// a moment ago is stored up to a second before the clock reads it and
+    /// must never read `in 0s`.
     static func relative(_ date: Date, now: Date) -> String {
         let delta = Int64(date.timeIntervalSince(now).rounded())
+        if delta == 0 { return "now" }
         let magnitude = abs(delta)
         let (count, unit): (Int64, Character) =
             switch magnitude {
@@ -61,7 +65,7 @@ enum Format {
             default: (magnitude / 86400, "d")
             }
         // Appended rather than interpolated: a listing makes thousands.
-        var text = delta >= 0 ? "in " : ""
+        var text = delta > 0 ? "in " : ""
         text += String(count)
         text.append(unit)
         if delta < 0 { text += " ago" }

@@ -77,6 +77,18 @@ package struct MailLoginResult: Sendable {
         case tls(String)
         /// The server answered something that is not the protocol.
         case protocolError(String)
+        /// The server accepted the token, then failed (SMTP submission
+        /// whose relay is down, an IMAP server that cannot open the
+        /// mailbox): `afterLogin` holds its words.
+        case failedAfterLogin(String)
+
+        /// True when the server accepted the token, whatever came after.
+        package var loggedIn: Bool {
+            switch self {
+            case .loggedIn, .failedAfterLogin: true
+            default: false
+            }
+        }
     }
 
     /// How the attempt ended.
@@ -104,17 +116,45 @@ package struct MailLoginResult: Sendable {
     }
 
     /// The server's refusal: its last IMAP `NO` or `BAD`, or SMTP 4xx or 5xx line.
-    package var refusal: String? {
-        lines.last { line in
-            let words = line.split(separator: " ", maxSplits: 2)
-            if words.count >= 2, words[0] != "*", words[0] != "+", words[1] == "NO" || words[1] == "BAD" {
-                return true
-            }
-            guard let first = line.utf8.first, first == UInt8(ascii: "4") || first == UInt8(ascii: "5") else {
-                return false
-            }
-            return line.utf8.count >= 3 && line.utf8.prefix(3).allSatisfy { (0x30...0x39).contains($0) }
+    package var refusal: String? { lines.last(where: MailLoginResult.isRefusal) }
+
+    /// Whether `line` is an IMAP tagged `NO` or `BAD`, or an SMTP 4xx or 5xx reply.
+    static func isRefusal(_ line: String) -> Bool {
+        let words = line.split(separator: " ", maxSplits: 2)
+        if words.count >= 2, words[0] != "*", words[0] != "+", words[1] == "NO" || words[1] == "BAD" {
+            return true
         }
+        guard let first = line.utf8.first, first == UInt8(ascii: "4") || first == UInt8(ascii: "5") else {
+            return false
+        }
+        return line.utf8.count >= 3 && line.utf8.prefix(3).allSatisfy { (0x30...0x39).contains($0) }
+    }
+
+    /// Where in `lines` the server accepted the login: SMTP's `235`, or
+    /// IMAP's tagged answer to the SASL exchange (the first tagged line
+    /// after a `+` go-ahead) when it is `OK`.
+    package var loginAccepted: Int? {
+        var goAhead = false
+        for (i, line) in lines.enumerated() {
+            if line == "235" || line.hasPrefix("235 ") || line.hasPrefix("235-") { return i }
+            if line.hasPrefix("+") {
+                goAhead = true
+                continue
+            }
+            guard goAhead, !line.hasPrefix("*") else { continue }
+            let words = line.split(separator: " ", maxSplits: 2)
+            guard words.count >= 2 else { continue }
+            return words[1] == "OK" ? i : nil
+        }
+        return nil
+    }
+
+    /// What the server said after it accepted the login, when that was a
+    /// failure: its first IMAP `NO`, `BAD` or `BYE`, or SMTP 4xx or 5xx,
+    /// after the acceptance.
+    package var afterLogin: String? {
+        guard let accepted = loginAccepted else { return nil }
+        return lines[(accepted + 1)...].first { $0.hasPrefix("* BYE") || MailLoginResult.isRefusal($0) }
     }
 
     /// The server's last SASL challenge (`+ ...` or `334 ...`) decoded from
@@ -159,7 +199,14 @@ package enum MailLogin {
         if collector.overflowed {
             return MailLoginResult(outcome: .protocolError("the server said more than a login needs"), lines: lines)
         }
-        return MailLoginResult(outcome: outcome(rc), lines: lines)
+        let result = MailLoginResult(outcome: outcome(rc), lines: lines)
+        // A failure after the server took the token is not the login's.
+        guard result.loginAccepted != nil else { return result }
+        switch result.outcome {
+        case .unreachable(let why), .protocolError(let why), .tls(let why):
+            return MailLoginResult(outcome: .failedAfterLogin(why), lines: lines)
+        default: return result
+        }
     }
 
     static func outcome(_ rc: CURLcode) -> MailLoginResult.Outcome {

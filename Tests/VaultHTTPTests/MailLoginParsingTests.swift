@@ -61,3 +61,50 @@ struct MailLoginParsingTests {
         #expect(binary.challenge == nil)
     }
 }
+
+@Suite("mail logins: a failure after the login")
+struct MailLoginAfterLoginTests {
+    @Test("SMTP: 235, then a 421 from a submission server whose relay is down")
+    func smtpRelayDown() {
+        let r = MailLoginResult(
+            outcome: .failedAfterLogin("weird server reply"),
+            lines: [
+                "220 mx Dovecot ready.", "250-mx", "250-AUTH XOAUTH2 OAUTHBEARER", "250 PIPELINING", "334 ",
+                "235 2.7.0 Logged in.", "421 4.4.0 mx Failed to connect to relay server (connect)",
+            ])
+        #expect(r.loginAccepted == 5)
+        #expect(r.afterLogin == "421 4.4.0 mx Failed to connect to relay server (connect)")
+        #expect(r.outcome.loggedIn)
+    }
+
+    @Test("IMAP: the tagged OK after the go-ahead is the login; a BYE after it is what went wrong")
+    func imapBye() {
+        let r = MailLoginResult(
+            outcome: .failedAfterLogin("connection died"),
+            lines: [
+                "* OK [CAPABILITY IMAP4rev1 AUTH=XOAUTH2] ready", "A001 OK Pre-login capabilities listed", "+ ",
+                "A002 OK Logged in", "* BYE Internal error occurred. Refer to server log for more information.",
+            ])
+        #expect(r.loginAccepted == 3)
+        #expect(r.afterLogin?.hasPrefix("* BYE Internal error") == true)
+    }
+
+    @Test("a refused login was never accepted, whatever came before (controls)")
+    func refusedIsNotAccepted() {
+        let imap = MailLoginResult(
+            outcome: .refused,
+            lines: [
+                "* OK ready", "A001 OK Pre-login capabilities listed", "+ eyJzdGF0dXMiOiI0MDEifQ==",
+                "A002 NO [AUTHENTICATIONFAILED] Authentication failed.",
+            ])
+        #expect(imap.loginAccepted == nil && imap.afterLogin == nil)
+        #expect(!imap.outcome.loggedIn)
+        let smtp = MailLoginResult(
+            outcome: .refused, lines: ["220 ready", "250 AUTH XOAUTH2", "334 ", "535 5.7.8 Authentication failed."])
+        #expect(smtp.loginAccepted == nil && smtp.afterLogin == nil)
+        // STARTTLS's tagged OK comes before any go-ahead: not a login.
+        let starttls = MailLoginResult(
+            outcome: .protocolError("x"), lines: ["* OK ready", "A001 OK Begin TLS negotiation now."])
+        #expect(starttls.loginAccepted == nil)
+    }
+}

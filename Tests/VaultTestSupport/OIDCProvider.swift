@@ -147,9 +147,17 @@ public final class MailServer: @unchecked Sendable {
         try MailServer(provider: try OIDCProvider.shared.get())
     }
 
-    init(provider: OIDCProvider) throws {
+    /// A Dovecot of its own whose submission relay is down: SMTP logins
+    /// succeed, then the server says it cannot reach the relay.
+    public static func relayDown() throws -> MailServer {
+        try MailServer(provider: try OIDCProvider.shared.get(), relayDown: true)
+    }
+
+    init(provider: OIDCProvider, relayDown: Bool = false) throws {
         server = try FixtureServer(
-            script: "dovecot.py", arguments: ["serve", home.path + "/dovecot", provider.directory + "/settings.json"])
+            script: "dovecot.py",
+            arguments: ["serve", home.path + "/dovecot", provider.directory + "/settings.json"]
+                + (relayDown ? ["--relay-down"] : []))
         info = try MailServerInfo(line: server.firstLine)
         imap = info.imap
         submission = info.submission

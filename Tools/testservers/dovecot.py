@@ -5,6 +5,7 @@ provider's introspection endpoint.
 
   dovecot.py serve DIR GLEWLWYD_SETTINGS_JSON
   dovecot.py serve DIR --long-tokens
+  dovecot.py serve DIR (GLEWLWYD_SETTINGS_JSON | --long-tokens) --relay-down
 
 Prints {"imap": PORT, "imaps": PORT, "submission": PORT, "submissions":
 PORT, "ca": FILE}; Dovecot runs in the foreground as this script's child and
@@ -25,6 +26,9 @@ and its port is printed as "issuer" (POST /token, POST /introspect).
 The user's mailbox holds one message, WELCOME_SUBJECT, from the start. Mail
 sent through submission is relayed to a sink here that delivers it to the
 recipient's mailbox (the address's local part), so it can be read over IMAP.
+With --relay-down nothing listens on the relay's port: submission accepts a
+login, then answers that it cannot reach its relay, as a server whose relay
+is down does.
 """
 import base64
 import hashlib
@@ -172,6 +176,7 @@ def relay_sink(port, mail, owner):
 def main():
     d = os.path.abspath(sys.argv[2])
     long_tokens = sys.argv[3] == "--long-tokens"
+    relay_down = "--relay-down" in sys.argv[4:]
     for sub in ("run", "state", "mail"):
         os.makedirs(os.path.join(d, sub), exist_ok=True)
     # Mail is kept by Dovecot's own unprivileged account.
@@ -183,7 +188,8 @@ def main():
     ports = {"imap": imap, "imaps": imaps, "submission": submission, "submissions": submissions, "ca": ca}
     deliver(d + "/mail", owner, USER, ("From: vault tests <tests@example.com>\r\nTo: %s@example.com\r\n"
                                        "Subject: %s\r\n\r\nHello.\r\n" % (USER, WELCOME_SUBJECT)).encode())
-    relay_sink(relay, d + "/mail", owner)
+    if not relay_down:
+        relay_sink(relay, d + "/mail", owner)
     if long_tokens:
         issuer = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Issuer)
         threading.Thread(target=issuer.serve_forever, daemon=True).start()

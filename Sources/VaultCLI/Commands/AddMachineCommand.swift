@@ -65,10 +65,28 @@ extension AddCommand {
         let vault = try ctx.opener.openVault()
         let keyID = clientKeyID
         let ready = provider
-        grant = try MachineGrants.clientCredentials(
-            provider: ready, scopes: scopes, privateKeyPEM: keyPEM, keyID: keyID, transport: transport,
-            now: ctx.time.now())
-        return try storeMachineGrant(ctx, grant, name: name, vault: vault)
+        let minted = try clientCredentials(ready, privateKeyPEM: keyPEM, keyID: keyID, ctx: ctx, transport: transport)
+        return try storeMachineGrant(ctx, minted, name: name, vault: vault)
+    }
+
+    /// The first token of a client credentials grant. A refusal of a
+    /// request that asked for no scope says so: some providers answer it
+    /// with a bare 403.
+    func clientCredentials(
+        _ provider: Provider, privateKeyPEM: String?, keyID: String?, ctx: Context, transport: CurlTransport
+    ) throws -> Grant {
+        do {
+            return try MachineGrants.clientCredentials(
+                provider: provider, scopes: scopes, privateKeyPEM: privateKeyPEM, keyID: keyID, transport: transport,
+                now: ctx.time.now())
+        } catch {
+            guard scopes.isEmpty, provider.scopes.isEmpty, error.code != .transient else { throw error }
+            var reported = CLIError(reporting: error)
+            reported.moreHints.append(
+                "no scope was asked for (no --scope, and provider '\(provider.name)' names no scopes), which some providers refuse: give --scope S"
+            )
+            throw reported
+        }
     }
 
     /// The provider named on the command line; for a service account, nil

@@ -30,8 +30,10 @@ struct DoctorCommand: VaultCommand {
         discussion: """
             Checks the vault (its agent, unlocking, a proxy in the environment, the sync store and
             its conflicts) and each grant: its stored state (dead, and why; an expired refresh
-            token), a Google app in testing (a grant Google refused about 7 days after it was
-            authorized), mail scopes, then its token endpoint: one refresh request with the
+            token), when its refresh token dies (a date no refresh moves, within VAULT_NOTIFY_LEAD,
+            default 7d, fails: only 'vault add NAME' before then saves the grant), a Google app in
+            testing (a grant Google refused about 7 days after it was authorized), mail scopes,
+            then its token endpoint: one refresh request with the
             grant's client and a made-up refresh token, which spends nothing and tells a name that
             does not resolve, a port that refuses, TLS trouble, a web page from a proxy or portal,
             this machine's clock against the provider's Date header (over 60 s is reported), and a
@@ -56,6 +58,7 @@ struct DoctorCommand: VaultCommand {
         let given = ctx.arguments.positionals
         guard given.count <= 1 else { throw CLIError.usage("unexpected argument '\(given[1])'", command: "doctor") }
         let only = try given.first.map { try ctx.grantName($0) }
+        let notify = try NotifySettings(environment: ctx.environment, command: "doctor")
         let location = try ctx.opener.location()
         guard Vault.exists(at: location) else {
             throw CLIError("no vault at \(location.databasePath)", hint: Remedies.hint(.createVault))
@@ -95,6 +98,7 @@ struct DoctorCommand: VaultCommand {
             }
             grants = listing.grants.map { ($0.name, $0.grant) }
         }
+        let lifetimes = GrantLifetimes(location: location)
         let refresher = ctx.network.refresher(vault)
         let rights = try refreshRights(ctx, vault, storeAnswers: !syncFindings.contains { $0.status == .fail })
         let reports = grants.map { named in
@@ -102,6 +106,8 @@ struct DoctorCommand: VaultCommand {
                 name: named.name, grant: named.grant, refresher: refresher, environment: ctx.environment,
                 now: ctx.time.now(), conflicted: conflicted.contains(named.name), forMail: mail)
             doctor.refreshRight = rights(named.name, named.grant)
+            doctor.refreshDeadline = lifetimes.deadline(named.grant)
+            doctor.notifyLead = notify.lead
             return DoctorReport.GrantReport(name: named.name, provider: named.grant.provider, findings: doctor.run())
         }
         let failed = (vaultFindings + reports.flatMap(\.findings)).contains { $0.status == .fail }

@@ -16,7 +16,10 @@ struct KeepaliveCommand: VaultCommand {
             that. Meant for a systemd user timer or cron, with VAULT_KEYFILE or a running agent
             (docs/agent.md, "Keep-alive"). Exit status: 0 when every due grant was refreshed (or
             none was due); 2 when the provider refused one (it is marked dead); 75 when one
-            could not be refreshed for now (network, 5xx); 1 for other failures. With
+            could not be refreshed for now (network, 5xx); 1 for other failures. A grant whose
+            refresh token dies within VAULT_NOTIFY_LEAD (default 7d) at a date no refresh moves
+            is named with that date, and what saves it ('vault add NAME'); that alone does not
+            change the exit status. With
             VAULT_NOTIFY_COMMAND set, a grant whose refresh token dies within VAULT_NOTIFY_LEAD
             (default 7d) and that no refresh saves is told to that command, once.
             """,
@@ -31,7 +34,8 @@ struct KeepaliveCommand: VaultCommand {
         let name: String
         let provider: String
         let account: String?
-        /// `refreshed`, `died` or `failed`.
+        /// `refreshed`, `died`, `failed`, or `expiring` (not refreshed: no
+        /// refresh moves its deadline, which is within the notify lead).
         let result: String
         let rule: String
         let deadlineAt: Int64
@@ -66,6 +70,7 @@ struct KeepaliveCommand: VaultCommand {
         let outcomes = keepAlive.due(grants, now: now).map {
             keepAlive.refresh($0.name, grant: $0.grant, deadline: $0.deadline, with: refresher)
         }
+        let unsaved = keepAlive.beyondSaving(grants, now: now, lead: notify.lead)
         if let notifier = refresher.observer {
             let notices = keepAlive.expiring(
                 grants, outcomes: outcomes, now: now, notifyLead: notify.lead, in: vault)
@@ -101,6 +106,23 @@ struct KeepaliveCommand: VaultCommand {
                     name: o.name, provider: o.grant.provider, account: o.grant.account, result: result,
                     rule: o.deadline.rule.rawValue, deadlineAt: o.deadline.date.epochSeconds,
                     newDeadlineAt: newDeadline, reason: reason))
+        }
+        // Said, not refreshed: no refresh moves these deadlines.
+        for u in unsaved {
+            reports.append(
+                Report(
+                    name: u.name, provider: u.grant.provider, account: u.grant.account, result: "expiring",
+                    rule: u.deadline.rule.rawValue, deadlineAt: u.deadline.date.epochSeconds, newDeadlineAt: nil,
+                    reason: "no refresh moves this deadline"))
+            guard !ctx.output.json else { continue }
+            let date = Format.timestamp(u.deadline.date)
+            let when = "\(date) (\(Format.relative(u.deadline.date, now: now)))"
+            let rule = GrantLifetimes.ruleText(u.deadline)
+            let (dies, before) =
+                u.deadline.date > now ? ("dies at \(when)", "before \(date) ") : ("died at \(when)", "")
+            ctx.output.warn(
+                "'\(u.name)' cannot be kept alive: its refresh token \(dies), \(rule), and no refresh moves that; "
+                    + "run 'vault add \(u.name)' \(before)to authorize it again")
         }
         if ctx.output.json {
             try ctx.output.printJSON(reports)

@@ -16,13 +16,18 @@ struct MailTestOutput: Encodable {
     let server: [String]
     let mechanisms: [String]
     let challenge: String?
+    /// After a refused login: whether the provider's userinfo endpoint
+    /// accepted the same token (nil when it was not asked or did not say).
+    let tokenAccepted: Bool?
     let error: String?
 
     enum CodingKeys: String, CodingKey {
         case mailProtocol = "protocol"
         case host, port, security, mechanism, user, result
         case loggedIn = "logged_in"
-        case server, mechanisms, challenge, error
+        case server, mechanisms, challenge
+        case tokenAccepted = "token_accepted"
+        case error
     }
 
     /// Encodes nulls too, so every key is always there.
@@ -39,6 +44,7 @@ struct MailTestOutput: Encodable {
         try c.encode(server, forKey: .server)
         try c.encode(mechanisms, forKey: .mechanisms)
         try c.encode(challenge, forKey: .challenge)
+        try c.encode(tokenAccepted, forKey: .tokenAccepted)
         try c.encode(error, forKey: .error)
     }
 }
@@ -59,9 +65,12 @@ struct MailTestCommand: VaultCommand {
             143), SMTP STARTTLS on 587 (TLS on 465); --tls and --starttls choose, and --plain, with
             no TLS, is allowed only to a loopback host, as the token would cross in clear. The
             certificate is always verified (SSL_CERT_FILE names a CA bundle to trust instead).
-            Exit status 0: logged in. 1: the server refused the login (its words are shown) or
-            does not speak the protocol. 2: the grant is dead. 75: the server could not be reached,
-            or TLS failed.
+            After a refused login the same token is shown to the provider's userinfo endpoint, as
+            'vault check' does, to tell a revoked token from a scope or login problem. Exit status
+            0: logged in. 1: the server refused the login (its words are shown) or does not speak
+            the protocol. 2: the grant is dead. 75: the server could not be reached, TLS failed, or
+            the server failed after it took the token (an SMTP 4xx, such as a relay it cannot
+            reach).
             """,
         examples: [
             "vault test imap gmail --host imap.gmail.com", "vault test smtp outlook --host smtp.office365.com",
@@ -125,15 +134,21 @@ struct MailTestCommand: VaultCommand {
         var attempt = request
         attempt.user = login
         let result = try MailLogin.attempt(attempt, token: token)
-        let failure = MailTestReport(request: attempt, result: result, grantName: name, grant: grant).failure
+        var report = MailTestReport(request: attempt, result: result, grantName: name, grant: grant)
+        if result.outcome == .refused,
+            result.mechanisms.isEmpty || result.mechanisms.contains(attempt.mechanism.rawValue)
+        {
+            report.provider = MailTestReport.providerCheck(grant, transport: ctx.network.transport)
+        }
+        let failure = report.failure
         if ctx.output.json {
             try ctx.output.printJSON(
                 MailTestOutput(
                     mailProtocol: attempt.mailProtocol.rawValue, host: attempt.host, port: attempt.port,
                     security: attempt.security.rawValue, mechanism: attempt.mechanism.rawValue, user: login,
-                    result: MailTestReport.word(result.outcome), loggedIn: result.outcome == .loggedIn,
+                    result: MailTestReport.word(result.outcome), loggedIn: result.outcome.loggedIn,
                     server: result.lines, mechanisms: result.mechanisms, challenge: result.challenge,
-                    error: failure?.message))
+                    tokenAccepted: report.provider?.accepted, error: failure?.message))
         } else {
             for line in result.lines { ctx.output.out(Console.escaped(line)) }
         }
@@ -209,6 +224,33 @@ struct MailTestReport {
     let result: MailLoginResult
     let grantName: String
     let grant: Grant
+    /// After a refused login: what the provider said of the same token.
+    var provider: ProviderCheck? = nil
+
+    /// What the provider's userinfo endpoint said of the token the server
+    /// refused, as `vault check` asks it: a token the provider refuses
+    /// too was revoked, whatever its scopes.
+    struct ProviderCheck {
+        /// The userinfo endpoint's HTTP status.
+        let status: Int
+        /// True for 2xx, false for 401, nil for anything else.
+        var accepted: Bool? {
+            switch status {
+            case 200..<300: true
+            case 401: false
+            default: nil
+            }
+        }
+    }
+
+    /// Shows the grant's access token to its provider's userinfo endpoint;
+    /// nil when the grant names none, or the request failed.
+    static func providerCheck(_ grant: Grant, transport: any HTTPTransport) -> ProviderCheck? {
+        guard grant.kind == .oauth2, let endpoint = grant.providerConfiguration?.userinfoEndpoint,
+            let status = try? TokenRefresher.userinfoStatus(endpoint, grant: grant, transport: transport)
+        else { return nil }
+        return ProviderCheck(status: status)
+    }
 
     /// The `result` word of `--json`.
     static func word(_ outcome: MailLoginResult.Outcome) -> String {
@@ -218,6 +260,7 @@ struct MailTestReport {
         case .unreachable: "unreachable"
         case .tls: "tls_failed"
         case .protocolError: "protocol_error"
+        case .failedAfterLogin: "failed_after_login"
         }
     }
 
@@ -249,6 +292,15 @@ struct MailTestReport {
                 )
             }
             return CLIError("TLS with \(place) failed: \(why)", hints: hints, exitCode: .transient)
+        case .failedAfterLogin(let why):
+            let said = result.afterLogin ?? why
+            // An SMTP 4xx reply is the server's passing trouble.
+            let transient = said.first == "4" || result.afterLogin == nil
+            return CLIError(
+                "logged in to \(place) as \(request.user) with \(request.mechanism.rawValue), then the server failed: \(said)",
+                hint:
+                    "the token works: what failed is the server's own (for SMTP submission, often its relay); try again later, or tell its administrator",
+                exitCode: transient ? .transient : .failure)
         case .protocolError(let why):
             let said = result.refusal.map { " (it said: \($0))" } ?? ""
             return CLIError(
@@ -273,6 +325,20 @@ struct MailTestReport {
         if let line = result.refusal { message += ": \(line)" }
         if let challenge = result.challenge { message += " (challenge: \(challenge))" }
         var hints: [String] = []
+        if provider?.accepted == false {
+            hints.append(
+                "the provider no longer accepts this access token either (its userinfo endpoint answered HTTP 401): it was revoked, or the account changed; the scopes and the login are not the cause"
+            )
+            hints.append(
+                "run 'vault refresh \(grantName)' for a new token and test again; if the provider refuses the refresh too, run 'vault add \(grantName)'"
+            )
+            return CLIError(message, hints: hints)
+        }
+        if let status = provider?.status, provider?.accepted == true {
+            hints.append(
+                "the provider still accepts the token (its userinfo endpoint answered HTTP \(status)): the server refused it for its scopes or the login"
+            )
+        }
         if let wanted = Self.scope(in: result.challenge), !grant.scopes.contains(wanted) {
             hints.append(
                 "the server asks for the scope \(wanted), which '\(grantName)' lacks: run 'vault add \(grantName) --scope \(wanted)'"
@@ -283,6 +349,16 @@ struct MailTestReport {
                 "the token needs the provider's mail scope (Gmail: https://mail.google.com/; Microsoft: IMAP.AccessAsUser.All or SMTP.Send), and the login must be its account; '\(grantName)' has the scopes: \(scopes)"
             )
             hints.append("see docs/mail.md; --user changes the login, 'vault add \(grantName) --scope S' adds a scope")
+        }
+        if let account = grant.account, account != request.user {
+            hints.append(
+                "the login \(request.user) is not the grant's account (\(account)), and servers take a token only for its own account: leave out --user, or use a grant of that account"
+            )
+        }
+        if provider == nil {
+            hints.append(
+                "a token the provider revoked is refused the same way: 'vault check \(grantName)' asks the provider, and renews the token if it must"
+            )
         }
         return CLIError(message, hints: hints)
     }

@@ -76,7 +76,8 @@ public enum MachineGrants {
     /// client. With `privateKeyPEM` the client authenticates with
     /// `private_key_jwt` (and `keyID` as `kid`), else with its secret as the
     /// provider says (Basic or in the body). `scopes` are asked for with
-    /// every token.
+    /// every token; when empty, the provider's own `scopes`, as for an
+    /// authorization.
     public static func clientCredentials(
         provider p: Provider, scopes: [String], privateKeyPEM: String? = nil, keyID: String? = nil,
         transport: any HTTPTransport, now: Date
@@ -92,7 +93,8 @@ public enum MachineGrants {
         var config = p.storedConfiguration
         config.tokenEndpoint = endpoint
         config.clientID = clientID
-        config.scopes = scopes.isEmpty ? nil : scopes
+        let asked = scopes.isEmpty ? p.scopes : scopes
+        config.scopes = asked.isEmpty ? nil : asked
         if let privateKeyPEM {
             try JWTAssertion.checkPrivateKey(privateKeyPEM, source: "the client key")
             config.clientPrivateKey = privateKeyPEM

@@ -48,6 +48,20 @@ package struct KeepAlive {
         }
     }
 
+    /// The grants of `grants` whose refresh token dies within `lead` of
+    /// `now` (or has died) at a deadline no refresh moves (a lifetime):
+    /// what a keep-alive pass cannot save, only a new authorization.
+    package func beyondSaving(_ grants: [(name: String, grant: Grant)], now: Date, lead: TimeInterval) -> [(
+        name: String, grant: Grant, deadline: RefreshTokenDeadline
+    )] {
+        grants.compactMap { entry in
+            guard let d = entry.grant.refreshTokenDeadline(policy: policy(entry.grant)), !d.renewable,
+                d.date.timeIntervalSince(now) <= lead
+            else { return nil }
+            return (entry.name, entry.grant, d)
+        }
+    }
+
     /// Refreshes `name` now through `refresher`.
     package func refresh(
         _ name: String, grant: Grant, deadline: RefreshTokenDeadline, with refresher: TokenRefresher

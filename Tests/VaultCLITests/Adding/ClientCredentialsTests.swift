@@ -171,6 +171,44 @@ final class ClientCredentialsGlewlwydTests {
         #expect(try home.listed()["sec"]?["kind"] as? String == "client_credentials")
     }
 
+    @Test("no --scope: the provider file's scopes are asked for; without them glewlwyd refuses (control)")
+    func providerFileScopes() throws {
+        home.write(home.path + "/secret", s.client_secret + "\n")
+        let endpoints: [String: Any] = [
+            "token_endpoint": s.issuer + "/token", "revocation_endpoint": s.issuer + "/revoke",
+            "flows": ["client-credentials"],
+        ]
+        try home.providerFile("glscoped", endpoints.merging(["scopes": ["mail"]]) { a, _ in a })
+        try home.providerFile("glbare", endpoints)
+        func add(_ provider: String, _ name: String, _ extra: [String] = []) throws -> ProcessResult {
+            try VaultProcess.run(
+                [
+                    "add", provider, name, "--flow", "client-credentials", "--client-id", s.confidential_client,
+                    "--client-secret-file", home.path + "/secret",
+                ] + extra, environment: home.environment)
+        }
+        let scoped = try add("glscoped", "ci-api")
+        #expect(scoped.status == 0, "\(scoped.stderr)")
+        #expect(scoped.stderr.contains("scopes: mail)"), "\(scoped.stderr)")
+        #expect(try home.listed()["ci-api"]?["scopes"] as? [String] == ["mail"])
+        // The scope goes with every new token, not just the first.
+        #expect(try home.run("refresh", "ci-api").status == 0)
+        #expect(try home.listed()["ci-api"]?["scopes"] as? [String] == ["mail"])
+        // --scope still wins over the file's.
+        let given = try add("glscoped", "ci-openid", ["--scope", "openid"])
+        #expect(given.status == 0, "\(given.stderr)")
+        #expect(try home.listed()["ci-openid"]?["scopes"] as? [String] == ["openid"])
+        // Control: no scope anywhere, and glewlwyd refuses; nothing is stored.
+        let bare = try add("glbare", "ci-bare")
+        #expect(bare.status != 0, "\(bare.stderr)")
+        #expect(bare.stderr.contains("HTTP 403"), "\(bare.stderr)")
+        #expect(
+            bare.stderr.contains(
+                "vault: hint: no scope was asked for (no --scope, and provider 'glbare' names no scopes), which some providers refuse: give --scope S"
+            ), "\(bare.stderr)")
+        #expect(try home.listed()["ci-bare"] == nil)
+    }
+
     @Test("a key the server does not know, and a PKCS#1 key, store nothing")
     func wrongKeys() throws {
         try MachineSupport.keyPair(home.path + "/stranger")

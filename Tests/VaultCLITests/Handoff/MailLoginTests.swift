@@ -104,7 +104,7 @@ struct MailLoginTests {
         expectNoToken(r, try token(), "json")
     }
 
-    @Test("a revoked token: exit 1, the server's words and a remedy, never the token")
+    @Test("a revoked token: exit 1, the server's words, and that the provider refuses it too, never the token")
     func refused() throws {
         let tokens = try ProviderGrants.importConfidential("mail", into: home)
         // Positive control: the same grant logs in before the revocation.
@@ -118,7 +118,14 @@ struct MailLoginTests {
         #expect(imap.stderr.contains("vault: error: 127.0.0.1:\(mail.info.imaps) refused the XOAUTH2 login of ada"))
         // Dovecot's XOAUTH2 challenge, decoded from base64.
         #expect(imap.stderr.contains("(challenge: {"), "\(imap.stderr)")
-        #expect(imap.stderr.contains("vault: hint: "), "\(imap.stderr)")
+        // Asked at the userinfo endpoint, the provider refuses the token too:
+        // revoked, not a scope or login problem, and a refresh is the remedy.
+        #expect(
+            imap.stderr.contains(
+                "vault: hint: the provider no longer accepts this access token either (its userinfo endpoint answered HTTP 401)"
+            ), "\(imap.stderr)")
+        #expect(imap.stderr.contains("run 'vault refresh mail' for a new token and test again"), "\(imap.stderr)")
+        #expect(!imap.stderr.contains("mail scope"), "\(imap.stderr)")
         expectNoToken(imap, token, "imap")
 
         let smtp = try test(
@@ -127,7 +134,7 @@ struct MailLoginTests {
         #expect(smtp.status == 1, "\(smtp.stderr)")
         #expect(smtp.stdout.contains("535 5.7.8 Authentication failed."))
         #expect(smtp.stderr.contains("refused the OAUTHBEARER login of ada: 535 5.7.8 Authentication failed."))
-        #expect(smtp.stderr.contains("mail scope"), "\(smtp.stderr)")
+        #expect(smtp.stderr.contains("the provider no longer accepts this access token"), "\(smtp.stderr)")
         expectNoToken(smtp, token, "smtp")
 
         // --json: the document also when the login was refused.
@@ -137,7 +144,61 @@ struct MailLoginTests {
         #expect(doc["result"] as? String == "refused" && doc["logged_in"] as? Bool == false)
         #expect((doc["error"] as? String)?.contains("refused the XOAUTH2 login of ada") == true)
         #expect((doc["challenge"] as? String)?.hasPrefix("{") == true)
+        #expect(doc["token_accepted"] as? Bool == false)
         expectNoToken(json, token, "json")
+
+        // What the hint says works: a refresh, and the same test passes.
+        #expect(try home.run("refresh", "mail").status == 0)
+        let after = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps))
+        #expect(after.status == 0, "\(after.stderr)")
+    }
+
+    @Test("a token the provider accepts, refused for another login: the scopes or the login, not a revocation")
+    func wrongLogin() throws {
+        try ProviderGrants.importConfidential("mail", into: home)
+        let r = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps), "--user", "grace")
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(r.stderr.contains("refused the XOAUTH2 login of grace"), "\(r.stderr)")
+        #expect(
+            r.stderr.contains(
+                "vault: hint: the provider still accepts the token (its userinfo endpoint answered HTTP 200): the server refused it for its scopes or the login"
+            ), "\(r.stderr)")
+        #expect(
+            r.stderr.contains("vault: hint: the login grace is not the grant's account (ada)"), "\(r.stderr)")
+        #expect(!r.stderr.contains("no longer accepts"), "\(r.stderr)")
+        let json = try test(
+            "smtp", "mail", "--host", "127.0.0.1", "--port", String(mail.info.submission), "--user", "grace", "--json")
+        #expect(json.status == 1, "\(json.stderr)")
+        let doc = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect(doc["token_accepted"] as? Bool == true && doc["logged_in"] as? Bool == false)
+        expectNoToken(r, try token(), "wrong login")
+    }
+
+    @Test("SMTP: a login that worked, then the server's relay down: logged in, and what the server said after")
+    func relayDown() throws {
+        let down = try MailServer.relayDown()
+        home.extra["SSL_CERT_FILE"] = down.info.ca
+        try ProviderGrants.importConfidential("mail", into: home)
+        let r = try test("smtp", "mail", "--host", "127.0.0.1", "--port", String(down.info.submission))
+        #expect(r.status == 75, "\(r.stderr)")
+        #expect(r.stdout.contains("235 2.7.0 Logged in."), "\(r.stdout)")
+        #expect(
+            r.stderr.contains(
+                "vault: error: logged in to 127.0.0.1:\(down.info.submission) as ada with XOAUTH2, then the server failed: 421 "
+            ), "\(r.stderr)")
+        #expect(r.stderr.contains("Failed to connect to relay server"), "\(r.stderr)")
+        #expect(r.stderr.contains("vault: hint: the token works"), "\(r.stderr)")
+        #expect(!r.stderr.contains("check the port") && !r.stderr.contains("weird server reply"), "\(r.stderr)")
+        let json = try test("smtp", "mail", "--host", "127.0.0.1", "--port", String(down.info.submission), "--json")
+        #expect(json.status == 75, "\(json.stderr)")
+        let doc = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect(doc["logged_in"] as? Bool == true && doc["result"] as? String == "failed_after_login")
+        #expect((doc["error"] as? String)?.contains("Failed to connect to relay server") == true)
+        expectNoToken(r, try token(), "relay down")
+        expectNoToken(json, try token(), "relay down json")
+        // Positive control: IMAP on the same server logs in.
+        let imap = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(down.info.imaps))
+        #expect(imap.status == 0, "\(imap.stderr)")
     }
 
     @Test("a server that repeats the SASL response back: those lines are left out, the rest is shown")

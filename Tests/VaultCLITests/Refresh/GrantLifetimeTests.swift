@@ -37,6 +37,8 @@ struct GrantLifetimeTests {
         #expect(text.stdout.contains("(on this machine)"))
         let list = try scene.home.run("list")
         #expect(list.stdout.contains("REFRESH EXPIRES") && list.stdout.contains("after 90d unused"), "\(list.stdout)")
+        // Refreshed and used a moment ago: never "in 0s".
+        #expect(!list.stdout.contains("in 0s"), "\(list.stdout)")
         #expect(list.stdout.contains("REFRESHED") && list.stdout.contains("USED"))
         let listed = try #require(try Self.json(try scene.home.run("list", "--json")) as? [[String: Any]])
         #expect(listed.first?["refresh_token_deadline_rule"] as? String == "inactivity")
@@ -57,6 +59,32 @@ struct GrantLifetimeTests {
         #expect(try scene.home.run("refresh", "work").status == 0)
         shown = try #require(try scene.shown())
         #expect(try #require(shown["refresh_token_deadline_at"] as? Double) == created + 7 * 86400)
+        // Within the notify lead (7 days by default): doctor fails it with
+        // the date and the remedy, and keepalive says it cannot save it.
+        let end = Date(timeIntervalSince1970: created + 7 * 86400)
+        let date = ISO8601DateFormatter().string(from: end)
+        let doctor = try scene.home.run("doctor", "work")
+        #expect(doctor.status == 1, "\(doctor.stdout)\(doctor.stderr)")
+        #expect(
+            doctor.stdout.contains(
+                "FAIL work: lifetime: the refresh token dies at \(date) (in "),
+            "\(doctor.stdout)")
+        #expect(doctor.stdout.contains("d), 7d after authorization, and no refresh moves that"), "\(doctor.stdout)")
+        #expect(doctor.stdout.contains("what to do: run 'vault add work' before \(date) to authorize it again"))
+        let sent = try scene.log("token").count
+        let kept = try scene.home.run("keepalive")
+        #expect(kept.status == 0, "\(kept.stderr)")
+        #expect(
+            kept.stderr.contains(
+                "vault: warning: 'work' cannot be kept alive: its refresh token dies at \(date) (in "),
+            "\(kept.stderr)")
+        #expect(try scene.log("token").count == sent, "keepalive sent nothing")
+        // Outside a shorter lead: ok, and keepalive is quiet about it.
+        scene.home.extra["VAULT_NOTIFY_LEAD"] = "3d"
+        let later = try scene.home.run("doctor", "work", "--json")
+        #expect(later.stdout.contains("\"check\" : \"lifetime\""), "\(later.stdout)")
+        #expect(!later.stdout.contains("no refresh moves that: the grant then needs"), "\(later.stdout)")
+        #expect(!(try scene.home.run("keepalive").stderr.contains("cannot be kept alive")))
     }
 
     @Test("the provider's refresh_token_expires_in wins (a GitHub App)")
