@@ -63,8 +63,8 @@ struct AgentSettings {
 
     /// `options`: `vault agent`'s, which come before the environment.
     init(environment: [String: String], options: AgentTimeouts?) throws {
-        func pick(_ option: Option?, _ variable: String, _ current: TimeInterval) throws -> TimeInterval {
-            let given = option?.wrappedValue
+        func pick(_ option: ValueOption?, _ variable: String, _ current: TimeInterval) throws -> TimeInterval {
+            let given = option?.text
             guard let text = given ?? environment[variable] else { return current }
             guard let seconds = Duration.parse(text) else {
                 let source = option.flatMap { given != nil ? "--\($0.spec.name)" : nil } ?? variable

@@ -28,7 +28,7 @@ struct ExecCommand: VaultCommand {
     )
 
     @Option("prefix", value: "PREFIX", help: "variable name prefix (default: the grant name in upper case)")
-    var prefix: String?
+    var prefix: VariablePrefix?
     let narrowing = TargetOptions()
 
     /// NAME..., grants.

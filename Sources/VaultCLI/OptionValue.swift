@@ -1,0 +1,65 @@
+/// A value an option takes, parsed from its text before the command runs
+/// (swift-argument-parser's `ExpressibleByArgument`): a command declares
+/// `@Option("format", ...) var format: EnvFormat?` and its `run` sees a
+/// format, never text it has to check. A value that does not parse is a usage error that
+/// names the option and says what it needs, raised before the vault is
+/// opened or the network used.
+///
+/// An enum that is `CaseIterable` with `String` raw values gets everything
+/// from its cases: they are the values accepted, the choices completion
+/// offers, usage's `{name:choices}` and help's `{choices}`, and the
+/// message (`--format must be sh, fish, dotenv or json`). Adding a case is
+/// the one edit a new value needs.
+protocol OptionValue: Sendable {
+    /// The value `argument` stands for, or nil when it stands for none.
+    init?(argument: String)
+    /// What the option needs, said after its name: `must be sh or fish`,
+    /// `needs a number of seconds`.
+    static var requirement: String { get }
+    /// The values it takes, when they are a fixed set.
+    static var choices: [String] { get }
+}
+
+extension OptionValue {
+    /// Not a fixed set.
+    static var choices: [String] { [] }
+}
+
+extension OptionValue where Self: CaseIterable, Self: RawRepresentable, RawValue == String {
+    /// A case by its raw value.
+    init?(argument: String) { self.init(rawValue: argument) }
+    /// The cases' raw values, in declaration order.
+    static var choices: [String] { allCases.map(\.rawValue) }
+    /// `must be sh, fish, dotenv or json`.
+    static var requirement: String { "must be " + OptionText.alternatives(choices) }
+}
+
+/// Any text: options whose value is checked where it is used (a path, a
+/// client id, a URL the core parses).
+extension String: OptionValue {
+    init?(argument: String) { self = argument }
+    static var requirement: String { "needs a value" }
+}
+
+/// Text for messages and help about option values.
+enum OptionText {
+    /// `a`, `a or b`, `a, b or c`.
+    static func alternatives(_ words: [String]) -> String {
+        guard let last = words.last else { return "" }
+        guard words.count > 1 else { return last }
+        return words.dropLast().joined(separator: ", ") + " or " + last
+    }
+}
+
+/// The prefix of the variables `env` and `exec` hand out: letters, digits
+/// and `_`, not starting with a digit.
+struct VariablePrefix: OptionValue {
+    let text: String
+
+    init?(argument: String) {
+        guard GrantVariables.validate(prefix: argument) else { return nil }
+        text = argument
+    }
+
+    static let requirement = "must be letters, digits and _, not starting with a digit"
+}

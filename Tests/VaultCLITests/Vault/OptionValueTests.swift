@@ -1,0 +1,80 @@
+import Testing
+
+@testable import VaultCLI
+
+/// Option values parsed into types, and rules across options checked by
+/// `validate()`, in process: both before a command's `run`.
+@Suite("typed option values and the validate phase")
+struct OptionValueTests {
+    /// `words` bound to a fresh `C` and validated, as the dispatcher does before `run`.
+    func bound<C: VaultCommand>(_ type: C.Type, _ words: [String]) throws(CLIError) -> C {
+        let command = Command(type)
+        let arguments = try ArgumentParser.parse(words, options: command.acceptedOptions, command: command.name)
+        return try C.bound(arguments)
+    }
+
+    /// The usage error binding `words` raises, or nil when they bind.
+    func refusal<C: VaultCommand>(_ type: C.Type, _ words: [String]) -> CLIError? {
+        do {
+            _ = try bound(type, words)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// `vault NAME WORDS...` is refused with `message` and the hint to see its help.
+    func expectUsageError(_ name: String, _ words: [String], _ message: String) throws {
+        let type = try #require(Commands.type(named: name))
+        let refused = refusal(type, words)
+        let error = try #require(refused)
+        #expect(error.message == message)
+        #expect(error.exitCode == .usage)
+        #expect(error.hint == "see 'vault \(name) --help'")
+    }
+
+    @Test("an enum's cases are the values, the choices and the message")
+    func enumValues() {
+        #expect(EnvFormat(argument: "fish") == .fish)
+        #expect(EnvFormat(argument: "yaml") == nil)
+        #expect(EnvFormat(argument: "SH") == nil)
+        #expect(EnvFormat.choices == EnvFormat.allCases.map(\.rawValue))
+        #expect(EnvFormat.requirement == "must be sh, fish, dotenv or json")
+        #expect(OptionText.alternatives(["a"]) == "a")
+        #expect(OptionText.alternatives(["a", "b"]) == "a or b")
+    }
+
+    @Test("usage, help and completion take an enum option's values from its type")
+    func choicesFromTheType() throws {
+        let env = try #require(Commands.named("env"))
+        let format = try #require(env.options.first { $0.name == "format" })
+        #expect(format.choices == EnvFormat.allCases.map(\.rawValue))
+        #expect(format.help == "sh, fish, dotenv or json (default sh)")
+        #expect(env.usage.hasPrefix("env NAME... [--format sh|fish|dotenv|json] "))
+        // No option lists its choices by hand, and none keeps a `{choices}` unfilled.
+        for command in Commands.all {
+            for option in command.options {
+                #expect(!option.help.contains("{choices}"), "\(command.name) --\(option.name)")
+            }
+        }
+    }
+
+    @Test("a value parses into its type when the options are bound")
+    func binding() throws {
+        let env = try bound(EnvCommand.self, ["work", "--format", "dotenv", "--prefix", "GH"])
+        #expect(env.format == .dotenv && env.prefix?.text == "GH")
+        #expect(try bound(EnvCommand.self, ["work"]).format == nil)
+    }
+
+    /// A value the option does not take, and the usage error that says so.
+    static let refused: [(String, [String], String)] = [
+        ("env", ["g", "--format", "yaml"], "--format must be sh, fish, dotenv or json"),
+        ("env", ["g", "--prefix", "9X"], "--prefix must be letters, digits and _, not starting with a digit"),
+        ("exec", ["g", "--prefix", "A-B"], "--prefix must be letters, digits and _, not starting with a digit"),
+    ]
+
+    @Test("a value an option does not take is a usage error naming the option, before run", arguments: refused)
+    func refusedValues(_ name: String, _ words: [String], _ message: String) throws {
+        try expectUsageError(name, words, message)
+    }
+}
