@@ -1,3 +1,6 @@
+internal import VaultAgent
+internal import VaultCore
+
 /// A value an option takes, parsed from its text before the command runs
 /// (swift-argument-parser's `ExpressibleByArgument`): a command declares
 /// `@Option("format", ...) var format: EnvFormat?` and its `run` sees a
@@ -62,4 +65,39 @@ struct VariablePrefix: OptionValue {
     }
 
     static let requirement = "must be letters, digits and _, not starting with a digit"
+}
+
+/// `vault import --from`: the tools whose files it reads.
+extension ForeignTokens.Tool: OptionValue {}
+
+/// `vault policy --local` and `--forwarded`.
+extension AgentPolicy.Rule: OptionValue {}
+
+/// `vault conflicts resolve --keep`: the current value, the other side,
+/// or one of several other sides by its number.
+enum ConflictSideChoice: OptionValue, Equatable {
+    case current, other
+    case side(Int)
+
+    init?(argument: String) {
+        switch argument {
+        case "current": self = .current
+        case "other": self = .other
+        default:
+            guard let n = Int(argument), n > 0 else { return nil }
+            self = .side(n)
+        }
+    }
+
+    static let requirement = "must be current, other or the number of another side"
+    static var choices: [String] { ["current", "other"] }
+
+    /// The word it was given as, for the report: `current`, `other`, `2`.
+    var argument: String {
+        switch self {
+        case .current: "current"
+        case .other: "other"
+        case .side(let number): String(number)
+        }
+    }
 }

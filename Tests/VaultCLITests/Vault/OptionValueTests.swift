@@ -64,6 +64,10 @@ struct OptionValueTests {
         let env = try bound(EnvCommand.self, ["work", "--format", "dotenv", "--prefix", "GH"])
         #expect(env.format == .dotenv && env.prefix?.text == "GH")
         #expect(try bound(EnvCommand.self, ["work"]).format == nil)
+        let conflicts = try bound(ConflictsCommand.self, ["resolve", "g", "--keep", "2"])
+        #expect(conflicts.keep == .side(2))
+        let policy = try bound(PolicyCommand.self, ["--forwarded", "deny"])
+        #expect(policy.forwarded == .deny && policy.local == nil)
     }
 
     /// A value the option does not take, and the usage error that says so.
@@ -71,10 +75,37 @@ struct OptionValueTests {
         ("env", ["g", "--format", "yaml"], "--format must be sh, fish, dotenv or json"),
         ("env", ["g", "--prefix", "9X"], "--prefix must be letters, digits and _, not starting with a digit"),
         ("exec", ["g", "--prefix", "A-B"], "--prefix must be letters, digits and _, not starting with a digit"),
+        ("import", ["g", "--from", "aws"], "--from must be gcloud, rclone, gh or mutt_oauth2"),
+        ("policy", ["--local", "ask"], "--local must be allow, confirm or deny"),
+        (
+            "conflicts", ["resolve", "g", "--keep", "both"],
+            "--keep must be current, other or the number of another side"
+        ),
+        ("conflicts", ["resolve", "g", "--keep", "0"], "--keep must be current, other or the number of another side"),
     ]
 
     @Test("a value an option does not take is a usage error naming the option, before run", arguments: refused)
     func refusedValues(_ name: String, _ words: [String], _ message: String) throws {
         try expectUsageError(name, words, message)
+    }
+
+    /// Options that do not go together, refused by the command's `validate()`.
+    static let excluded: [(String, [String], String)] = [
+        ("policy", ["g", "--reset", "--local", "allow"], "--reset is not used with --local or --forwarded"),
+        ("import", ["g", "--remote", "drive"], "--remote goes with --from rclone"),
+        ("import", ["g", "--from", "gh", "--remote", "drive"], "--remote goes with --from rclone"),
+        ("import", ["g", "--from", "rclone", "--host", "h"], "--host goes with --from gh"),
+    ]
+
+    @Test("options that do not go together are a usage error of validate, before run", arguments: excluded)
+    func excludedCombinations(_ name: String, _ words: [String], _ message: String) throws {
+        try expectUsageError(name, words, message)
+    }
+
+    @Test("options that go together pass validate")
+    func acceptedCombinations() throws {
+        _ = try bound(ImportCommand.self, ["g", "--from", "rclone", "--remote", "drive"])
+        _ = try bound(ImportCommand.self, ["g", "--from", "gh", "--host", "github.example.com"])
+        _ = try bound(PolicyCommand.self, ["g", "--reset"])
     }
 }
