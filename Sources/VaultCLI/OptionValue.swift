@@ -54,6 +54,25 @@ enum OptionText {
     }
 }
 
+/// A number of seconds, fractions allowed: `--min-valid 300`, `--timeout 90`.
+/// Its option says which range it takes (`in:`).
+struct Seconds: OptionValue, Comparable, ExpressibleByFloatLiteral, ExpressibleByIntegerLiteral {
+    let value: Double
+
+    init(_ value: Double) { self.value = value }
+    init(floatLiteral value: Double) { self.value = value }
+    init(integerLiteral value: Int) { self.value = Double(value) }
+
+    init?(argument: String) {
+        guard let value = Double(argument), value.isFinite else { return nil }
+        self.value = value
+    }
+
+    static let requirement = "needs a number of seconds"
+
+    static func < (a: Seconds, b: Seconds) -> Bool { a.value < b.value }
+}
+
 /// The prefix of the variables `env` and `exec` hand out: letters, digits
 /// and `_`, not starting with a digit.
 struct VariablePrefix: OptionValue {
@@ -72,6 +91,14 @@ extension ForeignTokens.Tool: OptionValue {}
 
 /// `vault policy --local` and `--forwarded`.
 extension AgentPolicy.Rule: OptionValue {}
+
+/// `vault add --flow`.
+extension Provider.Flow: OptionValue {
+    /// Said as before client credentials were a flow: scripts match this
+    /// message, and `--flow client-credentials` is for a machine, not a
+    /// person (`vault add --help` names it).
+    static var requirement: String { "must be browser, device or paste" }
+}
 
 /// `vault conflicts resolve --keep`: the current value, the other side,
 /// or one of several other sides by its number.

@@ -84,7 +84,7 @@ struct CommandDeclarationTests {
 
         let add = try parsed(AddCommand.self, ["google", "--scope", "a", "--scope", "b", "--flow", "device"])
         #expect(add.scopes == ["a", "b"])
-        #expect(add.flow == "device")
+        #expect(add.flow == .device)
         #expect(add.serviceAccount == nil)
     }
 

@@ -51,6 +51,10 @@ struct OptionValueTests {
         #expect(format.choices == EnvFormat.allCases.map(\.rawValue))
         #expect(format.help == "sh, fish, dotenv or json (default sh)")
         #expect(env.usage.hasPrefix("env NAME... [--format sh|fish|dotenv|json] "))
+        let add = try #require(Commands.named("add"))
+        #expect(
+            add.options.first { $0.name == "flow" }?.choices == ["browser", "device", "paste", "client-credentials"])
+        #expect(add.usage.contains(" [--flow browser|device|paste|client-credentials] "))
         // No option lists its choices by hand, and none keeps a `{choices}` unfilled.
         for command in Commands.all {
             for option in command.options {
@@ -68,6 +72,8 @@ struct OptionValueTests {
         #expect(conflicts.keep == .side(2))
         let policy = try bound(PolicyCommand.self, ["--forwarded", "deny"])
         #expect(policy.forwarded == .deny && policy.local == nil)
+        let add = try bound(AddCommand.self, ["google", "--timeout", "90.5", "--flow", "paste"])
+        #expect(add.timeout?.value == 90.5 && add.flow == .paste)
     }
 
     /// A value the option does not take, and the usage error that says so.
@@ -82,6 +88,9 @@ struct OptionValueTests {
             "--keep must be current, other or the number of another side"
         ),
         ("conflicts", ["resolve", "g", "--keep", "0"], "--keep must be current, other or the number of another side"),
+        ("add", ["google", "--timeout", "0"], "--timeout needs a number of seconds"),
+        ("add", ["google", "--timeout", "86401"], "--timeout needs a number of seconds"),
+        ("add", ["google", "--flow", "carrier"], "--flow must be browser, device or paste"),
     ]
 
     @Test("a value an option does not take is a usage error naming the option, before run", arguments: refused)
@@ -95,6 +104,15 @@ struct OptionValueTests {
         ("import", ["g", "--remote", "drive"], "--remote goes with --from rclone"),
         ("import", ["g", "--from", "gh", "--remote", "drive"], "--remote goes with --from rclone"),
         ("import", ["g", "--from", "rclone", "--host", "h"], "--host goes with --from gh"),
+        ("add", ["google", "--register", "--client-id", "x"], "--register and --client-id exclude each other"),
+        (
+            "add", ["google", "--register", "--flow", "device"],
+            "--register registers a client for the browser and paste flows: not with --flow device"
+        ),
+        (
+            "add", ["google", "--subject", "u@example.com"],
+            "--subject needs --flow client-credentials or --service-account"
+        ),
     ]
 
     @Test("options that do not go together are a usage error of validate, before run", arguments: excluded)
@@ -107,5 +125,8 @@ struct OptionValueTests {
         _ = try bound(ImportCommand.self, ["g", "--from", "rclone", "--remote", "drive"])
         _ = try bound(ImportCommand.self, ["g", "--from", "gh", "--host", "github.example.com"])
         _ = try bound(PolicyCommand.self, ["g", "--reset"])
+        _ = try bound(AddCommand.self, ["google", "--register", "--flow", "paste"])
+        _ = try bound(AddCommand.self, ["api", "--flow", "client-credentials", "--client-key-file", "k.pem"])
+        _ = try bound(AddCommand.self, ["google", "--service-account", "k.json", "--subject", "u@example.com"])
     }
 }
