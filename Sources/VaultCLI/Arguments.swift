@@ -105,17 +105,6 @@ extension Option where Value: OptionValue {
     }
 }
 
-extension Option where Value == String {
-    /// Text from a fixed set written out by hand: completion offers
-    /// `choices`, and the command checks the value.
-    init(_ name: String, value valueName: String, help: String, choices: [String]) {
-        parse = { $0 }
-        projectedValue = ValueOption(
-            OptionSpec(name: name, valueName: valueName, help: help, choices: choices), accepts: { _ in true },
-            requirement: { String.requirement })
-    }
-}
-
 /// The declaration of an `@Option`: what it accepts and the text given.
 final class ValueOption: OptionDeclaration {
     let spec: OptionSpec

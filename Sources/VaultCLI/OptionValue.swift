@@ -1,5 +1,7 @@
+internal import FoundationEssentials
 internal import VaultAgent
 internal import VaultCore
+internal import VaultHTTP
 
 /// A value an option takes, parsed from its text before the command runs
 /// (swift-argument-parser's `ExpressibleByArgument`): a command declares
@@ -73,6 +75,61 @@ struct Seconds: OptionValue, Comparable, ExpressibleByFloatLiteral, ExpressibleB
     static func < (a: Seconds, b: Seconds) -> Bool { a.value < b.value }
 }
 
+/// A duration with an optional unit: `90`, `90s`, `15m`, `8h`, `1d`; `0`
+/// for none (`Duration.parse`).
+struct Interval: OptionValue {
+    let seconds: TimeInterval
+
+    init?(argument: String) {
+        guard let seconds = Duration.parse(argument) else { return nil }
+        self.seconds = seconds
+    }
+
+    static let requirement = "needs a duration such as 90s, 15m or 8h"
+}
+
+/// A TCP port, 1 to 65535, in decimal digits only.
+struct Port: OptionValue {
+    let number: Int
+
+    init?(argument: String) {
+        guard OutputGrammar.isSASLPort(argument), let number = Int(argument) else { return nil }
+        self.number = number
+    }
+
+    static let requirement = "must be a number from 1 to 65535"
+}
+
+/// A whole number above 0: `--limit 20`.
+struct Count: OptionValue {
+    let value: Int
+
+    init?(argument: String) {
+        guard let value = Int(argument), value > 0 else { return nil }
+        self.value = value
+    }
+
+    static let requirement = "needs a positive number"
+}
+
+/// A whole number that fits 32 bits: `--kdf-passes 4`.
+extension UInt32: OptionValue {
+    init?(argument: String) { self.init(argument, radix: 10) }
+    static var requirement: String { "needs a whole number" }
+}
+
+/// A size in MiB, up to 1 TiB so that its bytes fit: `--kdf-memory 256`.
+struct Mebibytes: OptionValue {
+    let bytes: UInt64
+
+    init?(argument: String) {
+        guard let mib = UInt64(argument), mib <= 1 << 20 else { return nil }
+        bytes = mib << 20
+    }
+
+    static let requirement = "needs a whole number of MiB"
+}
+
 /// The prefix of the variables `env` and `exec` hand out: letters, digits
 /// and `_`, not starting with a digit.
 struct VariablePrefix: OptionValue {
@@ -98,6 +155,18 @@ extension Provider.Flow: OptionValue {
     /// message, and `--flow client-credentials` is for a machine, not a
     /// person (`vault add --help` names it).
     static var requirement: String { "must be browser, device or paste" }
+}
+
+/// `vault test --mechanism`: the SASL mechanisms, as the option spells them.
+enum MechanismChoice: String, CaseIterable, OptionValue {
+    case xoauth2, oauthbearer
+
+    var mechanism: BearerMechanism {
+        switch self {
+        case .xoauth2: .xoauth2
+        case .oauthbearer: .oauthbearer
+        }
+    }
 }
 
 /// `vault conflicts resolve --keep`: the current value, the other side,

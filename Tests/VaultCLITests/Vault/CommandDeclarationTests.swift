@@ -80,7 +80,7 @@ struct CommandDeclarationTests {
         let keyslot = try parsed(KeyslotCommand.self, ["add", "--new-keyfile", "/k", "--kdf-passes=4"])
         #expect(keyslot.newKeyfile == "/k")
         #expect(!keyslot.secretService && !keyslot.passphrase)
-        #expect(keyslot.kdf.passes == "4" && keyslot.kdf.memory == nil)
+        #expect(keyslot.kdf.passes == 4 && keyslot.kdf.memory == nil)
 
         let add = try parsed(AddCommand.self, ["google", "--scope", "a", "--scope", "b", "--flow", "device"])
         #expect(add.scopes == ["a", "b"])

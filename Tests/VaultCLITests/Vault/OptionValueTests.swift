@@ -1,4 +1,5 @@
 import Testing
+import VaultHTTP
 
 @testable import VaultCLI
 
@@ -40,6 +41,7 @@ struct OptionValueTests {
         #expect(EnvFormat(argument: "SH") == nil)
         #expect(EnvFormat.choices == EnvFormat.allCases.map(\.rawValue))
         #expect(EnvFormat.requirement == "must be sh, fish, dotenv or json")
+        #expect(MechanismChoice(argument: "oauthbearer")?.mechanism == .oauthbearer)
         #expect(OptionText.alternatives(["a"]) == "a")
         #expect(OptionText.alternatives(["a", "b"]) == "a or b")
     }
@@ -74,6 +76,17 @@ struct OptionValueTests {
         #expect(policy.forwarded == .deny && policy.local == nil)
         let add = try bound(AddCommand.self, ["google", "--timeout", "90.5", "--flow", "paste"])
         #expect(add.timeout?.value == 90.5 && add.flow == .paste)
+        let token = try bound(TokenCommand.self, ["work", "--min-valid", "300"])
+        #expect(token.minValid?.value == 300)
+        #expect(try bound(TokenCommand.self, ["work"]).minValid == nil)
+        let log = try bound(LogCommand.self, ["--limit", "20"])
+        #expect(log.limit?.value == 20)
+        let test = try bound(MailTestCommand.self, ["imap", "g", "--host", "h", "--port", "143"])
+        #expect(test.port?.number == 143 && test.mechanism == nil)
+        let agent = try bound(AgentCommand.self, ["--idle-timeout", "15m", "--keepalive-every", "0"])
+        #expect(agent.timeouts.idle?.seconds == 900 && agent.timeouts.keepAliveEvery?.seconds == 0)
+        let initial = try bound(InitCommand.self, ["--kdf-memory", "64", "--kdf-passes", "2"])
+        #expect(initial.kdf.memory?.bytes == 64 << 20 && initial.kdf.passes == 2)
     }
 
     /// A value the option does not take, and the usage error that says so.
@@ -91,6 +104,18 @@ struct OptionValueTests {
         ("add", ["google", "--timeout", "0"], "--timeout needs a number of seconds"),
         ("add", ["google", "--timeout", "86401"], "--timeout needs a number of seconds"),
         ("add", ["google", "--flow", "carrier"], "--flow must be browser, device or paste"),
+        ("token", ["g", "--min-valid", "-5"], "--min-valid needs a number of seconds"),
+        ("token", ["g", "--min-valid", "abc"], "--min-valid needs a number of seconds"),
+        ("token", ["g", "--min-valid", "1e7"], "--min-valid needs a number of seconds"),
+        ("token", ["g", "--min-valid", "nan"], "--min-valid needs a number of seconds"),
+        ("test", ["imap", "g", "--port", "70000"], "--port must be a number from 1 to 65535"),
+        ("test", ["imap", "g", "--port", "+25"], "--port must be a number from 1 to 65535"),
+        ("test", ["imap", "g", "--mechanism", "plain"], "--mechanism must be xoauth2 or oauthbearer"),
+        ("xoauth2", ["g", "--port", "0"], "--port must be a number from 1 to 65535"),
+        ("log", ["--limit", "0"], "--limit needs a positive number"),
+        ("agent", ["--idle-timeout", "5x"], "--idle-timeout needs a duration such as 90s, 15m or 8h"),
+        ("init", ["--kdf-passes", "three"], "--kdf-passes needs a whole number"),
+        ("passwd", ["--kdf-memory", "2097152"], "--kdf-memory needs a whole number of MiB"),
     ]
 
     @Test("a value an option does not take is a usage error naming the option, before run", arguments: refused)
