@@ -154,4 +154,19 @@ struct OptionValueTests {
         _ = try bound(AddCommand.self, ["api", "--flow", "client-credentials", "--client-key-file", "k.pem"])
         _ = try bound(AddCommand.self, ["google", "--service-account", "k.json", "--subject", "u@example.com"])
     }
+
+    @Test("header checks the request's method, URL and nonce in validate, before run")
+    func headerRequestOptions() throws {
+        try expectUsageError(
+            "header", ["g", "--method", "get"], "--method must be an HTTP method in capitals (GET, POST, ...)")
+        try expectUsageError(
+            "header", ["g", "--url", "https://example.com/a b"],
+            "--url must be an absolute http or https URL of at most 8 KiB of printable ASCII, without spaces "
+                + "or backslashes (percent-encode other characters)")
+        try expectUsageError(
+            "header", ["g", "--dpop-nonce", "a\"b"],
+            "--dpop-nonce is not a DPoP nonce (1 to 1024 printable ASCII characters without spaces, quotes "
+                + "or backslashes)")
+        _ = try bound(HeaderCommand.self, ["g", "--method", "POST", "--url", "https://example.com/a%20b"])
+    }
 }
