@@ -41,6 +41,14 @@ protocol OptionDeclaration: AnyObject {
 protocol OptionGroup {
     /// The group's options, in the order they are declared.
     var declarations: [any OptionDeclaration] { get }
+    /// Checks the group's options together; the `validate()` of each
+    /// command that holds the group calls it.
+    func validate() throws(ValidationError)
+}
+
+extension OptionGroup {
+    /// No rule across the group's options.
+    func validate() throws(ValidationError) {}
 }
 
 /// `--name`: given or not.

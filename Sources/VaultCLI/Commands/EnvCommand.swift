@@ -40,6 +40,9 @@ struct EnvCommand: VaultCommand {
         .grant
     }
 
+    /// The narrowing options name a valid target.
+    func validate() throws(ValidationError) { try narrowing.validate() }
+
     func run(_ ctx: Context) throws -> ExitCode {
         let format = ctx.output.json ? .json : (format ?? .sh)
         let pairs = try Commands.variables(

@@ -36,6 +36,9 @@ struct ExecCommand: VaultCommand {
         .grant
     }
 
+    /// The narrowing options name a valid target.
+    func validate() throws(ValidationError) { try narrowing.validate() }
+
     func run(_ ctx: Context) throws -> ExitCode {
         guard let command = ctx.arguments.trailing, let program = command.first else {
             throw CLIError.usage("missing '-- COMMAND'", command: "exec")

@@ -103,8 +103,10 @@ struct HeaderCommand: VaultCommand {
     }
 
     /// The grammar of --url, --method and --dpop-nonce, which a signature
-    /// or a DPoP proof covers: checked before a refresh spends anything.
+    /// or a DPoP proof covers, and the narrowing options: checked before a
+    /// refresh spends anything.
     func validate() throws(ValidationError) {
+        try narrowing.validate()
         if let url = signing.url, !DPoPKey.isRequestURL(url) {
             throw ValidationError(
                 "--url must be an absolute http or https URL of at most 8 KiB of printable ASCII, without spaces "

@@ -16,12 +16,23 @@ struct TargetOptions: OptionGroup {
 
     /// The target the options name, or nil when they name none.
     func target(_ ctx: Context) throws -> TokenTarget? {
+        do { return try checkedTarget() } catch {
+            throw CLIError.usage(error.message, command: ctx.command.name)
+        }
+    }
+
+    /// Options that name no valid target (a resource that is not an
+    /// absolute URI, an exchange without a resource or audience) are
+    /// refused before any grant is looked at.
+    func validate() throws(ValidationError) { _ = try checkedTarget() }
+
+    private func checkedTarget() throws(ValidationError) -> TokenTarget? {
         guard resource != nil || audience != nil || !scope.isEmpty || exchange else { return nil }
         let scopes = scope.flatMap { $0.split(separator: " ").map(String.init) }
         do {
             return try TokenTarget(resource: resource, audience: audience, scopes: scopes, exchange: exchange)
         } catch {
-            throw CLIError.usage(error.reason, command: ctx.command.name)
+            throw ValidationError(error.reason)
         }
     }
 

@@ -48,6 +48,9 @@ struct TokenCommand: VaultCommand {
         positionals.isEmpty ? .grant : .nothing
     }
 
+    /// The narrowing options name a valid target.
+    func validate() throws(ValidationError) { try narrowing.validate() }
+
     func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let minimum = minValid?.value ?? Grant.freshnessMargin

@@ -129,6 +129,13 @@ struct OptionValueTests {
         ("import", ["g", "--remote", "drive"], "--remote goes with --from rclone"),
         ("import", ["g", "--from", "gh", "--remote", "drive"], "--remote goes with --from rclone"),
         ("import", ["g", "--from", "rclone", "--host", "h"], "--host goes with --from gh"),
+        ("token", ["g", "--exchange"], "a token exchange needs a resource or an audience to ask for"),
+        ("env", ["g", "--resource", "api"], "a resource must be an absolute URI without a fragment (RFC 8707)"),
+        ("exec", ["g", "--audience", ""], "an audience must be a non-empty string without control characters"),
+        (
+            "header", ["g", "--scope", "a\"b"],
+            "a scope has a character OAuth scopes cannot have (RFC 6749 section 3.3)"
+        ),
         ("add", ["google", "--register", "--client-id", "x"], "--register and --client-id exclude each other"),
         (
             "add", ["google", "--register", "--flow", "device"],
@@ -150,6 +157,7 @@ struct OptionValueTests {
         _ = try bound(ImportCommand.self, ["g", "--from", "rclone", "--remote", "drive"])
         _ = try bound(ImportCommand.self, ["g", "--from", "gh", "--host", "github.example.com"])
         _ = try bound(PolicyCommand.self, ["g", "--reset"])
+        _ = try bound(TokenCommand.self, ["g", "--exchange", "--audience", "billing", "--scope", "read"])
         _ = try bound(AddCommand.self, ["google", "--register", "--flow", "paste"])
         _ = try bound(AddCommand.self, ["api", "--flow", "client-credentials", "--client-key-file", "k.pem"])
         _ = try bound(AddCommand.self, ["google", "--service-account", "k.json", "--subject", "u@example.com"])
