@@ -14,8 +14,12 @@ struct TargetOptions: OptionGroup {
     @Flag("exchange", help: "get it by token exchange (RFC 8693) of the grant's access token")
     var exchange: Bool
 
+    /// Whether the options name a target at all.
+    var given: Bool { resource != nil || audience != nil || !scope.isEmpty || exchange }
+
     /// The target the options name, or nil when they name none.
     func target(_ ctx: Context) throws -> TokenTarget? {
+        guard given else { return nil }
         do { return try checkedTarget() } catch {
             throw CLIError.usage(error.message, command: ctx.command.name)
         }
@@ -24,10 +28,14 @@ struct TargetOptions: OptionGroup {
     /// Options that name no valid target (a resource that is not an
     /// absolute URI, an exchange without a resource or audience) are
     /// refused before any grant is looked at.
-    func validate() throws(ValidationError) { _ = try checkedTarget() }
+    func validate() throws(ValidationError) {
+        if given { _ = try checkedTarget() }
+    }
 
-    private func checkedTarget() throws(ValidationError) -> TokenTarget? {
-        guard resource != nil || audience != nil || !scope.isEmpty || exchange else { return nil }
+    /// Kept out of line: `vault token NAME` names no target, and the
+    /// error this may throw would otherwise be set up on its path.
+    @inline(never)
+    private func checkedTarget() throws(ValidationError) -> TokenTarget {
         let scopes = scope.flatMap { $0.split(separator: " ").map(String.init) }
         do {
             return try TokenTarget(resource: resource, audience: audience, scopes: scopes, exchange: exchange)
