@@ -1,7 +1,35 @@
+import Synchronization
 import Testing
 import VaultHTTP
 
 @testable import VaultCLI
+
+/// A command that says whether it ran: what the dispatcher runs of it
+/// when its options do not parse or do not go together.
+private struct ProbeCommand: VaultCommand {
+    static let configuration = CommandConfiguration(
+        name: "probe", abstract: "Say whether it ran.", usage: "probe [{limit}] [{first}] [{second}]")
+    /// How many times `run` was reached.
+    static let runs = Mutex(0)
+
+    @Option("limit", value: "N", help: "a count")
+    var limit: Count?
+    @Flag("first", help: "one of two")
+    var first: Bool
+    @Flag("second", help: "the other")
+    var second: Bool
+
+    func validate() throws(ValidationError) {
+        if first && second { throw ValidationError("--first and --second exclude each other") }
+    }
+
+    func run(_ ctx: Context) throws -> ExitCode {
+        Self.runs.withLock { $0 += 1 }
+        return .ok
+    }
+
+    var declarations: [any OptionDeclaration] { [$limit, $first, $second] }
+}
 
 /// Option values parsed into types, and rules across options checked by
 /// `validate()`, in process: both before a command's `run`.
@@ -32,6 +60,27 @@ struct OptionValueTests {
         #expect(error.message == message)
         #expect(error.exitCode == .usage)
         #expect(error.hint == "see 'vault \(name) --help'")
+    }
+
+    @Test("the dispatcher binds, then validates, and runs a command only when both pass")
+    func phases() throws {
+        let probe = Command(ProbeCommand.self)
+        func dispatch(_ words: [String]) -> CLIError? {
+            do {
+                let arguments = try ArgumentParser.parse(words, options: probe.acceptedOptions, command: "probe")
+                _ = try probe.run(Context(command: probe, arguments: arguments, environment: [:]))
+                return nil
+            } catch {
+                return CLIError(reporting: error)
+            }
+        }
+        let before = ProbeCommand.runs.withLock { $0 }
+        #expect(dispatch(["--limit", "none"])?.message == "--limit needs a positive number")
+        #expect(dispatch(["--first", "--second"])?.message == "--first and --second exclude each other")
+        #expect(dispatch(["--first", "--second"])?.exitCode == .usage)
+        #expect(ProbeCommand.runs.withLock { $0 } == before)
+        #expect(dispatch(["--limit", "3", "--second"]) == nil)
+        #expect(ProbeCommand.runs.withLock { $0 } == before + 1)
     }
 
     @Test("an enum's cases are the values, the choices and the message")
