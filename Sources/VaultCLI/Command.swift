@@ -2,6 +2,10 @@
 /// declare its options (`@Flag`, `@Option`, `@RepeatedOption`, option
 /// groups) and whose `configuration` says the rest. Parsing, validation,
 /// usage, help, completion and the man page all read those declarations.
+///
+/// A command runs in three steps: its options are bound, each value parsed
+/// into its type (`OptionValue`); `validate()` checks how they combine;
+/// then `run`. A usage error in the first two comes before any work.
 protocol VaultCommand: SendableMetatype {
     /// The name, help text and usage of the command.
     static var configuration: CommandConfiguration { get }
@@ -9,7 +13,12 @@ protocol VaultCommand: SendableMetatype {
     /// The command's options, in the order they are declared, its groups'
     /// where they stand.
     var declarations: [any OptionDeclaration] { get }
-    /// Runs the command once its options are bound.
+    /// Checks the bound options together (one excludes another, one needs
+    /// another), before `run` opens anything (swift-argument-parser's
+    /// `validate()`). What needs the vault, the agent or the network to
+    /// decide is `run`'s to check.
+    func validate() throws(ValidationError)
+    /// Runs the command once its options are bound and valid.
     func run(_ ctx: Context) throws -> ExitCode
     /// What the positional argument after `positionals` is, for completion.
     static func argument(after positionals: [String]) -> CompletionCandidates.Argument
@@ -18,6 +27,28 @@ protocol VaultCommand: SendableMetatype {
 extension VaultCommand {
     /// No positional argument to complete.
     static func argument(after positionals: [String]) -> CompletionCandidates.Argument { .nothing }
+
+    /// No rule across options.
+    func validate() throws(ValidationError) {}
+
+    /// A command with the options of `arguments` bound and validated: a
+    /// value that does not parse, or options that do not go together, are
+    /// usage errors of this command.
+    static func bound(_ arguments: ParsedArguments) throws(CLIError) -> Self {
+        let command = Self()
+        let name = configuration.name
+        for declaration in command.declarations { try declaration.bind(arguments, command: name) }
+        do { try command.validate() } catch { throw CLIError.usage(error.message, command: name) }
+        return command
+    }
+}
+
+/// Options that do not go together, found by a command's `validate()`:
+/// reported as a usage error of that command, with its help named.
+struct ValidationError: Error {
+    let message: String
+
+    init(_ message: String) { self.message = message }
 }
 
 /// What a command says about itself, beyond its options.
@@ -50,11 +81,7 @@ struct Command: Sendable {
     init<C: VaultCommand>(_ type: C.Type) {
         configuration = C.configuration
         options = C().declarations.map(\.spec)
-        run = { ctx in
-            let command = C()
-            for declaration in command.declarations { declaration.bind(ctx.arguments) }
-            return try command.run(ctx)
-        }
+        run = { ctx in try C.bound(ctx.arguments).run(ctx) }
         argument = { C.argument(after: $0) }
     }
 

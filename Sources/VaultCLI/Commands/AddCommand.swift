@@ -144,10 +144,8 @@ struct AddCommand: VaultCommand {
     var clientID: String?
     @Option("client-secret-file", value: "F", help: "read the client secret from file F")
     var clientSecretFile: String?
-    @Option(
-        "flow", value: "FLOW", help: "browser, device, paste or client-credentials (default: browser; device over SSH)",
-        choices: ["browser", "device", "paste", "client-credentials"])
-    var flow: String?
+    @Option("flow", value: "FLOW", help: "{choices} (default: browser; device over SSH)")
+    var flow: Provider.Flow?
     @Option(
         "client-key-file", value: "F",
         help: "client credentials: authenticate with the PKCS#8 RSA key in file F (private_key_jwt)")
@@ -166,8 +164,8 @@ struct AddCommand: VaultCommand {
     var issuer: String?
     @Option("tenant", value: "T", help: "the tenant, for providers that have one (Microsoft)")
     var tenant: String?
-    @Option("timeout", value: "SECONDS", help: "how long to wait for the person (default 300)")
-    var timeout: String?
+    @Option("timeout", value: "SECONDS", help: "how long to wait for the person (default 300)", in: 0.001...86_400)
+    var timeout: Seconds?
     @Flag(
         "register",
         help: "register a client for vault with the provider first (RFC 7591 dynamic registration), if it allows that")
@@ -186,18 +184,16 @@ struct AddCommand: VaultCommand {
         guard args.count <= 2 else { throw CLIError.usage("unexpected argument '\(args[2])'", command: "add") }
         let name = try ctx.grantName(args.count == 2 ? args[1] : first)
         _ = try ctx.grantName(first)
-        try validateRegistration()
-        if serviceAccount != nil || flow == "client-credentials" {
+        if serviceAccount != nil || flow == .clientCredentials {
             return try addMachineGrant(
                 ctx, providerName: first, name: name,
                 transport: CurlTransport(caBundle: ctx.environment["SSL_CERT_FILE"]))
         }
-        let (requestedFlow, timeout) = try validatePersonFlow()
         let transport = CurlTransport(caBundle: ctx.environment["SSL_CERT_FILE"])
         var (provider, existing, opened) = try provider(
             first, name: name, reauthorizing: args.count == 1 && issuer == nil, transport: transport, ctx: ctx)
         var flow: Provider.Flow
-        if let requestedFlow { flow = requestedFlow } else { flow = try defaultFlow(ctx, provider: provider) }
+        if let requested = self.flow { flow = requested } else { flow = try defaultFlow(ctx, provider: provider) }
         if register && flow == .device { flow = provider.flows.contains(.paste) ? .paste : .browser }
         if opened == nil { opened = try ctx.opener.openVault() }
         let vault = opened!
@@ -215,7 +211,7 @@ struct AddCommand: VaultCommand {
         }
         var request = AuthorizationRequest(
             provider: provider, flow: flow, scopes: scopes, loginHint: loginHint,
-            timeout: timeout)
+            timeout: timeout?.value ?? 300)
         request.dpopKey = try proofKey(for: provider, existing: existing)
         request.requiresDPoPAccessToken = existing?.accessTokenIsDPoPBound == true
         let authorizer = Authorizer(
@@ -254,41 +250,23 @@ struct AddCommand: VaultCommand {
         return .ok
     }
 
-    /// `--register` with the options it excludes: said before anything is opened.
-    private func validateRegistration() throws {
-        guard register else { return }
-        for option in [$clientID, $clientSecretFile, $serviceAccount] where option.given {
-            throw CLIError.usage("--register and --\(option.spec.name) exclude each other", command: "add")
+    /// The options that go together, checked before anything is opened:
+    /// `--register` with those it excludes, and a machine's credentials
+    /// only for a grant for a machine.
+    func validate() throws(ValidationError) {
+        if register {
+            for option in [$clientID, $clientSecretFile, $serviceAccount] where option.given {
+                throw ValidationError("--register and --\(option.spec.name) exclude each other")
+            }
+            if let flow, flow != .browser && flow != .paste {
+                throw ValidationError(
+                    "--register registers a client for the browser and paste flows: not with --flow \(flow.rawValue)")
+            }
         }
-        guard flow == nil || flow == "browser" || flow == "paste" else {
-            throw CLIError.usage(
-                "--register registers a client for the browser and paste flows: not with --flow \(flow!)",
-                command: "add")
-        }
-    }
-
-    /// The options of an authorization by a person, checked before anything
-    /// is opened: the flow asked for (nil: the provider's default) and the
-    /// timeout in seconds.
-    private func validatePersonFlow() throws -> (flow: Provider.Flow?, timeout: Double) {
+        guard serviceAccount == nil && flow != .clientCredentials else { return }
         for option in [$clientKeyFile, $clientKeyID, $subject] where option.given {
-            throw CLIError.usage(
-                "--\(option.spec.name) needs --flow client-credentials or --service-account", command: "add")
+            throw ValidationError("--\(option.spec.name) needs --flow client-credentials or --service-account")
         }
-        let requested = try flow.map { (text: String) throws -> Provider.Flow in
-            guard let flow = Provider.Flow(rawValue: text), flow != .clientCredentials else {
-                throw CLIError.usage("--flow must be browser, device or paste", command: "add")
-            }
-            return flow
-        }
-        var timeout = 300.0
-        if let t = self.timeout {
-            guard let v = Double(t), v > 0, v <= 86400 else {
-                throw CLIError.usage("--timeout needs a number of seconds", command: "add")
-            }
-            timeout = v
-        }
-        return (requested, timeout)
     }
 
     /// The provider to authorize `name` at: the one the grant `name` was

@@ -9,27 +9,27 @@ internal import VaultSync
 /// `vault agent`'s timeouts, as options.
 struct AgentTimeouts: OptionGroup {
     @Option("idle-timeout", value: "DURATION", help: "lock after this long unused (default 15m; 0: never)")
-    var idle: String?
+    var idle: Interval?
     @Option("timeout", value: "DURATION", help: "lock this long after unlocking (default 8h; 0: never)")
-    var hard: String?
+    var hard: Interval?
     @Option(
         "refresh-before", value: "DURATION",
         help: "refresh recently used grants this long before they expire (default 5m)")
-    var refreshBefore: String?
+    var refreshBefore: Interval?
     @Option(
         "confirm-command", value: "COMMAND",
         help: "ask the person with this command (exit 0: yes) when the policy says confirm")
     var confirmCommand: String?
     @Option("confirm-timeout", value: "DURATION", help: "refuse a confirmation not given in time (default 30s)")
-    var confirmTimeout: String?
+    var confirmTimeout: Interval?
     @Option(
         "keepalive-lead", value: "DURATION",
         help: "keep alive grants this close to dying of inactivity (default: a quarter of the limit, at most 7d)")
-    var keepAliveLead: String?
+    var keepAliveLead: Interval?
     @Option(
         "keepalive-every", value: "DURATION",
         help: "look for grants to keep alive this often (default 1h; 0: never)")
-    var keepAliveEvery: String?
+    var keepAliveEvery: Interval?
     @Option(
         "notify-command", value: "COMMAND",
         help: "run this command when a grant dies, is about to, or is authorized again")
@@ -63,22 +63,22 @@ struct AgentSettings {
 
     /// `options`: `vault agent`'s, which come before the environment.
     init(environment: [String: String], options: AgentTimeouts?) throws {
-        func pick(_ option: Option?, _ variable: String, _ current: TimeInterval) throws -> TimeInterval {
-            let given = option?.wrappedValue
-            guard let text = given ?? environment[variable] else { return current }
-            guard let seconds = Duration.parse(text) else {
-                let source = option.flatMap { given != nil ? "--\($0.spec.name)" : nil } ?? variable
-                throw CLIError.usage("\(source) needs a duration such as 90s, 15m or 8h", command: "agent")
+        // An option's value was parsed when it was bound; a variable's is parsed here.
+        func pick(_ option: Interval?, _ variable: String, _ current: TimeInterval) throws -> TimeInterval {
+            if let option { return option.seconds }
+            guard let text = environment[variable] else { return current }
+            guard let interval = Interval(argument: text) else {
+                throw CLIError.usage("\(variable) \(Interval.requirement)", command: "agent")
             }
-            return seconds
+            return interval.seconds
         }
-        idle = try pick(options?.$idle, "VAULT_AGENT_IDLE_TIMEOUT", idle)
-        hard = try pick(options?.$hard, "VAULT_AGENT_TIMEOUT", hard)
-        refreshBefore = try pick(options?.$refreshBefore, "VAULT_AGENT_REFRESH_BEFORE", refreshBefore)
-        confirmTimeout = try pick(options?.$confirmTimeout, "VAULT_CONFIRM_TIMEOUT", confirmTimeout)
-        keepAliveEvery = try pick(options?.$keepAliveEvery, "VAULT_KEEPALIVE_EVERY", keepAliveEvery)
+        idle = try pick(options?.idle, "VAULT_AGENT_IDLE_TIMEOUT", idle)
+        hard = try pick(options?.hard, "VAULT_AGENT_TIMEOUT", hard)
+        refreshBefore = try pick(options?.refreshBefore, "VAULT_AGENT_REFRESH_BEFORE", refreshBefore)
+        confirmTimeout = try pick(options?.confirmTimeout, "VAULT_CONFIRM_TIMEOUT", confirmTimeout)
+        keepAliveEvery = try pick(options?.keepAliveEvery, "VAULT_KEEPALIVE_EVERY", keepAliveEvery)
         if options?.keepAliveLead != nil || environment["VAULT_KEEPALIVE_LEAD"] != nil {
-            let lead = try pick(options?.$keepAliveLead, "VAULT_KEEPALIVE_LEAD", 0)
+            let lead = try pick(options?.keepAliveLead, "VAULT_KEEPALIVE_LEAD", 0)
             guard lead > 0 else {
                 throw CLIError.usage("the keep-alive lead must be a duration above 0, such as 7d", command: "agent")
             }

@@ -31,9 +31,8 @@ struct ConflictsCommand: VaultCommand {
 
     @Option(
         "keep", value: "SIDE",
-        help: "current (the value now), other (the side kept aside), or the number of one of several other sides",
-        choices: ["current", "other"])
-    var keep: String?
+        help: "current (the value now), other (the side kept aside), or the number of one of several other sides")
+    var keep: ConflictSideChoice?
 
     /// `resolve`, then a grant.
     static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
@@ -50,18 +49,18 @@ struct ConflictsCommand: VaultCommand {
         let engine = try ctx.network.syncEngine(vault)
         if words.first == "resolve" {
             let name = try ctx.grantName(try ctx.positionals("resolve", "NAME")[1])
-            switch keep {
-            case "current"?: try engine.resolveConflict(name, keepingSide: 0)
-            case "other"?: try engine.resolveConflict(name, keepOther: true)
-            case let value? where Int(value).map({ $0 > 0 }) == true:
-                try engine.resolveConflict(name, keepingSide: Int(value)!)
-            default:
+            guard let keep else {
                 throw CLIError.usage(
                     "--keep must be current, other or the number of another side", command: "conflicts")
             }
+            switch keep {
+            case .current: try engine.resolveConflict(name, keepingSide: 0)
+            case .other: try engine.resolveConflict(name, keepOther: true)
+            case .side(let number): try engine.resolveConflict(name, keepingSide: number)
+            }
             try ctx.output.report(
-                "kept the \(keep!) side of '\(name)'; 'vault sync' sends the choice",
-                json: ["name": name, "kept": keep!])
+                "kept the \(keep.argument) side of '\(name)'; 'vault sync' sends the choice",
+                json: ["name": name, "kept": keep.argument])
             return .ok
         }
         if let word = words.first { throw CLIError.usage("unknown action '\(word)'", command: "conflicts") }

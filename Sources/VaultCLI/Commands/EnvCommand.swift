@@ -29,12 +29,10 @@ struct EnvCommand: VaultCommand {
         ]
     )
 
-    @Option(
-        "format", value: "FORMAT", help: "sh (default), fish, dotenv or json",
-        choices: ["sh", "fish", "dotenv", "json"])
-    var format: String?
+    @Option("format", value: "FORMAT", help: "{choices} (default sh)")
+    var format: EnvFormat?
     @Option("prefix", value: "PREFIX", help: "variable name prefix (default: the grant name in upper case)")
-    var prefix: String?
+    var prefix: VariablePrefix?
     let narrowing = TargetOptions()
 
     /// NAME..., grants.
@@ -42,11 +40,11 @@ struct EnvCommand: VaultCommand {
         .grant
     }
 
+    /// The narrowing options name a valid target.
+    func validate() throws(ValidationError) { try narrowing.validate() }
+
     func run(_ ctx: Context) throws -> ExitCode {
-        let formatName = ctx.output.json ? "json" : (format ?? "sh")
-        guard let format = EnvFormat(rawValue: formatName) else {
-            throw CLIError.usage("--format must be sh, fish, dotenv or json", command: "env")
-        }
+        let format = ctx.output.json ? .json : (format ?? .sh)
         let pairs = try Commands.variables(
             ctx.arguments.positionals, prefix: prefix, target: try narrowing.target(ctx), ctx: ctx)
         if format == .dotenv {

@@ -28,13 +28,16 @@ struct ExecCommand: VaultCommand {
     )
 
     @Option("prefix", value: "PREFIX", help: "variable name prefix (default: the grant name in upper case)")
-    var prefix: String?
+    var prefix: VariablePrefix?
     let narrowing = TargetOptions()
 
     /// NAME..., grants.
     static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
         .grant
     }
+
+    /// The narrowing options name a valid target.
+    func validate() throws(ValidationError) { try narrowing.validate() }
 
     func run(_ ctx: Context) throws -> ExitCode {
         guard let command = ctx.arguments.trailing, let program = command.first else {

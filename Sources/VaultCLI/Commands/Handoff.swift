@@ -44,8 +44,8 @@ struct GrantVariables {
     }
 }
 
-/// Shell and file quoting for `vault env`.
-enum EnvFormat: String {
+/// Shell and file quoting for `vault env`; its cases are `--format`'s values.
+enum EnvFormat: String, CaseIterable, OptionValue {
     case sh, fish, dotenv, json
 
     func line(_ name: String, _ value: String) -> String {
@@ -228,23 +228,17 @@ extension Commands {
     }
 
     /// The variables of grants `names`, named with `prefix` (`--prefix`) or each grant's own.
-    static func variables(_ names: [String], prefix: String?, target: TokenTarget? = nil, ctx: Context) throws
-        -> [(String, String)]
-    {
+    static func variables(
+        _ names: [String], prefix: VariablePrefix?, target: TokenTarget? = nil, ctx: Context
+    ) throws -> [(String, String)] {
         guard !names.isEmpty else { throw CLIError.usage("missing NAME", command: ctx.command.name) }
         let validNames = try names.map { (n: String) throws -> String in try ctx.grantName(n) }
-        if let prefix {
-            guard names.count == 1 else {
-                throw CLIError.usage("--prefix works with one NAME", command: ctx.command.name)
-            }
-            guard GrantVariables.validate(prefix: prefix) else {
-                throw CLIError.usage(
-                    "--prefix must be letters, digits and _, not starting with a digit", command: ctx.command.name)
-            }
+        if prefix != nil && names.count != 1 {
+            throw CLIError.usage("--prefix works with one NAME", command: ctx.command.name)
         }
         var pairs: [(String, String)] = []
         for (name, grant) in try freshGrants(validNames, target: target, ctx: ctx) {
-            let variables = GrantVariables(prefix: prefix ?? GrantVariables.prefix(for: name), grant: grant).pairs
+            let variables = GrantVariables(prefix: prefix?.text ?? GrantVariables.prefix(for: name), grant: grant).pairs
             // The C environment ends a value at NUL: refuse rather than hand out a cut value.
             if let bad = variables.first(where: { !OutputGrammar.isEnvironmentValue($0.1) }) {
                 throw CLIError("\(bad.0) of '\(name)' contains a NUL byte, which no environment can carry")

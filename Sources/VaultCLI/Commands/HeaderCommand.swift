@@ -45,8 +45,6 @@ struct HeaderCommand: VaultCommand {
 
     func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
-        // What the options say is checked before a refresh spends anything.
-        try checkRequestOptions()
         let target = try narrowing.target(ctx)
         if target == nil, signing.bodyForm == nil,
             let made = try Commands.agentAuthorization(
@@ -105,21 +103,22 @@ struct HeaderCommand: VaultCommand {
     }
 
     /// The grammar of --url, --method and --dpop-nonce, which a signature
-    /// or a DPoP proof covers.
-    func checkRequestOptions() throws {
+    /// or a DPoP proof covers, and the narrowing options: checked before a
+    /// refresh spends anything.
+    func validate() throws(ValidationError) {
+        try narrowing.validate()
         if let url = signing.url, !DPoPKey.isRequestURL(url) {
-            throw CLIError.usage(
+            throw ValidationError(
                 "--url must be an absolute http or https URL of at most 8 KiB of printable ASCII, without spaces "
-                    + "or backslashes (percent-encode other characters)", command: "header")
+                    + "or backslashes (percent-encode other characters)")
         }
         if let method = signing.method, !DPoPKey.isMethod(method) {
-            throw CLIError.usage("--method must be an HTTP method in capitals (GET, POST, ...)", command: "header")
+            throw ValidationError("--method must be an HTTP method in capitals (GET, POST, ...)")
         }
         if let nonce = dpopNonce, !DPoPKey.isNonce(nonce) {
-            throw CLIError.usage(
+            throw ValidationError(
                 "--dpop-nonce is not a DPoP nonce (1 to 1024 printable ASCII characters without spaces, quotes "
-                    + "or backslashes)",
-                command: "header")
+                    + "or backslashes)")
         }
     }
 

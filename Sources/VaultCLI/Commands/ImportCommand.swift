@@ -55,10 +55,8 @@ struct ImportCommand: VaultCommand {
 
     @Flag("replace", help: "overwrite a grant of the same name")
     var replace: Bool
-    @Option(
-        "from", value: "TOOL", help: "read that tool's own token file from stdin",
-        choices: ForeignTokens.Tool.allCases.map(\.rawValue))
-    var from: String?
+    @Option("from", value: "TOOL", help: "read that tool's own token file from stdin: {choices}")
+    var from: ForeignTokens.Tool?
     @Option("remote", value: "R", help: "--from rclone: the remote whose token to import")
     var remote: String?
     @Option("host", value: "H", help: "--from gh: the host (default github.com)")
@@ -68,20 +66,15 @@ struct ImportCommand: VaultCommand {
     @Option("client-secret-file", value: "F", help: "read that client's secret from file F")
     var clientSecretFile: String?
 
+    /// `--remote` and `--host` name a section of one tool's file.
+    func validate() throws(ValidationError) {
+        if remote != nil && from != .rclone { throw ValidationError("--remote goes with --from rclone") }
+        if host != nil && from != .gh { throw ValidationError("--host goes with --from gh") }
+    }
+
     func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
-        let tool = try from.map { (text: String) throws -> ForeignTokens.Tool in
-            guard let tool = ForeignTokens.Tool(rawValue: text) else {
-                throw CLIError.usage("--from must be gcloud, rclone, gh or mutt_oauth2", command: "import")
-            }
-            return tool
-        }
-        if remote != nil && tool != .rclone {
-            throw CLIError.usage("--remote goes with --from rclone", command: "import")
-        }
-        if host != nil && tool != .gh {
-            throw CLIError.usage("--host goes with --from gh", command: "import")
-        }
+        let tool = from
         var clientSecret: String? = nil
         if let path = clientSecretFile {
             let raw = try SecretFile.trimmingNewline(SecretFile.read(path: path))

@@ -7,25 +7,15 @@ struct KDFOptions: OptionGroup {
     @Option(
         "kdf-memory", value: "MIB",
         help: "Argon2id memory in MiB (default 256, at least 64); lower only on very small machines")
-    var memory: String?
+    var memory: Mebibytes?
     @Option("kdf-passes", value: "N", help: "Argon2id passes (default 3, 2 to 20)")
-    var passes: String?
+    var passes: UInt32?
 
     /// KDF parameters from --kdf-memory and --kdf-passes, checked against the bounds.
     func parameters(command: String) throws -> KDFParameters {
         var kdf = KDFParameters.default
-        if let text = memory {
-            guard let mib = UInt64(text), mib <= 1 << 20 else {
-                throw CLIError.usage("--kdf-memory needs a whole number of MiB", command: command)
-            }
-            kdf.memoryBytes = mib << 20
-        }
-        if let text = passes {
-            guard let passes = UInt32(text) else {
-                throw CLIError.usage("--kdf-passes needs a whole number", command: command)
-            }
-            kdf.passes = passes
-        }
+        if let memory { kdf.memoryBytes = memory.bytes }
+        if let passes { kdf.passes = passes }
         do { try kdf.validate() } catch {
             throw CLIError.usage(error.reason, command: command)
         }

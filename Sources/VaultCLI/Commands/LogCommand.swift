@@ -31,7 +31,7 @@ struct LogCommand: VaultCommand {
     )
 
     @Option("limit", value: "N", help: "show only the last N entries")
-    var limit: String?
+    var limit: Count?
 
     /// NAME, a grant.
     static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
@@ -61,13 +61,7 @@ struct LogCommand: VaultCommand {
         let args = ctx.arguments.positionals
         guard args.count <= 1 else { throw CLIError.usage("unexpected argument '\(args[1])'", command: "log") }
         let name = try args.first.map { try ctx.grantName($0) }
-        var count: Int?
-        if let limit {
-            guard let n = Int(limit), n > 0 else {
-                throw CLIError.usage("--limit needs a positive number", command: "log")
-            }
-            count = n
-        }
+        let count = limit?.value
         let location = try ctx.opener.location()
         let (all, unreadable) = try AuditLog(directory: location.directory).read()
         var entries = all.filter { name == nil || $0.grant == name }

@@ -81,17 +81,15 @@ struct MailTestCommand: VaultCommand {
     @Option("host", value: "HOST", help: "the server's host name or IP address")
     var host: String?
     @Option("port", value: "PORT", help: "the server's port (default: IMAP 993, SMTP 587)")
-    var port: String?
+    var port: Port?
     @Flag("tls", help: "TLS from the first byte (imaps, smtps)")
     var tls: Bool
     @Flag("starttls", help: "a plain connection switched to TLS with STARTTLS before the login")
     var starttls: Bool
     @Flag("plain", help: "no TLS, only to a loopback host (a local test server)")
     var plain: Bool
-    @Option(
-        "mechanism", value: "MECHANISM", help: "the SASL mechanism: xoauth2 (default) or oauthbearer",
-        choices: ["xoauth2", "oauthbearer"])
-    var mechanism: String?
+    @Option("mechanism", value: "MECHANISM", help: "the SASL mechanism: {choices} (default xoauth2)")
+    var mechanism: MechanismChoice?
     @Option("user", value: "USER", help: "the login (default: the grant's account)")
     var user: String?
 
@@ -167,19 +165,8 @@ struct MailTestCommand: VaultCommand {
                 "--host must be a host name or an IP address ([...] for IPv6), not \(host.debugDescription)",
                 command: "test")
         }
-        var number: Int? = nil
-        if let port {
-            guard OutputGrammar.isSASLPort(port), let n = Int(port) else {
-                throw CLIError.usage("--port must be a number from 1 to 65535", command: "test")
-            }
-            number = n
-        }
-        let bearer: BearerMechanism
-        switch mechanism {
-        case nil, "xoauth2": bearer = .xoauth2
-        case "oauthbearer": bearer = .oauthbearer
-        default: throw CLIError.usage("--mechanism must be xoauth2 or oauthbearer", command: "test")
-        }
+        let number = port?.number
+        let bearer = (mechanism ?? .xoauth2).mechanism
         let chosen = [(tls, MailSecurity.tls), (starttls, .starttls), (plain, .plain)].filter(\.0).map(\.1)
         guard chosen.count <= 1 else {
             throw CLIError.usage("--tls, --starttls and --plain exclude each other", command: "test")

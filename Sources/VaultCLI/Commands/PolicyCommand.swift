@@ -26,14 +26,10 @@ struct PolicyCommand: VaultCommand {
         ]
     )
 
-    @Option(
-        "local", value: "RULE", help: "allow, confirm or deny requests from this machine",
-        choices: ["allow", "confirm", "deny"])
-    var local: String?
-    @Option(
-        "forwarded", value: "RULE", help: "allow, confirm or deny requests through a forwarded agent",
-        choices: ["allow", "confirm", "deny"])
-    var forwarded: String?
+    @Option("local", value: "RULE", help: "{choices} requests from this machine")
+    var local: AgentPolicy.Rule?
+    @Option("forwarded", value: "RULE", help: "{choices} requests through a forwarded agent")
+    var forwarded: AgentPolicy.Rule?
     @Flag("reset", help: "forget the rules of NAME (or the defaults)")
     var reset: Bool
 
@@ -49,6 +45,13 @@ struct PolicyCommand: VaultCommand {
         let forwarded: String
     }
 
+    /// `--reset` forgets rules: it sets none.
+    func validate() throws(ValidationError) {
+        if reset && (local != nil || forwarded != nil) {
+            throw ValidationError("--reset is not used with --local or --forwarded")
+        }
+    }
+
     func run(_ ctx: Context) throws -> ExitCode {
         let args = ctx.arguments.positionals
         guard args.count <= 1 else {
@@ -57,18 +60,8 @@ struct PolicyCommand: VaultCommand {
         let name = try args.first.map { try ctx.grantName($0) }
         let configDirectory = try ctx.opener.location().configDirectory
         var policy = try AgentPolicy.load(configDirectory: configDirectory)
-        func rule(_ text: String?, _ option: String) throws -> AgentPolicy.Rule? {
-            guard let text else { return nil }
-            guard let rule = AgentPolicy.Rule(rawValue: text) else {
-                throw CLIError.usage("--\(option) must be allow, confirm or deny", command: "policy")
-            }
-            return rule
-        }
-        let newLocal = try rule(local, "local")
-        let newForwarded = try rule(forwarded, "forwarded")
-        if reset && (newLocal != nil || newForwarded != nil) {
-            throw CLIError.usage("--reset is not used with --local or --forwarded", command: "policy")
-        }
+        let newLocal = local
+        let newForwarded = forwarded
         guard reset || newLocal != nil || newForwarded != nil else {
             return try show(policy, only: name, ctx: ctx)
         }

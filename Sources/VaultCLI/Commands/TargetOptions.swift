@@ -14,14 +14,33 @@ struct TargetOptions: OptionGroup {
     @Flag("exchange", help: "get it by token exchange (RFC 8693) of the grant's access token")
     var exchange: Bool
 
+    /// Whether the options name a target at all.
+    var given: Bool { resource != nil || audience != nil || !scope.isEmpty || exchange }
+
     /// The target the options name, or nil when they name none.
     func target(_ ctx: Context) throws -> TokenTarget? {
-        guard resource != nil || audience != nil || !scope.isEmpty || exchange else { return nil }
+        guard given else { return nil }
+        do { return try checkedTarget() } catch {
+            throw CLIError.usage(error.message, command: ctx.command.name)
+        }
+    }
+
+    /// Options that name no valid target (a resource that is not an
+    /// absolute URI, an exchange without a resource or audience) are
+    /// refused before any grant is looked at.
+    func validate() throws(ValidationError) {
+        if given { _ = try checkedTarget() }
+    }
+
+    /// Kept out of line: `vault token NAME` names no target, and the
+    /// error this may throw would otherwise be set up on its path.
+    @inline(never)
+    private func checkedTarget() throws(ValidationError) -> TokenTarget {
         let scopes = scope.flatMap { $0.split(separator: " ").map(String.init) }
         do {
             return try TokenTarget(resource: resource, audience: audience, scopes: scopes, exchange: exchange)
         } catch {
-            throw CLIError.usage(error.reason, command: ctx.command.name)
+            throw ValidationError(error.reason)
         }
     }
 

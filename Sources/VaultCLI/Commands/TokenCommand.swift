@@ -37,8 +37,8 @@ struct TokenCommand: VaultCommand {
         ]
     )
 
-    @Option("min-valid", value: "SECONDS", help: "refresh when fewer seconds remain (default 60)")
-    var minValid: String?
+    @Option("min-valid", value: "SECONDS", help: "refresh when fewer seconds remain (default 60)", in: 0..<1e7)
+    var minValid: Seconds?
     @Flag("force-refresh", help: "refresh even if the token is fresh")
     var forceRefresh: Bool
     let narrowing = TargetOptions()
@@ -48,15 +48,12 @@ struct TokenCommand: VaultCommand {
         positionals.isEmpty ? .grant : .nothing
     }
 
+    /// The narrowing options name a valid target.
+    func validate() throws(ValidationError) { try narrowing.validate() }
+
     func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
-        var minimum = Grant.freshnessMargin
-        if let text = minValid {
-            guard let v = Double(text), v >= 0, v < 1e7 else {
-                throw CLIError.usage("--min-valid needs a number of seconds", command: "token")
-            }
-            minimum = v
-        }
+        let minimum = minValid?.value ?? Grant.freshnessMargin
         let force = forceRefresh
         let output: TokenOutput
         let location = try ctx.opener.location()

@@ -34,7 +34,7 @@ struct XOAuth2Command: VaultCommand {
     @Option("host", value: "HOST", help: "OAUTHBEARER: the server's host name")
     var host: String?
     @Option("port", value: "PORT", help: "OAUTHBEARER: the server's port")
-    var port: String?
+    var port: Port?
 
     /// NAME, a grant.
     static func argument(after positionals: [String]) -> CompletionCandidates.Argument {
@@ -52,12 +52,7 @@ struct XOAuth2Command: VaultCommand {
             }
             kv += "host=\(host)\u{1}"
         }
-        if let port = port {
-            guard OutputGrammar.isSASLPort(port) else {
-                throw CLIError.usage("--port must be a number from 1 to 65535", command: "xoauth2")
-            }
-            kv += "port=\(port)\u{1}"
-        }
+        if let port { kv += "port=\(port.number)\u{1}" }
         let grant = try Commands.freshGrants([name], ctx: ctx)[0].1
         guard let user = user ?? grant.account else {
             throw CLIError("grant '\(name)' names no account", hint: "pass --user LOGIN")

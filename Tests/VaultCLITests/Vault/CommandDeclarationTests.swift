@@ -10,9 +10,7 @@ struct CommandDeclarationTests {
     func parsed<C: VaultCommand>(_ type: C.Type, _ words: [String]) throws -> C {
         let command = Command(type)
         let arguments = try ArgumentParser.parse(words, options: command.acceptedOptions, command: command.name)
-        let bound = C()
-        for declaration in bound.declarations { declaration.bind(arguments) }
-        return bound
+        return try C.bound(arguments)
     }
 
     /// The option declarations of `value` found by reflection, its groups'
@@ -22,6 +20,8 @@ struct CommandDeclarationTests {
         Mirror(reflecting: value).children.flatMap { child -> [any OptionDeclaration] in
             if let declaration = child.value as? any OptionDeclaration { return [declaration] }
             if child.value is any OptionGroup { return reflected(child.value) }
+            // An @Option's storage, `_name`: a struct that holds its declaration.
+            if child.label?.hasPrefix("_") == true { return reflected(child.value) }
             return []
         }
     }
@@ -80,11 +80,11 @@ struct CommandDeclarationTests {
         let keyslot = try parsed(KeyslotCommand.self, ["add", "--new-keyfile", "/k", "--kdf-passes=4"])
         #expect(keyslot.newKeyfile == "/k")
         #expect(!keyslot.secretService && !keyslot.passphrase)
-        #expect(keyslot.kdf.passes == "4" && keyslot.kdf.memory == nil)
+        #expect(keyslot.kdf.passes == 4 && keyslot.kdf.memory == nil)
 
         let add = try parsed(AddCommand.self, ["google", "--scope", "a", "--scope", "b", "--flow", "device"])
         #expect(add.scopes == ["a", "b"])
-        #expect(add.flow == "device")
+        #expect(add.flow == .device)
         #expect(add.serviceAccount == nil)
     }
 
