@@ -6,16 +6,41 @@ public import VaultCrypto
 /// (docs/sync.md). This layer moves bytes and classifies answers; what the
 /// bytes mean, and whether they can be believed, is the caller's.
 ///
-/// A kind of store is a type that conforms: it authenticates each request
-/// (`exchange`), says what a conditional write's answers mean (`put`),
-/// makes the place the objects go (`createFolder`) and tells when its
-/// settings defeat conditional writes (`conditionalWritesProblem`). The
-/// retries, limits and counters are its `session`'s, the same for every kind.
+/// A kind of store is a type that conforms: it reads, writes (saying what
+/// its answers to a conditional write mean) and deletes objects, makes the
+/// place they go (`createFolder`) and tells when its settings defeat
+/// conditional writes (`conditionalWritesProblem`). Its limits and counters
+/// are its `session`'s. A kind over HTTP conforms to `HTTPObjectStore`,
+/// which reads and deletes for it once it authenticates a request.
 public protocol ObjectStore: AnyObject {
-    /// The URL the objects' names are appended to, ending in `/`.
+    /// Where the objects are, as the user is shown it (an http(s) URL
+    /// ending in `/` for the kinds over HTTP).
     var baseURL: String { get }
     /// The limits and counters of the store's requests.
     var session: ObjectStoreSession { get }
+    /// The object, or nil when the store has none by that name.
+    func get(_ name: String) throws(ObjectStoreFailure) -> StoreObject?
+    /// The current strong validator of an object, or nil when it is absent
+    /// or the store gives none.
+    func etag(_ name: String) throws(ObjectStoreFailure) -> String?
+    /// Writes an object; a refusal of `precondition` is `.preconditionFailed`.
+    /// Transient failures are tried `attempts` times (nil: the session's).
+    func put(_ name: String, _ bytes: [UInt8], precondition: ObjectPrecondition, attempts: Int?)
+        throws(ObjectStoreFailure) -> ObjectWriteResult
+    /// Deletes an object; one already gone is fine.
+    func delete(_ name: String) throws(ObjectStoreFailure)
+    /// Makes sure the place the objects go exists; returns the places it
+    /// created (without credentials).
+    func createFolder() throws(ObjectStoreFailure) -> [String]
+    /// Why this store, as it is set up, would not honour conditional writes
+    /// however it answers the probe (an S3 bucket with versioning), or nil.
+    func conditionalWritesProblem() throws(ObjectStoreFailure) -> String?
+}
+
+/// An object store over HTTP: it authenticates each request as its kind
+/// does (`exchange`), and reads, asks for validators and deletes the same
+/// way as every other kind over HTTP.
+public protocol HTTPObjectStore: ObjectStore {
     /// Sends one request to `url` with this kind's authentication, tries it
     /// again on network trouble, 5xx, 429 and 423 (`attempts` times, nil:
     /// the session's), and returns any other answer, or one whose status is
@@ -24,15 +49,6 @@ public protocol ObjectStore: AnyObject {
         _ method: String, url: String, label: String, body: SecureBytes?, headers: [(name: String, value: String)],
         attempts: Int?, returning: Set<Int>
     ) throws(ObjectStoreFailure) -> HTTPResponse
-    /// Writes an object; a refusal of `precondition` is `.preconditionFailed`.
-    func put(_ name: String, _ bytes: [UInt8], precondition: ObjectPrecondition, attempts: Int?)
-        throws(ObjectStoreFailure) -> ObjectWriteResult
-    /// Makes sure the place the objects go exists; returns the URLs it
-    /// created (without credentials).
-    func createFolder() throws(ObjectStoreFailure) -> [String]
-    /// Why this store, as it is set up, would not honour conditional writes
-    /// however it answers the probe (an S3 bucket with versioning), or nil.
-    func conditionalWritesProblem() throws(ObjectStoreFailure) -> String?
 }
 
 /// An object as read, with the validator for a later conditional write.
@@ -41,6 +57,12 @@ public struct StoreObject: Sendable {
     public let bytes: [UInt8]
     /// The strong ETag, when the server sent one.
     public let etag: String?
+
+    /// An object read from a store.
+    public init(bytes: [UInt8], etag: String?) {
+        self.bytes = bytes
+        self.etag = etag
+    }
 }
 
 /// What a write requires of the current object.
@@ -131,14 +153,35 @@ extension ObjectStore {
     /// last answer that gave one: compared only with another of its dates.
     public var lastDate: Int64? { session.lastDate }
 
-    /// Object names are short lower-case words: nothing to escape, nothing
-    /// that could leave the collection.
-    static func check(_ name: String) throws(ObjectStoreFailure) {
+    /// Refuses a name that is not an object name: short lower-case words,
+    /// with nothing to escape and nothing that could leave the folder. Every
+    /// kind checks a name before it uses it.
+    public static func checkName(_ name: String) throws(ObjectStoreFailure) {
         guard !name.isEmpty, name.utf8.count <= 80,
             name.utf8.allSatisfy({ ($0 >= 0x61 && $0 <= 0x7a) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2d })
         else { throw ObjectStoreFailure(.invalid, "invalid object name '\(name)'") }
     }
 
+    /// Writes an object, trying transient failures the session's number of times.
+    @discardableResult
+    public func put(_ name: String, _ bytes: [UInt8], precondition: ObjectPrecondition = .none)
+        throws(ObjectStoreFailure) -> ObjectWriteResult
+    {
+        try put(name, bytes, precondition: precondition, attempts: nil)
+    }
+
+    /// Whether the store honours preconditions: a write under a wrong
+    /// `If-Match` must be refused. Uses (and removes) `name`.
+    public func honoursPreconditions(probe name: String) throws(ObjectStoreFailure) -> Bool {
+        try put(name, Array("probe".utf8))
+        let stale = try put(name, Array("probe 2".utf8), precondition: .matches("\"vault-no-such-version\""))
+        let again = try put(name, Array("probe 3".utf8), precondition: .absent)
+        try delete(name)
+        return stale == .preconditionFailed && again == .preconditionFailed
+    }
+}
+
+extension HTTPObjectStore {
     /// The object, or nil when the store has none by that name.
     public func get(_ name: String) throws(ObjectStoreFailure) -> StoreObject? {
         let response = try exchange("GET", name)
@@ -167,14 +210,6 @@ extension ObjectStore {
         }
     }
 
-    /// Writes an object, trying transient failures the session's number of times.
-    @discardableResult
-    public func put(_ name: String, _ bytes: [UInt8], precondition: ObjectPrecondition = .none)
-        throws(ObjectStoreFailure) -> ObjectWriteResult
-    {
-        try put(name, bytes, precondition: precondition, attempts: nil)
-    }
-
     /// Deletes an object; one already gone is fine.
     public func delete(_ name: String) throws(ObjectStoreFailure) {
         let response = try exchange("DELETE", name)
@@ -184,19 +219,9 @@ extension ObjectStore {
         }
     }
 
-    /// Whether the store honours preconditions: a write under a wrong
-    /// `If-Match` must be refused. Uses (and removes) `name`.
-    public func honoursPreconditions(probe name: String) throws(ObjectStoreFailure) -> Bool {
-        try put(name, Array("probe".utf8))
-        let stale = try put(name, Array("probe 2".utf8), precondition: .matches("\"vault-no-such-version\""))
-        let again = try put(name, Array("probe 3".utf8), precondition: .absent)
-        try delete(name)
-        return stale == .preconditionFailed && again == .preconditionFailed
-    }
-
     /// A request without a body for the object `name`, which is checked first.
     private func exchange(_ method: String, _ name: String) throws(ObjectStoreFailure) -> HTTPResponse {
-        try Self.check(name)
+        try Self.checkName(name)
         return try exchange(
             method, url: baseURL + name, label: name, body: nil, headers: [], attempts: nil, returning: [])
     }
@@ -236,8 +261,9 @@ extension HTTPResponse {
     }
 }
 
-/// The part of an object store that every kind shares: the transport, the
-/// limits of a request, the retries with their back-off, and the counters.
+/// The part of an object store that every kind shares: the limits of a
+/// request, the counters, and for kinds over HTTP the retries with their
+/// back-off (`send`).
 public final class ObjectStoreSession {
     /// Attempts per request for transient failures.
     public var maximumAttempts = 5
@@ -253,19 +279,27 @@ public final class ObjectStoreSession {
     public private(set) var bytesSent = 0
     /// The store's clock in the last answer that gave one.
     public private(set) var lastDate: Int64?
-    let transport: any HTTPTransport
     let sleep: (Double) -> Void
 
-    /// A session over `transport`; `sleep` waits between retries.
-    public init(transport: any HTTPTransport, sleep: @escaping (Double) -> Void = { _ in }) {
-        self.transport = transport
+    /// A session whose retries wait with `sleep`.
+    public init(sleep: @escaping (Double) -> Void = { _ in }) {
         self.sleep = sleep
+    }
+
+    /// Counts a request of a kind that does not go through `send`: the
+    /// body bytes it sent, and whether the store answered it (a failure of
+    /// the store itself is no answer).
+    public func count(bytesSent bytes: Int, answered: Bool) {
+        requestCount += 1
+        bytesSent += bytes
+        if answered { answerCount += 1 }
     }
 
     /// Sends `prepared`'s request, each attempt made afresh by it, trying
     /// transient failures again; `refusal` says why a 401 or 403 came back.
     func send(
-        _ method: String, label name: String, bodySize: Int, attempts: Int?, returning: Set<Int>,
+        over transport: any HTTPTransport, _ method: String, label name: String, bodySize: Int, attempts: Int?,
+        returning: Set<Int>,
         refusal: (HTTPResponse) -> ObjectStoreFailure, prepared: () -> HTTPRequest
     ) throws(ObjectStoreFailure) -> HTTPResponse {
         let maximumAttempts = attempts ?? self.maximumAttempts

@@ -6,11 +6,12 @@ public import VaultCrypto
 /// lost race that Ceph RGW may answer with 500, S3's error codes in
 /// refusals, a bucket made with PUT, and versioning, which turns
 /// conditional writes off on RGW.
-public final class S3ObjectStore: ObjectStore {
+public final class S3ObjectStore: HTTPObjectStore {
     /// The bucket, folder, endpoint and region.
     public let location: S3Location
-    /// The transport, limits and counters.
+    /// The limits and counters.
     public let session: ObjectStoreSession
+    private let transport: any HTTPTransport
     private let signature: AWSSignature
 
     /// The URL the objects' names are appended to, ending in `/`.
@@ -26,7 +27,8 @@ public final class S3ObjectStore: ObjectStore {
             throw ObjectStoreFailure(.invalid, "the access key id is empty or has characters no access key id has")
         }
         self.location = location
-        session = ObjectStoreSession(transport: transport, sleep: sleep)
+        self.transport = transport
+        session = ObjectStoreSession(sleep: sleep)
         signature = AWSSignature(
             region: location.region, service: "s3", accessKeyID: accessKeyID, secretAccessKey: secretAccessKey)
     }
@@ -38,7 +40,7 @@ public final class S3ObjectStore: ObjectStore {
     ) throws(ObjectStoreFailure) -> HTTPResponse {
         let all = headers + [try AWSSignature.payloadHashHeader(body)]
         return try session.send(
-            method, label: label, bodySize: body?.count ?? 0, attempts: attempts, returning: returning,
+            over: transport, method, label: label, bodySize: body?.count ?? 0, attempts: attempts, returning: returning,
             refusal: S3ObjectStore.refusal,
             prepared: { [signature] in
                 var request = HTTPRequest(method: method, url: url, headers: all, body: body)
@@ -51,7 +53,7 @@ public final class S3ObjectStore: ObjectStore {
     public func put(_ name: String, _ bytes: [UInt8], precondition: ObjectPrecondition, attempts: Int?)
         throws(ObjectStoreFailure) -> ObjectWriteResult
     {
-        try Self.check(name)
+        try Self.checkName(name)
         // Ceph RGW matches only an ETag sent without its quotes; AWS S3 takes either.
         let headers = Self.writeHeaders(precondition, ifMatch: S3ObjectStore.unquoted)
         // RGW may answer the loser of concurrent writes under one If-Match

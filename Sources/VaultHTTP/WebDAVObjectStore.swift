@@ -3,11 +3,12 @@ public import VaultCrypto
 /// An object store under an http(s) URL: a WebDAV collection, or any HTTP
 /// server answering GET, PUT and DELETE there, with Basic authentication
 /// when a user is given. A missing folder is made with WebDAV's MKCOL.
-public final class WebDAVObjectStore: ObjectStore {
+public final class WebDAVObjectStore: HTTPObjectStore {
     /// The base URL, ending in `/`.
     public let baseURL: String
-    /// The transport, limits and counters.
+    /// The limits and counters.
     public let session: ObjectStoreSession
+    private let transport: any HTTPTransport
     private let authorization: String?
 
     /// A store at `baseURL` (https, or http to a loopback host), with Basic
@@ -23,7 +24,8 @@ public final class WebDAVObjectStore: ObjectStore {
             throw ObjectStoreFailure(.invalid, "the store url must not have a query or fragment")
         }
         self.baseURL = base
-        session = ObjectStoreSession(transport: transport, sleep: sleep)
+        self.transport = transport
+        session = ObjectStoreSession(sleep: sleep)
         if let user {
             var raw = Array(user.utf8) + [UInt8(ascii: ":")] + (password?.unsafeCopyToArray() ?? [])
             authorization = "Basic " + String(decoding: Base64.encode(raw, .standard), as: UTF8.self)
@@ -41,7 +43,7 @@ public final class WebDAVObjectStore: ObjectStore {
         var all = headers
         if let authorization { all.append(("Authorization", authorization)) }
         return try session.send(
-            method, label: label, bodySize: body?.count ?? 0, attempts: attempts, returning: returning,
+            over: transport, method, label: label, bodySize: body?.count ?? 0, attempts: attempts, returning: returning,
             refusal: { ObjectStoreFailure(.unauthorized, "the store refused the credentials (HTTP \($0.status))") },
             prepared: { HTTPRequest(method: method, url: url, headers: all, body: body) })
     }
@@ -50,7 +52,7 @@ public final class WebDAVObjectStore: ObjectStore {
     public func put(_ name: String, _ bytes: [UInt8], precondition: ObjectPrecondition, attempts: Int?)
         throws(ObjectStoreFailure) -> ObjectWriteResult
     {
-        try Self.check(name)
+        try Self.checkName(name)
         let headers = Self.writeHeaders(precondition, ifMatch: { $0 })
         let response = try exchange(
             "PUT", url: baseURL + name, label: name, body: try Self.secureBody(bytes), headers: headers,

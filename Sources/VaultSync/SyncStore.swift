@@ -103,12 +103,18 @@ final class ObjectSyncStore: SyncStore {
     /// password (an S3 store's access key id and secret access key); each
     /// request is bounded by `timeout` seconds and tried `attempts` times
     /// when the store fails (nil: the object store's default).
-    init(
+    convenience init(
         url: String, user: String?, password: [UInt8], transport: any HTTPTransport, timeout: Double, attempts: Int?,
         sleep: @escaping (Double) -> Void = Pacing.system.sleep
     ) throws(VaultError) {
-        let client = try ObjectSyncStore.open(
-            StoreSettings(url: url, user: user, password: password), transport: transport, sleep: sleep)
+        self.init(
+            client: try ObjectSyncStore.open(
+                StoreSettings(url: url, user: user, password: password), transport: transport, sleep: sleep),
+            timeout: timeout, attempts: attempts)
+    }
+
+    /// The store over `client`, an object store of any kind made elsewhere.
+    init(client: any ObjectStore, timeout: Double, attempts: Int?) {
         client.session.timeout = timeout
         if let attempts { client.session.maximumAttempts = attempts }
         self.client = client

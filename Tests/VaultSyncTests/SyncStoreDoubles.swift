@@ -155,6 +155,9 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     case memoryIgnoringPreconditions
     /// Ceph's RADOS Gateway (Tools/testservers/rgw.py), an S3 store.
     case rgw
+    /// `DirectoryObjectStore`, a kind made only for the tests through the
+    /// seams of a new store kind.
+    case directory
 
     var testDescription: String { rawValue }
 
@@ -166,7 +169,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
         switch $0 {
         case .apache: apacheInstalled
         case .rgw: rgwInstalled
-        case .memory, .memoryIgnoringPreconditions: true
+        case .memory, .memoryIgnoringPreconditions, .directory: true
         }
     }
 }
@@ -223,6 +226,12 @@ final class SyncBench {
             server = nil
             url = "http://127.0.0.1:9/store/"
             store = MemoryStore(honoursPreconditions: kind == .memory)
+        case .directory:
+            server = nil
+            url = "http://127.0.0.1:9/store/"
+            store = ObjectSyncStore(
+                client: DirectoryObjectStore(folder: dir.path + "/objects"), timeout: 30, attempts: nil)
+            _ = try store.createFolder()
         }
     }
 
@@ -238,6 +247,9 @@ final class SyncBench {
             return try ObjectSyncStore(
                 url: url, user: user!, password: password, transport: CurlTransport(), timeout: 30,
                 attempts: nil)
+        case .directory:
+            return ObjectSyncStore(
+                client: DirectoryObjectStore(folder: dir.path + "/objects"), timeout: 30, attempts: nil)
         case .memory, .memoryIgnoringPreconditions:
             return nil
         }
