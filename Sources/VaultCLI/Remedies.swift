@@ -49,6 +49,8 @@ enum Remedies {
             let flag = tool == "gh" ? "--host" : "--remote"
             return "choose one with \(flag): \(among.joined(separator: ", "))"
         case .giveMachineCredentials: return "give --client-secret-file FILE or --client-key-file FILE"
+        case .checkStoreAddress:
+            return "check the store's address ('vault remote' shows it) and set it again with 'vault remote set'"
         case .addFromProvider(let provider, let grant):
             return
                 "to authorize it at \(provider)'s own endpoints: 'vault remove \(grant)', then 'vault add \(provider) \(grant)'"

@@ -176,6 +176,10 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
         /// Remove the grant and add it anew from its configured provider
         /// (it keeps endpoints of its own that the provider does not have).
         case addFromProvider(provider: String, grant: String)
+        /// Check the sync store's address: it answers, but not as a store of
+        /// that kind at that address does (a plain-http server asked for
+        /// TLS, an S3 server at a WebDAV URL, a bucket that does not exist).
+        case checkStoreAddress
 
         // Waiting.
         /// Another process holds the vault for a moment: try again shortly.

@@ -49,6 +49,12 @@ public protocol HTTPObjectStore: ObjectStore {
         _ method: String, url: String, label: String, body: SecureBytes?, headers: [(name: String, value: String)],
         attempts: Int?, returning: Set<Int>
     ) throws(ObjectStoreFailure) -> HTTPResponse
+    /// Why a 404 is not simply an absent object (an S3 bucket that does not
+    /// exist), or nil.
+    func missingPlace(_ response: HTTPResponse) -> ObjectStoreFailure?
+    /// The failure for an answer no store of this kind gives to `method`
+    /// on `name`, in the words of its body where the kind knows them.
+    func unexpected(_ response: HTTPResponse, _ method: String, _ name: String) -> ObjectStoreFailure
 }
 
 /// An object as read, with the validator for a later conditional write.
@@ -100,6 +106,10 @@ public struct ObjectStoreFailure: Error, Equatable, CustomStringConvertible, Sen
         /// The base URL names no folder (a PUT answered 404 or 409),
         /// and MKCOL did not create it.
         case missingFolder = "store.missing_folder"
+        /// The address answers, but not as a store of this kind there
+        /// does: no TLS from an https address, an S3 answer at a WebDAV
+        /// URL, a bucket that does not exist.
+        case wrongAddress = "store.wrong_address"
     }
 
     /// What went wrong.
@@ -182,6 +192,14 @@ extension ObjectStore {
 }
 
 extension HTTPObjectStore {
+    /// None: a 404 is an absent object.
+    public func missingPlace(_ response: HTTPResponse) -> ObjectStoreFailure? { nil }
+
+    /// The status, and nothing of the body.
+    public func unexpected(_ response: HTTPResponse, _ method: String, _ name: String) -> ObjectStoreFailure {
+        ObjectStoreFailure.unexpected(response.status, method, name)
+    }
+
     /// The object, or nil when the store has none by that name.
     public func get(_ name: String) throws(ObjectStoreFailure) -> StoreObject? {
         let response = try exchange("GET", name)
@@ -193,9 +211,10 @@ extension HTTPObjectStore {
             }
             return StoreObject(bytes: response.body.unsafeCopyToArray(), etag: response.strongETag)
         case 404, 410:
+            if let missing = missingPlace(response) { throw missing }
             return nil
         default:
-            throw ObjectStoreFailure.unexpected(response.status, "GET", name)
+            throw unexpected(response, "GET", name)
         }
     }
 
@@ -205,8 +224,10 @@ extension HTTPObjectStore {
         let response = try exchange("HEAD", name)
         switch response.status {
         case 200: return response.strongETag
-        case 404, 410: return nil
-        default: throw ObjectStoreFailure.unexpected(response.status, "HEAD", name)
+        case 404, 410:
+            if let missing = missingPlace(response) { throw missing }
+            return nil
+        default: throw unexpected(response, "HEAD", name)
         }
     }
 
@@ -215,7 +236,7 @@ extension HTTPObjectStore {
         let response = try exchange("DELETE", name)
         switch response.status {
         case 200, 202, 204, 404, 410: return
-        default: throw ObjectStoreFailure.unexpected(response.status, "DELETE", name)
+        default: throw unexpected(response, "DELETE", name)
         }
     }
 
@@ -346,7 +367,16 @@ public final class ObjectStoreSession {
                         .badResponse, "the store sent more than \(maximumObjectSize) bytes for \(name)")
                 case .refusedURL, .redirect:
                     throw ObjectStoreFailure(.invalid, error.reason)
-                case .network, .tls, .unavailable:
+                case .tls:
+                    // A handshake that fails is the address's (a server
+                    // that speaks plain http there) or its certificate's:
+                    // trying again later changes neither.
+                    throw ObjectStoreFailure(
+                        .wrongAddress,
+                        "\(method) \(name): \(error.reason): the store did not complete a TLS handshake; a server "
+                            + "that speaks plain http needs an http:// address (allowed on a loopback address "
+                            + "only), and one that speaks https a certificate this machine trusts")
+                case .network, .unavailable:
                     if attempt >= maximumAttempts || error.code != .network {
                         throw ObjectStoreFailure(.transient, "\(method) \(name): \(error.reason)")
                     }

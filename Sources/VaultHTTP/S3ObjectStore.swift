@@ -72,7 +72,7 @@ public final class S3ObjectStore: HTTPObjectStore {
         case 404:
             throw ObjectStoreFailure(
                 .invalid, "the bucket \(location.bucket) does not exist (PUT \(name) answered HTTP 404)")
-        default: throw ObjectStoreFailure.unexpected(response.status, "PUT", name)
+        default: throw unexpected(response, "PUT", name)
         }
     }
 
@@ -131,15 +131,11 @@ public final class S3ObjectStore: HTTPObjectStore {
     /// differently from S3); its answer also tells a missing bucket, and,
     /// being a GET, carries the error code of a refusal.
     private func versioning() throws(ObjectStoreFailure) -> Versioning {
-        let response: HTTPResponse
-        do {
-            response = try exchange(
-                "GET", url: location.bucketURL + "?versioning=", label: "the bucket", body: nil, headers: [],
-                attempts: nil, returning: [])
-        } catch {
-            throw S3ObjectStore.versioningRefused(error)
-        }
+        let response = try exchange(
+            "GET", url: location.bucketURL + "?versioning=", label: "the bucket", body: nil, headers: [],
+            attempts: nil, returning: [401, 403])
         switch response.status {
+        case 401, 403: throw S3ObjectStore.versioningRefused(response)
         case 200:
             let text = response.body.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
             return S3ObjectStore.element("Status", in: text).map(Versioning.status) ?? .neverEnabled
@@ -148,30 +144,61 @@ public final class S3ObjectStore: HTTPObjectStore {
         }
     }
 
-    /// A refusal of GetBucketVersioning names the permission it needs: the
-    /// keys may be good for the objects and still lack it.
-    private static func versioningRefused(_ failure: ObjectStoreFailure) -> ObjectStoreFailure {
-        guard failure.code == .unauthorized else { return failure }
+    /// A refusal of GetBucketVersioning: the keys may be good for the
+    /// objects and still lack that permission (AccessDenied), or be wrong.
+    private static func versioningRefused(_ response: HTTPResponse) -> ObjectStoreFailure {
+        let refused = refusal(response)
+        guard errorCode(response) == "AccessDenied" else { return refused }
         return ObjectStoreFailure(
             .unauthorized,
-            "\(failure.reason), asked for the bucket's versioning: the keys need s3:GetBucketVersioning on the "
+            "\(refused.reason), asked for the bucket's versioning: the keys need s3:GetBucketVersioning on the "
                 + "bucket as well as access to its objects (docs/sync.md, \"S3 stores\")")
     }
 
-    /// Why the store refused a request (401, 403), with S3's error code,
-    /// which tells a wrong key from a clock too far off.
-    private static func refusal(_ response: HTTPResponse) -> ObjectStoreFailure {
-        let text = response.body.withUnsafeBytes { String(decoding: $0.prefix(4096), as: UTF8.self) }
-        guard let code = element("Code", in: text) else {
-            return ObjectStoreFailure(.unauthorized, "the store refused the credentials (HTTP \(response.status))")
-        }
-        if code == "RequestTimeTooSkewed" {
+    /// Why the store refused a request (401, 403), in the words of S3's
+    /// error code, which tells a wrong secret from an unknown key, a
+    /// missing permission and a clock too far off.
+    static func refusal(_ response: HTTPResponse) -> ObjectStoreFailure {
+        let status = response.status
+        switch errorCode(response) {
+        case "SignatureDoesNotMatch"?:
+            return ObjectStoreFailure(
+                .unauthorized,
+                "the store refused the signature (HTTP \(status) SignatureDoesNotMatch): the secret access key is "
+                    + "not the one of the access key id")
+        case "InvalidAccessKeyId"?:
+            return ObjectStoreFailure(
+                .unauthorized,
+                "the store knows no such access key id (HTTP \(status) InvalidAccessKeyId): the keys are of "
+                    + "another account or store, or were deleted")
+        case "AccessDenied"?:
+            return ObjectStoreFailure(
+                .unauthorized,
+                "the store refused access (HTTP \(status) AccessDenied): the keys are valid but lack a "
+                    + "permission on the bucket")
+        case "RequestTimeTooSkewed"?:
             return ObjectStoreFailure(
                 .unauthorized,
                 "the store refused the request: this machine's clock is more than 15 minutes off the store's "
                     + "(S3 signatures carry the time; set the clock)")
+        case let code?:
+            return ObjectStoreFailure(.unauthorized, "the store refused the credentials (HTTP \(status) \(code))")
+        case nil:
+            return ObjectStoreFailure(.unauthorized, "the store refused the credentials (HTTP \(status))")
         }
-        return ObjectStoreFailure(.unauthorized, "the store refused the credentials (HTTP \(response.status) \(code))")
+    }
+
+    /// A 404 naming the bucket rather than the object: the bucket does not exist.
+    public func missingPlace(_ response: HTTPResponse) -> ObjectStoreFailure? {
+        guard S3ObjectStore.errorCode(response) == "NoSuchBucket" else { return nil }
+        return ObjectStoreFailure(
+            .wrongAddress,
+            "the bucket \(location.bucket) does not exist at \(location.endpoint) (the store answered NoSuchBucket)")
+    }
+
+    /// S3's error code in an answer's XML body, when it has a plain one.
+    static func errorCode(_ response: HTTPResponse) -> String? {
+        response.body.withUnsafeBytes { element("Code", in: String(decoding: $0.prefix(4096), as: UTF8.self)) }
     }
 
     /// The text of the first `<name>` element of an S3 XML answer, when it

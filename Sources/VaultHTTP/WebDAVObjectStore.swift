@@ -44,7 +44,7 @@ public final class WebDAVObjectStore: HTTPObjectStore {
         if let authorization { all.append(("Authorization", authorization)) }
         return try session.send(
             over: transport, method, label: label, bodySize: body?.count ?? 0, attempts: attempts, returning: returning,
-            refusal: { ObjectStoreFailure(.unauthorized, "the store refused the credentials (HTTP \($0.status))") },
+            refusal: WebDAVObjectStore.refusal,
             prepared: { HTTPRequest(method: method, url: url, headers: all, body: body) })
     }
 
@@ -64,8 +64,29 @@ public final class WebDAVObjectStore: HTTPObjectStore {
             throw ObjectStoreFailure(
                 .missingFolder,
                 "the store has no folder \(URLPolicy.redacted(baseURL)) (PUT \(name) answered HTTP \(response.status))")
-        default: throw ObjectStoreFailure.unexpected(response.status, "PUT", name)
+        default: throw unexpected(response, "PUT", name)
         }
+    }
+
+    /// Why the server refused a request (401, 403). One that answers with
+    /// S3's error document is an S3 store given a WebDAV URL.
+    static func refusal(_ response: HTTPResponse) -> ObjectStoreFailure {
+        s3Answer(response)
+            ?? ObjectStoreFailure(.unauthorized, "the store refused the credentials (HTTP \(response.status))")
+    }
+
+    /// An answer no WebDAV or HTTP store gives: S3's error document says
+    /// the address is an S3 store's.
+    public func unexpected(_ response: HTTPResponse, _ method: String, _ name: String) -> ObjectStoreFailure {
+        WebDAVObjectStore.s3Answer(response) ?? ObjectStoreFailure.unexpected(response.status, method, name)
+    }
+
+    private static func s3Answer(_ response: HTTPResponse) -> ObjectStoreFailure? {
+        guard let code = S3ObjectStore.errorCode(response) else { return nil }
+        return ObjectStoreFailure(
+            .wrongAddress,
+            "the store answered HTTP \(response.status) \(code) as an S3 store does: a folder of an S3 bucket is "
+                + "an s3://BUCKET/FOLDER address, with this server as its endpoint")
     }
 
     /// Makes sure the base URL names a folder: when PROPFIND does not find

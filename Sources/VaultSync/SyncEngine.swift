@@ -153,6 +153,14 @@ extension SyncEngine {
         return (SyncEngine.displayName(state.url), state.user, state.honoursPreconditions)
     }
 
+    /// The configured store's URL as the settings keep it (an S3 store's
+    /// canonical URL, with its endpoint, region and addressing; never a
+    /// credential) and its user, for another machine to join with.
+    public func storeAddress() throws(VaultError) -> (url: String, user: String?) {
+        let state = try loadSyncState(try syncKeys())
+        return (state.url, state.user)
+    }
+
     /// A store URL as the user is shown it: an S3 store's bucket, folder,
     /// endpoint and region; other URLs as they are (`StoreKind`).
     public static func displayName(_ url: String) -> String { StoreKind.displayName(of: url) }

@@ -199,6 +199,7 @@ final class ObjectSyncStore: SyncStore {
         case .unauthorized: VaultError(.refused, failure.reason, remedy: .setStoreCredentials)
         case .badResponse: VaultError(.badResponse, failure.reason)
         case .invalid: VaultError(.invalidInput, failure.reason)
+        case .wrongAddress: VaultError(.invalidInput, failure.reason, remedy: .checkStoreAddress)
         case .missingFolder:
             VaultError(
                 .notFound, failure.reason,

@@ -29,9 +29,22 @@ struct PairCommand: VaultCommand {
         var bytes = Array((code + "\n").utf8)
         Console.writeAll(&bytes, fd: 1)
         secureZero(&bytes)
+        let (url, user) = try engine.storeAddress()
         ctx.output.info(
-            "on the new machine, within ten minutes: vault join URL --pairing-code-file FILE (with this code in FILE)")
+            "on the new machine, within ten minutes, with this code in FILE: "
+                + Console.escaped(PairCommand.joinCommand(url: url, user: user) + " --pairing-code-file FILE"))
         return .ok
+    }
+
+    /// The `vault join` that reaches the same store: an S3 store's bucket
+    /// and folder with its endpoint, region and addressing (its keys come
+    /// from that machine's own credentials), or the URL and its user.
+    static func joinCommand(url: String, user: String?) -> String {
+        guard StoreKind.of(url: url) == .s3, let s3 = try? S3Location(canonical: url) else {
+            return "vault join \(url)" + (user.map { " --user \($0)" } ?? "")
+        }
+        return "vault join s3://\(s3.bucket)\(s3.prefix.isEmpty ? "" : "/" + s3.prefix) --endpoint \(s3.endpoint) "
+            + "--region \(s3.region)\(s3.pathStyle ? " --path-style" : "")"
     }
 
     /// This command's options in the order they are declared: found without

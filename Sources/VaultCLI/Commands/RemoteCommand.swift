@@ -76,7 +76,7 @@ struct RemoteCommand: VaultCommand {
             url: try ctx.positionals("set", "URL")[1], command: "remote", environment: ctx.environment)
         let vault = try ctx.opener.openVaultDirectly()
         let engine = try ctx.network.syncEngine(vault)
-        let created = try engine.setRemote(url: login.url, user: login.user, password: login.password)
+        let created = try RemoteCommand.setRemote(engine, login)
         if ctx.output.json {
             let d = try engine.remoteDescription()
             try ctx.output.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))
@@ -92,6 +92,17 @@ struct RemoteCommand: VaultCommand {
         }
         ctx.output.info("this vault syncs with \(Console.escaped(SyncEngine.displayName(login.url))); run 'vault sync'")
         return .ok
+    }
+
+    /// Sets the store; an address that answers as no store of its kind
+    /// does came from this command line: a usage error.
+    private static func setRemote(_ engine: SyncEngine, _ login: StoreLogin) throws -> [String] {
+        do {
+            return try engine.setRemote(url: login.url, user: login.user, password: login.password)
+        } catch {
+            guard error.remedy == .checkStoreAddress else { throw error }
+            throw CLIError(error.reason, hint: "check the address; see 'vault remote --help'", exitCode: .usage)
+        }
     }
 
     /// This command's options in the order they are declared: found without

@@ -154,6 +154,9 @@ extension Commands {
             return CLIError(base.message, hint: check, exitCode: base.exitCode)
         case .syncAgain?, .syncFirst?:
             return CLIError(base.message, hint: "run 'vault join' again; nothing was kept", exitCode: base.exitCode)
+        case .checkStoreAddress?:
+            // The address came from the command line: a usage error.
+            return CLIError(base.message, hint: "check the address; see 'vault join --help'", exitCode: .usage)
         default:
             return base
         }

@@ -200,8 +200,72 @@ struct S3StoreTests {
             "remote", "set", "s3://team-vault/ada", "--endpoint", store.endpoint, "--region", store.region)
         #expect(set.status == 1)
         #expect(set.stderr.contains("SignatureDoesNotMatch"), "\(set.stderr)")
+        #expect(set.stderr.contains("the secret access key is not the one of the access key id"), "\(set.stderr)")
+        #expect(!set.stderr.contains("s3:GetBucketVersioning"), "no permission is blamed: \(set.stderr)")
         #expect(!set.stderr.contains("not-the-secret"))
         #expect(try home.run("remote").stderr.contains("no store is set"))
+
+        home.extra["AWS_ACCESS_KEY_ID"] = "AKIDNOSUCHKEY"
+        let unknown = try home.run(
+            "remote", "set", "s3://team-vault/ada", "--endpoint", store.endpoint, "--region", store.region)
+        #expect(unknown.status == 1)
+        #expect(
+            unknown.stderr.contains("knows no such access key id (HTTP 403 InvalidAccessKeyId)"), "\(unknown.stderr)")
+    }
+
+    @Test("a mistyped bucket at join, an S3 server at a WebDAV URL, https to a plain-http endpoint: usage errors")
+    func wrongAddresses() throws {
+        let homes = try machines(2)
+        let place = ["--endpoint", store.endpoint, "--region", store.region]
+        let set = try homes[0].run(
+            ["remote", "set", "s3://team-vault/ada"] + place + ["--credentials-file", store.credentials])
+        #expect(set.status == 0, "\(set.stderr)")
+        #expect(try homes[0].run("sync").status == 0)
+
+        let joining = homes[1]
+        joining.extra["AWS_ACCESS_KEY_ID"] = try store.key("aws_access_key_id")
+        joining.extra["AWS_SECRET_ACCESS_KEY"] = try store.key("aws_secret_access_key")
+        let typo = try joining.run(["join", "s3://team-vaul/ada"] + place)
+        #expect(typo.status == 64, "\(typo.stderr)")
+        #expect(typo.stderr.contains("the bucket team-vaul does not exist at \(store.endpoint)"), "\(typo.stderr)")
+        #expect(!typo.stderr.contains("no vault yet"))
+        #expect(!FileManager.default.fileExists(atPath: joining.vaultFile))
+
+        let other = try machines(1)[0]
+        other.write(other.path + "/store-password", "secret\n")
+        let dav = try other.run(
+            "remote", "set", store.endpoint + "/team-vault/ada/", "--user", "ada", "--password-file",
+            other.path + "/store-password")
+        #expect(dav.status == 64, "\(dav.stderr)")
+        #expect(dav.stderr.contains("as an S3 store does"), "\(dav.stderr)")
+        #expect(try other.run("remote").stderr.contains("no store is set"))
+
+        let tls = try joining.run(
+            [
+                "join", "s3://team-vault/ada", "--endpoint",
+                store.endpoint.replacingOccurrences(of: "http://", with: "https://"),
+                "--region", store.region,
+            ])
+        #expect(tls.status == 64, "\(tls.stderr)")
+        #expect(tls.stderr.contains("did not complete a TLS handshake"), "\(tls.stderr)")
+    }
+
+    @Test("vault pair names the join that reaches the same bucket, endpoint and region")
+    func pairHint() throws {
+        let home = try machines(1)[0]
+        let place = ["--endpoint", store.endpoint, "--region", store.region]
+        #expect(
+            try home.run(
+                ["remote", "set", "s3://team-vault/pair"] + place + ["--credentials-file", store.credentials]
+            )
+            .status == 0)
+        #expect(try home.run("sync").status == 0)
+        let pair = try home.run("pair")
+        #expect(pair.status == 0, "\(pair.stderr)")
+        #expect(
+            pair.stderr.contains(
+                "vault join s3://team-vault/pair --endpoint \(store.endpoint) --region \(store.region) --path-style "
+                    + "--pairing-code-file FILE"), "\(pair.stderr)")
     }
 
     @Test("S3 settings are refused where they make no sense, before anything is asked")
