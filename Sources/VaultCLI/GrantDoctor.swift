@@ -57,6 +57,9 @@ struct GrantDoctor {
     /// When the refresh token dies and by which rule (the provider's
     /// answer, or its documented policy), when known.
     var refreshDeadline: RefreshTokenDeadline? = nil
+    /// Where the provider file of the grant's provider would be, when this
+    /// machine has neither that file nor a preset of the provider.
+    var missingProviderFile: String? = nil
     /// How close a deadline must be to be reported (`VAULT_NOTIFY_LEAD`).
     var notifyLead: TimeInterval = NotifySettings.defaultLead
 
@@ -68,6 +71,16 @@ struct GrantDoctor {
     func run() -> [Finding] {
         var findings = [stateFinding()]
         if let lifetime = lifetimeFinding() { findings.append(lifetime) }
+        if let file = missingProviderFile {
+            findings.append(
+                Finding(
+                    "provider", .warn,
+                    "no provider file for '\(grant.provider)' on this machine (\(file)): the grant refreshes, but its "
+                        + "provider's refresh-token policy (lifetime, reuse) is not known here",
+                    remedy:
+                        "provider files do not sync: copy one that another machine has, or write one (docs/providers.md)"
+                ))
+        }
         if let testing = googleTestingFinding(grant) { findings.append(testing) }
         if conflicted {
             findings.append(

@@ -26,6 +26,21 @@ struct GrantLifetimes {
     /// The documented policy of `grant`'s provider, when the provider is known.
     func policy(_ grant: Grant) -> RefreshTokenPolicy? { catalog.providers[grant.provider]?.refreshTokenPolicy }
 
+    /// Whether `grant` refreshes with a refresh token at a provider this
+    /// machine knows no file or preset of: the provider's documented
+    /// policies (how long a refresh token lives, whether a reused one is
+    /// revoked) stay with the machine that has the file, since provider
+    /// files do not sync.
+    func providerUnknown(_ grant: Grant) -> Bool {
+        grant.kind == .oauth2 && grant.refreshToken != nil && catalog.providers[grant.provider] == nil
+            && catalog.files[grant.provider] == nil
+    }
+
+    /// Where the provider file of `provider` would be on this machine.
+    static func providerFile(_ provider: String, configDirectory: String) -> String {
+        configDirectory + "/providers/" + provider + ".json"
+    }
+
     /// When `grant`'s refresh token dies, and why.
     func deadline(_ grant: Grant) -> RefreshTokenDeadline? { grant.refreshTokenDeadline(policy: policy(grant)) }
 

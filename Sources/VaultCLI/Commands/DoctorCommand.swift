@@ -107,6 +107,10 @@ struct DoctorCommand: VaultCommand {
                 now: ctx.time.now(), conflicted: conflicted.contains(named.name), forMail: mail)
             doctor.refreshRight = rights(named.name, named.grant)
             doctor.refreshDeadline = lifetimes.deadline(named.grant)
+            if lifetimes.providerUnknown(named.grant) {
+                doctor.missingProviderFile = GrantLifetimes.providerFile(
+                    named.grant.provider, configDirectory: location.configDirectory)
+            }
             doctor.notifyLead = notify.lead
             return DoctorReport.GrantReport(name: named.name, provider: named.grant.provider, findings: doctor.run())
         }

@@ -37,6 +37,7 @@ struct ListCommand: VaultCommand {
         // Tokens are never needed to list: they are not even read into
         // memory. Each grant is summed up, or its row made, as it is read.
         let problems: [VaultError]
+        var unknownProviders = Set<String>()
         if ctx.output.json {
             let summaries: [GrantSummary]
             (summaries, problems) = try vault.list(secrets: false) { g in
@@ -50,6 +51,7 @@ struct ListCommand: VaultCommand {
             (rows, problems) = try vault.list(secrets: false) { g in
                 ListRow(g, lifetimes: lifetimes, conflicted: conflicted.contains(g.name), now: now)
             }
+            unknownProviders = Set(rows.compactMap(\.unknownProvider))
             if !rows.isEmpty {
                 // When refresh tokens die, and the last refresh and use that
                 // move an inactivity limit, when anything is known of it.
@@ -66,6 +68,17 @@ struct ListCommand: VaultCommand {
             } else if problems.isEmpty {
                 ctx.output.info(
                     "the vault holds no grants; add one with 'vault add PROVIDER' or 'vault import NAME'")
+            }
+        }
+        if !ctx.output.json {
+            let location = try ctx.opener.location()
+            for provider in unknownProviders.sorted() {
+                ctx.output.info(
+                    Console.escaped(
+                        "no provider file for '\(provider)' on this machine ("
+                            + GrantLifetimes.providerFile(provider, configDirectory: location.configDirectory)
+                            + "): its grants refresh, but how long their refresh tokens live is not known here; "
+                            + "provider files do not sync: copy one that another machine has"))
             }
         }
         if !ctx.output.json && !conflicted.isEmpty {
@@ -87,8 +100,11 @@ struct ListCommand: VaultCommand {
 struct ListRow {
     let cells: [String]
     let hasDeadline: Bool
+    /// The grant's provider, when this machine has no file or preset of it.
+    let unknownProvider: String?
 
     init(_ g: NamedGrant, lifetimes: GrantLifetimes, conflicted: Bool, now: Date) {
+        unknownProvider = lifetimes.providerUnknown(g.grant) ? g.grant.provider : nil
         // Built by appending: a long list makes tens of thousands of cells.
         func when(_ date: Date?) -> String {
             guard let date else { return "-" }
