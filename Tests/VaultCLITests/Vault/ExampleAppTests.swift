@@ -27,6 +27,12 @@ struct ExampleAppTests {
         let oidc = try OIDCProvider.shared.get()
         let built = try swiftPM(["build", "--product", "LifecycleDemo"])
         try #require(built.status == 0, "\(built.stdout)\(built.stderr)")
+        // Its switches over events and codes are written as docs/library.md
+        // advises ("Upgrading"): no warning comes from the app's own code.
+        let warnings = (built.stdout + built.stderr).split(separator: "\n").filter {
+            $0.contains("LifecycleDemo/Sources/") && $0.contains("warning:")
+        }
+        #expect(warnings.isEmpty, "\(warnings.joined(separator: "\n"))")
         let bin = try swiftPM(["build", "--show-bin-path"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let home = TemporaryDirectory()
         let environment = VaultProcess.environment(

@@ -64,7 +64,7 @@ struct LifecycleDemo {
         // the session reports it (with a new refresh token, already saved).
         _ = try await session.freshGrant(name, forceRefresh: true)
         print("event: \(await events.next()!)")
-        print("status bar: \(await statusBar.next()!)")
+        print("status bar: \(statusText(await statusBar.next()!))")
 
         // The person revokes the app's access at the provider; the next refresh is
         // refused, the grant is marked dead, and the app signs out.
@@ -74,13 +74,40 @@ struct LifecycleDemo {
             print("the provider still accepts the revoked grant")
             exit(1)
         } catch {
-            guard error.code == .dead else { throw error }
+            guard error.code == .dead else {
+                print(advice(for: error.code))
+                throw error
+            }
             print("event: \(await events.next()!)")
-            print("status bar: \(await statusBar.next()!)")
+            print("status bar: \(statusText(await statusBar.next()!))")
             print("can authorize: \(try await accounts.canAuthorize(name))")
             try await accounts.remove(name)
             print("signed out; grants left: \(try await accounts.names().count)")
         }
+    }
+}
+
+/// What the status bar shows for an event: every kind this release has,
+/// and `@unknown default` for kinds a later release adds (a plain
+/// `default` after every case draws a warning).
+func statusText(_ event: GrantEvent) -> String {
+    switch event {
+    case .refreshed, .refused: return "\(event)"
+    case .changedElsewhere(let name): return "\(name) changed elsewhere"
+    case .failed(let name, let error): return "\(name) could not be refreshed: \(error.reason)"
+    case .expiring(let name, let deadline): return "sign in to \(name) again before \(deadline)"
+    @unknown default: return "\(event)"
+    }
+}
+
+/// What the person is told for an error's code: the codes are open to new
+/// ones, so the `switch` keeps a `default`.
+func advice(for code: VaultError.Code) -> String {
+    switch code {
+    case .transient: return "offline: trying again later"
+    case .dead: return "signed out: sign in again"
+    case .invalidClient: return "the app's registration was refused"
+    default: return "something went wrong (\(code.rawValue))"
     }
 }
 
