@@ -32,7 +32,7 @@ struct GrantLifetimes {
     /// revoked) stay with the machine that has the file, since provider
     /// files do not sync.
     func providerUnknown(_ grant: Grant) -> Bool {
-        grant.kind == .oauth2 && grant.refreshToken != nil && catalog.providers[grant.provider] == nil
+        grant.kind == .oauth2 && grant.hasRefreshRoute && catalog.providers[grant.provider] == nil
             && catalog.files[grant.provider] == nil
     }
 

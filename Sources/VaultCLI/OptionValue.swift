@@ -149,13 +149,8 @@ extension ForeignTokens.Tool: OptionValue {}
 /// `vault policy --local` and `--forwarded`.
 extension AgentPolicy.Rule: OptionValue {}
 
-/// `vault add --flow`.
-extension Provider.Flow: OptionValue {
-    /// Said as before client credentials were a flow: scripts match this
-    /// message, and `--flow client-credentials` is for a machine, not a
-    /// person (`vault add --help` names it).
-    static var requirement: String { "must be browser, device or paste" }
-}
+/// `vault add --flow`: every flow, `client-credentials` (a machine's) included.
+extension Provider.Flow: OptionValue {}
 
 /// `vault test --mechanism`: the SASL mechanisms, as the option spells them.
 enum MechanismChoice: String, CaseIterable, OptionValue {

@@ -30,7 +30,8 @@ public protocol ObjectStore: AnyObject {
     /// Deletes an object; one already gone is fine.
     func delete(_ name: String) throws(ObjectStoreFailure)
     /// Makes sure the place the objects go exists; returns the places it
-    /// created (without credentials).
+    /// created, each as the user is told ("the folder URL", "the bucket B
+    /// at ENDPOINT"), without credentials.
     func createFolder() throws(ObjectStoreFailure) -> [String]
     /// Why this store, as it is set up, would not honour conditional writes
     /// however it answers the probe (an S3 bucket with versioning), or nil.

@@ -78,7 +78,7 @@ public final class S3ObjectStore: HTTPObjectStore {
 
     /// Makes sure the bucket exists, else creates it (PUT, with the region
     /// as its location on AWS outside us-east-1). A folder inside a bucket
-    /// needs no creating. Returns the bucket's URL when it created it.
+    /// needs no creating. Returns the bucket, named with its endpoint, when it created it.
     public func createFolder() throws(ObjectStoreFailure) -> [String] {
         guard try versioning() == .missing else { return [] }
         var body: SecureBytes? = nil
@@ -93,7 +93,7 @@ public final class S3ObjectStore: HTTPObjectStore {
             "PUT", url: url, label: "the bucket", body: body, headers: [], attempts: nil, returning: [])
         let code = made.body.withUnsafeBytes { S3ObjectStore.element("Code", in: String(decoding: $0, as: UTF8.self)) }
         switch (made.status, code) {
-        case (200, _): return [URLPolicy.redacted(url)]
+        case (200, _): return ["the bucket \(location.bucket) at \(location.endpoint)"]
         case (409, "BucketAlreadyOwnedByYou"): return []  // created meanwhile, by this user
         case (409, _):
             throw ObjectStoreFailure(

@@ -91,7 +91,7 @@ public final class WebDAVObjectStore: HTTPObjectStore {
 
     /// Makes sure the base URL names a folder: when PROPFIND does not find
     /// it, creates it, and missing parents, with WebDAV's MKCOL. Returns the
-    /// URLs created (without user info); none when it was there or the server does not do
+    /// folders created ("the folder URL", without user info); none when it was there or the server does not do
     /// WebDAV (a plain HTTP store), where a later write tells whether the
     /// folder is missing. Asked before any write, since some servers answer
     /// a PUT into a missing folder with 500 (nginx) rather than 404 or 409.
@@ -124,11 +124,11 @@ public final class WebDAVObjectStore: HTTPObjectStore {
             let url = origin + "/" + segments.prefix(depth).joined(separator: "/") + "/"
             switch try status("MKCOL", url, []) {
             case 201:
-                created.append(URLPolicy.redacted(url))
+                created.append("the folder " + URLPolicy.redacted(url))
                 return true
             case 409:
                 guard try make(depth - 1), try status("MKCOL", url, []) == 201 else { return false }
-                created.append(URLPolicy.redacted(url))
+                created.append("the folder " + URLPolicy.redacted(url))
                 return true
             case 405:
                 return true  // there already

@@ -126,8 +126,8 @@ extension SyncEngine {
 
     /// Sets the store this vault syncs with and checks that it answers and
     /// whether it honours preconditions. A folder missing at `url` is
-    /// created (WebDAV MKCOL, parents too); returns the URLs of the folders
-    /// created. Nothing of the vault is uploaded until `sync`.
+    /// created (WebDAV MKCOL, parents too; an S3 bucket); returns the places
+    /// created, as the user is told ("the folder URL"). Nothing of the vault is uploaded until `sync`.
     @discardableResult
     public func setRemote(url: String, user: String?, password: SecureBytes?) throws(VaultError) -> [String] {
         let keys = try syncKeys()

@@ -22,7 +22,8 @@ struct StoreFolderTests {
             [(404, "", []), (409, "", []), (409, "", []), (201, "", []), (201, "", []), (201, "", [])])
         #expect(
             try s.createFolder() == [
-                "http://127.0.0.1:9/dav/", "http://127.0.0.1:9/dav/a/", "http://127.0.0.1:9/dav/a/b/",
+                "the folder http://127.0.0.1:9/dav/", "the folder http://127.0.0.1:9/dav/a/",
+                "the folder http://127.0.0.1:9/dav/a/b/",
             ])
         #expect(
             t.requests.map { "\($0.method) \($0.url)" } == [
@@ -57,7 +58,7 @@ struct StoreFolderTests {
     @Test("user info in the store's URL is never repeated in what is reported, and 403 to WebDAV is left to the probe")
     func userInfoAndForbidden() throws {
         let (s, _) = try store("http://vault:hunter2@127.0.0.1:9/dav/", [(404, "", []), (201, "", [])])
-        #expect(try s.createFolder() == ["http://127.0.0.1:9/dav/"])
+        #expect(try s.createFolder() == ["the folder http://127.0.0.1:9/dav/"])
         // A store that forbids PROPFIND and MKCOL but takes PUT: nothing
         // created, no error; the write that follows decides.
         let (plain, t) = try store(

@@ -82,7 +82,7 @@ struct RemoteCommand: VaultCommand {
             try ctx.output.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))
             return .ok
         }
-        for folder in created { ctx.output.info("created the folder \(folder)") }
+        for place in created { ctx.output.info(Console.escaped("created \(place)")) }
         if let d = try? engine.remoteDescription(), !d.preconditions {
             ctx.output.info(
                 "this store ignores If-Match; lost updates are repaired, and old objects are collected later")
@@ -95,13 +95,25 @@ struct RemoteCommand: VaultCommand {
     }
 
     /// Sets the store; an address that answers as no store of its kind
-    /// does came from this command line: a usage error.
+    /// does came from this command line (a usage error), and refused
+    /// credentials are the ones just given.
     private static func setRemote(_ engine: SyncEngine, _ login: StoreLogin) throws -> [String] {
         do {
             return try engine.setRemote(url: login.url, user: login.user, password: login.password)
         } catch {
-            guard error.remedy == .checkStoreAddress else { throw error }
-            throw CLIError(error.reason, hint: "check the address; see 'vault remote --help'", exitCode: .usage)
+            switch error.remedy {
+            case .checkStoreAddress?:
+                throw CLIError(error.reason, hint: "check the address; see 'vault remote --help'", exitCode: .usage)
+            case .setStoreCredentials?:
+                // Not "set them with 'vault remote set'": that was this command.
+                let check =
+                    StoreKind.of(url: login.url) == .s3
+                    ? "check the store's keys (--credentials-file, --profile, AWS_ACCESS_KEY_ID) and --region"
+                    : "check the store's user (--user) and password (--password-file)"
+                throw CLIError(error.reason, hint: check, exitCode: CLIError(error).exitCode)
+            default:
+                throw error
+            }
         }
     }
 

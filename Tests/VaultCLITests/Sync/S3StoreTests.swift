@@ -85,7 +85,7 @@ struct S3StoreTests {
         let set = try homes[0].run(
             ["remote", "set", "s3://team-vault/ada"] + place + ["--credentials-file", store.credentials])
         #expect(set.status == 0, "\(set.stderr)")
-        #expect(set.stderr.contains("created the folder \(store.endpoint)/team-vault/"))
+        #expect(set.stderr.contains("created the bucket team-vault at \(store.endpoint)"))
         #expect(try homes[0].run("import", "laptop", stdin: Home.tokenJSON("from-laptop")).status == 0)
         #expect(try homes[0].run("sync").status == 0)
 
@@ -202,6 +202,7 @@ struct S3StoreTests {
         #expect(set.stderr.contains("SignatureDoesNotMatch"), "\(set.stderr)")
         #expect(set.stderr.contains("the secret access key is not the one of the access key id"), "\(set.stderr)")
         #expect(!set.stderr.contains("s3:GetBucketVersioning"), "no permission is blamed: \(set.stderr)")
+        #expect(set.stderr.contains("hint: check the store's keys"), "not the command just run: \(set.stderr)")
         #expect(!set.stderr.contains("not-the-secret"))
         #expect(try home.run("remote").stderr.contains("no store is set"))
 

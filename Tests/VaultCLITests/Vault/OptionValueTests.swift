@@ -152,7 +152,7 @@ struct OptionValueTests {
         ("conflicts", ["resolve", "g", "--keep", "0"], "--keep must be current, other or the number of another side"),
         ("add", ["google", "--timeout", "0"], "--timeout needs a number of seconds"),
         ("add", ["google", "--timeout", "86401"], "--timeout needs a number of seconds"),
-        ("add", ["google", "--flow", "carrier"], "--flow must be browser, device or paste"),
+        ("add", ["google", "--flow", "carrier"], "--flow must be browser, device, paste or client-credentials"),
         ("token", ["g", "--min-valid", "-5"], "--min-valid needs a number of seconds"),
         ("token", ["g", "--min-valid", "abc"], "--min-valid needs a number of seconds"),
         ("token", ["g", "--min-valid", "1e7"], "--min-valid needs a number of seconds"),
