@@ -111,6 +111,10 @@ public struct ObjectStoreFailure: Error, Equatable, CustomStringConvertible, Sen
         /// does: no TLS from an https address, an S3 answer at a WebDAV
         /// URL, a bucket that does not exist.
         case wrongAddress = "store.wrong_address"
+        /// No TLS handshake with an https address: a server there that
+        /// speaks plain http, a certificate this machine does not trust, or
+        /// something in between (a captive portal) that may go away.
+        case handshakeFailed = "store.handshake_failed"
     }
 
     /// What went wrong.
@@ -369,14 +373,15 @@ public final class ObjectStoreSession {
                 case .refusedURL, .redirect:
                     throw ObjectStoreFailure(.invalid, error.reason)
                 case .tls:
-                    // A handshake that fails is the address's (a server
-                    // that speaks plain http there) or its certificate's:
-                    // trying again later changes neither.
+                    // Not tried again now: a plain-http server at the
+                    // address or its certificate does not change within
+                    // a request; a portal in between may go by later.
                     throw ObjectStoreFailure(
-                        .wrongAddress,
+                        .handshakeFailed,
                         "\(method) \(name): \(error.reason): the store did not complete a TLS handshake; a server "
                             + "that speaks plain http needs an http:// address (allowed on a loopback address "
-                            + "only), and one that speaks https a certificate this machine trusts")
+                            + "only), one that speaks https a certificate this machine trusts, and a network that "
+                            + "intercepts https (a captive portal) must be passed first")
                 case .network, .unavailable:
                     if attempt >= maximumAttempts || error.code != .network {
                         throw ObjectStoreFailure(.transient, "\(method) \(name): \(error.reason)")

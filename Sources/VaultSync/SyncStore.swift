@@ -200,6 +200,9 @@ final class ObjectSyncStore: SyncStore {
         case .badResponse: VaultError(.badResponse, failure.reason)
         case .invalid: VaultError(.invalidInput, failure.reason)
         case .wrongAddress: VaultError(.invalidInput, failure.reason, remedy: .checkStoreAddress)
+        // Like a store away for sync and refresh rights; where the address
+        // was just typed, the command line makes it a usage error.
+        case .handshakeFailed: VaultError(.transient, failure.reason, remedy: .checkStoreAddress)
         case .missingFolder:
             VaultError(
                 .notFound, failure.reason,
