@@ -171,7 +171,7 @@ final class SimMachine: @unchecked Sendable {
             let grant = authorize(refreshable: refreshable)
             let given = try? vault.load(name).refreshToken
             try vault.save(grant.grant, as: name, mode: .replace)
-            ledger.removed(refreshToken: given)
+            gaveUp(given)
             try edited(vault, name, groups: .tokens, name: name, family: grant.family, what: "replace \(name)")
             return "replaced \(name)"
         case .rename(let n, let to):
@@ -184,7 +184,7 @@ final class SimMachine: @unchecked Sendable {
             let id = try recordID(vault, name)
             let refreshToken = try? vault.load(name).refreshToken
             try vault.remove(name)
-            ledger.removed(refreshToken: refreshToken)
+            gaveUp(refreshToken)
             ledger.edit(
                 machine: self, record: id, groups: .both, removed: true, name: name, family: nil,
                 what: "remove \(name)")
@@ -296,6 +296,19 @@ final class SimMachine: @unchecked Sendable {
                 name: "sim", tokenEndpoint: SimProvider.tokenEndpoint, clientID: "sim-client"),
             createdAt: now)
         return (grant, issued.family)
+    }
+
+    /// Notes that a person's removal or new tokens gave up `refreshToken`
+    /// with the copy this machine held. When a refresh elsewhere had
+    /// already spent it, this copy was behind that refresh, and the edit
+    /// holds against it (docs/sync.md, "Versions and merge": a refresh the
+    /// removal did not see is no conflict): the family's newest token goes
+    /// with it, as when the refresh comes after the edit it never heard of.
+    private func gaveUp(_ refreshToken: String?) {
+        ledger.removed(refreshToken: refreshToken)
+        guard let refreshToken, let family = provider.family(of: refreshToken), !provider.isNewest(refreshToken)
+        else { return }
+        ledger.removed(refreshToken: provider.newest(of: family))
     }
 
     private func recordID(_ vault: Vault, _ name: String) throws -> [UInt8] {
