@@ -77,6 +77,10 @@ PidFile {d}/run/httpd.pid
 DefaultRuntimeDir {d}/run
 ErrorLog {d}/logs/error.log
 LogLevel notice
+# git runs its credential helper between two requests on one connection;
+# on a loaded machine that can outlast Apache's default 5 s keep-alive, and
+# curl then sends the next request into a connection Apache has closed.
+KeepAliveTimeout 300
 User www-data
 Group www-data
 DocumentRoot {d}/repos
