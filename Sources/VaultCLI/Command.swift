@@ -104,6 +104,11 @@ struct Command: Sendable {
         return text
     }
 
+    /// The usage lines, each beginning `vault `: most commands have one;
+    /// a command with two forms (`remote set` of a WebDAV and of an S3
+    /// store) has a line for each.
+    var usageLines: [String] { usage.split(separator: "\n").map { "vault " + $0 } }
+
     /// Options shown in help, completions and the manual.
     var documentedOptions: [OptionSpec] { options.filter { !$0.hidden } }
 

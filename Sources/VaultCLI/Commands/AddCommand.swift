@@ -84,7 +84,7 @@ struct AddCommand: VaultCommand {
         name: "add",
         abstract: "Authorize with a provider and store the grant, or authorize a grant again.",
         usage:
-            "add PROVIDER [NAME] [{scope}]... [{client-id}] [{client-secret-file}] [{flow:choices}] [{client-key-file} [{client-key-id}]] [{service-account} [{subject}]] [{login-hint}] [{issuer}] [{tenant}] [{timeout}] [{register}] [{dpop}]",
+            "add PROVIDER [NAME] [{scope}]... [{client-id}] [{client-secret-file}] [{flow:choices}] [{client-key-file} [{client-key-id}]] [{service-account} [{subject}]] [{login-hint}] [{issuer}] [{tenant}] [{timeout}] [{register}] [{dpop}]\nadd NAME [{flow:choices}] [{timeout}]",
         arguments: [
             ("PROVIDER", "a provider from 'vault providers', or a new name with --issuer"),
             (

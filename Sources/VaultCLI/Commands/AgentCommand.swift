@@ -11,7 +11,9 @@ struct AgentCommand: VaultCommand {
     static let configuration = CommandConfiguration(
         name: "agent",
         abstract: "Keep the vault unlocked for a while in a per-user agent.",
-        usage: "agent [{foreground}] [{idle-timeout}] [{timeout}] [{confirm-command}] [{notify-command}] [{status}]",
+        usage:
+            "agent [{foreground}] [{idle-timeout}] [{timeout}] [{refresh-before}] [{confirm-command}] [{confirm-timeout}] "
+            + "[{keepalive-lead}] [{keepalive-every}] [{notify-command}] [{status}]",
         discussion: """
             The agent holds the vault's keys in locked, guarded memory and answers the
             commands of the same user over a Unix socket in $XDG_RUNTIME_DIR/vault; it never

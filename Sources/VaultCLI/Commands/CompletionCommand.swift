@@ -86,7 +86,7 @@ enum Completion {
 
             """
         for c in Commands.all {
-            m += ".TP\n.B vault \(esc(c.usage))\n\(esc(c.abstract))\n"
+            m += ".TP\n" + c.usageLines.map { ".B \(esc($0))\n" }.joined(separator: ".TQ\n") + "\(esc(c.abstract))\n"
             if let d = c.discussion { m += ".IP\n\(esc(d.replacing("\n", with: " ")))\n" }
             for o in c.documentedOptions {
                 m +=

@@ -10,7 +10,7 @@ struct ConflictsCommand: VaultCommand {
     static let configuration = CommandConfiguration(
         name: "conflicts",
         abstract: "Show grants changed on two machines at once, and pick a side.",
-        usage: "conflicts [resolve NAME {keep:choices}] [{json}]",
+        usage: "conflicts [resolve NAME {keep:choices}|N] [{json}]",
         arguments: [("resolve NAME", "end the conflict on NAME")],
         discussion: """
             When two machines change one grant between syncs, every machine takes the same side as

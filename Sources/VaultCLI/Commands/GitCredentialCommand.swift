@@ -10,7 +10,7 @@ struct GitCredentialCommand: VaultCommand {
     static let configuration = CommandConfiguration(
         name: "git-credential",
         abstract: "Serve git credentials from grants (git's credential helper protocol).",
-        usage: "git-credential get|store|erase | git-credential map [HOST[/PATH] [NAME] [{username}] [{remove}]]",
+        usage: "git-credential get|store|erase\ngit-credential map [HOST[/PATH] [NAME]] [{username}] [{remove}]",
         arguments: [
             ("get|store|erase", "what git asks, with its request on stdin"),
             ("map HOST[/PATH] NAME", "make grant NAME serve HOST (and PATH, when git sends one)"),

@@ -31,7 +31,7 @@ enum Help {
     }
 
     static func text(for c: Command) -> String {
-        var lines = ["OVERVIEW: \(c.abstract)", "", "USAGE: vault \(c.usage)"]
+        var lines = ["OVERVIEW: \(c.abstract)", "", "USAGE: " + c.usageLines.joined(separator: "\n       ")]
         if !c.arguments.isEmpty {
             lines += ["", "ARGUMENTS:"]
             let width = c.arguments.map(\.0.count).max() ?? 0

@@ -31,7 +31,9 @@ struct KeyslotCommand: VaultCommand {
     static let configuration = CommandConfiguration(
         name: "keyslot",
         abstract: "List, add or remove the ways to unlock the vault.",
-        usage: "keyslot list|add|remove [{new-keyfile} | {secret-service} | {passphrase}] [SLOT]",
+        usage:
+            "keyslot list|add|remove [{new-keyfile} | {secret-service} | {passphrase} [{kdf-memory}] [{kdf-passes}]] "
+            + "[SLOT]",
         arguments: [("list", "show the keyslots"), ("add", "add one slot"), ("remove SLOT", "remove slot SLOT")],
         discussion: """
             Each keyslot wraps the vault's master key; grants are never re-encrypted. Adding or

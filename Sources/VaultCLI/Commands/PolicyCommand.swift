@@ -7,7 +7,7 @@ struct PolicyCommand: VaultCommand {
     static let configuration = CommandConfiguration(
         name: "policy",
         abstract: "Say which token requests the agent answers, asks about, or refuses.",
-        usage: "policy [NAME] [{local:choices}] [{forwarded:choices}] [{reset}]",
+        usage: "policy [NAME] [{local:choices}] [{forwarded:choices}] [{reset}] [{json}]",
         arguments: [("NAME", "a grant (without it: the defaults for every grant)")],
         discussion: """
             Each grant has a rule for requests from this machine (local) and for requests from

@@ -64,7 +64,10 @@ struct CommandDeclarationTests {
     @Test("keyslot advertises the option it reads: --new-keyfile PATH")
     func keyslotUsage() {
         let usage = Commands.named("keyslot")!.usage
-        #expect(usage == "keyslot list|add|remove [--new-keyfile PATH | --secret-service | --passphrase] [SLOT]")
+        #expect(
+            usage
+                == "keyslot list|add|remove [--new-keyfile PATH | --secret-service | --passphrase [--kdf-memory MIB] "
+                + "[--kdf-passes N]] [SLOT]")
     }
 
     @Test("no command declares an option twice or shadows a shared one")
