@@ -225,69 +225,16 @@ final class AgentResponder: Sendable {
     ) throws(VaultError) -> Grant {
         // A name that is not one is refused before anything, and not logged.
         try GrantName.validate(name)
-        var outcome = AuditEntry.Outcome.allowed
-        var notAsked: String?
         // A bearer token serves any request to anyone: the question and the
         // log name the request only when a proof ties the token to it.
-        var logged = request
+        var log = HandOutLog(logged: request)
         do throws(VaultError) {
-            let policy: AgentPolicy
-            do throws(VaultError) {
-                policy = try AgentPolicy.load(configDirectory: environment.location.configDirectory)
-            } catch {
-                // Fail closed, and so that no command falls back to opening
-                // the vault itself around the policy.
-                outcome = .denied
-                environment.log("agent policy: \(error.reason)")
-                // The path is this machine's business, not another's.
-                throw VaultError(
-                    .denied,
-                    peer.origin == .forwarded
-                        ? "the agent's policy file cannot be used"
-                        : "the agent's policy file cannot be used: \(error.reason)")
-            }
-            switch policy.rule(for: name, origin: peer.origin) {
-            case .allow:
-                break
-            case .deny:
-                outcome = .denied
-                throw VaultError(.denied, "the agent's policy refuses '\(name)' to \(peer.origin.rawValue) requests")
-            case .confirm:
-                // A local peer could list the grants anyway: nobody is asked
-                // about one that is not there. A forwarded peer learns
-                // nothing of which grants exist before the person said yes.
-                if peer.origin == .local { _ = try vault.load(name) }
-                // Read without a word to the asker, and only when someone is
-                // asked (a grant that is not there is asked about as a bound
-                // one), so a forwarded peer learns nothing of which exist.
-                if request != nil, confirmer.method != .none,
-                    (try? vault.load(name))?.accessTokenIsDPoPBound == false
-                {
-                    logged = nil
-                }
-                let question = ConfirmationQuestion(grant: name, peer: peer, claims: claims, request: logged)
-                switch confirmer.ask(question, connection: connection) {
-                case .yes:
-                    outcome = .confirmed
-                case .no(let why):
-                    outcome = .notConfirmed
-                    throw VaultError(.denied, "the request for '\(name)' was not confirmed: \(why)")
-                case .notAsked(let why):
-                    // Logged as counted lines, so that a flood of them
-                    // fills neither the log nor the disk.
-                    outcome = .notAsked
-                    notAsked = why
-                    throw VaultError(.denied, "the request for '\(name)' was not confirmed: \(why)")
-                }
-                // The agent may have locked while the person was asked.
-                guard keys.current() === keysHeld else {
-                    outcome = .failed
-                    throw VaultError(.locked, "the agent is locked")
-                }
-            }
+            try permit(
+                name, peer: peer, claims: claims, vault: vault, keysHeld: keysHeld, connection: connection,
+                request: request, log: &log)
             if signing != .byAsker {
                 let stored = try vault.load(name)
-                if !stored.accessTokenIsDPoPBound { logged = nil }
+                if !stored.accessTokenIsDPoPBound { log.logged = nil }
                 if signing.refuses(stored) { throw AgentResponder.signsItself(name, stored) }
                 if signing == .dpopHere(knowsURL: false) && stored.accessTokenIsDPoPBound {
                     throw AgentResponder.needsURL(name)
@@ -304,16 +251,88 @@ final class AgentResponder: Sendable {
                         .grant
                 }
             record(
-                name, peer: peer, claims: claims, outcome, reason: nil,
+                name, peer: peer, claims: claims, log.outcome, reason: nil,
                 request: handed.accessTokenIsDPoPBound ? request : nil)
             _ = keys.use(grant: name)
             return handed
         } catch {
-            if outcome == .allowed || outcome == .confirmed { outcome = .failed }
+            if log.outcome == .allowed || log.outcome == .confirmed { log.outcome = .failed }
             record(
-                name, peer: peer, claims: claims, outcome,
-                reason: notAsked ?? (error.code == .denied ? nil : error.code.rawValue), request: logged)
+                name, peer: peer, claims: claims, log.outcome,
+                reason: log.notAsked ?? (error.code == .denied ? nil : error.code.rawValue), request: log.logged)
             throw error
+        }
+    }
+
+    /// What the audit line of a token request says, as the request goes.
+    private struct HandOutLog {
+        var outcome = AuditEntry.Outcome.allowed
+        /// Why nobody was asked, for a request the policy said to confirm.
+        var notAsked: String?
+        /// The request a proof ties the token to, when the log may name it.
+        var logged: String?
+    }
+
+    /// Lets a token request through the agent's policy, asking the person
+    /// when it says to confirm; throws `.denied` (or `.locked`, when the
+    /// agent locked while the person was asked) with `log` saying why.
+    private func permit(
+        _ name: String, peer: AgentPeer, claims: RequesterClaims?, vault: Vault, keysHeld: UnlockedKeys,
+        connection: ConnectionRecord?, request: String?, log: inout HandOutLog
+    ) throws(VaultError) {
+        let policy: AgentPolicy
+        do throws(VaultError) {
+            policy = try AgentPolicy.load(configDirectory: environment.location.configDirectory)
+        } catch {
+            // Fail closed, and so that no command falls back to opening
+            // the vault itself around the policy.
+            log.outcome = .denied
+            environment.log("agent policy: \(error.reason)")
+            // The path is this machine's business, not another's.
+            throw VaultError(
+                .denied,
+                peer.origin == .forwarded
+                    ? "the agent's policy file cannot be used"
+                    : "the agent's policy file cannot be used: \(error.reason)")
+        }
+        switch policy.rule(for: name, origin: peer.origin) {
+        case .allow:
+            return
+        case .deny:
+            log.outcome = .denied
+            throw VaultError(.denied, "the agent's policy refuses '\(name)' to \(peer.origin.rawValue) requests")
+        case .confirm:
+            // A local peer could list the grants anyway: nobody is asked
+            // about one that is not there. A forwarded peer learns
+            // nothing of which grants exist before the person said yes.
+            if peer.origin == .local { _ = try vault.load(name) }
+            // Read without a word to the asker, and only when someone is
+            // asked (a grant that is not there is asked about as a bound
+            // one), so a forwarded peer learns nothing of which exist.
+            if request != nil, confirmer.method != .none,
+                (try? vault.load(name))?.accessTokenIsDPoPBound == false
+            {
+                log.logged = nil
+            }
+            let question = ConfirmationQuestion(grant: name, peer: peer, claims: claims, request: log.logged)
+            switch confirmer.ask(question, connection: connection) {
+            case .yes:
+                log.outcome = .confirmed
+            case .no(let why):
+                log.outcome = .notConfirmed
+                throw VaultError(.denied, "the request for '\(name)' was not confirmed: \(why)")
+            case .notAsked(let why):
+                // Logged as counted lines, so that a flood of them
+                // fills neither the log nor the disk.
+                log.outcome = .notAsked
+                log.notAsked = why
+                throw VaultError(.denied, "the request for '\(name)' was not confirmed: \(why)")
+            }
+            // The agent may have locked while the person was asked.
+            guard keys.current() === keysHeld else {
+                log.outcome = .failed
+                throw VaultError(.locked, "the agent is locked")
+            }
         }
     }
 
@@ -378,32 +397,9 @@ final class AgentResponder: Sendable {
                 signing: .none, keysHeld: current, connection: connection, target: target)
             GrantTokenAnswer(grant).write(into: &w)
         case .authorizeRequest(let name, let minimum, let method, let url, let nonce, let claims):
-            if peer.origin == .forwarded, let url, let problem = AgentResponder.forwardedURLProblem(url) {
-                throw VaultError(.invalidInput, problem)
-            }
-            let vault = try keys.vault(current, session: &session)
-            let cap = peer.origin == .forwarded ? min(minimum, AgentResponder.forwardedMinimumValidity) : minimum
-            // A local command signs OAuth 1.0a requests itself: no need to
-            // log a refusal it falls back from.
-            let signing = Signing.dpopHere(knowsURL: url != nil)
-            if peer.origin == .local {
-                let stored = try vault.load(name)
-                if signing.refuses(stored) { throw AgentResponder.signsItself(name, stored) }
-            }
-            let grant = try handOut(
-                name, minimumValidity: cap, force: false, peer: peer,
-                claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: signing,
-                keysHeld: current, connection: connection, request: url.map { method + " " + DPoPKey.target($0) })
-            // A refresh may have brought a bound token where a bearer one was.
-            if url == nil && grant.accessTokenIsDPoPBound { throw AgentResponder.needsURL(name) }
-            // The proof is signed here: the key never leaves the agent. A
-            // bearer token's field names no URL.
-            let fields = try grant.authorizationHeaders(
-                method: method, url: url ?? "", nonce: nonce, at: environment.time.now())
-            AuthorizationAnswer(
-                bound: grant.accessTokenIsDPoPBound,
-                fields: fields.map { AuthorizationAnswer.HeaderField(name: $0.name, value: $0.value) }
-            ).write(into: &w)
+            try authorizeRequest(
+                name, minimum: minimum, method: method, url: url, nonce: nonce, claims: claims, current: current,
+                peer: peer, session: &session, connection: connection, into: &w)
         case .nameHash(let name):
             NameHashAnswer(hash: try recordKeys.nameHash(name)).write(into: &w)
         case .seal(let raw, let id, let version, let deleted, let hash):
@@ -412,19 +408,7 @@ final class AgentResponder: Sendable {
                 payload: plain, id: id, version: version, deleted: deleted, nameHash: hash)
             SealAnswer(nonce: record.nonce, ciphertext: record.ciphertext).write(into: &w)
         case .open(let rows):
-            try recordKeys.withScratch(for: rows) { (scratch: SecureBuffer) -> Void in
-                for row in rows {
-                    do throws(VaultError) {
-                        var bytes = try recordKeys.openChecked(row, scratch: scratch) { plain, _ throws(VaultError) in
-                            Array(plain)
-                        }
-                        OpenAnswer.write(opened: bytes, into: &w)
-                        secureZero(&bytes)
-                    } catch {
-                        OpenAnswer.write(failed: error, into: &w)
-                    }
-                }
-            }
+            try AgentResponder.open(rows, with: recordKeys, into: &w)
         case .stateMAC(let body):
             MACAnswer(mac: try recordKeys.stateMAC(body)).write(into: &w)
         case .sync:
@@ -437,6 +421,60 @@ final class AgentResponder: Sendable {
             NamesAnswer(engine.isConfigured ? try engine.conflictNames() : []).write(into: &w)
         case .hello, .load, .lock:
             break
+        }
+    }
+
+    /// Answers `authorizeRequest`: the Authorization (and DPoP) fields of
+    /// one request, the proof signed here so that the key never leaves.
+    private func authorizeRequest(
+        _ name: String, minimum: UInt32, method: String, url: String?, nonce: String?, claims: RequesterClaims?,
+        current: UnlockedKeys, peer: AgentPeer, session: inout VaultSession?, connection: ConnectionRecord?,
+        into w: inout MessageWriter
+    ) throws(VaultError) {
+        if peer.origin == .forwarded, let url, let problem = AgentResponder.forwardedURLProblem(url) {
+            throw VaultError(.invalidInput, problem)
+        }
+        let vault = try keys.vault(current, session: &session)
+        let cap = peer.origin == .forwarded ? min(minimum, AgentResponder.forwardedMinimumValidity) : minimum
+        // A local command signs OAuth 1.0a requests itself: no need to
+        // log a refusal it falls back from.
+        let signing = Signing.dpopHere(knowsURL: url != nil)
+        if peer.origin == .local {
+            let stored = try vault.load(name)
+            if signing.refuses(stored) { throw AgentResponder.signsItself(name, stored) }
+        }
+        let grant = try handOut(
+            name, minimumValidity: cap, force: false, peer: peer,
+            claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: signing,
+            keysHeld: current, connection: connection, request: url.map { method + " " + DPoPKey.target($0) })
+        // A refresh may have brought a bound token where a bearer one was.
+        if url == nil && grant.accessTokenIsDPoPBound { throw AgentResponder.needsURL(name) }
+        // The proof is signed here: the key never leaves the agent. A
+        // bearer token's field names no URL.
+        let fields = try grant.authorizationHeaders(
+            method: method, url: url ?? "", nonce: nonce, at: environment.time.now())
+        AuthorizationAnswer(
+            bound: grant.accessTokenIsDPoPBound,
+            fields: fields.map { AuthorizationAnswer.HeaderField(name: $0.name, value: $0.value) }
+        ).write(into: &w)
+    }
+
+    /// Answers `open`: each row's plaintext, or why it did not open.
+    private static func open(_ rows: [StoredRecord], with recordKeys: LocalKeys, into w: inout MessageWriter)
+        throws(VaultError)
+    {
+        try recordKeys.withScratch(for: rows) { (scratch: SecureBuffer) -> Void in
+            for row in rows {
+                do throws(VaultError) {
+                    var bytes = try recordKeys.openChecked(row, scratch: scratch) { plain, _ throws(VaultError) in
+                        Array(plain)
+                    }
+                    OpenAnswer.write(opened: bytes, into: &w)
+                    secureZero(&bytes)
+                } catch {
+                    OpenAnswer.write(failed: error, into: &w)
+                }
+            }
         }
     }
 }
