@@ -128,7 +128,8 @@ enum Commands {
         InitCommand.self, AddCommand.self, ImportCommand.self, ListCommand.self, ShowCommand.self,
         TokenCommand.self, RefreshCommand.self, KeepaliveCommand.self, CheckCommand.self, DoctorCommand.self,
         EnvCommand.self, ExecCommand.self, HeaderCommand.self, SignCommand.self, XOAuth2Command.self,
-        MailTestCommand.self, GitCredentialCommand.self, RenameCommand.self, RemoveCommand.self,
+        MailTestCommand.self, GitCredentialCommand.self, KubeCredentialCommand.self, RenameCommand.self,
+        RemoveCommand.self,
         PasswdCommand.self, KeyslotCommand.self, AgentCommand.self, LockCommand.self, PolicyCommand.self,
         LogCommand.self, RemoteCommand.self, SyncCommand.self, JoinCommand.self, PairCommand.self,
         ConflictsCommand.self, ProvidersCommand.self, CompletionCommand.self, HelpCommand.self,
@@ -160,6 +161,7 @@ enum Commands {
         case "xoauth2": XOAuth2Command.self
         case "test": MailTestCommand.self
         case "git-credential": GitCredentialCommand.self
+        case "kube-credential": KubeCredentialCommand.self
         case "rename": RenameCommand.self
         case "remove": RemoveCommand.self
         case "passwd": PasswdCommand.self

@@ -11,6 +11,12 @@ internal import VaultSync
 struct UnlockSources {
     let environment: [String: String]
     let keyfileFlag: String?
+    /// False when the program that runs vault said it may not ask the
+    /// person (kubectl's `interactive: false`): no terminal prompt then.
+    var asksOnTerminal = true
+
+    /// The terminal to ask on, unless asking is off.
+    private func terminal() -> Terminal? { asksOnTerminal ? Terminal() : nil }
 
     private func env(_ key: String) -> String? {
         environment[key].flatMap { $0.isEmpty ? nil : $0 }
@@ -22,7 +28,7 @@ struct UnlockSources {
     /// or a terminal to ask.
     var available: Bool {
         keyfilePath != nil || env("VAULT_PASSPHRASE_COMMAND") != nil || env("VAULT_PASSPHRASE_FILE") != nil
-            || env("VAULT_PASSPHRASE") != nil || Terminal() != nil
+            || env("VAULT_PASSPHRASE") != nil || terminal() != nil
     }
 
     /// The key for unlocking, and a label of its origin for messages.
@@ -59,12 +65,18 @@ struct UnlockSources {
         if let (key, origin) = try nonInteractivePassphrase(prefix: "VAULT") {
             return (key, origin, false)
         }
-        guard let terminal = Terminal() else {
+        guard let terminal = terminal() else {
             if joining {
                 throw CLIError(
                     "joining needs the passphrase of the store's vault, and there is no terminal to ask for it",
                     hint:
                         "set VAULT_PASSPHRASE_FILE, VAULT_PASSPHRASE_COMMAND or VAULT_KEYFILE (the other machine's), or join with --pairing-code-file and a code from 'vault pair' there",
+                    exitCode: .locked)
+            }
+            guard asksOnTerminal else {
+                throw CLIError(
+                    "the vault is locked, and the program that runs vault does not let it ask for the passphrase",
+                    hint: "unlock it for a while with 'vault agent', or set VAULT_KEYFILE or VAULT_PASSPHRASE_COMMAND",
                     exitCode: .locked)
             }
             throw CLIError(

@@ -8,7 +8,7 @@ internal import VaultSync
 /// when one holds it unlocked, else with a key from `UnlockSources`.
 struct VaultOpener {
     let environment: [String: String]
-    let unlockSources: UnlockSources
+    var unlockSources: UnlockSources
     let time: any TimeSource
     let output: Output
     let agents: AgentAccess

@@ -54,37 +54,9 @@ struct TokenCommand: VaultCommand {
     func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
         let minimum = minValid?.value ?? Grant.freshnessMargin
-        let force = forceRefresh
-        let output: TokenOutput
-        let location = try ctx.opener.location()
-        if let target = try narrowing.target(ctx) {
-            let grant = try Commands.narrowedGrant(
-                name, target: target, minimumValidity: minimum, force: force, ctx: ctx)
-            output = TokenOutput(
-                accessToken: grant.accessToken ?? "", tokenType: grant.tokenType ?? "Bearer",
-                expiresAt: grant.expiresAt?.epochSeconds)
-        } else if let forwarded = try ctx.agents.forwarded(for: location) {
-            // The agent's machine decides when to refresh; a forwarded
-            // client cannot make it spend a refresh token.
-            if force {
-                throw CLIError.usage("--force-refresh needs the vault, not a forwarded agent", command: "token")
-            }
-            let grant = try forwarded.token(name, minimumValidity: minimum, claims: .ofThisProcess())
-            output = TokenOutput(
-                accessToken: grant.accessToken ?? "", tokenType: grant.tokenType ?? "Bearer",
-                expiresAt: grant.expiresAt?.epochSeconds)
-        } else if let handed = try ctx.agents.token(
-            name, at: location, minimumValidity: minimum, forceRefresh: force)
-        {
-            output = TokenOutput(
-                accessToken: handed.accessToken, tokenType: handed.tokenType, expiresAt: handed.expiresAtSeconds)
-        } else {
-            let grant = try Commands.handOut(
-                name, from: try ctx.opener.openVault(), minimumValidity: minimum, force: force, ctx: ctx)
-            output = TokenOutput(
-                accessToken: grant.accessToken ?? "", tokenType: grant.tokenType ?? "Bearer",
-                expiresAt: grant.expiresAt?.epochSeconds)
-        }
+        let output = try TokenOutput.fresh(
+            name, minimumValidity: minimum, force: forceRefresh, target: try narrowing.target(ctx), ctx: ctx,
+            command: "token")
         Commands.warnIfShort(name, expiresAt: output.expiresAt, minimum: minimum, ctx: ctx)
         let token = output.accessToken
         if ctx.output.json {

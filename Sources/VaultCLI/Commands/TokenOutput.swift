@@ -16,3 +16,44 @@ struct TokenOutput: Encodable {
         case expiresAt = "expires_at"
     }
 }
+
+extension TokenOutput {
+    /// A fresh access token of grant `name` (narrowed to `target`, when
+    /// given): through a forwarded agent, this vault's agent, or the vault
+    /// itself, as `vault token` gets it (docs/cli.md).
+    static func fresh(
+        _ name: String, minimumValidity minimum: Double, force: Bool, target: TokenTarget?, ctx: Context,
+        opener: VaultOpener? = nil, command: String
+    ) throws -> TokenOutput {
+        let location = try ctx.opener.location()
+        if let target {
+            let grant = try Commands.narrowedGrant(
+                name, target: target, minimumValidity: minimum, force: force, ctx: ctx)
+            return TokenOutput(grant)
+        } else if let forwarded = try ctx.agents.forwarded(for: location) {
+            // The agent's machine decides when to refresh; a forwarded
+            // client cannot make it spend a refresh token.
+            if force {
+                throw CLIError.usage("--force-refresh needs the vault, not a forwarded agent", command: command)
+            }
+            return TokenOutput(try forwarded.token(name, minimumValidity: minimum, claims: .ofThisProcess()))
+        } else if let handed = try ctx.agents.token(
+            name, at: location, minimumValidity: minimum, forceRefresh: force)
+        {
+            return TokenOutput(
+                accessToken: handed.accessToken, tokenType: handed.tokenType, expiresAt: handed.expiresAtSeconds)
+        } else {
+            return TokenOutput(
+                try Commands.handOut(
+                    name, from: try (opener ?? ctx.opener).openVault(), minimumValidity: minimum, force: force,
+                    ctx: ctx))
+        }
+    }
+
+    /// The access token a grant holds.
+    init(_ grant: Grant) {
+        self.init(
+            accessToken: grant.accessToken ?? "", tokenType: grant.tokenType ?? "Bearer",
+            expiresAt: grant.expiresAt?.epochSeconds)
+    }
+}

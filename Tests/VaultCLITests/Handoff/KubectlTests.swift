@@ -1,0 +1,117 @@
+import Foundation
+import Testing
+import VaultTestSupport
+
+/// Debian's kubectl with `vault kube-credential` as its exec credential
+/// plugin, against an API server on loopback that takes only access tokens
+/// the shared provider calls active.
+@Suite("kubectl: the exec credential plugin with real kubectl", .serialized)
+struct KubectlTests {
+    let api: KubeAPIServer
+    let home = Home()
+
+    init() throws {
+        try #require(
+            FileManager.default.isExecutableFile(atPath: "/usr/bin/kubectl"),
+            "kubectl is not installed (Tools/setup installs kubernetes-client)")
+        api = try KubeAPIServer.shared.get()
+        try home.initKeyfileVault()
+    }
+
+    /// Runs kubectl with a kubeconfig naming `vault kube-credential GRANT`.
+    func kubectl(_ args: [String], grant: String = "kube", apiVersion: String = "client.authentication.k8s.io/v1beta1")
+        throws -> RunningProcess
+    {
+        let config = home.path + "/kubeconfig-\(UUID().uuidString.prefix(8))"
+        home.write(config, api.kubeconfig(vault: VaultProcess.binary, grant: grant, apiVersion: apiVersion))
+        return try VaultProcess.start(
+            ["--kubeconfig", config, "--cache-dir", home.path + "/kube-cache-\(UUID().uuidString.prefix(8))"] + args,
+            environment: home.environment, executable: "/usr/bin/kubectl")
+    }
+
+    func seen(after count: Int) -> [(token: String, status: Int)] { Array(api.requests().dropFirst(count)) }
+
+    @Test("kubectl lists pods with the grant's access token, and never sees it on a command line")
+    func getPods() throws {
+        try ProviderGrants.importConfidential("kube", into: home)
+        let sampler = ArgvSampler(canaries: [], recordAll: true)
+        let before = api.requests().count
+        let r = try kubectl(["get", "pods", "-o", "name"]).wait(timeout: 60)
+        let commandLines = sampler.stopAndCollect().commandLines
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout == "pod/web-1\npod/web-2\n", "\(r.stdout)")
+        let requests = seen(after: before)
+        #expect(!requests.isEmpty && requests.allSatisfy { $0.status == 200 }, "\(requests)")
+        let token = try home.run("token", "kube").stdout.trimmingCharacters(in: .newlines)
+        #expect(!commandLines.contains { $0.contains(token) }, "the token appeared in a command line")
+    }
+
+    @Test("an expired token is refreshed once for many kubectl processes at once")
+    func oneRefreshForMany() throws {
+        let tokens = try ProviderGrants.importConfidential("kube", into: home, expiresIn: -60)
+        let before = api.requests().count
+        let runs = try (0..<6).map { _ in try kubectl(["get", "pods", "-o", "name"]) }
+        let results = runs.map { $0.wait(timeout: 90) }
+        for r in results { #expect(r.status == 0 && r.stdout.contains("pod/web-1"), "\(r.stderr)") }
+        let used = Set(seen(after: before).map(\.token))
+        #expect(used.count == 1, "kubectl sent \(used.count) different tokens: the grant was refreshed more than once")
+        let old = tokens["access_token"] as! String
+        #expect(!used.contains(KubectlTests.hash(old)), "the expired token was sent")
+        #expect(try home.run("show", "kube", "--json").stdout.contains("\"refreshed_at\""))
+    }
+
+    @Test("ExecCredential v1, as newer kubectl asks, is read the same")
+    func version1() throws {
+        try ProviderGrants.importConfidential("kube", into: home)
+        let info =
+            #"{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","spec":{"interactive":false}}"#
+        home.extra["KUBERNETES_EXEC_INFO"] = info
+        let r = try home.run("kube-credential", "kube")
+        #expect(r.status == 0, "\(r.stderr)")
+        let doc = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
+        #expect(doc["apiVersion"] as? String == "client.authentication.k8s.io/v1")
+        #expect(doc["kind"] as? String == "ExecCredential")
+        let status = try #require(doc["status"] as? [String: String])
+        #expect(status["token"]?.isEmpty == false)
+        let expiry = try #require(status["expirationTimestamp"])
+        #expect(
+            expiry.range(of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$"#, options: .regularExpression) != nil, "\(expiry)")
+        home.extra["KUBERNETES_EXEC_INFO"] =
+            #"{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1alpha1"}"#
+        let old = try home.run("kube-credential", "kube")
+        #expect(old.status == 64 && old.stdout.isEmpty, "\(old.stderr)")
+        #expect(old.stderr.contains("set the exec section's apiVersion to client.authentication.k8s.io/v1beta1"))
+    }
+
+    @Test("a revoked grant fails in kubectl with vault's words, and nothing is sent")
+    func revoked() throws {
+        let tokens = try ProviderGrants.importConfidential("kube", into: home, expiresIn: -60)
+        try ProviderGrants.revoke(tokens["refresh_token"] as! String, hint: "refresh_token")
+        let before = api.requests().count
+        let r = try kubectl(["get", "pods", "-o", "name"]).wait(timeout: 60)
+        #expect(r.status != 0)
+        #expect(r.stderr.contains("vault: error:"), "\(r.stderr)")
+        #expect(r.stderr.contains("vault add kube"), "\(r.stderr)")
+        #expect(seen(after: before).isEmpty, "kubectl sent a request without a token from vault")
+    }
+
+    @Test("a locked vault is not unlocked on the terminal when kubectl says the plugin may not ask")
+    func neverAsks() throws {
+        try ProviderGrants.importConfidential("kube", into: home)
+        home.extra["VAULT_KEYFILE"] = nil
+        home.extra["VAULT_AGENT"] = "off"
+        home.extra["KUBERNETES_EXEC_INFO"] =
+            #"{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","spec":{"interactive":false}}"#
+        let r = try home.run("kube-credential", "kube")
+        #expect(r.status == 77 && r.stdout.isEmpty, "\(r.stderr)")
+        #expect(r.stderr.contains("does not let it ask for the passphrase"), "\(r.stderr)")
+    }
+
+    static func hash(_ token: String) -> String {
+        let r = try? VaultProcess.start(
+            ["-c", "import hashlib,sys; print(hashlib.sha256(sys.stdin.read().encode()).hexdigest()[:16])"],
+            environment: ["PATH": "/usr/bin:/bin"], stdin: token, executable: "/usr/bin/python3"
+        ).wait()
+        return r?.stdout.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+    }
+}
