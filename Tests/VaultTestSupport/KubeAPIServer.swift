@@ -27,19 +27,20 @@ public final class KubeAPIServer: @unchecked Sendable {
     }
 
     /// What the server saw, one request a line: a hash of the bearer token
-    /// (the first 16 hex digits of its SHA-256) and the status it answered.
-    public func requests() -> [(token: String, status: Int)] {
+    /// (the first 16 hex digits of its SHA-256), the status it answered,
+    /// and the kind of token it took (`access`, `id`, `-`).
+    public func requests() -> [(token: String, status: Int, kind: String)] {
         let text = (try? String(contentsOfFile: home.path + "/kube/tokens.log", encoding: .utf8)) ?? ""
         return text.split(separator: "\n").compactMap { line in
             let parts = line.split(separator: " ")
-            guard parts.count == 2, let status = Int(parts[1]) else { return nil }
-            return (String(parts[0]), status)
+            guard parts.count == 3, let status = Int(parts[1]) else { return nil }
+            return (String(parts[0]), status, String(parts[2]))
         }
     }
 
     /// A kubeconfig whose one user gets its token from `vault kube-credential
     /// GRANT`, asking for ExecCredential `apiVersion`.
-    public func kubeconfig(vault: String, grant: String, apiVersion: String) -> String {
+    public func kubeconfig(vault: String, grant: String, apiVersion: String, options: [String] = []) -> String {
         """
         apiVersion: v1
         kind: Config
@@ -54,7 +55,7 @@ public final class KubeAPIServer: @unchecked Sendable {
             exec:
               apiVersion: \(apiVersion)
               command: \(vault)
-              args: ["kube-credential", "\(grant)"]
+              args: [\((["kube-credential", grant] + options).map { "\"\($0)\"" }.joined(separator: ", "))]
         contexts:
         - name: test
           context:

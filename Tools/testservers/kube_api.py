@@ -6,14 +6,18 @@
 HTTPS on 127.0.0.1 with a certificate made here (a CA and a server
 certificate for IP 127.0.0.1, written to DIR/ca.pem). Every request needs
 `Authorization: Bearer TOKEN` where TOKEN is an access token that the
-OpenID Connect provider's introspection endpoint calls active; anything else
-gets the 401 Status an API server sends. It answers the discovery kubectl
+OpenID Connect provider's introspection endpoint calls active, or an ID
+token of the provider for its confidential client (signature checked with
+the provider's keys by jwcrypto, issuer, audience and expiry), as a
+cluster's OIDC settings take one; anything else gets the 401 Status an API
+server sends. It answers the discovery kubectl
 does (/api, /api/v1, /apis) and lists pods in namespace default
 (/api/v1/namespaces/default/pods: web-1 and web-2).
 
 Prints {"port": PORT, "ca": PATH} and serves until stdin closes.
 DIR/tokens.log gets one line per request: the first 16 hex digits of the
-SHA-256 of the bearer token sent (never the token) and the status answered.
+SHA-256 of the bearer token sent (never the token), the status answered,
+and which kind of token it took (`access`, `id`, or `-`).
 Needs openssl (the command).
 """
 import hashlib
@@ -43,8 +47,39 @@ def make_certificates(d):
         "-CAcreateserial", "-days", "2", "-extfile", d + "/ext.cnf", "-out", d + "/server.pem")
 
 
-def handler_for(d, introspection):
+def handler_for(d, introspection, provider):
     log_lock = threading.Lock()
+
+    def id_token(token):
+        """True for an ID token of the provider for its confidential client."""
+        from jwcrypto import jwk, jws
+        import time
+        try:
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+            with opener.open(provider["issuer"] + "/.well-known/openid-configuration", timeout=10) as r:
+                jwks_uri = json.load(r)["jwks_uri"]
+            with opener.open(jwks_uri, timeout=10) as r:
+                keys = jwk.JWKSet.from_json(r.read())
+            signed = jws.JWS()
+            signed.deserialize(token)
+            for key in keys["keys"]:
+                try:
+                    signed.verify(key)
+                    break
+                except Exception:
+                    continue
+            else:
+                return False
+            claims = json.loads(signed.payload)
+            # An access token in JWT form (RFC 9068, typ at+jwt) is no ID token.
+            if str(signed.jose_header.get("typ", "")).lower() in ("at+jwt", "application/at+jwt"):
+                return False
+            audience = claims.get("aud")
+            audience = [audience] if isinstance(audience, str) else audience or []
+            return claims.get("iss") == provider["issuer"] and provider["client"] in audience \
+                and float(claims.get("exp", 0)) > time.time()
+        except Exception:
+            return False
 
     def active(token):
         body = urllib.parse.urlencode({"token": token}).encode()
@@ -74,10 +109,15 @@ def handler_for(d, introspection):
         def do_GET(self):
             auth = self.headers.get("Authorization", "")
             token = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
-            ok = bool(token) and active(token)
+            kind = "-"
+            if token.count(".") == 2 and id_token(token):
+                kind = "id"
+            elif token and active(token):
+                kind = "access"
+            ok = kind != "-"
             with log_lock, open(d + "/tokens.log", "a") as f:
                 digest = hashlib.sha256(token.encode()).hexdigest()[:16] if token else "-"
-                f.write("%s %d\n" % (digest, 200 if ok else 401))
+                f.write("%s %d %s\n" % (digest, 200 if ok else 401, kind))
             if not ok:
                 return self.answer(401, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                          "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
@@ -114,10 +154,11 @@ def main():
     import base64
     introspection = {"url": g["issuer"] + "/introspect", "basic": base64.b64encode(
         ("%s:%s" % (g["confidential_client"], g["client_secret"])).encode()).decode()}
+    provider = {"issuer": g["issuer"], "client": g["confidential_client"]}
     make_certificates(d)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(d + "/server.pem", d + "/server.key")
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), handler_for(d, introspection))
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), handler_for(d, introspection, provider))
     server.daemon_threads = True
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()

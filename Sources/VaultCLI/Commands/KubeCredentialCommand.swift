@@ -6,7 +6,7 @@ struct KubeCredentialCommand: VaultCommand {
     static let configuration = CommandConfiguration(
         name: "kube-credential",
         abstract: "Give kubectl a fresh access token (a kubectl exec credential plugin).",
-        usage: "kube-credential NAME [{min-valid}] [{resource}] [{audience}] [{scope}] [{exchange}]",
+        usage: "kube-credential NAME [{min-valid}] [{id-token} | [{resource}] [{audience}] [{scope}] [{exchange}]]",
         arguments: [("NAME", "the grant")],
         discussion: """
             Prints an ExecCredential of the apiVersion kubectl asks for in KUBERNETES_EXEC_INFO
@@ -19,17 +19,23 @@ struct KubeCredentialCommand: VaultCommand {
             (interactive: false), vault never asks for the passphrase on the terminal: run the agent,
             or give a key file. Errors go to stderr, which kubectl shows, with vault's exit status.
             --resource, --audience and --scope narrow the token as 'vault token' does, for an API
-            server that checks a token's audience.
+            server that checks a token's audience. --id-token gives the grant's ID token instead,
+            for clusters whose OIDC settings take ID tokens (as kubelogin does): refreshed first when
+            it has less than --min-valid left, and given only where the vault is (not through a
+            forwarded agent, which hands out access tokens).
             """,
         examples: [
             "vault kube-credential work",
             "vault kube-credential work --audience kubernetes",
+            "vault kube-credential work --id-token",
         ],
         printsJSON: false
     )
 
     @Option("min-valid", value: "SECONDS", help: "refresh when fewer seconds remain (default 60)", in: 0..<1e7)
     var minValid: Seconds?
+    @Flag("id-token", help: "give the grant's ID token, not its access token")
+    var idToken: Bool
     let narrowing = TargetOptions()
 
     /// NAME, a grant.
@@ -38,7 +44,13 @@ struct KubeCredentialCommand: VaultCommand {
     }
 
     /// The narrowing options name a valid target.
-    func validate() throws(ValidationError) { try narrowing.validate() }
+    func validate() throws(ValidationError) {
+        try narrowing.validate()
+        if idToken && narrowing.given {
+            throw ValidationError(
+                "--id-token gives the grant's own ID token: not with --resource, --audience, --scope or --exchange")
+        }
+    }
 
     func run(_ ctx: Context) throws -> ExitCode {
         let name = try ctx.grantName(ctx.positionals("NAME")[0])
@@ -46,6 +58,20 @@ struct KubeCredentialCommand: VaultCommand {
         var opener = ctx.opener
         opener.unlockSources.asksOnTerminal = info.interactive
         let minimum = minValid?.value ?? Grant.freshnessMargin
+        if idToken {
+            let (token, expiry) = try Self.freshIDToken(name, minimumValidity: minimum, opener: opener, ctx: ctx)
+            let left = expiry.timeIntervalSince(ctx.time.now())
+            if left < minimum {
+                ctx.output.warn(
+                    "the ID token of '\(name)' is valid for \(max(0, Int(left))) s more, less than the \(Int(minimum)) s "
+                        + "asked for: the provider sent no new one with the refresh")
+            }
+            try ctx.output.printJSON(
+                ExecCredential(
+                    apiVersion: info.apiVersion,
+                    status: .init(token: token, expirationTimestamp: expiry.utcText)))
+            return .ok
+        }
         let token = try TokenOutput.fresh(
             name, minimumValidity: minimum, force: false, target: try narrowing.target(ctx), ctx: ctx,
             opener: opener, command: "kube-credential")
@@ -65,7 +91,43 @@ struct KubeCredentialCommand: VaultCommand {
 
     /// This command's options in the order they are declared: found without
     /// reflection, checked against the declarations by `CommandDeclarationTests`.
-    var declarations: [any OptionDeclaration] { [$minValid] + narrowing.declarations }
+    var declarations: [any OptionDeclaration] { [$minValid, $idToken] + narrowing.declarations }
+
+    /// The grant's ID token with more than `minimumValidity` seconds left,
+    /// refreshed first when needed, and when it expires.
+    static func freshIDToken(_ name: String, minimumValidity: Double, opener: VaultOpener, ctx: Context) throws -> (
+        String, Date
+    ) {
+        if try ctx.agents.forwarded(for: try ctx.opener.location()) != nil {
+            throw CLIError(
+                "a forwarded agent hands out access tokens, not ID tokens",
+                hint: "give kubectl the access token (no --id-token), or keep the vault on this machine")
+        }
+        let vault = try opener.openVault()
+        guard try vault.load(name).idTokenExpiry != nil else {
+            throw CLIError(
+                "'\(name)' holds no ID token",
+                hint:
+                    "authorize it again with the openid scope ('vault add \(name) --scope openid'), or use its access token"
+            )
+        }
+        let grant: Grant
+        do {
+            grant = try ctx.network.refresher(vault).freshGrantWithIDToken(name, minimumValidity: minimumValidity).grant
+            ctx.agents.audit(name, at: vault.location, outcome: .allowed)
+        } catch {
+            ctx.agents.audit(name, at: vault.location, outcome: .failed, reason: error.code.rawValue)
+            throw error
+        }
+        guard let token = grant.idToken, let expiry = grant.idTokenExpiry,
+            expiry.timeIntervalSince(ctx.time.now()) > 0
+        else {
+            throw CLIError(
+                "the provider sent no new ID token with the refresh of '\(name)', and the one it holds has expired",
+                hint: "give kubectl the access token (no --id-token), or authorize it again with 'vault add \(name)'")
+        }
+        return (token, expiry)
+    }
 }
 
 /// What kubectl tells an exec credential plugin in `KUBERNETES_EXEC_INFO`.

@@ -159,3 +159,11 @@ enum JWTSegment {
         return Base64.decode(t, .urlSafeUnpadded)
     }
 }
+
+extension Grant {
+    /// When the grant's ID token expires (its `exp`), or nil when it holds
+    /// none or one that is no JWT with the claims an ID token has.
+    package var idTokenExpiry: Date? {
+        idToken.flatMap(IDTokenClaims.parse).map { Date(timeIntervalSince1970: $0.exp) }
+    }
+}

@@ -80,10 +80,30 @@ public struct TokenRefresher {
     public func freshGrant(
         _ name: String, minimumValidity: TimeInterval = Grant.freshnessMargin, forceRefresh: Bool = false
     ) throws(VaultError) -> FreshGrant {
+        try freshGrant(name, minimumValidity: minimumValidity, forceRefresh: forceRefresh, alsoReady: { _ in true })
+    }
+
+    /// A grant whose ID token, as well as its access token, has more than
+    /// `minimumValidity` seconds left (clusters that take ID tokens for
+    /// kubectl), refreshed first when either has less, by the rules of
+    /// `freshGrant`. A provider that sends no ID token with a refresh
+    /// leaves the old one: the caller checks `Grant.idTokenExpiry`.
+    package func freshGrantWithIDToken(_ name: String, minimumValidity: TimeInterval) throws(VaultError)
+        -> FreshGrant
+    {
+        let vault = self.vault
+        return try freshGrant(name, minimumValidity: minimumValidity, forceRefresh: false) { g in
+            g.idTokenExpiry.map { $0.timeIntervalSince(vault.time.now()) > minimumValidity } ?? false
+        }
+    }
+
+    private func freshGrant(
+        _ name: String, minimumValidity: TimeInterval, forceRefresh: Bool, alsoReady: @escaping (Grant) -> Bool
+    ) throws(VaultError) -> FreshGrant {
         let need = RefreshNeed(name: name, minimumValidity: minimumValidity, force: forceRefresh)
         let vault = self.vault
         let step = RefreshStep(
-            ready: { g in !forceRefresh && vault.usable(g, minimumValidity) },
+            ready: { g in !forceRefresh && vault.usable(g, minimumValidity) && alsoReady(g) },
             request: { (g: Grant, n: String) throws(VaultError) -> Grant in try self.refreshed(g, name: n) },
             store: { (id: [UInt8], spent: Grant, next: Grant) throws(VaultError) -> Grant in
                 try vault.storeRefreshed(id: id, spentRefreshToken: spent.refreshToken, next)

@@ -19,17 +19,21 @@ struct KubectlTests {
     }
 
     /// Runs kubectl with a kubeconfig naming `vault kube-credential GRANT`.
-    func kubectl(_ args: [String], grant: String = "kube", apiVersion: String = "client.authentication.k8s.io/v1beta1")
-        throws -> RunningProcess
-    {
+    func kubectl(
+        _ args: [String], grant: String = "kube", apiVersion: String = "client.authentication.k8s.io/v1beta1",
+        options: [String] = []
+    ) throws -> RunningProcess {
         let config = home.path + "/kubeconfig-\(UUID().uuidString.prefix(8))"
-        home.write(config, api.kubeconfig(vault: VaultProcess.binary, grant: grant, apiVersion: apiVersion))
+        home.write(
+            config, api.kubeconfig(vault: VaultProcess.binary, grant: grant, apiVersion: apiVersion, options: options))
         return try VaultProcess.start(
             ["--kubeconfig", config, "--cache-dir", home.path + "/kube-cache-\(UUID().uuidString.prefix(8))"] + args,
             environment: home.environment, executable: "/usr/bin/kubectl")
     }
 
-    func seen(after count: Int) -> [(token: String, status: Int)] { Array(api.requests().dropFirst(count)) }
+    func seen(after count: Int) -> [(token: String, status: Int, kind: String)] {
+        Array(api.requests().dropFirst(count))
+    }
 
     @Test("kubectl lists pods with the grant's access token, and never sees it on a command line")
     func getPods() throws {
@@ -41,7 +45,7 @@ struct KubectlTests {
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout == "pod/web-1\npod/web-2\n", "\(r.stdout)")
         let requests = seen(after: before)
-        #expect(!requests.isEmpty && requests.allSatisfy { $0.status == 200 }, "\(requests)")
+        #expect(!requests.isEmpty && requests.allSatisfy { $0.status == 200 && $0.kind == "access" }, "\(requests)")
         let token = try home.run("token", "kube").stdout.trimmingCharacters(in: .newlines)
         #expect(!commandLines.contains { $0.contains(token) }, "the token appeared in a command line")
     }
@@ -105,6 +109,30 @@ struct KubectlTests {
         let r = try home.run("kube-credential", "kube")
         #expect(r.status == 77 && r.stdout.isEmpty, "\(r.stderr)")
         #expect(r.stderr.contains("does not let it ask for the passphrase"), "\(r.stderr)")
+    }
+
+    @Test("with --id-token, kubectl sends the grant's ID token, refreshed first when it has too little left")
+    func idToken() throws {
+        let tokens = try ProviderGrants.importConfidential("kube", into: home, idToken: true)
+        let before = api.requests().count
+        let r = try kubectl(["get", "pods", "-o", "name"], options: ["--id-token"]).wait(timeout: 60)
+        #expect(r.status == 0 && r.stdout.contains("pod/web-1"), "\(r.stderr)")
+        let requests = seen(after: before)
+        #expect(!requests.isEmpty && requests.allSatisfy { $0.kind == "id" }, "\(requests) \(r.stderr)")
+        let original = KubectlTests.hash(tokens["id_token"] as! String)
+        #expect(requests.allSatisfy { $0.token == original })
+        // More validity than the ID token has: refreshed first. glewlwyd
+        // sends no new ID token with a refresh, so the one held comes back,
+        // with the warning that it has less left than asked for.
+        let fresh = try home.run("kube-credential", "kube", "--id-token", "--min-valid", "100000")
+        #expect(fresh.status == 0, "\(fresh.stderr)")
+        let doc = try #require(try JSONSerialization.jsonObject(with: Data(fresh.stdout.utf8)) as? [String: Any])
+        let token = try #require((doc["status"] as? [String: String])?["token"])
+        #expect(KubectlTests.hash(token) == original)
+        #expect(fresh.stderr.contains("the ID token of 'kube' is valid for"), "\(fresh.stderr)")
+        #expect(try home.run("show", "kube", "--json").stdout.contains("\"refreshed_at\""))
+        let mixed = try home.run("kube-credential", "kube", "--id-token", "--audience", "k8s")
+        #expect(mixed.status == 64, "\(mixed.stderr)")
     }
 
     static func hash(_ token: String) -> String {

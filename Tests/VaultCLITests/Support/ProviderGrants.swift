@@ -9,9 +9,9 @@ import VaultTestSupport
 enum ProviderGrants {
     /// Imports tokens of the confidential client as NAME; returns the token response.
     @discardableResult
-    static func importConfidential(_ name: String, into home: Home, account: String = "ada", expiresIn: Int = 3600)
-        throws -> [String: Any]
-    {
+    static func importConfidential(
+        _ name: String, into home: Home, account: String = "ada", expiresIn: Int = 3600, idToken: Bool = false
+    ) throws -> [String: Any] {
         let oidc = try OIDCProvider.shared.get()
         let s = oidc.settings
         let r = try VaultProcess.start(
@@ -24,7 +24,7 @@ enum ProviderGrants {
         ).wait()
         try #require(r.status == 0, "\(r.stderr)")
         let tokens = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
-        let grant: [String: Any] = [
+        var grant: [String: Any] = [
             "access_token": tokens["access_token"]!, "refresh_token": tokens["refresh_token"]!,
             "expires_at": Int(Date().timeIntervalSince1970) + expiresIn, "provider": "local", "account": account,
             "provider_config": [
@@ -35,6 +35,12 @@ enum ProviderGrants {
                 "empty_400_is_invalid_grant": true,
             ],
         ]
+        if idToken {
+            grant["id_token"] = tokens["id_token"]!
+            var config = grant["provider_config"] as! [String: Any]
+            config["issuer"] = s.issuer
+            grant["provider_config"] = config
+        }
         let json = String(decoding: try JSONSerialization.data(withJSONObject: grant), as: UTF8.self)
         let imported = try home.run("import", name, "--replace", stdin: json)
         try #require(imported.status == 0, "\(imported.stderr)")
