@@ -8,11 +8,13 @@ internal import VaultSync
 /// A `GrantStore` over a vault file: grants encrypted at rest, shared with
 /// the `vault` command line and every other process of the user.
 ///
-/// This is the entry point for apps. Every operation runs on a Dispatch
-/// thread with a SQLite connection of its own, never on Swift's cooperative
-/// pool; a refresh holds only that grant's lock, so one slow provider delays
-/// only its own grant, and one refresh at a time per grant holds across
-/// tasks, processes and (when the vault syncs) machines.
+/// This is the entry point for apps. Every operation runs on one of
+/// VaultKit's own threads with a SQLite connection of its own, never on
+/// Swift's cooperative pool; a refresh holds only that grant's lock, so one
+/// slow provider delays only its own grant (a thread waiting for another's
+/// refresh of a grant leaves its place to other work), and one refresh at a
+/// time per grant holds across tasks, processes and (when the vault syncs)
+/// machines.
 public final class VaultGrantStore: RefreshingGrantStore {
     /// Where the vault lives.
     public let location: VaultLocation
@@ -27,6 +29,10 @@ public final class VaultGrantStore: RefreshingGrantStore {
         /// before the read: served again while no connection has changed
         /// the file.
         var recent: [String: (grant: Grant, version: Int64)] = [:]
+        /// Reads of grants under way, by name, with the change counter
+        /// from before each began: callers that saw the same counter share
+        /// the read.
+        var reading: [String: (version: Int64, read: Task<Result<Grant, VaultError>, Never>)] = [:]
         /// The connection whose change counter is watched.
         let watcher: Vault
     }
@@ -45,7 +51,7 @@ public final class VaultGrantStore: RefreshingGrantStore {
     public static func open(at location: VaultLocation, key: KeySource) async throws(VaultError) -> VaultGrantStore {
         let key = Handoff(key)
         return try await blocking { () throws(VaultError) in
-            let vault = Handoff(try Vault.open(at: location, key: key.value))
+            let vault = Handoff(waitingApart(try Vault.open(at: location, key: key.value)))
             return try VaultGrantStore(
                 location: location, first: vault, makeHandle: { () throws(VaultError) in try vault.value.sibling() })
         }
@@ -57,7 +63,7 @@ public final class VaultGrantStore: RefreshingGrantStore {
     {
         let key = Handoff(key)
         return try await blocking { () throws(VaultError) in
-            let vault = Handoff(try Vault.create(at: location, key: key.value, kdf: kdf))
+            let vault = Handoff(waitingApart(try Vault.create(at: location, key: key.value, kdf: kdf)))
             return try VaultGrantStore(
                 location: location, first: vault, makeHandle: { () throws(VaultError) in try vault.value.sibling() })
         }
@@ -78,7 +84,7 @@ public final class VaultGrantStore: RefreshingGrantStore {
                 guard let vault = try Vault.open(at: location, agent: client) else {
                     throw VaultError(.locked, "the agent does not hold this vault unlocked")
                 }
-                return vault
+                return waitingApart(vault)
             }
             return try VaultGrantStore(location: location, first: Handoff(try connect()), makeHandle: connect)
         }
@@ -148,9 +154,25 @@ public final class VaultGrantStore: RefreshingGrantStore {
     public func usableGrant(_ name: String, minimumValidity: Double) async throws(VaultError) -> Grant? {
         let version = state.withLock { try? $0.watcher.changeCounter() }
         if let hit = remembered(name, minimumValidity: minimumValidity, version: version) { return hit }
-        let grant = try await retrieve(name)
+        let grant = try await read(name, version: version)
         if let version { state.withLock { $0.recent[name] = (grant, version) } }
         return grant.isUsable(minimumValidity: minimumValidity, at: Date()) ? grant : nil
+    }
+
+    /// The grant under `name`, read once for every caller that asks while
+    /// the change counter is `version`: a thousand tasks asking for one
+    /// expired grant at once cost one read, not a thousand.
+    private func read(_ name: String, version: Int64?) async throws(VaultError) -> Grant {
+        guard let version else { return try await retrieve(name) }
+        let (read, mine) = state.withLock { s in
+            if let shared = s.reading[name], shared.version == version { return (shared.read, false) }
+            let read = Task { await Result { () async throws(VaultError) in try await self.retrieve(name) } }
+            s.reading[name] = (version, read)
+            return (read, true)
+        }
+        let result = await read.value
+        if mine { state.withLock { if $0.reading[name]?.read == read { $0.reading[name] = nil } } }
+        return try result.get()
     }
 
     /// A grant read before, fresh enough, while the file is unchanged.
@@ -172,8 +194,19 @@ public final class VaultGrantStore: RefreshingGrantStore {
 
     // MARK: Handles
 
-    /// Runs `body` on a Dispatch thread with a vault handle no other thread
-    /// uses meanwhile.
+    /// `vault`, whose pauses (waiting for the lock of a grant another
+    /// thread or process is refreshing, for another machine's lease, for a
+    /// sync store to settle) leave the thread's place in VaultKit's threads
+    /// to other work meanwhile: waits for a refresh never fill them. Its
+    /// siblings pause the same way.
+    private static func waitingApart(_ vault: Vault) -> Vault {
+        let sleep = vault.pacing.sleep
+        vault.pacing.sleep = { seconds in WorkerThreads.shared.waiting { sleep(seconds) } }
+        return vault
+    }
+
+    /// Runs `body` on one of VaultKit's threads with a vault handle no other
+    /// thread uses meanwhile.
     func withHandle<R: Sendable>(_ body: @escaping @Sendable (Vault) throws(VaultError) -> R)
         async throws(VaultError) -> R
     {
@@ -191,8 +224,9 @@ public final class VaultGrantStore: RefreshingGrantStore {
 
     private func checkIn(_ vault: Handoff<Vault>) {
         state.withLock {
-            // A few idle connections are enough; the rest are closed.
-            if $0.idle.count < 8 { $0.idle.append(vault) }
+            // As many idle connections as VaultKit's threads use at once
+            // are enough; the rest are closed.
+            if $0.idle.count < WorkerThreads.shared.limit { $0.idle.append(vault) }
         }
     }
 }

@@ -196,3 +196,33 @@ struct AsyncHTTPTests {
         #expect(fake.requests.count == 1)
     }
 }
+
+@Suite("both transport calls reachable from async code: the async send and the blocking one")
+struct TransportCallTests {
+    @Test("from async code, `await send` and `sendBlocking` (on the caller's thread) both reach a real server")
+    func bothForms() async throws {
+        let server = try FixtureServer(script: "http_fixture.py")
+        var request = HTTPRequest(method: "GET", url: server.base + "/echo")
+        request.timeout = 10
+        let transport: any HTTPTransport & Sendable = CurlTransport()
+        let viaAwait = try await transport.send(request)
+        #expect(viaAwait.status == 200)
+        let blocking = try transport.sendBlocking(request)
+        #expect(blocking.status == 200)
+        // A transport that is not Sendable: the blocking call only.
+        let plain: any HTTPTransport = CurlTransport()
+        #expect(try plain.sendBlocking(request).status == 200)
+    }
+
+    @Test("the blocking call throws the transport's HTTPError, the async one a transient VaultError")
+    func errors() async throws {
+        let request = HTTPRequest(method: "GET", url: "https://x.example/")
+        #expect(throws: HTTPError.self) { try FakeTransport([]).sendBlocking(request) }
+        do {
+            _ = try await FakeTransport([]).send(request)
+            Issue.record("no answer gave a response")
+        } catch {
+            #expect(error.code == .transient)
+        }
+    }
+}
