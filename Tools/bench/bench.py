@@ -20,6 +20,10 @@ Sections (all by default; --only picks some, comma-separated):
             endpoint accepts the connection and never answers, through the
             agent and with a key file; each stalled run is paired with a run on
             the idle vault, and the figures are ratios to the idle runs
+  kubectl   kubectl get pods with vault kube-credential as its exec plugin
+            (through the agent) against kubectl with the same token written
+            in its kubeconfig, in turns, against a loopback API server
+            (Tools/testservers/kube_api.py serve-any); skipped without kubectl
   parallel  --parallel expired grants, one vault token each, started at once
             against a token endpoint that answers after --delay seconds, as a
             ratio to one such refresh alone
@@ -45,7 +49,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVERS = os.path.join(HERE, "..", "testservers")
 # In this order: agent shares basic's vault before sync gives it a store.
-SECTIONS = ["basic", "agent", "big", "sync", "stall", "parallel"]
+SECTIONS = ["basic", "agent", "big", "sync", "stall", "parallel", "kubectl"]
 QUIET = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
 # Failures seen while timing, by message, reported after each section.
 ERRORS = {}
@@ -604,6 +608,62 @@ class Bench:
                          "see CONTRIBUTING.md, \"Start-up speed\"" % (what, r, args.tripwire))
             if over:
                 self.tripped = True
+
+    def kubectl(self):
+        """kubectl get pods with vault as its exec credential plugin, against
+        kubectl with the token in its kubeconfig, in turns."""
+        args, vault = self.args, self.vault
+        if not shutil.which("kubectl"):
+            self.say("== kubectl: skipped (kubectl is not installed)")
+            return
+        env = self.filled("vault", args.grants)
+        middle = "g%d" % (args.grants // 2)
+        d = self.home + "/kube"
+        server = subprocess.Popen([sys.executable, os.path.join(SERVERS, "kube_api.py"), "serve-any", d],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        agent = Agent(vault, env, self.home + "/run-kube")
+        try:
+            info = json.loads(server.stdout.readline())
+            token = subprocess.run([vault, "token", middle], env=agent.client_env, capture_output=True,
+                                   check=True).stdout.decode().strip()
+            def config(name, user):
+                path = "%s/%s.kubeconfig" % (self.home, name)
+                with open(path, "w") as f:
+                    os.fchmod(f.fileno(), 0o600)
+                    json.dump({"apiVersion": "v1", "kind": "Config", "current-context": "bench",
+                               "clusters": [{"name": "bench", "cluster": {
+                                   "server": "https://127.0.0.1:%d" % info["port"],
+                                   "certificate-authority": info["ca"]}}],
+                               "users": [{"name": "bench", "user": user}],
+                               "contexts": [{"name": "bench", "context": {"cluster": "bench", "user": "bench"}}]}, f)
+                return path
+            plugin = config("plugin", {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1",
+                                                "command": vault, "args": ["kube-credential", middle]}})
+            static = config("static", {"token": token})
+            commands = [(name, ["kubectl", "--kubeconfig", path, "--cache-dir", self.home + "/kube-cache",
+                                "get", "pods", "-o", "name"]) for name, path in (("vault", plugin), ("static", static))]
+            for _, cmd in commands:
+                for _ in range(3):
+                    subprocess.run(cmd, env=agent.client_env, check=True, **QUIET)
+            times = {name: [] for name, _ in commands}
+            for i in range(args.runs):
+                for name, cmd in (commands if i % 2 == 0 else commands[::-1]):
+                    ms, status = timed(cmd, agent.client_env)
+                    if status != 0:
+                        raise SystemExit("bench: kubectl (%s) exited %s" % (name, status))
+                    times[name].append(ms)
+        finally:
+            agent.stop()
+            server.stdin.close()
+            server.wait(timeout=10)
+        ratio = statistics.median(a / b for a, b in zip(times["vault"], times["static"]))
+        self.say("== kubectl (%s)" % load())
+        self.say("%d pairs of kubectl get pods, in turns" % args.runs)
+        self.say("median ms: with vault kube-credential (agent) %.1f, with the token in the kubeconfig %.1f" % (
+            statistics.median(times["vault"]), statistics.median(times["static"])))
+        self.say("median per-pair ratio, vault / static token: %.2f" % ratio)
+        self.results["kubectl"] = {"pairs": args.runs, "vault_ms": statistics.median(times["vault"]),
+                                   "static_ms": statistics.median(times["static"]), "ratio": ratio}
 
     def finish(self):
         if self.server:

@@ -2,6 +2,8 @@
 """A Kubernetes API server for kubectl, just enough of one, for tests.
 
   kube_api.py serve DIR GLEWLWYD_SETTINGS_JSON
+  kube_api.py serve-any DIR     takes any bearer token (Tools/bench, which
+                                compares vault with a token in the kubeconfig)
 
 HTTPS on 127.0.0.1 with a certificate made here (a CA and a server
 certificate for IP 127.0.0.1, written to DIR/ca.pem). Every request needs
@@ -17,7 +19,8 @@ does (/api, /api/v1, /apis) and lists pods in namespace default
 Prints {"port": PORT, "ca": PATH} and serves until stdin closes.
 DIR/tokens.log gets one line per request: the first 16 hex digits of the
 SHA-256 of the bearer token sent (never the token), the status answered,
-and which kind of token it took (`access`, `id`, or `-`).
+and which kind of token it took (`access`, `id`, `any` with serve-any,
+or `-`).
 Needs openssl (the command).
 """
 import hashlib
@@ -110,7 +113,9 @@ def handler_for(d, introspection, provider):
             auth = self.headers.get("Authorization", "")
             token = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
             kind = "-"
-            if token.count(".") == 2 and id_token(token):
+            if token and provider is None:
+                kind = "any"
+            elif token.count(".") == 2 and id_token(token):
                 kind = "id"
             elif token and active(token):
                 kind = "access"
@@ -150,11 +155,13 @@ def handler_for(d, introspection, provider):
 def main():
     d = os.path.abspath(sys.argv[2])
     os.makedirs(d, exist_ok=True)
-    g = json.load(open(sys.argv[3]))
-    import base64
-    introspection = {"url": g["issuer"] + "/introspect", "basic": base64.b64encode(
-        ("%s:%s" % (g["confidential_client"], g["client_secret"])).encode()).decode()}
-    provider = {"issuer": g["issuer"], "client": g["confidential_client"]}
+    introspection, provider = None, None
+    if sys.argv[1] == "serve":
+        g = json.load(open(sys.argv[3]))
+        import base64
+        introspection = {"url": g["issuer"] + "/introspect", "basic": base64.b64encode(
+            ("%s:%s" % (g["confidential_client"], g["client_secret"])).encode()).decode()}
+        provider = {"issuer": g["issuer"], "client": g["confidential_client"]}
     make_certificates(d)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(d + "/server.pem", d + "/server.key")
