@@ -14,9 +14,15 @@ public final class KubeAPIServer: @unchecked Sendable {
         try KubeAPIServer(provider: try OIDCProvider.shared.get())
     }
 
-    init(provider: OIDCProvider) throws {
+    /// A server of its own that takes any bearer token, for a test that
+    /// checks which token came by the log (`requests`).
+    public static func acceptingAny() throws -> KubeAPIServer { try KubeAPIServer(provider: nil) }
+
+    init(provider: OIDCProvider?) throws {
+        let folder = home.path + "/kube"
         server = try FixtureServer(
-            script: "kube_api.py", arguments: ["serve", home.path + "/kube", provider.directory + "/settings.json"])
+            script: "kube_api.py",
+            arguments: provider.map { ["serve", folder, $0.directory + "/settings.json"] } ?? ["serve-any", folder])
         struct Info: Decodable {
             let port: Int
             let ca: String

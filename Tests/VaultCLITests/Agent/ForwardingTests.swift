@@ -39,13 +39,16 @@ final class ForwardingScene {
     /// Where the forwarded socket appears on the server.
     var remoteSocket: String { server + "/agent.sock" }
 
-    /// Starts `ssh -R REMOTE:SOCKET test-server vault ARGS` with the server
-    /// side's environment: no vault, VAULT_AGENT_SOCK naming the forwarded socket.
-    func startOnServer(_ args: [String], forwarding socket: String) throws -> RunningProcess {
+    /// Starts `ssh -R REMOTE:SOCKET test-server vault ARGS` (or another
+    /// `program`) with the server side's environment: no vault,
+    /// VAULT_AGENT_SOCK naming the forwarded socket.
+    func startOnServer(_ args: [String], forwarding socket: String, program: String = VaultProcess.binary) throws
+        -> RunningProcess
+    {
         let quoted = args.map { "'" + $0.replacing("'", with: "'\\''") + "'" }.joined(separator: " ")
         let command =
             "env -i PATH=/usr/bin:/bin HOME=\(server) VAULT_HOME=\(server)/vault XDG_CONFIG_HOME=\(server)/config "
-            + "VAULT_AGENT_SOCK=\(remoteSocket) \(VaultProcess.binary) \(quoted)"
+            + "VAULT_AGENT_SOCK=\(remoteSocket) \(program) \(quoted)"
         return try VaultProcess.start(
             ["-F", sshConfig, "-R", "\(remoteSocket):\(socket)", "test-server", command],
             environment: ["PATH": "/usr/bin:/bin", "HOME": laptop.home.path], executable: "/usr/bin/ssh")

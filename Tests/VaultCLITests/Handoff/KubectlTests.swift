@@ -135,6 +135,30 @@ struct KubectlTests {
         #expect(mixed.status == 64, "\(mixed.stderr)")
     }
 
+    @Test("kubectl on a server gets the laptop's token through an agent forwarded over SSH")
+    func forwarded() throws {
+        let scene = try ForwardingScene()
+        // The scene's grant belongs to the provider's public client, whose
+        // tokens the shared server's introspection does not vouch for: this
+        // server takes any token, and its log shows which came.
+        let api = try KubeAPIServer.acceptingAny()
+        #expect(try scene.laptop.home.run("policy", "work", "--forwarded", "allow").status == 0)
+        let config = scene.server + "/kubeconfig"
+        scene.laptop.home.write(
+            config,
+            api.kubeconfig(
+                vault: VaultProcess.binary, grant: "work", apiVersion: "client.authentication.k8s.io/v1beta1"))
+        let r = try scene.startOnServer(
+            ["--kubeconfig", config, "--cache-dir", scene.server + "/kube-cache", "get", "pods", "-o", "name"],
+            forwarding: scene.laptop.paths.forwardSocket, program: "/usr/bin/kubectl"
+        ).wait(timeout: 90)
+        #expect(r.status == 0 && r.stdout == "pod/web-1\npod/web-2\n", "\(r.stderr)")
+        let token = try scene.laptop.home.run("token", "work").stdout.trimmingCharacters(in: .newlines)
+        let sent = Set(api.requests().map(\.token))
+        #expect(sent == [KubectlTests.hash(token)], "kubectl sent tokens other than the laptop's: \(sent)")
+        #expect(try scene.provider.refreshes() == 1, "the laptop refreshed the expired grant once")
+    }
+
     static func hash(_ token: String) -> String {
         let r = try? VaultProcess.start(
             ["-c", "import hashlib,sys; print(hashlib.sha256(sys.stdin.read().encode()).hexdigest()[:16])"],
