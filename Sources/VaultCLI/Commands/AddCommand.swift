@@ -305,7 +305,16 @@ struct AddCommand: VaultCommand {
                         + "--register is for a new grant", command: "add")
             }
             for problem in catalog.problems(ignoring: existing.provider) { ctx.output.warn(problem.reason) }
-            provider = try Provider(storedIn: existing, name: name, base: catalog.providers[existing.provider])
+            var base = catalog.providers[existing.provider]
+            // A grant that keeps no token endpoint, of a provider known by
+            // its issuer alone (imported while the issuer did not answer),
+            // is authorized again at the endpoints discovery finds now.
+            if let known = base, known.tokenEndpoint == nil, let issuer = known.issuer,
+                existing.providerConfiguration?.tokenEndpoint == nil
+            {
+                base = try catalog.discovering(known.name, issuer: issuer, transport: transport)
+            }
+            provider = try Provider(storedIn: existing, name: name, base: base)
             if existing.providerConfiguration?.endpointsSource == "discovery", let issuer = provider.issuer {
                 provider = try rediscovered(provider, grant: name, issuer: issuer, transport: transport)
             }
