@@ -202,11 +202,14 @@ extension ImportCommand {
             config = config.completed(by: provider.resolved(), takeClient: tool == nil || tool == .muttOAuth2)
             config.endpointsSource = config.endpointsSource ?? provider.endpointsSourceLabel
         }
+        // A provider file of that name that cannot be used is the cause, not an unknown provider.
+        let unusable = known == nil ? catalog.problem(of: grant.provider) : nil
         if known == nil {
             notes.append(
                 (
                     true,
-                    "vault knows no provider '\(grant.provider)' (see 'vault providers'); "
+                    (unusable.map { "provider '\(grant.provider)' cannot be used: \($0.reason); " }
+                        ?? "vault knows no provider '\(grant.provider)' (see 'vault providers'); ")
                         + (config.tokenEndpoint == nil
                             ? "the grant keeps no token endpoint" : "the grant keeps the provider_config it was given")
                 ))
@@ -214,7 +217,7 @@ extension ImportCommand {
         grant.providerConfiguration = config
         if let note = refreshNote(
             grant, name: name, tool: tool, fileNamesEndpoints: !foreign.isEmpty, undiscovered: undiscovered,
-            configDirectory: configDirectory)
+            unusableFile: unusable != nil, configDirectory: configDirectory)
         {
             notes.append(note)
         }
@@ -226,10 +229,10 @@ extension ImportCommand {
     /// tool has no refresh token, or why it cannot be refreshed and what
     /// would let it. Nil when there is nothing to say. `undiscovered` is
     /// the issuer of a provider known by its issuer alone whose discovery
-    /// failed just now.
+    /// failed just now; `unusableFile`, that the provider's file cannot be used.
     func refreshNote(
         _ grant: Grant, name: String, tool: ForeignTokens.Tool?, fileNamesEndpoints: Bool, undiscovered: String?,
-        configDirectory: String
+        unusableFile: Bool, configDirectory: String
     ) -> (warning: Bool, text: String)? {
         guard grant.kind == .oauth2 else { return nil }
         let config = grant.providerConfiguration ?? ProviderConfiguration()
@@ -256,6 +259,8 @@ extension ImportCommand {
             why =
                 "; provider '\(grant.provider)' names only its issuer, and discovery at \(issuer) failed: "
                 + "import it again with --replace once the issuer answers"
+        } else if config.tokenEndpoint == nil && unusableFile {
+            why = "; correct its provider file as the warning above says, then import again with --replace"
         } else if config.tokenEndpoint == nil {
             // The client may be the file's own: then only the endpoint is
             // missing, and a provider file of the user's supplies it.
