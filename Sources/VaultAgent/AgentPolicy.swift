@@ -109,6 +109,10 @@ package struct AgentPolicy: Sendable, Equatable {
         let path = AgentPolicy.path(configDirectory: configDirectory)
         guard FileSystem.exists(path) else { return AgentPolicy() }
         let bytes = try FileSystem.readFile(path, limit: 1 << 20, trusted: true)
+        // Read as the decoder reads JSON, not as strictly as provider files
+        // (StrictJSON): 'vault policy' writes this file, and a stricter
+        // reading would make agents refuse every request over a policy
+        // they took before.
         guard let file = try? JSONDecoder().decode(File.self, from: Data(bytes)) else {
             throw VaultError(
                 .invalidInput, "\(path) is not a valid agent policy (keys: default, grants; rules: local, forwarded)")

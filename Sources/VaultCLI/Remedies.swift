@@ -51,6 +51,9 @@ enum Remedies {
         case .giveMachineCredentials: return "give --client-secret-file FILE or --client-key-file FILE"
         case .checkStoreAddress:
             return "check the store's address ('vault remote' shows it) and set it again with 'vault remote set'"
+        case .joinStoreVaultOrChooseAnother:
+            return "to sync this vault, give another folder; to use the vault the store holds, "
+                + "'vault join' it (join makes a new vault: with another VAULT_HOME, or once this one is moved)"
         case .addFromProvider(let provider, let grant):
             return
                 "to authorize it at \(provider)'s own endpoints: 'vault remove \(grant)', then 'vault add \(provider) \(grant)'"

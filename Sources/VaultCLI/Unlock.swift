@@ -44,9 +44,11 @@ struct UnlockSources {
     {
         if let path = keyfilePath {
             let origin = keyfileFlag != nil ? "--keyfile" : "VAULT_KEYFILE"
+            let contents = try UnlockSources.readFile(path, origin: origin)
             do {
-                return (.keyfile(try Keyfile.read(path: path)), "key file \(path)", false)
+                return (.keyfile(try Keyfile.decode(contents)), "key file \(path)", false)
             } catch {
+                // A file that is not a key file is the wrong key file: locked.
                 throw CLIError(
                     "\(error.reason) (from \(origin))", hint: error.remedy.map(Remedies.hint), exitCode: .locked)
             }
@@ -88,6 +90,19 @@ struct UnlockSources {
         return (try KeySource.passphrase(utf8: raw), "terminal", true)
     }
 
+    /// The contents of a key or passphrase file named by `origin`. A file
+    /// that cannot be read (missing, not a regular file, writable by
+    /// others) is a file error, exit 1 as for every file given to vault
+    /// (docs/cli.md, "Exit status"): 77 is for a key that does not open
+    /// the vault, or no way to ask for one.
+    static func readFile(_ path: String, origin: String) throws -> SecureBytes {
+        do { return try SecretFile.read(path: path) } catch {
+            throw CLIError(
+                "\(error.reason) (from \(origin))", hint: error.remedy.map(Remedies.hint),
+                exitCode: CLIError(error).exitCode)
+        }
+    }
+
     /// A passphrase from `<prefix>_PASSPHRASE_COMMAND`, `_FILE` or the
     /// variable itself, or nil when none is set.
     func nonInteractivePassphrase(prefix: String) throws -> (KeySource, String)? {
@@ -104,12 +119,7 @@ struct UnlockSources {
             return (try passphrase(raw, origin: "\(prefix)_PASSPHRASE_COMMAND"), "\(prefix)_PASSPHRASE_COMMAND")
         }
         if let path = env("\(prefix)_PASSPHRASE_FILE") {
-            let raw: SecureBytes
-            do { raw = try SecretFile.read(path: path) } catch {
-                throw CLIError(
-                    "\(error.reason) (from \(prefix)_PASSPHRASE_FILE)", hint: error.remedy.map(Remedies.hint),
-                    exitCode: .locked)
-            }
+            let raw = try UnlockSources.readFile(path, origin: "\(prefix)_PASSPHRASE_FILE")
             return (try passphrase(raw, origin: "\(prefix)_PASSPHRASE_FILE"), "\(prefix)_PASSPHRASE_FILE")
         }
         if let text = env("\(prefix)_PASSPHRASE") {

@@ -180,6 +180,9 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
         /// that kind at that address does (a plain-http server asked for
         /// TLS, an S3 server at a WebDAV URL, a bucket that does not exist).
         case checkStoreAddress
+        /// The store's folder holds another vault: join that vault (as a
+        /// vault of its own), or sync this one to another folder.
+        case joinStoreVaultOrChooseAnother
 
         // Waiting.
         /// Another process holds the vault for a moment: try again shortly.

@@ -140,11 +140,33 @@ extension SyncEngine {
         var state = SyncState(url: url, user: user, password: password?.unsafeCopyToArray() ?? [], device: device)
         let store = try store(for: state)
         let created = try store.createFolder()
+        // Before the probe writes there, and before anything is kept.
+        try refuseAnotherVault(in: store, url: url)
         let probe = "probe-" + (try Secure.randomBytes(8)).hex
         state.preconditions = try store.honoursPreconditions(probe: probe) ? 1 : 2
         // Another store: nothing known about it yet.
         try vault.update { (_: inout StateManifest) throws(VaultError) in try saveSyncState(state, keys) }
         return created
+    }
+
+    /// Refuses a store whose root or keys (docs/sync.md, "Objects") are
+    /// another vault's: every sync there would be refused, and this
+    /// vault's objects would sit beside that vault's.
+    private func refuseAnotherVault(in store: any SyncStore, url: String) throws(VaultError) {
+        let owner: [UInt8]?
+        if let root = try store.get(SyncEngine.rootName) {
+            owner = SyncRoot.vaultID(ofRoot: root.bytes)
+        } else if let keys = try store.get(SyncEngine.keysName) {
+            owner = (try? SyncEngine.parseKeysObject(keys.bytes))?.0.vaultID
+        } else {
+            owner = nil
+        }
+        guard let owner, owner != vault.header.vaultID else { return }
+        throw VaultError(
+            .alreadyExists,
+            "\(SyncEngine.displayName(url)) holds another vault (id \(Array(owner.prefix(4)).hex)), "
+                + "not this one (id \(Array(vault.header.vaultID.prefix(4)).hex)): a store folder holds one vault",
+            remedy: .joinStoreVaultOrChooseAnother)
     }
 
     /// Whether the configured store honours preconditions, and its URL.

@@ -90,9 +90,7 @@ extension SyncEngine {
                     {
                         deferred.append(.merged(merged, id: remote.id))
                     }
-                    if merged.conflict && !report.conflicts.contains(merged.value.name) {
-                        report.conflicts.append(merged.value.name)
-                    }
+                    if merged.conflict { report.noteConflict(merged.value.name) }
                     // Both sides seen: the merged vector, raised here so the
                     // value dominates both when pushed.
                     state.bases[remote.id] = .init(
@@ -184,7 +182,7 @@ extension SyncEngine {
         let known = state.conflicts.filter { $0.id == remote.id }.count
         state.conflicts.removeAll { $0.id == remote.id }
         state.conflicts += remote.siblings.map { SyncState.Conflict(id: remote.id, $0) }
-        if remote.siblings.count > known { report.conflicts.append(payload.name) }
+        if remote.siblings.count > known { report.noteConflict(payload.name) }
         // A renamed arrival is a local change: pushed with a raised vector.
         let renamed = payload.name != remote.payload.withUnsafeBytes({ Payload.read($0) })?.name
         state.bases[remote.id] = .init(localVersion: renamed ? 0 : version, versions: remote.versions)
@@ -298,5 +296,14 @@ struct MergedRecord {
             }
         }
         siblings = kept
+    }
+}
+
+extension SyncReport {
+    /// Notes a grant with a new conflict, once: the report carries over
+    /// the rounds of a sync, and a later round can bring the same
+    /// record again with one more side.
+    mutating func noteConflict(_ name: String) {
+        if !conflicts.contains(name) { conflicts.append(name) }
     }
 }

@@ -196,6 +196,14 @@ package struct SyncRoot: Equatable {
         return header + nonce + ciphertext
     }
 
+    /// The vault id in a root's public header, read without a key; nil
+    /// when the bytes are not a root.
+    static func vaultID(ofRoot bytes: [UInt8]) -> [UInt8]? {
+        let magic = Array(SyncRoot.magic.utf8)
+        guard bytes.count >= magic.count + 2 + 16, Array(bytes.prefix(magic.count)) == magic else { return nil }
+        return Array(bytes[(magic.count + 2)..<(magic.count + 18)])
+    }
+
     /// Parses and authenticates a root of the vault `vaultID`.
     package init(decoding bytes: [UInt8], keys: SyncKeys, vaultID: [UInt8], keyEpoch: UInt32) throws(VaultError) {
         let what = "the store's root"

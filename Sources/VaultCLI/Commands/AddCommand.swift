@@ -305,12 +305,23 @@ struct AddCommand: VaultCommand {
                         + "--register is for a new grant", command: "add")
             }
             for problem in catalog.problems(ignoring: existing.provider) { ctx.output.warn(problem.reason) }
-            provider = try Provider(storedIn: existing, name: name, base: catalog.providers[existing.provider])
+            var base = catalog.providers[existing.provider]
+            // A grant that keeps no token endpoint, of a provider known by
+            // its issuer alone (imported while the issuer did not answer),
+            // is authorized again at the endpoints discovery finds now.
+            if let known = base, known.tokenEndpoint == nil, let issuer = known.issuer,
+                existing.providerConfiguration?.tokenEndpoint == nil
+            {
+                base = try catalog.discovering(known.name, issuer: issuer, transport: transport)
+            }
+            provider = try Provider(storedIn: existing, name: name, base: base)
             if existing.providerConfiguration?.endpointsSource == "discovery", let issuer = provider.issuer {
                 provider = try rediscovered(provider, grant: name, issuer: issuer, transport: transport)
             }
         } else {
-            if opened != nil && catalog.providers[first] == nil && !catalog.files.keys.contains(first) {
+            if opened != nil && catalog.providers[first] == nil && !catalog.files.keys.contains(first)
+                && catalog.problem(of: first) == nil
+            {
                 // Neither a grant nor a provider: say both were looked for.
                 let listed =
                     "'vault list' shows the grants; providers: "
@@ -462,21 +473,23 @@ extension AddCommand {
         _ name: String, catalog: ProviderCatalog, ctx: Context, transport: CurlTransport
     ) throws -> Provider {
         let issuerFlag = issuer
-        // A provider whose own file is wrong is that error, not an unknown provider.
-        let own = issuerFlag == nil ? catalog.problem(of: name) : nil
-        for problem in issuerFlag == nil && own == nil ? catalog.problems : catalog.problems(ignoring: name) {
-            ctx.output.warn(problem.reason)
-        }
+        // A provider whose own file is wrong is that error, not an unknown
+        // provider; an incomplete one is what --issuer completes.
+        let own = catalog.problem(of: name)
+        for problem in catalog.problems(ignoring: name) where problem != own { ctx.output.warn(problem.reason) }
         let known = catalog.providers[name]
         var overrides: [String: String] = [:]
         if let tenant = tenant { overrides["tenant"] = tenant }
         if let issuer = issuerFlag ?? (known?.tokenEndpoint == nil ? known?.issuer : nil) {
+            if let own, catalog.isUnreadable(name) { ctx.output.warn(own.reason) }
             return try catalog.discovering(name, issuer: issuer, transport: transport)
         }
         guard let known else {
             if let own { throw own }
             throw CLIError(try catalog.provider(name).name)
         }
+        // A preset stands in for a file of its name that is not used.
+        if let own { ctx.output.warn(own.reason) }
         return known.resolved(overrides)
     }
 

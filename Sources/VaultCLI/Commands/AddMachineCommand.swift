@@ -96,8 +96,7 @@ extension AddCommand {
     {
         let catalog = ProviderCatalog.load(configDirectory: try ctx.opener.location().configDirectory)
         if !required && issuer == nil {
-            let concerned = catalog.problems.count != catalog.problems(ignoring: name).count
-            if catalog.providers[name] == nil && !concerned { return nil }
+            if catalog.providers[name] == nil && catalog.problem(of: name) == nil { return nil }
         }
         return try resolveProvider(name, catalog: catalog, ctx: ctx, transport: transport)
     }

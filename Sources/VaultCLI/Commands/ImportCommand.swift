@@ -22,7 +22,8 @@ struct ImportCommand: VaultCommand {
 
             A refresh token needs a token endpoint and the client it was issued to. What
             provider_config lacks comes from the configured provider of that name (a preset,
-            or a provider file in $XDG_CONFIG_HOME/vault/providers/), its client included;
+            or a provider file in $XDG_CONFIG_HOME/vault/providers/; one that names only an
+            issuer is discovered there, as 'vault add' does), its client included;
             --client-id and --client-secret-file name the client instead. vault warns when
             it does not know the provider, and when the grant cannot be refreshed ('vault list'
             then never shows it as refreshable).
@@ -154,12 +155,18 @@ extension ImportCommand {
         // provider's), or the file alone (with its own client, or none).
         // Your client never goes to endpoints a file chose.
         var foreign: [(field: String, own: String, provider: String?)] = []
-        if var provider = catalog.providers[grant.provider] {
+        // A provider known by its issuer alone has its endpoints from
+        // discovery, as 'vault add' finds them: the provider from here on.
+        var known = catalog.providers[grant.provider]
+        var undiscovered: String? = nil
+        if var provider = known {
             if provider.tokenEndpoint == nil, let issuer = provider.issuer, config.tokenEndpoint == nil {
                 let transport = CurlTransport(caBundle: ctx.environment["SSL_CERT_FILE"])
                 do {
                     provider = try catalog.discovering(provider.name, issuer: issuer, transport: transport)
+                    known = provider
                 } catch {
+                    undiscovered = issuer
                     notes.append((true, "could not discover provider '\(provider.name)': \(error.reason)"))
                 }
             }
@@ -191,22 +198,26 @@ extension ImportCommand {
                         + (first.provider.map { ", not provider '\(grant.provider)''s (\($0))" } ?? "")
                         + ": it refreshes there with the file's own client only, and is not authorized again there"
                 ))
-        } else if let provider = catalog.providers[grant.provider] {
+        } else if let provider = known {
             config = config.completed(by: provider.resolved(), takeClient: tool == nil || tool == .muttOAuth2)
             config.endpointsSource = config.endpointsSource ?? provider.endpointsSourceLabel
         }
-        if catalog.providers[grant.provider] == nil {
+        // A provider file of that name that cannot be used is the cause, not an unknown provider.
+        let unusable = known == nil ? catalog.problem(of: grant.provider) : nil
+        if known == nil {
             notes.append(
                 (
                     true,
-                    "vault knows no provider '\(grant.provider)' (see 'vault providers'); "
+                    (unusable.map { "provider '\(grant.provider)' cannot be used: \($0.reason); " }
+                        ?? "vault knows no provider '\(grant.provider)' (see 'vault providers'); ")
                         + (config.tokenEndpoint == nil
                             ? "the grant keeps no token endpoint" : "the grant keeps the provider_config it was given")
                 ))
         }
         grant.providerConfiguration = config
         if let note = refreshNote(
-            grant, name: name, tool: tool, fileNamesEndpoints: !foreign.isEmpty, configDirectory: configDirectory)
+            grant, name: name, tool: tool, fileNamesEndpoints: !foreign.isEmpty, undiscovered: undiscovered,
+            unusableFile: unusable != nil, configDirectory: configDirectory)
         {
             notes.append(note)
         }
@@ -216,9 +227,12 @@ extension ImportCommand {
     /// What to tell the person about refreshing the imported `grant`, as
     /// its provider configuration now stands: that a grant from another
     /// tool has no refresh token, or why it cannot be refreshed and what
-    /// would let it. Nil when there is nothing to say.
+    /// would let it. Nil when there is nothing to say. `undiscovered` is
+    /// the issuer of a provider known by its issuer alone whose discovery
+    /// failed just now; `unusableFile`, that the provider's file cannot be used.
     func refreshNote(
-        _ grant: Grant, name: String, tool: ForeignTokens.Tool?, fileNamesEndpoints: Bool, configDirectory: String
+        _ grant: Grant, name: String, tool: ForeignTokens.Tool?, fileNamesEndpoints: Bool, undiscovered: String?,
+        unusableFile: Bool, configDirectory: String
     ) -> (warning: Bool, text: String)? {
         guard grant.kind == .oauth2 else { return nil }
         let config = grant.providerConfiguration ?? ProviderConfiguration()
@@ -240,6 +254,13 @@ extension ImportCommand {
             why =
                 "; its tokens were issued to rclone's built-in client, which vault cannot use: "
                 + "give the remote a client_id and client_secret of your own in rclone"
+        } else if config.tokenEndpoint == nil, let issuer = undiscovered {
+            // The provider file is right: its issuer did not answer.
+            why =
+                "; provider '\(grant.provider)' names only its issuer, and discovery at \(issuer) failed: "
+                + "import it again with --replace once the issuer answers"
+        } else if config.tokenEndpoint == nil && unusableFile {
+            why = "; correct its provider file as the warning above says, then import again with --replace"
         } else if config.tokenEndpoint == nil {
             // The client may be the file's own: then only the endpoint is
             // missing, and a provider file of the user's supplies it.

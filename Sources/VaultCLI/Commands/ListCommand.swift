@@ -37,7 +37,6 @@ struct ListCommand: VaultCommand {
         // Tokens are never needed to list: they are not even read into
         // memory. Each grant is summed up, or its row made, as it is read.
         let problems: [VaultError]
-        var unknownProviders = Set<String>()
         if ctx.output.json {
             let summaries: [GrantSummary]
             (summaries, problems) = try vault.list(secrets: false) { g in
@@ -51,7 +50,6 @@ struct ListCommand: VaultCommand {
             (rows, problems) = try vault.list(secrets: false) { g in
                 ListRow(g, lifetimes: lifetimes, conflicted: conflicted.contains(g.name), now: now)
             }
-            unknownProviders = Set(rows.compactMap(\.unknownProvider))
             if !rows.isEmpty {
                 // When refresh tokens die, and the last refresh and use that
                 // move an inactivity limit, when anything is known of it.
@@ -69,25 +67,31 @@ struct ListCommand: VaultCommand {
                 ctx.output.info(
                     "the vault holds no grants; add one with 'vault add PROVIDER' or 'vault import NAME'")
             }
+            // Notes for a person reading the table: JSON marks a conflict
+            // with `conflict`, and its stderr carries only the errors below.
+            try printNotes(ctx, unknownProviders: Set(rows.compactMap(\.unknownProvider)), conflicted: conflicted)
         }
-        if !ctx.output.json {
-            let location = try ctx.opener.location()
-            for provider in unknownProviders.sorted() {
-                ctx.output.info(
-                    Console.escaped(
-                        "no provider file for '\(provider)' on this machine ("
-                            + GrantLifetimes.providerFile(provider, configDirectory: location.configDirectory)
-                            + "): its grants refresh, but how long their refresh tokens live is not known here; "
-                            + "provider files do not sync: copy one that another machine has"))
-            }
+        for problem in problems { ctx.output.error(problem.reason) }
+        return problems.isEmpty ? .ok : .failure
+    }
+
+    /// The text listing's notes on stderr: providers this machine has no
+    /// file of, and grants in a sync conflict.
+    private func printNotes(_ ctx: Context, unknownProviders: Set<String>, conflicted: Set<String>) throws {
+        let location = try ctx.opener.location()
+        for provider in unknownProviders.sorted() {
+            ctx.output.info(
+                Console.escaped(
+                    "no provider file for '\(provider)' on this machine ("
+                        + GrantLifetimes.providerFile(provider, configDirectory: location.configDirectory)
+                        + "): its grants refresh, but how long their refresh tokens live is not known here; "
+                        + "provider files do not sync: copy one that another machine has"))
         }
-        if !ctx.output.json && !conflicted.isEmpty {
+        if !conflicted.isEmpty {
             ctx.output.warn(
                 "changed on two machines at once: \(conflicted.sorted().joined(separator: ", ")); see 'vault conflicts'"
             )
         }
-        for problem in problems { ctx.output.error(problem.reason) }
-        return problems.isEmpty ? .ok : .failure
     }
 
     /// This command's options in the order they are declared: found without

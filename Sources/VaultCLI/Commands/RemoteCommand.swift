@@ -24,7 +24,9 @@ struct RemoteCommand: VaultCommand {
             terminal. 'set' creates the folder when it does not exist yet (WebDAV MKCOL, parents
             too), checks that the store answers, and whether it honours If-Match: a store that does
             not still works (lost updates are detected and sent again, old objects deleted later),
-            and 'set' says so once. Plain http is refused except to a loopback address.
+            and 'set' says so once. A folder that holds another vault is refused (exit 64): sync
+            this vault to another folder, or join that vault with 'vault join'. Plain http is
+            refused except to a loopback address.
             An S3 store is a bucket and a folder in it, at --endpoint (AWS_ENDPOINT_URL_S3; default
             AWS's for the region) with --region (AWS_REGION; default us-east-1). Its access key id
             and secret key are kept inside the vault, and never given on the command line: from
@@ -104,6 +106,16 @@ struct RemoteCommand: VaultCommand {
             switch error.remedy {
             case .checkStoreAddress?:
                 throw CLIError(error.reason, hint: "check the address; see 'vault remote --help'", exitCode: .usage)
+            case .joinStoreVaultOrChooseAnother?:
+                // The folder typed is taken: a usage error, as a wrong address is.
+                throw CLIError(
+                    error.reason,
+                    hints: [
+                        "to sync this vault, give 'vault remote set' another folder",
+                        "to use the vault the store holds on this machine, join it: 'vault join' with the same "
+                            + "address and options makes a new vault (with another VAULT_HOME, or once this one "
+                            + "is moved away)",
+                    ], exitCode: .usage)
             case .setStoreCredentials?:
                 // Not "set them with 'vault remote set'": that was this command.
                 let check =

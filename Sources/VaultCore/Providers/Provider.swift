@@ -522,9 +522,17 @@ package struct ProviderFile: Decodable {
         return m
     }
 
+    /// Reads a provider file's bytes: strict JSON (RFC 8259), then its
+    /// fields; errors start with `source` (the file's path).
     package static func parse(_ bytes: [UInt8], source: String) throws(VaultError) -> ProviderFile {
+        // Strictly RFC 8259: the decoder alone takes a trailing comma and
+        // keeps the last of two members of one name, so the file vault
+        // reads could differ from the one its writer reviewed.
+        do throws(StrictJSON.Problem) { try StrictJSON.check(bytes) } catch {
+            throw VaultError(.invalidInput, "\(source): not JSON (RFC 8259) at \(error)")
+        }
         do {
-            return try JSONDecoder().decode(ProviderFile.self, from: Data(bytes))
+            return try JSONDecoder().decode(ProviderFile.self, from: Data(StrictJSON.withoutByteOrderMark(bytes)))
         } catch let error as VaultError {
             throw VaultError(.invalidInput, "\(source): \(error.reason)")
         } catch let DecodingError.typeMismatch(_, context), let DecodingError.dataCorrupted(context) {

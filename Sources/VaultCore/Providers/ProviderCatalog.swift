@@ -9,6 +9,10 @@ public struct ProviderCatalog: Sendable {
     public var problems: [VaultError] { issues.map(\.error) }
     /// Problems with the provider name they concern, when known.
     let issues: [(name: String?, error: VaultError)]
+    /// Providers whose user file is not used at all (not JSON, not a
+    /// provider file, another user can write it): discovery completes
+    /// none of them.
+    let unreadable: Set<String>
     /// Every parsed file by provider name, complete or not.
     package let files: [String: ProviderFile]
 
@@ -27,6 +31,7 @@ public struct ProviderCatalog: Sendable {
     package static func load(configDirectory: String, only: String?) -> ProviderCatalog {
         var files: [String: (ProviderFile, String)] = [:]
         var problems: [(name: String?, error: VaultError)] = []
+        var unreadable = Set<String>()
         for (name, json) in Presets.files where only == nil || name == only {
             // Presets are checked by the test suite; a failure here is a build defect.
             if let file = try? ProviderFile.parse(Array(json.utf8), source: "preset \(name)") {
@@ -58,7 +63,11 @@ public struct ProviderCatalog: Sendable {
                 merged.name = name
                 files[name] = (merged, path)
             } catch {
-                problems.append((nil, error))
+                // Named after its file: 'vault add NAME' then says why
+                // NAME's own file is not used, not that NAME is unknown.
+                let name = String(entry.dropLast(5))
+                problems.append((name, error))
+                unreadable.insert(name)
             }
         }
         var providers: [String: Provider] = [:]
@@ -69,7 +78,8 @@ public struct ProviderCatalog: Sendable {
                 problems.append((name, error))
             }
         }
-        return ProviderCatalog(providers: providers, issues: problems, files: files.mapValues(\.0))
+        return ProviderCatalog(
+            providers: providers, issues: problems, unreadable: unreadable, files: files.mapValues(\.0))
     }
 
     /// A provider discovered from `issuer` and named `name`; a file of that
@@ -84,10 +94,14 @@ public struct ProviderCatalog: Sendable {
         issues.first { $0.name == name }?.error
     }
 
-    /// Problems other than those of the provider `name` (which discovery completes).
+    /// Problems other than those of the provider `name` (which discovery
+    /// completes); a file of that name that is not used at all is still one.
     public func problems(ignoring name: String) -> [VaultError] {
-        issues.filter { $0.name != name }.map(\.error)
+        issues.filter { $0.name != name || unreadable.contains(name) }.map(\.error)
     }
+
+    /// True when the user's file for provider `name` is not used at all.
+    package func isUnreadable(_ name: String) -> Bool { unreadable.contains(name) }
 
     /// The provider called `name`, or a `notFound` error listing the choices.
     public func provider(_ name: String) throws(VaultError) -> Provider {

@@ -1,0 +1,25 @@
+import Foundation
+import Testing
+import VaultTestSupport
+
+/// `vault list` adds notes for a person on stderr after its table; with
+/// `--json` stderr carries only errors (docs/cli.md, `vault list`).
+@Suite("list: notes with the table, none with --json")
+struct ListNotesTests {
+    @Test("a provider this machine has no file of is noted under the table, not beside JSON")
+    func providerNote() throws {
+        let home = Home()
+        try home.initKeyfileVault()
+        let grant =
+            #"{"access_token":"t","refresh_token":"r","expires_in":3600,"provider":"p","#
+            + #""provider_config":{"token_endpoint":"https://127.0.0.1:9/token","client_id":"c"}}"#
+        #expect(try home.run("import", "work", stdin: grant).status == 0)
+        let text = try home.run("list")
+        #expect(text.status == 0, "\(text.stderr)")
+        #expect(text.stderr.contains("vault: no provider file for 'p' on this machine"), "\(text.stderr)")
+        let json = try home.run("list", "--json")
+        #expect(json.status == 0)
+        #expect(json.stderr.isEmpty, "\(json.stderr)")
+        #expect(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) is [Any])
+    }
+}
