@@ -64,7 +64,7 @@ struct KubeCredentialCommand: VaultCommand {
             if left < minimum {
                 ctx.output.warn(
                     "the ID token of '\(name)' is valid for \(max(0, Int(left))) s more, less than the \(Int(minimum)) s "
-                        + "asked for: the provider sent no new one with the refresh")
+                        + "asked for: it could not be refreshed now, or the provider sent no new one with the refresh")
             }
             try ctx.output.printJSON(
                 ExecCredential(
