@@ -377,14 +377,22 @@ def tokens_once(d, client, secret=None, issuer=None):
     if secret:
         form["client_secret"] = secret
     req = urllib.request.Request(issuer + "/token", data=urllib.parse.urlencode(form).encode(), method="POST")
-    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=10) as r:
-        print(r.read().decode())
+    try:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=10) as r:
+            print(r.read().decode())
+    except urllib.error.HTTPError as e:
+        # A code refused (403) while another test adds a plugin instance
+        # to the same glewlwyd: its codes are lost, so start again.
+        if e.code == 403:
+            raise Retry("glewlwyd: the code was refused (HTTP 403)")
+        raise
 
 
 def tokens(d, client, secret=None, issuer=None):
-    """A whole code flow; glewlwyd's SQLite backend answers 500, or ends the
-    consent without a code, now and then when several tests use it at once,
-    so those are retried a few times."""
+    """A whole code flow; glewlwyd's SQLite backend answers 500, ends the
+    consent without a code, or refuses a code, now and then when several
+    tests use it at once (one adding a plugin instance), so those are
+    retried a few times."""
     for attempt in range(4):
         try:
             return tokens_once(d, client, secret, issuer)
