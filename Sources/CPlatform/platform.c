@@ -196,11 +196,13 @@ long long vault_peer_uid(int fd) {
     return (long long)cred.uid;
 }
 
-int vault_peer_pid(int fd) {
+int vault_peer_credentials(int fd, long long *uid, int *pid) {
     struct ucred cred;
     socklen_t len = sizeof cred;
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || len != sizeof cred) return -1;
-    return (int)cred.pid;
+    *uid = (long long)cred.uid;
+    *pid = (int)cred.pid;
+    return 0;
 }
 
 static sigset_t agent_signals(void) {

@@ -34,6 +34,8 @@ final class AgentListener: Sendable {
     private let forwardedClients = Counter()
     /// Serving threads waiting for a client.
     private let waiting = Mutex(0)
+    /// This process's effective uid: the only one whose clients are served.
+    private let uid = Int64(geteuid())
 
     /// Connections being served, shared with their threads.
     final class Counter: Sendable {
@@ -232,15 +234,16 @@ final class AgentListener: Sendable {
             while true {
                 let fd = vault_unix_accept(listening)
                 guard fd >= 0 else { break }
-                let uid = vault_peer_uid(fd)
-                guard uid == Int64(geteuid()) else {
+                var uid: Int64 = -1
+                var pid: Int32 = 0
+                guard vault_peer_credentials(fd, &uid, &pid) == 0, uid == self.uid else {
                     environment.log("refused a connection from uid \(uid)")
                     close(fd)
                     continue
                 }
                 // Forwarded peers have a share of their own, so another machine
                 // cannot take every connection this machine's commands need.
-                let peer = AgentPeer.of(fd, socketOrigin: forwarded ? .forwarded : .local)
+                let peer = AgentPeer.of(uid: Int(uid), pid: pid, socketOrigin: forwarded ? .forwarded : .local)
                 let counter = peer.origin == .forwarded ? forwardedClients : clients
                 let limit = peer.origin == .forwarded ? AgentListener.maxForwardedClients : AgentListener.maxClients
                 let asker = peer.origin == .forwarded ? peer.pid ?? 0 : nil

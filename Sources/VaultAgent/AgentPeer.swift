@@ -44,18 +44,17 @@ package struct AgentPeer: Sendable, Equatable {
             origin: .local, uid: Int(getuid()), pid: Int(getpid()), executable: executablePath(Int(getpid())))
     }
 
-    /// The process at the other end of `fd`. A connection to the agent's
-    /// own socket from ssh is a forwarded one: whoever forwarded that
-    /// socket instead of the forwarding socket still gets no more than a
-    /// forwarded peer does.
-    static func of(_ fd: Int32, socketOrigin: Origin) -> AgentPeer {
-        let raw = vault_peer_pid(fd)
+    /// The process the kernel names (SO_PEERCRED) at the other end of a
+    /// connection. A connection to the agent's own socket from ssh is a
+    /// forwarded one: whoever forwarded that socket instead of the
+    /// forwarding socket still gets no more than a forwarded peer does.
+    static func of(uid: Int, pid raw: Int32, socketOrigin: Origin) -> AgentPeer {
         let pid = raw > 0 ? Int(raw) : nil
         let executable = pid.flatMap(executablePath)
         let viaSSH = executable.map { AgentPeer.isSSHClient($0) } ?? false
         let origin = viaSSH ? .forwarded : socketOrigin
         return AgentPeer(
-            origin: origin, uid: Int(vault_peer_uid(fd)), pid: pid, executable: executable,
+            origin: origin, uid: uid, pid: pid, executable: executable,
             destination: origin == .forwarded ? pid.flatMap(commandLine).flatMap(sshDestination) : nil)
     }
 

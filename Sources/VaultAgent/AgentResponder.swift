@@ -123,7 +123,7 @@ final class AgentResponder: Sendable {
             if let grant, (try? GrantName.validate(grant)) != nil {
                 record(
                     grant, peer: peer, claims: peer.origin == .forwarded ? request.claims : nil, .failed,
-                    reason: VaultError.Code.locked.rawValue)
+                    reason: VaultError.Code.locked.rawValue, connection: connection)
             }
             throw VaultError(.locked, "the agent is locked")
         }
@@ -252,14 +252,15 @@ final class AgentResponder: Sendable {
                 }
             record(
                 name, peer: peer, claims: claims, log.outcome, reason: nil,
-                request: handed.accessTokenIsDPoPBound ? request : nil)
+                request: handed.accessTokenIsDPoPBound ? request : nil, connection: connection)
             _ = keys.use(grant: name)
             return handed
         } catch {
             if log.outcome == .allowed || log.outcome == .confirmed { log.outcome = .failed }
             record(
                 name, peer: peer, claims: claims, log.outcome,
-                reason: log.notAsked ?? (error.code == .denied ? nil : error.code.rawValue), request: log.logged)
+                reason: log.notAsked ?? (error.code == .denied ? nil : error.code.rawValue), request: log.logged,
+                connection: connection)
             throw error
         }
     }
@@ -336,18 +337,27 @@ final class AgentResponder: Sendable {
         }
     }
 
+    /// Logs one request's outcome: at once, or, on a connection that
+    /// defers its audit lines, right after its answer is sent
+    /// (`writeDeferredAudit`).
     private func record(
         _ grant: String, peer: AgentPeer, claims: RequesterClaims?, _ outcome: AuditEntry.Outcome, reason: String?,
-        request: String? = nil
+        request: String? = nil, connection: ConnectionRecord?
     ) {
         let entry = AuditEntry(
             time: environment.time.now(), grant: grant, peer: peer, claimed: claims, outcome: outcome, reason: reason,
             request: request)
-        if AuditTally.counts(entry) {
-            for line in tally.add(entry, now: Monotonic.seconds()) { write(line) }
+        let lines = AuditTally.counts(entry) ? tally.add(entry, now: Monotonic.seconds()) : [entry]
+        if let connection, connection.defersAudit {
+            connection.deferAudit(lines)
         } else {
-            write(entry)
+            for line in lines { write(line) }
         }
+    }
+
+    /// Writes the audit lines `connection` kept while its answer was sent.
+    func writeDeferredAudit(_ connection: ConnectionRecord) {
+        for line in connection.takeDeferredAudit() { write(line) }
     }
 
     private func write(_ entry: AuditEntry) {

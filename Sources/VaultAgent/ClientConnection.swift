@@ -28,17 +28,20 @@ struct ClientConnection {
     }
 
     /// Serves the client until it hangs up, idles out, or the agent stops;
-    /// then closes the connection.
+    /// then closes the connection. Each request's audit lines are written
+    /// right after its answer is sent: the asker waits for neither the
+    /// log's lock nor its file.
     func serve() {
         defer { close(fd) }
-        // The accepted socket may inherit non-blocking mode: this thread blocks.
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+        // Answers are sent blocking, within the timeout; reads never block
+        // (MSG_DONTWAIT, and poll with the request's deadline).
+        let flags = fcntl(fd, F_GETFL)
+        if flags & O_NONBLOCK != 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
         var tv = timeval(tv_sec: requestTimeout, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         var session: VaultSession?
         defer { session?.end() }
-        let connection = ConnectionRecord()
+        let connection = ConnectionRecord(defersAudit: true)
         while waitForRequest(session: &session) {
             guard var body = receiveMessage() else { return }
             let ok = responder.serving { () -> Bool in
@@ -46,6 +49,7 @@ struct ClientConnection {
                 secureZero(&body)
                 let ok = send(response)
                 secureZero(&response)
+                responder.writeDeferredAudit(connection)
                 return ok
             }
             // A connection whose requests keep being refused without
@@ -93,26 +97,30 @@ struct ClientConnection {
     /// `count` bytes, or nil when the client hung up or `deadline`
     /// (monotonic seconds) passed: a whole request must come within the
     /// request timeout, not each piece of it (a byte every few seconds
-    /// would hold the connection for hours).
+    /// would hold the connection for hours). What has arrived is read at
+    /// once; only a request still on its way is waited for.
     private func receiveExactly(_ count: Int, by deadline: Double) -> [UInt8]? {
         var out = [UInt8](repeating: 0, count: count)
         var got = 0
         while got < count {
-            let left = deadline - Monotonic.seconds()
-            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ready = left > 0 ? poll(&p, 1, Int32(min(left * 1000 + 1, 1_000_000))) : 0
-            if ready < 0 && errno == EINTR { continue }
+            let n = out.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + got, count - got, Int32(MSG_DONTWAIT)) }
+            if n > 0 {
+                got += n
+                continue
+            }
+            let failure = errno
+            if n < 0 && failure == EINTR { continue }
+            var ready: Int32 = 0
+            if n < 0 && (failure == EAGAIN || failure == EWOULDBLOCK) {
+                let left = deadline - Monotonic.seconds()
+                var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                ready = left > 0 ? poll(&p, 1, Int32(min(left * 1000 + 1, 1_000_000))) : 0
+                if ready < 0 && errno == EINTR { continue }
+            }
             guard ready > 0 else {
                 secureZero(&out)
                 return nil
             }
-            let n = out.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + got, count - got, 0) }
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else {
-                secureZero(&out)
-                return nil
-            }
-            got += n
         }
         return out
     }

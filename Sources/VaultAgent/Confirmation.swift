@@ -191,13 +191,28 @@ struct QuestionPacing: Sendable {
 
 /// What the agent keeps of one client connection while it is open: after
 /// a question asked on it went unconfirmed, no other is asked on it; after
-/// `closeAfter` requests refused without asking, it is closed.
+/// `closeAfter` requests refused without asking, it is closed. A
+/// connection that `defersAudit` holds the audit lines of its request
+/// until the answer is sent, so that the asker never waits for the log.
 final class ConnectionRecord: Sendable {
     /// Refusals without asking after which the connection is closed.
     static let closeAfter = 3
     private let state = Mutex((unconfirmed: false, notAsked: 0))
+    let defersAudit: Bool
+    private let deferred = Mutex([AuditEntry]())
 
-    init() {}
+    init(defersAudit: Bool = false) { self.defersAudit = defersAudit }
+
+    /// Keeps `entries` to be written once the answer is sent.
+    func deferAudit(_ entries: [AuditEntry]) { deferred.withLock { $0 += entries } }
+
+    /// The audit lines kept, which are no longer kept.
+    func takeDeferredAudit() -> [AuditEntry] {
+        deferred.withLock { kept in
+            defer { kept = [] }
+            return kept
+        }
+    }
 
     /// True once a question asked on this connection went unconfirmed.
     var hadUnconfirmed: Bool { state.withLock { $0.unconfirmed } }

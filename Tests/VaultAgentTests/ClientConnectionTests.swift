@@ -89,6 +89,36 @@ struct ClientConnectionTests {
         #expect(Array(received[19..<25]) == [0, 0, 0, 15, AgentProtocol.version, 0])
     }
 
+    @Test("a token is answered before its audit line is written: a log held by another writer delays only the line")
+    func answerBeforeAudit() throws {
+        let scene = try AgentScene()
+        try scene.unlock()
+        // Another writer (a command handing out a token itself) holds the
+        // log's lock.
+        let log = scene.responder.audit.path
+        let other = open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
+        try #require(other >= 0)
+        defer { close(other) }
+        try #require(flock(other, LOCK_EX) == 0)
+        let (client, done) = try ClientConnectionTests.serving(scene, requestTimeout: 10)
+        defer { close(client) }
+        ClientConnectionTests.write(AgentScene.tokenRequest().framed, to: client)
+        var p = pollfd(fd: client, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&p, 1, 5000) == 1, "the answer waited for the audit log")
+        var answer = [UInt8](repeating: 0, count: 4096)
+        let n = answer.withUnsafeMutableBytes { recv(client, $0.baseAddress!, 4096, Int32(MSG_DONTWAIT)) }
+        // Let go of the log whatever happened, so that a failure ends.
+        defer { flock(other, LOCK_UN) }
+        #expect(n > 6 && answer[5] == 0, "not a token")
+        #expect(try String(contentsOfFile: log, encoding: .utf8).isEmpty)
+        // Once the other writer is done, the line follows.
+        flock(other, LOCK_UN)
+        shutdown(client, Int32(SHUT_WR))
+        #expect(done.wait(timeout: .now() + 5) == .success)
+        let written = try String(contentsOfFile: log, encoding: .utf8)
+        #expect(written.contains("\"grant\":\"work\"") && written.contains("allowed"), "\(written)")
+    }
+
     @Test("a client that starts a request and stalls is dropped after the request timeout")
     func stalledRequest() throws {
         let scene = try AgentScene()

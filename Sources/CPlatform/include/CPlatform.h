@@ -38,8 +38,10 @@ int vault_accept_wait(int waiter, int timeout_ms);
 /// The uid of the process at the other end of a Unix socket (SO_PEERCRED),
 /// or -1 (errno set).
 long long vault_peer_uid(int fd);
-/// The pid at the other end of a Unix socket, or -1.
-int vault_peer_pid(int fd);
+/// The uid and pid of the process at the other end of a Unix socket, with
+/// one SO_PEERCRED: 0, or -1 (errno set). The pid is 0 when the kernel
+/// does not know it (the peer is in another pid namespace).
+int vault_peer_credentials(int fd, long long *uid, int *pid);
 
 /// Blocks SIGTERM, SIGINT and SIGHUP, ignores SIGPIPE, and returns a
 /// non-blocking signalfd that reports the blocked ones, or -1.
