@@ -71,7 +71,14 @@ public final class AgentClient {
 extension AgentClient {
     /// Has the agent sync the vault it holds (it has the keys sync needs).
     public func sync() throws(VaultError) -> SyncReport {
-        try connection.answer(.sync)
+        do throws(VaultError) {
+            let answer: FullSyncReport = try connection.answer(.syncReport)
+            return answer.report
+        } catch let error where error.code == .unsupported && !connection.broken {
+            // An agent of an earlier release: its report says nothing of
+            // passphrases.
+            return try connection.answer(.sync)
+        }
     }
 
     /// The names of the grants in a sync conflict (`vault list` marks them).

@@ -18,7 +18,7 @@ extension AgentRequest {
         case .load(let vaultID, let key):
             w.fixed(vaultID)
             w.fixed(key)
-        case .lock, .sync, .conflicts:
+        case .lock, .sync, .syncReport, .conflicts:
             break
         case .token(let name, let minimum, let force):
             w.string(name)
@@ -310,6 +310,26 @@ extension SyncReport: AgentAnswer {
         renamed = try NamesAnswer(reading: &r).names
         rootMoved = try r.bool()
         collected = Int(try r.u32())
+    }
+}
+
+/// Operation 14's answer: operation 9's, and what the sync did to the
+/// vault's passphrases.
+struct FullSyncReport: AgentAnswer, Equatable {
+    var report: SyncReport
+
+    func write(into w: inout MessageWriter) {
+        report.write(into: &w)
+        w.u8(report.passphraseTaken ? 1 : 0)
+        w.u32(UInt32(clamping: report.passphrases))
+    }
+
+    init(_ report: SyncReport) { self.report = report }
+
+    init(reading r: inout MessageReader) throws(VaultError) {
+        report = try SyncReport(reading: &r)
+        report.passphraseTaken = try r.bool()
+        report.passphrases = Int(try r.u32())
     }
 }
 

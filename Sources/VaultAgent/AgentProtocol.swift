@@ -71,6 +71,11 @@ enum AgentProtocol {
         /// for this method and URL (RFC 9449). The key never leaves the
         /// agent. Local and forwarded clients.
         case authorizeRequest = 13
+        /// → what operation 9 answers, then passphrase taken u8 and
+        /// passphrases u32: what the sync did to the vault's passphrases
+        /// (`SyncReport.passphraseTaken`, `passphrases`). A client tries
+        /// it first and asks operation 9 of an agent that does not know it.
+        case syncReport = 14
     }
 
     static let noExpiry = Int64.min
@@ -244,6 +249,7 @@ package enum AgentRequest {
         case .open: .open
         case .stateMAC: .stateMAC
         case .sync: .sync
+        case .syncReport: .syncReport
         case .conflicts: .conflicts
         case .grantToken: .grantToken
         case .derivedToken: .derivedToken
@@ -260,6 +266,7 @@ package enum AgentRequest {
     case open([StoredRecord])
     case stateMAC([UInt8])
     case sync
+    case syncReport
     case conflicts
     case grantToken(name: String, minimumValidity: UInt32, claims: RequesterClaims)
     case derivedToken(name: String, minimumValidity: UInt32, force: Bool, target: TokenTarget)
@@ -291,6 +298,7 @@ package enum AgentRequest {
             self = .open(rows)
         case .stateMAC: self = .stateMAC(try r.bytes())
         case .sync: self = .sync
+        case .syncReport: self = .syncReport
         case .conflicts: self = .conflicts
         case .grantToken:
             self = .grantToken(name: try r.string(), minimumValidity: try r.u32(), claims: try r.claims())

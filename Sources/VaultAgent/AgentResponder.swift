@@ -421,10 +421,11 @@ final class AgentResponder: Sendable {
             try AgentResponder.open(rows, with: recordKeys, into: &w)
         case .stateMAC(let body):
             MACAnswer(mac: try recordKeys.stateMAC(body)).write(into: &w)
-        case .sync:
+        case .sync, .syncReport:
             let engine = SyncEngine(
                 vault: try keys.vault(current, session: &session), transport: environment.transport)
-            try engine.sync().write(into: &w)
+            let report = try engine.sync()
+            if case .syncReport = request { FullSyncReport(report).write(into: &w) } else { report.write(into: &w) }
         case .conflicts:
             let engine = SyncEngine(
                 vault: try keys.vault(current, session: &session), transport: environment.transport)

@@ -26,6 +26,7 @@ struct AgentMessageTests {
         .open([record, record]),
         .stateMAC([9, 9, 9]),
         .sync,
+        .syncReport,
         .conflicts,
         .grantToken(name: "work", minimumValidity: 60, claims: claims),
         .derivedToken(
@@ -99,6 +100,9 @@ struct AgentMessageTests {
         report.conflicts = ["work"]
         report.renamed = ["home+1a2b"]
         #expect(try roundTrip(report) == report)
+        report.passphraseTaken = true
+        report.passphrases = 2
+        #expect(try roundTrip(FullSyncReport(report)) == FullSyncReport(report))
     }
 
     @Test("a grant handed out carries the token and what describes it, never a refresh token")

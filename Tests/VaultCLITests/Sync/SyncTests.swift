@@ -620,6 +620,27 @@ final class PassphraseSyncTests {
         return try home.run("token", "work").stdout == "w\n"
     }
 
+    @Test("a sync through the agent says too that a passphrase set on another machine opens the vault now")
+    func reachesThroughTheAgent() throws {
+        let runtime = b.path + "/run"
+        mkdir(runtime, 0o700)
+        b.extra["XDG_RUNTIME_DIR"] = runtime
+        b.extra["VAULT_AGENT"] = nil
+        #expect(try b.start("agent").wait().status == 0)
+        defer { _ = try? b.run("lock") }
+        try passwd(a, to: "new")
+        #expect(try a.run("sync").status == 0)
+        let synced = try b.run("sync")
+        #expect(synced.status == 0 && synced.stderr.contains("was changed on another machine"), "\(synced.stderr)")
+        let again = try b.run("sync", "--json")
+        let doc = try #require(try JSONSerialization.jsonObject(with: Data(again.stdout.utf8)) as? [String: Any])
+        #expect(doc["passphrase_taken"] as? Bool == false && doc["passphrases"] as? Int == 1, "\(again.stdout)")
+        #expect(try b.run("lock").status == 0)
+        b.extra["VAULT_AGENT"] = "off"
+        #expect(try opens(b, with: "new"))
+        #expect(try !opens(b, with: "old"), "the old passphrase opens nothing")
+    }
+
     @Test("passwd on one machine, a sync on each: the other opens with the new passphrase, not the old")
     func reachesEveryMachine() throws {
         try passwd(a, to: "new")
