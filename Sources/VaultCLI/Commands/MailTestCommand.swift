@@ -136,7 +136,8 @@ struct MailTestCommand: VaultCommand {
         if result.outcome == .refused,
             result.mechanisms.isEmpty || result.mechanisms.contains(attempt.mechanism.rawValue)
         {
-            report.provider = MailTestReport.providerCheck(grant, transport: ctx.network.transport)
+            report.provider = MailTestReport.providerCheck(
+                Commands.withStoredEndpoints(grant, name: name, ctx: ctx), transport: ctx.network.transport)
         }
         let failure = report.failure
         if ctx.output.json {
@@ -361,5 +362,21 @@ struct MailTestReport {
             })
         else { return nil }
         return scope
+    }
+}
+
+extension Commands {
+    /// `grant` with the endpoints its stored record names, when it was
+    /// handed out by this vault's agent (which sends the token and what
+    /// describes it, not the provider's configuration): the token then
+    /// goes only where the grant's own record says. A grant from a
+    /// forwarded agent (no vault here) stays as it came.
+    static func withStoredEndpoints(_ grant: Grant, name: String, ctx: Context) -> Grant {
+        guard grant.providerConfiguration == nil, let location = try? ctx.opener.location(),
+            Vault.exists(at: location), let stored = try? ctx.opener.openVault().load(name)
+        else { return grant }
+        var checked = grant
+        checked.providerConfiguration = stored.providerConfiguration
+        return checked
     }
 }

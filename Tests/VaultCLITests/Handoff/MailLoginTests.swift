@@ -104,6 +104,25 @@ struct MailLoginTests {
         expectNoToken(r, try token(), "json")
     }
 
+    @Test("a revoked token handed out by the agent: the provider is asked too, at the grant's own endpoint")
+    func refusedThroughTheAgent() throws {
+        let tokens = try ProviderGrants.importConfidential("mail", into: home)
+        let runtime = home.path + "/run"
+        mkdir(runtime, 0o700)
+        home.extra["XDG_RUNTIME_DIR"] = runtime
+        home.extra["VAULT_AGENT"] = nil
+        #expect(try home.start("agent").wait().status == 0)
+        defer { _ = try? home.run("lock") }
+        let token = try #require(tokens["access_token"] as? String)
+        try ProviderGrants.revoke(token, hint: "access_token")
+        let imap = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps), "--json")
+        #expect(imap.status == 1, "\(imap.stderr)")
+        let doc = try #require(try JSONSerialization.jsonObject(with: Data(imap.stdout.utf8)) as? [String: Any])
+        #expect(doc["token_accepted"] as? Bool == false, "\(imap.stdout)")
+        #expect(imap.stderr.contains("the provider no longer accepts this access token"), "\(imap.stderr)")
+        expectNoToken(imap, token, "imap")
+    }
+
     @Test("a revoked token: exit 1, the server's words, and that the provider refuses it too, never the token")
     func refused() throws {
         let tokens = try ProviderGrants.importConfidential("mail", into: home)
