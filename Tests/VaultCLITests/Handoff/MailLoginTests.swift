@@ -107,10 +107,7 @@ struct MailLoginTests {
     @Test("a revoked token handed out by the agent: the provider is asked too, at the grant's own endpoint")
     func refusedThroughTheAgent() throws {
         let tokens = try ProviderGrants.importConfidential("mail", into: home)
-        let runtime = home.path + "/run"
-        mkdir(runtime, 0o700)
-        home.extra["XDG_RUNTIME_DIR"] = runtime
-        home.extra["VAULT_AGENT"] = nil
+        home.allowAgent()
         #expect(try home.start("agent").wait().status == 0)
         defer { _ = try? home.run("lock") }
         let token = try #require(tokens["access_token"] as? String)

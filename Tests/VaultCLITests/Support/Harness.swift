@@ -26,6 +26,15 @@ final class Home {
         try VaultProcess.start(args, environment: environment, stdin: stdin)
     }
 
+    /// Gives this home a private runtime folder (`XDG_RUNTIME_DIR`, mode
+    /// 0700) where an agent can listen, and lets commands use one.
+    func allowAgent() {
+        let runtime = path + "/run"
+        mkdir(runtime, 0o700)
+        extra["XDG_RUNTIME_DIR"] = runtime
+        extra["VAULT_AGENT"] = nil
+    }
+
     /// A key-file vault, the cheap unlock used by tests that run many commands.
     func initKeyfileVault() throws {
         let r = try run("init", "--keyfile", path + "/key")

@@ -193,10 +193,7 @@ struct SyncLineageTests {
         let m = try DavMachines(count: 2)
         let (a, b) = (m.homes[0], m.homes[1])
         try m.connectAll()
-        let runtime = a.path + "/run"
-        mkdir(runtime, 0o700)
-        a.extra["XDG_RUNTIME_DIR"] = runtime
-        a.extra["VAULT_AGENT"] = nil
+        a.allowAgent()
         let started = try a.start("agent")
         #expect(started.wait().status == 0)
         #expect(try a.run("agent", "--status").status == 0)
