@@ -81,6 +81,13 @@ extension AgentClient {
         }
     }
 
+    /// The sync store as the agent sees it with the credentials it holds
+    /// (`vault doctor`): probed within `probeTimeout` seconds (0: not
+    /// probed), and who may refresh each of `names`.
+    package func storeCheck(probeTimeout: UInt32, names: [String]) throws(VaultError) -> StoreCheckAnswer {
+        try connection.answer(.storeCheck(probeTimeout: probeTimeout, names: names))
+    }
+
     /// The names of the grants in a sync conflict (`vault list` marks them).
     public func conflictNames() throws(VaultError) -> [String] {
         let answer: NamesAnswer = try connection.answer(.conflicts)

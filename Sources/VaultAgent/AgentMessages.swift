@@ -1,5 +1,5 @@
 internal import FoundationEssentials
-internal import VaultCore
+package import VaultCore
 internal import VaultCrypto
 package import VaultSync
 
@@ -20,6 +20,9 @@ extension AgentRequest {
             w.fixed(key)
         case .lock, .sync, .syncReport, .conflicts:
             break
+        case .storeCheck(let timeout, let names):
+            w.u32(timeout)
+            w.strings(names)
         case .token(let name, let minimum, let force):
             w.string(name)
             w.u32(minimum)
@@ -330,6 +333,70 @@ struct FullSyncReport: AgentAnswer, Equatable {
         report = try SyncReport(reading: &r)
         report.passphraseTaken = try r.bool()
         report.passphrases = Int(try r.u32())
+    }
+}
+
+/// Operation 15's answer: the sync store as the agent sees it, with the
+/// credentials it holds.
+package struct StoreCheckAnswer: AgentAnswer, Equatable {
+    /// False when the vault syncs with no store; nothing else is said then.
+    package var configured = false
+    /// The store's address, as `vault remote` shows it.
+    package var place = ""
+    /// Whether the store answered and holds a vault; nil when not asked.
+    package var probe: Result<Bool, VaultError>?
+    /// Per name asked, who may refresh it; nil when that cannot be told.
+    package var rights: [RefreshRight?] = []
+
+    init() {}
+
+    func write(into w: inout MessageWriter) {
+        w.u8(configured ? 1 : 0)
+        guard configured else { return }
+        w.string(place)
+        switch probe {
+        case nil: w.u8(0)
+        case .success(let holdsVault)?:
+            w.u8(1)
+            w.u8(holdsVault ? 1 : 0)
+        case .failure(let error)?:
+            w.u8(2)
+            w.error(error)
+        }
+        w.u32(UInt32(rights.count))
+        for right in rights {
+            switch right {
+            case nil: w.u8(0)
+            case .here?: w.u8(1)
+            case .elsewhere(let device)?:
+                w.u8(2)
+                w.string(device)
+            case .nobody?: w.u8(3)
+            }
+        }
+    }
+
+    init(reading r: inout MessageReader) throws(VaultError) {
+        configured = try r.bool()
+        guard configured else { return }
+        place = try r.string()
+        switch try r.u8() {
+        case 0: probe = nil
+        case 1: probe = .success(try r.bool())
+        case 2: probe = .failure(try r.error())
+        default: throw VaultError(.damaged, "the agent sent an unknown store probe outcome")
+        }
+        let count = Int(try r.u32())
+        guard count <= AgentRequest.maxRecords else { throw VaultError(.damaged, "the agent sent too many rights") }
+        for _ in 0..<count {
+            switch try r.u8() {
+            case 0: rights.append(nil)
+            case 1: rights.append(.here)
+            case 2: rights.append(.elsewhere(try r.string()))
+            case 3: rights.append(.nobody)
+            default: throw VaultError(.damaged, "the agent sent an unknown refresh right")
+            }
+        }
     }
 }
 

@@ -76,6 +76,14 @@ enum AgentProtocol {
         /// (`SyncReport.passphraseTaken`, `passphrases`). A client tries
         /// it first and asks operation 9 of an agent that does not know it.
         case syncReport = 14
+        /// Probe timeout u32 (seconds, 0: no probe, at most 60), names (u32
+        /// count, then each) → what `vault doctor` tells of the sync store
+        /// with the store's credentials, which stay in the agent: configured
+        /// u8 (0: no store, and nothing follows), the store's address, the
+        /// probe (0 not asked; 1 and holds-a-vault u8; 2 and an error), then
+        /// per name who may refresh it (0 unknown, 1 this machine, 2 another
+        /// and its 8 hex digits, 3 nobody). Local clients only.
+        case storeCheck = 15
     }
 
     static let noExpiry = Int64.min
@@ -250,6 +258,7 @@ package enum AgentRequest {
         case .stateMAC: .stateMAC
         case .sync: .sync
         case .syncReport: .syncReport
+        case .storeCheck: .storeCheck
         case .conflicts: .conflicts
         case .grantToken: .grantToken
         case .derivedToken: .derivedToken
@@ -267,6 +276,7 @@ package enum AgentRequest {
     case stateMAC([UInt8])
     case sync
     case syncReport
+    case storeCheck(probeTimeout: UInt32, names: [String])
     case conflicts
     case grantToken(name: String, minimumValidity: UInt32, claims: RequesterClaims)
     case derivedToken(name: String, minimumValidity: UInt32, force: Bool, target: TokenTarget)
@@ -299,6 +309,16 @@ package enum AgentRequest {
         case .stateMAC: self = .stateMAC(try r.bytes())
         case .sync: self = .sync
         case .syncReport: self = .syncReport
+        case .storeCheck:
+            let timeout = try r.u32()
+            guard timeout <= 60 else { throw VaultError(.invalidInput, "a store probe waits at most 60 seconds") }
+            let count = Int(try r.u32())
+            guard count <= AgentRequest.maxRecords else {
+                throw VaultError(.invalidInput, "too many grants in one request")
+            }
+            var names: [String] = []
+            for _ in 0..<count { names.append(try r.string()) }
+            self = .storeCheck(probeTimeout: timeout, names: names)
         case .conflicts: self = .conflicts
         case .grantToken:
             self = .grantToken(name: try r.string(), minimumValidity: try r.u32(), claims: try r.claims())

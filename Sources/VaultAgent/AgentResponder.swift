@@ -426,6 +426,23 @@ final class AgentResponder: Sendable {
                 vault: try keys.vault(current, session: &session), transport: environment.transport)
             let report = try engine.sync()
             if case .syncReport = request { FullSyncReport(report).write(into: &w) } else { report.write(into: &w) }
+        case .storeCheck(let timeout, let names):
+            let engine = SyncEngine(
+                vault: try keys.vault(current, session: &session), transport: environment.transport)
+            var answer = StoreCheckAnswer()
+            if engine.isConfigured {
+                answer.configured = true
+                answer.place = (try? engine.remoteDescription().url) ?? ""
+                if timeout > 0 {
+                    do throws(VaultError) {
+                        answer.probe = .success(try engine.probeStore(timeout: Double(timeout)))
+                    } catch {
+                        answer.probe = .failure(error)
+                    }
+                }
+                answer.rights = names.map { try? engine.refreshRight(of: $0) }
+            }
+            answer.write(into: &w)
         case .conflicts:
             let engine = SyncEngine(
                 vault: try keys.vault(current, session: &session), transport: environment.transport)

@@ -27,6 +27,7 @@ struct AgentMessageTests {
         .stateMAC([9, 9, 9]),
         .sync,
         .syncReport,
+        .storeCheck(probeTimeout: 15, names: ["work", "home"]),
         .conflicts,
         .grantToken(name: "work", minimumValidity: 60, claims: claims),
         .derivedToken(
@@ -103,6 +104,17 @@ struct AgentMessageTests {
         report.passphraseTaken = true
         report.passphrases = 2
         #expect(try roundTrip(FullSyncReport(report)) == FullSyncReport(report))
+
+        var store = StoreCheckAnswer()
+        #expect(try roundTrip(store) == store)
+        store.configured = true
+        store.place = "s3://bucket/folder at https://s3.example"
+        store.rights = [.here, .elsewhere("1a2b3c4d"), .nobody, nil]
+        #expect(try roundTrip(store) == store)
+        store.probe = .success(false)
+        #expect(try roundTrip(store) == store)
+        store.probe = .failure(VaultError(.transient, "GET vault-root: couldn't connect to server"))
+        #expect(try roundTrip(store) == store)
     }
 
     @Test("a grant handed out carries the token and what describes it, never a refresh token")

@@ -100,7 +100,8 @@ struct DoctorCommand: VaultCommand {
         }
         let lifetimes = GrantLifetimes(location: location)
         let refresher = ctx.network.refresher(vault)
-        let rights = try refreshRights(ctx, vault, storeAnswers: !syncFindings.contains { $0.status == .fail })
+        let rights = try refreshRights(
+            ctx, vault, grants: grants, storeAnswers: !syncFindings.contains { $0.status == .fail })
         let reports = grants.map { named in
             var doctor = GrantDoctor(
                 name: named.name, grant: named.grant, refresher: refresher, environment: ctx.environment,
@@ -155,19 +156,44 @@ struct DoctorCommand: VaultCommand {
 
     /// Who may refresh each synced grant whose refresh token a second use
     /// would revoke (docs/sync.md, "Refresh rights while the store is away").
-    func refreshRights(_ ctx: Context, _ vault: Vault, storeAnswers: Bool) throws
-        -> (String, Grant) -> (right: RefreshRight, storeAnswers: Bool)?
+    /// Through the agent, which holds the sync keys, it is asked of the
+    /// agent for every such grant at once.
+    func refreshRights(_ ctx: Context, _ vault: Vault, grants: [(name: String, grant: Grant)], storeAnswers: Bool)
+        throws -> (String, Grant) -> (right: RefreshRight, storeAnswers: Bool)?
     {
-        guard !vault.isThroughAgent, let engine = try? ctx.network.syncEngine(vault), engine.isConfigured else {
-            return { _, _ in nil }
-        }
+        guard let engine = try? ctx.network.syncEngine(vault), engine.isConfigured else { return { _, _ in nil } }
         let coordinator = SyncRefreshCoordinator(
             transport: ctx.network.transport, configDirectory: vault.location.configDirectory)
+        let guarded = { (grant: Grant) in
+            grant.kind == .oauth2 && grant.refreshToken != nil && !grant.dead && coordinator.guarded(grant)
+        }
+        if vault.isThroughAgent {
+            let names = grants.filter { guarded($0.grant) }.map(\.name)
+            guard !names.isEmpty, let agent = try? ctx.agents.client(for: vault.location),
+                let answer = try? agent.storeCheck(probeTimeout: 0, names: names)
+            else { return { _, _ in nil } }
+            let rights = Dictionary(zip(names, answer.rights), uniquingKeysWith: { first, _ in first })
+            return { name, _ in rights[name].flatMap { $0 }.map { ($0, storeAnswers) } }
+        }
         return { name, grant in
-            guard grant.kind == .oauth2, grant.refreshToken != nil, !grant.dead, coordinator.guarded(grant),
-                let right = try? engine.refreshRight(of: name)
-            else { return nil }
+            guard guarded(grant), let right = try? engine.refreshRight(of: name) else { return nil }
             return (right, storeAnswers)
+        }
+    }
+
+    /// What a probe of the store at `place` found.
+    func storeFinding(place: String, _ probe: Result<Bool, VaultError>) -> Finding {
+        switch probe {
+        case .success(let synced):
+            return Finding(
+                "sync-store", .ok,
+                "\(place) answers" + (synced ? "" : "; it holds no vault yet ('vault sync' sends this one)"))
+        case .failure(let error):
+            let remedy =
+                error.code == .transient
+                ? "check the network and the store's server; grants keep working here, run 'vault sync' later"
+                : error.remedy.map(Remedies.hint) ?? Remedies.hint(.checkStore)
+            return Finding("sync-store", .fail, "\(place) cannot be read: \(error.reason)", remedy: remedy)
         }
     }
 
@@ -182,33 +208,32 @@ struct DoctorCommand: VaultCommand {
         }
         var out: [Finding] = []
         var names: [String] = []
+        let timeout: Double
+        do { timeout = min(try ctx.network.storeTimeout(), 15) } catch {
+            return ([Finding("sync-store", .fail, CLIError(reporting: error).message)], [])
+        }
         if vault.isThroughAgent {
-            out.append(
-                Finding(
-                    "sync-store", .skipped,
-                    "the agent holds the store's credentials; 'vault sync' reaches the store through it"))
-            names = (try? ctx.agents.client(for: vault.location)?.conflictNames()) ?? []
-        } else {
-            let place = (try? engine.remoteDescription().url) ?? "the store"
-            do {
-                let timeout = min(try ctx.network.storeTimeout(), 15)
-                let synced = try engine.probeStore(timeout: timeout)
+            // The agent holds the store's credentials: it probes the store.
+            let agent = try? ctx.agents.client(for: vault.location)
+            if let agent, let answer = try? agent.storeCheck(probeTimeout: UInt32(timeout), names: []),
+                answer.configured, let probe = answer.probe
+            {
+                out.append(storeFinding(place: answer.place.isEmpty ? "the store" : answer.place, probe))
+            } else {
                 out.append(
                     Finding(
-                        "sync-store", .ok,
-                        "\(place) answers" + (synced ? "" : "; it holds no vault yet ('vault sync' sends this one)")))
-            } catch let error as VaultError {
-                let remedy: String
-                switch error.code {
-                case .transient:
-                    remedy =
-                        "check the network and the store's server; grants keep working here, run 'vault sync' later"
-                default: remedy = error.remedy.map(Remedies.hint) ?? Remedies.hint(.checkStore)
-                }
-                out.append(Finding("sync-store", .fail, "\(place) cannot be read: \(error.reason)", remedy: remedy))
-            } catch {
-                out.append(Finding("sync-store", .fail, CLIError(reporting: error).message))
+                        "sync-store", .skipped,
+                        "the agent holds the store's credentials and cannot probe the store (an agent of an "
+                            + "earlier release); 'vault sync' reaches the store through it"))
             }
+            names = (try? agent?.conflictNames()) ?? []
+        } else {
+            let place = (try? engine.remoteDescription().url) ?? "the store"
+            let probe: Result<Bool, VaultError>
+            do throws(VaultError) { probe = .success(try engine.probeStore(timeout: timeout)) } catch {
+                probe = .failure(error)
+            }
+            out.append(storeFinding(place: place, probe))
             names = (try? engine.conflictNames()) ?? []
         }
         if names.isEmpty {

@@ -88,6 +88,23 @@ final class StoreOutageTests {
         return first.stdout
     }
 
+    @Test("vault doctor through the agent probes the store and says who holds the right to refresh")
+    func doctorThroughTheAgent() throws {
+        _ = try holderAndOther()
+        b.allowAgent()
+        #expect(try b.start("agent").wait().status == 0)
+        defer { _ = try? b.run("lock") }
+        let up = try DoctorRun(try b.run("doctor", "work", "--json"))
+        #expect(up.detail("unlock").contains("through the agent"), "\(up.detail("unlock"))")
+        #expect(up.status("sync-store") == "ok", "\(up.detail("sync-store"))")
+        #expect(up.status("refresh-right", of: "work") == "ok", "\(up.detail("refresh-right", of: "work"))")
+        try takeAway(.gone)
+        let down = try DoctorRun(try b.start("doctor", "work", "--json").wait(timeout: 110))
+        #expect(down.status("sync-store") == "fail" && down.result.status == 1, "\(down.detail("sync-store"))")
+        let right = down.detail("refresh-right", of: "work")
+        #expect(right.contains("holds the right to refresh it and the store cannot be reached"), "\(right)")
+    }
+
     @Test(
         "the store away from both machines: the holder refreshes, the other hands out its valid token or exits 75",
         arguments: Outage.allCases)
