@@ -199,11 +199,26 @@ struct GrantMerge {
     /// never comes back; the current value's tokens continue its lineage).
     /// Its lineage holds both sides' histories, so that the pick is newer
     /// than either.
+    ///
+    /// The metadata takes the chosen side's tag, unless the current value
+    /// leaves the same metadata (two removals, or the same name and
+    /// fields): then it keeps the current value's. That one may be an edit
+    /// made here since the conflict arrived (a removal of the value), which
+    /// no other machine has seen; the chosen side's tag is one they have
+    /// seen, and another machine may have gone past it (picked the other
+    /// side, then renamed), so the pick would lose to that rename unseen.
     static func choosing(_ chosen: Side, over current: Side) -> (value: Payload, deleted: Bool) {
         var lineage = chosen.lineage
-        lineage.metaBefore = union(
-            lineage.metaBefore, [current.lineage.meta].compactMap { $0 } + current.lineage.metaBefore,
-            except: lineage.meta)
+        if sameMetadata(chosen, current), let meta = current.lineage.meta {
+            lineage.meta = meta
+            lineage.metaBefore = union(
+                current.lineage.metaBefore, [chosen.lineage.meta].compactMap { $0 } + chosen.lineage.metaBefore,
+                except: meta)
+        } else {
+            lineage.metaBefore = union(
+                lineage.metaBefore, [current.lineage.meta].compactMap { $0 } + current.lineage.metaBefore,
+                except: lineage.meta)
+        }
         lineage.tokensBefore = union(lineage.tokensBefore, tokenHistory(current.lineage), except: lineage.tokens)
         lineage.spent = union(chosen.lineage.spent, current.lineage.spent)
         lineage.presented = union(chosen.lineage.presented, current.lineage.presented)
@@ -221,6 +236,13 @@ struct GrantMerge {
             Payload(name: chosen.payload.name, grant: checkedSpent(grant, lineage, against: current), lineage: lineage),
             false
         )
+    }
+
+    /// True when two sides leave the same metadata: both removals, or the
+    /// same name and fields.
+    static func sameMetadata(_ a: Side, _ b: Side) -> Bool {
+        if a.deleted || b.deleted { return a.deleted && b.deleted }
+        return a.payload.name == b.payload.name && (a.grant.map { $0.sameMetadata(as: b.grant) } ?? false)
     }
 
     /// `grant`, kept against `other`, marked dead when `other` is a

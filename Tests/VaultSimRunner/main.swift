@@ -8,6 +8,9 @@ import VaultSimulation
 //   vault-sim --play FILE        # a schedule as printed for a failure (shrunk again when it fails)
 //   vault-sim --show ...         # print every schedule and what it did
 //   vault-sim --kind KIND ...    # report only failures of that kind ("lost edit", ...)
+//   vault-sim --counted EVENT .. # name the seeds that counted EVENT (an allowed loss,
+//                                # "newest refresh token lost while the store was away", ...),
+//                                # and print the first ones shrunk to the fewest steps that still count it
 //
 // Seeds N, N+1, ... N+M-1, J at a time. Exit status 1 when a schedule failed.
 
@@ -19,6 +22,7 @@ struct Options {
     var play: String?
     var show = false
     var kind: String?
+    var counted: String?
 
     init(_ words: [String]) {
         var words = words[...]
@@ -39,6 +43,7 @@ struct Options {
             case "--play": play = value(flag)
             case "--show": show = true
             case "--kind": kind = value(flag)
+            case "--counted": counted = value(flag)
             default: Options.fail("unknown option \(flag)")
             }
         }
@@ -57,10 +62,14 @@ final class Tally: @unchecked Sendable {
     private let end: UInt64
     private(set) var totals: [String: Int] = [:]
     private(set) var failed: [Simulation.Outcome] = []
+    /// The schedules that counted the event asked about (`--counted`).
+    private(set) var counting: [Simulation.Outcome] = []
+    let counted: String?
 
-    init(from: UInt64, count: Int) {
+    init(from: UInt64, count: Int, counted: String?) {
         next = from
         end = from + UInt64(count)
+        self.counted = counted
     }
 
     func take() -> UInt64? {
@@ -76,6 +85,7 @@ final class Tally: @unchecked Sendable {
             for (k, v) in outcome.counts { totals[k, default: 0] += v }
             for kind in Set(outcome.kinds) { totals["failed: " + kind, default: 0] += 1 }
             if !outcome.passed { failed.append(outcome) }
+            if let counted, outcome.counts[counted, default: 0] > 0 { counting.append(outcome) }
         }
     }
 
@@ -87,8 +97,8 @@ final class Tally: @unchecked Sendable {
     }
 }
 
-func report(_ outcome: Simulation.Outcome) {
-    print("FAILED schedule:\n" + outcome.schedule)
+func report(_ outcome: Simulation.Outcome, as title: String = "FAILED") {
+    print("\(title) schedule:\n" + outcome.schedule)
     for v in outcome.violations { print("  violation: " + v) }
     print("  log:")
     for line in outcome.log { print("    " + line) }
@@ -98,7 +108,9 @@ let options = Options(Array(CommandLine.arguments.dropFirst()))
 if let file = options.play {
     guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { Options.fail("cannot read \(file)") }
     let outcome = try Simulation.play(text)
-    if outcome.passed {
+    if let counted = options.counted, outcome.passed, outcome.counts[counted, default: 0] > 0 {
+        report(options.shrink ? try Simulation.shrink(outcome, counted: counted) : outcome, as: "COUNTING")
+    } else if outcome.passed {
         print("passed")
         for line in outcome.log { print("    " + line) }
     } else {
@@ -108,7 +120,7 @@ if let file = options.play {
 }
 
 let started = Date()
-let tally = Tally(from: options.seed, count: options.schedules)
+let tally = Tally(from: options.seed, count: options.schedules, counted: options.counted)
 let group = DispatchGroup()
 for _ in 0..<options.jobs {
     group.enter()
@@ -139,5 +151,15 @@ for (k, v) in tally.totals.sorted(by: { $0.key < $1.key }) { print("  \(k): \(v)
 let reported = tally.failed.filter { outcome in options.kind.map { outcome.kinds.contains($0) } ?? true }
 for outcome in reported.sorted(by: { $0.schedule < $1.schedule }).prefix(5) {
     report(options.shrink ? (try? Simulation.shrink(outcome)) ?? outcome : outcome)
+}
+if let counted = options.counted {
+    let counting = tally.counting.sorted { $0.seed < $1.seed }
+    print("'\(counted)' counted in \(counting.count) schedules" + (counting.isEmpty ? "" : ", seeds:"))
+    for outcome in counting { print("  seed \(outcome.seed): \(outcome.counts[counted] ?? 0)") }
+    if options.shrink {
+        for outcome in counting.prefix(2) {
+            report((try? Simulation.shrink(outcome, counted: counted)) ?? outcome, as: "COUNTING")
+        }
+    }
 }
 exit(tally.failed.isEmpty ? 0 : 1)

@@ -294,11 +294,13 @@ struct Oracle {
             else { continue }
             let spender = provider.spender(of: refresh)
             // The losses the invariants allow come first, so that a loss is
-            // counted once, by its first cause.
+            // counted once, by its first cause. A person's removal (or new
+            // tokens) that took the newest token away is that cause even
+            // when the refresh that made it was made alone, with the store
+            // away: the holder's tokens reached the store, or would have,
+            // and went with the removal.
             if spender?.crashed == true {
                 ledger.count("newest refresh token lost with a killed process")
-            } else if spender?.refreshedAlone == true {
-                ledger.count("newest refresh token lost while the store was away")
             } else if provider.newest(of: family).map(ledger.removedRefreshTokens.contains) == true {
                 // A person removed the grant that held the newest token (or
                 // replaced its tokens) while another machine renamed or
@@ -311,6 +313,8 @@ struct Oracle {
                             + "of family \(family) as live: its next refresh would be a reuse",
                         kind: "newest token lost")
                 }
+            } else if spender?.refreshedAlone == true {
+                ledger.count("newest refresh token lost while the store was away")
             } else {
                 ledger.violation(
                     "'\(record.value.name)' holds refresh token \(provider.generation(of: refresh) ?? -1) of family "

@@ -21,6 +21,8 @@ import VaultSync
 public final class Simulation {
     /// What a played schedule found.
     public struct Outcome: Sendable {
+        /// The seed the schedule was made from (or names, when given).
+        public let seed: UInt64
         /// The schedule as played (made from the seed, or as given).
         public let schedule: String
         /// Broken invariants, `kind: detail`; empty when the schedule passed.
@@ -97,19 +99,24 @@ public final class Simulation {
     }
 
     /// Plays `schedule` and leaves out steps while it keeps failing with
-    /// the same kind of violation: the shortest failing schedule found.
-    /// Whole operations go first (a start and the runs of that process),
-    /// then runs of consecutive steps, halving, then single steps; at most
-    /// `budget` plays.
-    public static func shrink(_ outcome: Outcome, budget: Int = 3000) throws -> Outcome {
-        guard var best = Schedule(text: outcome.schedule), let kind = outcome.kinds.first else { return outcome }
+    /// the same kind of violation (or, with `counted`, while it still
+    /// counts that event, a loss the invariants allow): the shortest such
+    /// schedule found. Whole operations go first (a start and the runs of
+    /// that process), then runs of consecutive steps, halving, then single
+    /// steps; at most `budget` plays.
+    public static func shrink(_ outcome: Outcome, budget: Int = 3000, counted: String? = nil) throws -> Outcome {
+        func kept(_ result: Outcome) -> Bool {
+            if let counted { return result.counts[counted, default: 0] > 0 }
+            return outcome.kinds.first.map(result.kinds.contains) ?? false
+        }
+        guard var best = Schedule(text: outcome.schedule), kept(outcome) else { return outcome }
         var bestOutcome = outcome
         var plays = 0
         func fails(_ trial: Schedule) throws -> Bool {
             guard plays < budget else { return false }
             plays += 1
             let result = try Simulation(schedule: trial, generating: false).play()
-            guard result.kinds.contains(kind) else { return false }
+            guard kept(result) else { return false }
             best = trial
             bestOutcome = result
             return true
@@ -178,7 +185,7 @@ public final class Simulation {
         for (fault, n) in store.faults { counts["fault: " + fault] = n }
         let text = Schedule(seed: schedule.seed, setting: schedule.setting, steps: played).text
         return Outcome(
-            schedule: text, violations: ledger.violations.map { "\($0.kind): \($0.detail)" },
+            seed: schedule.seed, schedule: text, violations: ledger.violations.map { "\($0.kind): \($0.detail)" },
             kinds: ledger.violations.map(\.kind), log: log, counts: counts)
     }
 

@@ -26,6 +26,15 @@ struct SimulationTests {
         #expect(outcome.passed, "\(outcome.violations.joined(separator: "\n"))\n\(outcome.log.joined(separator: "\n"))")
     }
 
+    @Test("a newest refresh token a person removed counts as given up, though its holder refreshed alone")
+    func givenUpAfterARefreshAlone() throws {
+        let path = Self.regressions.first { $0.hasSuffix("/removal-after-a-refresh-alone.txt") }!
+        let outcome = try Simulation.play(try String(contentsOfFile: path, encoding: .utf8))
+        #expect(outcome.passed)
+        #expect(outcome.counts["newest refresh token given up by a person"] == 1)
+        #expect(outcome.counts["newest refresh token lost while the store was away"] == nil)
+    }
+
     /// Schedules found failing that no change has fixed yet: each is a
     /// known issue, so the suite passes while it fails the same way, and
     /// says so once it passes (then it moves to `Regressions`).

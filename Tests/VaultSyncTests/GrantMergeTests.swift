@@ -210,6 +210,29 @@ struct GrantMergeTests {
         #expect(!same.conflict && same.value.name == "y")
     }
 
+    @Test("a pick between two removals keeps the newer one: a rename made apart still races it")
+    func pickBetweenTwoRemovals() {
+        // A removal and a rename raced; the rename became the value, the
+        // removal a kept side.
+        let removal = Self.base.edited(name: "g", grant: nil)
+        let renamed = Self.renamed(Self.base, to: "x")
+        let m = Self.merge(Self.side(renamed), Self.side(removal, deleted: true))
+        #expect(m.conflict && !m.deleted)
+        // One machine keeps the rename and renames it again.
+        let renamedAgain = Self.renamed(
+            GrantMerge.keeping(Self.side(m.value), over: [Self.side(removal, deleted: true)]), to: "y")
+        // Another removes the value, then picks the kept removal.
+        let removedHere = m.value.edited(name: m.value.name, grant: nil)
+        let picked = GrantMerge.choosing(Self.side(removal, deleted: true), over: Self.side(removedHere, deleted: true))
+        #expect(picked.deleted && picked.value.lineage.meta == removedHere.lineage.meta)
+        let apart = Self.merge(Self.side(picked.value, deleted: true), Self.side(renamedAgain))
+        #expect(apart.conflict, "the removal made after the conflict arrived would otherwise be lost to the rename")
+        // A pick of a side whose metadata differs still takes that side's tag.
+        let x = Self.renamed(Self.base, to: "x")
+        let y = Self.renamed(Self.base, to: "y")
+        #expect(GrantMerge.choosing(Self.side(y), over: Self.side(x)).value.lineage.meta == y.lineage.meta)
+    }
+
     @Test("a side that lost a race is not taken as seen: its later refresh races the value again")
     func loserRacesAgain() {
         let a = Self.imported(Self.base, access: "from-a", refresh: "rt-a")
