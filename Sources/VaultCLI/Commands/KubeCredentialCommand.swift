@@ -17,7 +17,9 @@ struct KubeCredentialCommand: VaultCommand {
             it: through the agent when one holds the vault, refreshed first when needed, once for
             many kubectl processes. When kubectl says the plugin may not ask the person
             (interactive: false), vault never asks for the passphrase on the terminal: run the agent,
-            or give a key file. Errors go to stderr, which kubectl shows, with vault's exit status.
+            or give a key file. When it may, a grant the provider no longer accepts (exit 2
+            otherwise) is authorized again as 'vault add NAME' does, the device flow over SSH.
+            Errors go to stderr, which kubectl shows, with vault's exit status.
             --resource, --audience and --scope narrow the token as 'vault token' does, for an API
             server that checks a token's audience. --id-token gives the grant's ID token instead,
             for clusters whose OIDC settings take ID tokens (as kubelogin does): refreshed first when
@@ -72,9 +74,24 @@ struct KubeCredentialCommand: VaultCommand {
                     status: .init(token: token, expirationTimestamp: expiry.utcText)))
             return .ok
         }
-        let token = try TokenOutput.fresh(
-            name, minimumValidity: minimum, force: false, target: try narrowing.target(ctx), ctx: ctx,
-            opener: opener, command: "kube-credential")
+        let target = try narrowing.target(ctx)
+        let fresh = {
+            try TokenOutput.fresh(
+                name, minimumValidity: minimum, force: false, target: target, ctx: ctx, opener: opener,
+                command: "kube-credential")
+        }
+        let token: TokenOutput
+        do {
+            token = try fresh()
+        } catch let error where info.interactive && CLIError(reporting: error).exitCode == .dead {
+            // kubectl lets the plugin ask the person: the grant is
+            // authorized again as 'vault add NAME' would (the device flow
+            // over SSH), its messages on stderr, which kubectl shows.
+            ctx.output.warn("\(CLIError(reporting: error).message); authorizing it again")
+            let added = try CLI.dispatch(["add", name], environment: ctx.environment)
+            guard added == .ok else { return added }
+            token = try fresh()
+        }
         guard token.tokenType.lowercased() == "bearer" else {
             throw CLIError(
                 "the access token of '\(name)' is a \(token.tokenType) token, and kubectl sends only bearer tokens")

@@ -131,6 +131,38 @@ struct AddFlowTests {
         #expect(try userinfoWorks(try #require(g["access_token"] as? String)) == s.email)
     }
 
+    @Test("kube-credential where kubectl lets it ask: a dead grant is authorized again and kubectl gets the new token")
+    func kubeCredentialAuthorizesAgain() throws {
+        try providerFile(
+            "local",
+            [
+                "issuer": s.issuer, "client_id": s.public_client, "redirect_uri": s.redirect_uri,
+                "empty_400_is_invalid_grant": true,
+            ])
+        let expired = Int(Date().timeIntervalSince1970) - 60
+        let stale =
+            #"{"access_token":"stale","refresh_token":"not-one-glewlwyd-issued","expires_at":\#(expired),"#
+            + #""scope":"openid email","provider":"local","account":"\#(s.email)"}"#
+        let imported = try home.run("import", "kub", stdin: stale)
+        try #require(imported.status == 0, "\(imported.stderr)")
+        var env = home.environment
+        env["BROWSER"] = oidc.browser("approve")
+        func info(interactive: Bool) -> String {
+            #"{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","#
+                + #""spec":{"interactive":\#(interactive)}}"#
+        }
+        // kubectl says the plugin may not ask: the grant is dead, nothing is asked.
+        env["KUBERNETES_EXEC_INFO"] = info(interactive: false)
+        let refused = try VaultProcess.run(["kube-credential", "kub"], environment: env)
+        #expect(refused.status == 2 && !refused.stderr.contains("open this address"), "\(refused.stderr)")
+        env["KUBERNETES_EXEC_INFO"] = info(interactive: true)
+        let r = try VaultProcess.run(["kube-credential", "kub"], environment: env)
+        #expect(r.status == 0 && r.stderr.contains("authorizing it again"), "\(r.stderr)")
+        let doc = try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any]
+        let token = try #require((doc?["status"] as? [String: Any])?["token"] as? String, "\(r.stdout)")
+        #expect(try userinfoWorks(token) == s.email)
+    }
+
     @Test("paste flow: the person pastes the address the browser ended on")
     func pasteFlow() throws {
         try localProvider()
