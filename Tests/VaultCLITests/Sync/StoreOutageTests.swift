@@ -145,9 +145,9 @@ final class StoreOutageTests {
         #expect(try provider.refreshes() == refreshes + 2)
     }
 
-    @Test("the store away: the holder of a quiet right says so, and when it refreshes")
+    @Test("the store away: the holder of a quiet right says so and when it refreshes; a short token says why")
     func holderSaysWhy() throws {
-        _ = try holderAndOther(expires: 3600)
+        let first = try holderAndOther(expires: 3600)
         let before = try provider.refreshes()
         try takeAway(.gone)
 
@@ -163,6 +163,30 @@ final class StoreOutageTests {
         let other = try b.start("refresh", "work").wait(timeout: 110)
         #expect(other.status == 75, "\(other.status) \(other.stderr)")
         #expect(other.stderr.contains("another machine may hold the right to refresh 'work'"), "\(other.stderr)")
+
+        // A token shorter than asked for says why it was not refreshed.
+        let held = try a.start("token", "work", "--min-valid", "100000").wait(timeout: 110)
+        let same = held.stdout == first
+        #expect(held.status == 0 && same, "\(held.stderr)")
+        #expect(
+            held.stderr.contains(
+                "less than the 100000 s asked for: it could not be refreshed now: this machine holds the right to "
+                    + "refresh 'work'"), "\(held.stderr)")
+        let away = try b.start("token", "work", "--min-valid", "100000").wait(timeout: 110)
+        #expect(away.status == 0, "\(away.stderr)")
+        #expect(
+            away.stderr.contains(
+                "less than the 100000 s asked for: it could not be refreshed now: the sync store cannot be reached"),
+            "\(away.stderr)")
         #expect(try provider.refreshes() == before, "nothing was refreshed")
+
+        // The store back: b asks a for the right, and says a holds it.
+        try bringBack(.gone)
+        let asked = try b.start("token", "work", "--min-valid", "100000").wait(timeout: 110)
+        #expect(asked.status == 0, "\(asked.stderr)")
+        #expect(
+            asked.stderr.contains("it could not be refreshed now: machine ")
+                && asked.stderr.contains("holds the right to refresh 'work'"), "\(asked.stderr)")
+        #expect(try provider.refreshes() == before, "b sent no refresh")
     }
 }
