@@ -240,6 +240,15 @@ struct S3StoreTests {
         #expect(dav.status == 64, "\(dav.stderr)")
         #expect(dav.stderr.contains("as an S3 store does"), "\(dav.stderr)")
         #expect(try other.run("remote").stderr.contains("no store is set"))
+        // Without credentials the store's S3 answers (MethodNotAllowed,
+        // NoSuchBucket) say the same, rather than ask for a folder.
+        let anonymous = try other.run("remote", "set", store.endpoint + "/no-such-bucket/folder/")
+        #expect(anonymous.status == 64, "\(anonymous.stderr)")
+        #expect(
+            anonymous.stderr.contains("as an S3 store does: a folder of an S3 bucket is an s3://BUCKET/FOLDER address"),
+            "\(anonymous.stderr)")
+        #expect(!anonymous.stderr.contains("has no folder"), "\(anonymous.stderr)")
+        #expect(try other.run("remote").stderr.contains("no store is set"))
 
         let tls = try joining.run(
             [
