@@ -231,6 +231,18 @@ struct S3StoreTests {
         #expect(typo.stderr.contains("the bucket team-vaul does not exist at \(store.endpoint)"), "\(typo.stderr)")
         #expect(!typo.stderr.contains("no vault yet"))
         #expect(!FileManager.default.fileExists(atPath: joining.vaultFile))
+        // A mistyped folder of a bucket that exists: the address looked at,
+        // and the typo as a cause beside a vault not synced yet.
+        let folder = try joining.run(["join", "s3://team-vault/adaa"] + place)
+        #expect(folder.status == 1, "\(folder.stderr)")
+        #expect(
+            folder.stderr.contains("the store has no vault at s3://team-vault/adaa at \(store.endpoint)"),
+            "\(folder.stderr)")
+        #expect(
+            folder.stderr.contains("the address may be mistyped")
+                && folder.stderr.contains("hint: check the address for a mistyped bucket or folder"),
+            "\(folder.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: joining.vaultFile))
 
         let other = try machines(1)[0]
         other.write(other.path + "/store-password", "secret\n")

@@ -364,6 +364,23 @@ final class SyncTests {
         #expect(a.snapshot() == before)
     }
 
+    @Test("join to a mistyped folder names the address, and the typo as a cause")
+    func mistypedFolder() throws {
+        try a.run("import", "work", stdin: Home.tokenJSON("w"))
+        try connect(a)
+        try sync(a)
+        let typo = davURL + "typo/"
+
+        let joined = try join(b, url: typo)
+        #expect(joined.status == 1, "\(joined.stderr)")
+        #expect(
+            joined.stderr.contains(
+                "the store has no vault at \(typo) (no vault-keys there): the address may be mistyped"),
+            "\(joined.stderr)")
+        #expect(joined.stderr.contains("hint: check the address for a mistyped bucket or folder"), "\(joined.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: b.vaultFile))
+    }
+
     @Test("a store URL that carries a user or password is refused before anything is stored")
     func userInfoInURL() throws {
         let url = proxied.replacingOccurrences(of: "http://", with: "http://vault:secret-in-url@")
