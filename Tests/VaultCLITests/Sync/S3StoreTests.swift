@@ -272,6 +272,29 @@ struct S3StoreTests {
         #expect(tls.stderr.contains("did not complete a TLS handshake"), "\(tls.stderr)")
     }
 
+    @Test("a new bucket set where the vault was in step with another store: kept, with a warning naming that store")
+    func newStoreAfterAnother() throws {
+        let home = try machines(1)[0]
+        let place = ["--endpoint", store.endpoint, "--region", store.region, "--credentials-file", store.credentials]
+        let first = try home.run(["remote", "set", "s3://team-vault/moved"] + place)
+        #expect(first.status == 0 && !first.stderr.contains("warning"), "\(first.stderr)")
+        #expect(try home.run("sync").status == 0)
+
+        let typo = try home.run(["remote", "set", "s3://team-vualt/moved"] + place)
+        #expect(typo.status == 0, "\(typo.stderr)")
+        #expect(typo.stderr.contains("created the bucket team-vualt"), "\(typo.stderr)")
+        #expect(
+            typo.stderr.contains(
+                "warning: this vault was in step with s3://team-vault/moved at \(store.endpoint)"),
+            "\(typo.stderr)")
+        #expect(typo.stderr.contains("holds no vault yet"), "\(typo.stderr)")
+        #expect(try home.run("remote").stdout.contains("s3://team-vualt/moved"))
+
+        // Back to the store it synced with: nothing to warn of.
+        let back = try home.run(["remote", "set", "s3://team-vault/moved"] + place)
+        #expect(back.status == 0 && !back.stderr.contains("warning"), "\(back.stderr)")
+    }
+
     @Test("vault pair names the join that reaches the same bucket, endpoint and region")
     func pairHint() throws {
         let home = try machines(1)[0]

@@ -364,11 +364,12 @@ final class SyncTests {
         #expect(a.snapshot() == before)
     }
 
-    @Test("join to a mistyped folder names the address, and the typo as a cause")
+    @Test("a mistyped folder: join names the address and the typo; remote set warns it leaves the store in step")
     func mistypedFolder() throws {
         try a.run("import", "work", stdin: Home.tokenJSON("w"))
         try connect(a)
         try sync(a)
+        // Apache itself, not the proxy: it makes the new folder with MKCOL.
         let typo = davURL + "typo/"
 
         let joined = try join(b, url: typo)
@@ -379,6 +380,15 @@ final class SyncTests {
             "\(joined.stderr)")
         #expect(joined.stderr.contains("hint: check the address for a mistyped bucket or folder"), "\(joined.stderr)")
         #expect(!FileManager.default.fileExists(atPath: b.vaultFile))
+
+        // a was in step with the store: setting a new folder keeps working, and says so.
+        let moved = try a.run(
+            "remote", "set", typo, "--user", "vault", "--password-file", a.path + "/store-password")
+        #expect(moved.status == 0, "\(moved.stderr)")
+        #expect(
+            moved.stderr.contains(
+                "warning: this vault was in step with \(proxied) until now, and \(typo) holds no vault yet"),
+            "\(moved.stderr)")
     }
 
     @Test("a store URL that carries a user or password is refused before anything is stored")
