@@ -794,12 +794,40 @@ final class RacingEditTests {
             #expect(table.contains("g-by-A") && table.contains("g-by-B"), "\(table)")
         }
         let other = value == "g-by-A" ? "g-by-B" : "g-by-A"
-        #expect(try b.run("conflicts", "resolve", value, "--keep", "other").status == 0)
+        let kept = try b.run("conflicts", "resolve", value, "--keep", "other")
+        #expect(kept.status == 0, "\(kept.stderr)")
+        #expect(
+            kept.stderr.contains(
+                "kept the other side of '\(value)': it is '\(other)' now; 'vault sync' sends the choice"),
+            "\(kept.stderr)")
         _ = try sync(b)
         _ = try sync(a)
         for home in [a, b] {
             #expect(try home.listedNames().names == [other], "\(home === a ? "A" : "B")")
             #expect(try conflicts(home).isEmpty)
         }
+    }
+
+    @Test("a removal racing a rename: keeping the removal says the grant is removed")
+    func keptRemoval() throws {
+        try a.run("import", "h", stdin: Home.tokenJSON("t"))
+        _ = try sync(a)
+        let joined = try b.run("join", store.url, "--user", "vault", "--password-file", b.path + "/store-password")
+        try #require(joined.status == 0, "\(joined.stderr)")
+        #expect(try a.run("remove", "h").status == 0)
+        #expect(try b.run("rename", "h", "h-by-B").status == 0)
+        _ = try sync(a)
+        _ = try sync(b)
+        let listed = try conflicts(b)
+        let sides = listed.first?["sides"] as? [[String: Any]] ?? []
+        try #require(sides.count == 2, "\(listed)")
+        let value = listed.first?["name"] as? String ?? ""
+        // The side that is the removal, whichever won the race.
+        let removal = try #require(sides.first { $0["removed"] as? Bool == true }?["side"] as? String, "\(sides)")
+        let kept = try b.run("conflicts", "resolve", value, "--keep", removal)
+        #expect(kept.status == 0, "\(kept.stderr)")
+        #expect(
+            kept.stderr.contains("kept the \(removal) side of '\(value)': the grant is removed"), "\(kept.stderr)")
+        #expect(try b.listedNames().names.isEmpty)
     }
 }
