@@ -37,7 +37,10 @@ enum Remedies {
         case .syncAgain: return "run 'vault sync' again"
         case .setStoreCredentials: return "set the store's credentials with 'vault remote set'"
         case .listConflicts: return "'vault conflicts' lists them"
-        case .publishFromAnotherMachine: return "run 'vault remote set' and 'vault sync' on a machine that has it"
+        case .publishFromAnotherMachine:
+            return "check the address for a mistyped bucket or folder ('vault remote' on a machine that syncs the "
+                + "vault shows its store); if it is right, run 'vault remote set' with it and 'vault sync' on a "
+                + "machine that has the vault"
         case .syncFirst: return "run 'vault sync' first"
         case .pairOnOtherMachine: return "'vault pair' on the other machine prints one"
         case .pairAgain: return "run 'vault pair' again"

@@ -61,6 +61,9 @@ public final class WebDAVObjectStore: HTTPObjectStore {
         case 200, 201, 204: return .stored
         case 412: return .preconditionFailed
         case 404, 409:
+            // An S3 store answers a bucket it lacks with its error
+            // document (NoSuchBucket): a wrong address, not a folder to make.
+            if let s3 = Self.s3Answer(response) { throw s3 }
             throw ObjectStoreFailure(
                 .missingFolder,
                 "the store has no folder \(URLPolicy.redacted(baseURL)) (PUT \(name) answered HTTP \(response.status))")
@@ -104,16 +107,23 @@ public final class WebDAVObjectStore: HTTPObjectStore {
         func status(_ method: String, _ url: String, _ headers: [(name: String, value: String)])
             throws(ObjectStoreFailure) -> Int?
         {
+            let response: HTTPResponse
             do {
-                return try exchange(
-                    method, url: url, label: "the folder", body: nil, headers: headers, attempts: 1, returning: []
-                ).status
+                response = try exchange(
+                    method, url: url, label: "the folder", body: nil, headers: headers, attempts: 1, returning: [])
             } catch {
+                // An S3 store refusing the method in its own words is at
+                // the wrong address, whether credentials were given or not.
+                if error.code == .wrongAddress { throw error }
                 // Some stores refuse WebDAV methods they do not offer with
                 // 401 or 403 yet take PUT and GET: the probe write that
                 // follows decides about the credentials.
                 return nil
             }
+            // S3 answers WebDAV's methods with its error document
+            // (MethodNotAllowed): an S3 store given a WebDAV URL.
+            if !(200..<300).contains(response.status), let s3 = Self.s3Answer(response) { throw s3 }
+            return response.status
         }
         if let found = try status("PROPFIND", baseURL, [("Depth", "0")]), found == 207 || found == 200 { return [] }
         var created: [String] = []

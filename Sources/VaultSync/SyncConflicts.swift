@@ -112,6 +112,12 @@ extension SyncEngine {
     /// everywhere. With several other sides, `keepOther` is refused: pick
     /// one with `resolveConflict(_:keepingSide:)`.
     public func resolveConflict(_ name: String, keepOther: Bool) throws(VaultError) {
+        _ = try resolvingConflict(name, keepOther: keepOther)
+    }
+
+    /// `resolveConflict(_:keepOther:)`, returning what the side kept makes
+    /// of the grant.
+    package func resolvingConflict(_ name: String, keepOther: Bool) throws(VaultError) -> KeptSide {
         try resolve(name) { (sides: Int) throws(VaultError) -> Int in
             guard keepOther else { return 0 }
             guard sides == 1 else {
@@ -127,6 +133,12 @@ extension SyncEngine {
     /// value, 1 and up the other sides in the order `syncConflicts` lists
     /// them (its `side`).
     public func resolveConflict(_ name: String, keepingSide side: Int) throws(VaultError) {
+        _ = try resolvingConflict(name, keepingSide: side)
+    }
+
+    /// `resolveConflict(_:keepingSide:)`, returning what the side kept
+    /// makes of the grant.
+    package func resolvingConflict(_ name: String, keepingSide side: Int) throws(VaultError) -> KeptSide {
         try resolve(name) { (sides: Int) throws(VaultError) -> Int in
             guard (0...sides).contains(side) else {
                 throw VaultError(
@@ -139,9 +151,10 @@ extension SyncEngine {
 
     /// Resolves the conflict on `name` with the side `pick` chooses among
     /// the current value (0) and the other sides (1 and up).
-    private func resolve(_ name: String, pick: (Int) throws(VaultError) -> Int) throws(VaultError) {
+    private func resolve(_ name: String, pick: (Int) throws(VaultError) -> Int) throws(VaultError) -> KeptSide {
         let keys = try syncKeys()
-        try vault.update { (manifest: inout StateManifest) throws(VaultError) in
+        var kept: KeptSide?
+        _ = try vault.update { (manifest: inout StateManifest) throws(VaultError) in
             var state = try loadSyncState(keys)
             let hash = try vault.keys.nameHash(name)
             var found = try vault.findRow(nameHash: hash, deleted: false)
@@ -192,6 +205,17 @@ extension SyncEngine {
                 localVersion: 0,
                 versions: sides.reduce(state.bases[row.id]?.versions ?? []) { VersionVector.merged($0, $1.versions) })
             try saveSyncState(state, keys)
+            kept = KeptSide(name: payload.name, removed: deleted)
         }
+        guard let kept else { throw VaultError(.damaged, "the conflict on '\(name)' was not resolved") }
+        return kept
     }
+}
+
+/// What the side a person kept in a conflict makes of the grant.
+package struct KeptSide: Equatable {
+    /// The name the grant has now.
+    package let name: String
+    /// The side kept is a removal: the grant is removed.
+    package let removed: Bool
 }

@@ -183,6 +183,16 @@ extension SyncEngine {
         return (state.url, state.user)
     }
 
+    /// The URL of the store this vault is set to sync with, when it has
+    /// synced there (it holds a mark of that store's root); nil before the
+    /// first sync, or with no store set.
+    package func syncedStore() -> String? {
+        guard let keys = try? syncKeys(), let state = try? loadSyncState(keys), state.markEpoch > 0 else {
+            return nil
+        }
+        return state.url
+    }
+
     /// A store URL as the user is shown it: an S3 store's bucket, folder,
     /// endpoint and region; other URLs as they are (`StoreKind`).
     public static func displayName(_ url: String) -> String { StoreKind.displayName(of: url) }

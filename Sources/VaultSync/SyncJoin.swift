@@ -33,7 +33,9 @@ extension SyncEngine {
         try store.checkUsable()
         guard let object = try store.get(SyncEngine.keysName) else {
             throw VaultError(
-                .notFound, "the store has no vault yet",
+                .notFound,
+                "the store has no vault at \(SyncEngine.displayName(url)) (no \(SyncEngine.keysName) there): the "
+                    + "address may be mistyped, or no machine has synced the vault there yet",
                 remedy: .publishFromAnotherMachine)
         }
         let (header, slots) = try parseKeysObject(object.bytes)

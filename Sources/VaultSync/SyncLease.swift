@@ -187,6 +187,20 @@ extension SyncEngine {
         return alone ? held.letsRefreshAlone(id, now: now, request: request) : held.lets(id, now: now, request: request)
     }
 
+    /// This machine's standing lease on grant `name` as its own note says,
+    /// while it holds it (as `refreshRight` judges: by its own clock, with
+    /// the margin): whether it is quiet, and the seconds left of it. Nil
+    /// when this machine does not hold it.
+    package func heldStandingLease(on name: String) throws(VaultError) -> (quiet: Bool, secondsLeft: Double)? {
+        let keys = try syncKeys()
+        guard let id = try recordID(of: name) else { return nil }
+        let held = try heldLeases(keys)
+        let now = vault.pacing.boot().seconds
+        guard held.lets(id, now: now, request: 0), let h = held.held[id] else { return nil }
+        let left = Double(h.seconds) - (now - h.since) - SyncEngine.leaseMargin
+        return (h.id & SyncEngine.quietFlag != 0, max(0, left))
+    }
+
     /// Whether a standing lease on `record`, renewed now for `seconds`,
     /// would be quiet: the grant's access token, as this machine has it,
     /// stays valid until well after the lease ends, so this machine will

@@ -98,12 +98,54 @@ public struct SyncRefreshCoordinator: RefreshCoordinator {
             let holder = try? engine.holdsStandingLease(
                 on: need.name, request: TokenRefresher.requestTimeout, alone: true)
             if holder == true { return .proceedAlone }
+            // This machine holds the right, yet does not refresh alone now:
+            // say so, and when it will, rather than point at the others.
+            if let mine = try? engine.heldStandingLease(on: need.name) {
+                throw holderRefusal(need.name, grant: grant, lease: mine, store: error.reason, now: vault.time.now())
+            }
             throw VaultError(
                 .transient,
                 "the sync store cannot be reached (\(error.reason)), and another machine may hold the right to "
                     + "refresh '\(need.name)': it is refreshed there, or here once the store answers",
                 remedy: .tryAgainInAMinute)
         }
+    }
+
+    /// Why the holder of the standing lease on a guarded grant does not
+    /// refresh it while the store cannot be reached (`store`, the store's
+    /// failure): its lease is quiet (it promised the other machines not to
+    /// refresh alone under it), or too little of it is left for a token
+    /// request (docs/sync.md, "Refresh rights while the store is away").
+    func holderRefusal(
+        _ name: String, grant: Grant, lease: (quiet: Bool, secondsLeft: Double), store: String, now: Date
+    ) -> VaultError {
+        let rule = "(docs/sync.md, \"Refresh rights while the store is away\")"
+        guard lease.quiet else {
+            return VaultError(
+                .transient,
+                "this machine holds the right to refresh '\(name)', but the sync store cannot be reached (\(store)), "
+                    + "and that right ends in \(Int(lease.secondsLeft)) s, too soon for a token request \(rule): "
+                    + "it is refreshed here once the store answers again and this machine renews the right",
+                remedy: .checkNetwork)
+        }
+        let valid = grant.expiresAt.map { expiry -> String in
+            let left = expiry.timeIntervalSince(now)
+            guard left > 0 else { return "its access token has expired" }
+            return "its access token is valid for \(Self.duration(left)) more"
+        }
+        return VaultError(
+            .transient,
+            "this machine holds the right to refresh '\(name)', but the sync store cannot be reached (\(store)): "
+                + "at its last sync its access token was to outlast that right, so this machine promised the other "
+                + "machines not to refresh it without the store while the right lasts \(rule); it is refreshed "
+                + "here once the store answers"
+                + (valid.map { ", and \($0)" } ?? ""),
+            remedy: .checkNetwork)
+    }
+
+    /// `seconds` in whole minutes, or seconds under two minutes.
+    static func duration(_ seconds: Double) -> String {
+        seconds < 120 ? "\(Int(seconds)) s" : "\(Int(seconds / 60)) min"
     }
 
     /// A guarded grant is refreshed alone only while this machine still

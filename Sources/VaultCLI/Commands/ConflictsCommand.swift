@@ -53,13 +53,18 @@ struct ConflictsCommand: VaultCommand {
                 throw CLIError.usage(
                     "--keep must be current, other or the number of another side", command: "conflicts")
             }
+            let kept: KeptSide
             switch keep {
-            case .current: try engine.resolveConflict(name, keepingSide: 0)
-            case .other: try engine.resolveConflict(name, keepOther: true)
-            case .side(let number): try engine.resolveConflict(name, keepingSide: number)
+            case .current: kept = try engine.resolvingConflict(name, keepingSide: 0)
+            case .other: kept = try engine.resolvingConflict(name, keepOther: true)
+            case .side(let number): kept = try engine.resolvingConflict(name, keepingSide: number)
             }
+            // What the side kept makes of the grant: another name, or none.
+            let outcome =
+                kept.removed
+                ? ": the grant is removed" : kept.name != name ? ": it is '\(kept.name)' now" : ""
             try ctx.output.report(
-                "kept the \(keep.argument) side of '\(name)'; 'vault sync' sends the choice",
+                "kept the \(keep.argument) side of '\(name)'\(outcome); 'vault sync' sends the choice",
                 json: ["name": name, "kept": keep.argument])
             return .ok
         }

@@ -150,6 +150,7 @@ extension Commands {
         }
         var vault: Vault?
         var out: [(String, Grant)] = []
+        var notRefreshed: [String: String] = [:]
         // Each name is asked of the agent, under its policy; only one it
         // cannot hand out this way (an OAuth 1.0a grant, an agent that is
         // locked or older) is taken from the vault opened here.
@@ -159,10 +160,14 @@ extension Commands {
                 continue
             }
             if vault == nil { vault = try ctx.opener.openVault() }
-            out.append((name, try handOut(name, from: vault!, ctx: ctx)))
+            let fresh = try handOutFresh(name, from: vault!, ctx: ctx)
+            notRefreshed[name] = fresh.notRefreshedBecause
+            out.append((name, fresh.grant))
         }
         for (name, grant) in out {
-            warnIfShort(name, expiresAt: grant.expiresAt?.epochSeconds, minimum: Grant.freshnessMargin, ctx: ctx)
+            warnIfShort(
+                name, expiresAt: grant.expiresAt?.epochSeconds, minimum: Grant.freshnessMargin,
+                notRefreshedBecause: notRefreshed[name], ctx: ctx)
         }
         return out
     }
@@ -201,14 +206,20 @@ extension Commands {
     /// less than `minimum` seconds left: it could not be refreshed now (the
     /// sync store away while another machine holds the grant, say) and the
     /// one it had is still valid, or the provider's tokens do not last that
-    /// long. Nothing for a token without expiry.
-    static func warnIfShort(_ name: String, expiresAt: Int64?, minimum: Double, ctx: Context) {
+    /// long; the reason, when the refresh made here was kept from it
+    /// (`notRefreshedBecause`). Nothing for a token without expiry.
+    static func warnIfShort(
+        _ name: String, expiresAt: Int64?, minimum: Double, notRefreshedBecause reason: String? = nil, ctx: Context
+    ) {
         guard let expiresAt else { return }
         let left = Double(expiresAt) - ctx.time.now().timeIntervalSince1970
         guard left < minimum else { return }
+        let why =
+            reason.map { "it could not be refreshed now: \($0)" }
+            ?? "it could not be refreshed now, or the provider's tokens do not last that long"
         ctx.output.warn(
             "the access token of '\(name)' is valid for \(max(0, Int(left))) s more, less than the \(Int(minimum)) s "
-                + "asked for: it could not be refreshed now, or the provider's tokens do not last that long")
+                + "asked for: \(why)")
     }
 
     /// A fresh grant from a vault this command opened, noted in the audit log.
@@ -216,11 +227,20 @@ extension Commands {
         _ name: String, from vault: Vault, minimumValidity: Double = Grant.freshnessMargin, force: Bool = false,
         ctx: Context
     ) throws -> Grant {
+        try handOutFresh(name, from: vault, minimumValidity: minimumValidity, force: force, ctx: ctx).grant
+    }
+
+    /// `handOut`, with whether the grant was refreshed and, when it
+    /// should have been and could not be now, why.
+    static func handOutFresh(
+        _ name: String, from vault: Vault, minimumValidity: Double = Grant.freshnessMargin, force: Bool = false,
+        ctx: Context
+    ) throws -> FreshGrant {
         do {
             let fresh = try ctx.network.refresher(vault).freshGrant(
                 name, minimumValidity: minimumValidity, forceRefresh: force)
             ctx.agents.audit(name, at: vault.location, outcome: .allowed)
-            return fresh.grant
+            return fresh
         } catch {
             ctx.agents.audit(name, at: vault.location, outcome: .failed, reason: error.code.rawValue)
             throw error

@@ -96,7 +96,9 @@ struct KubeCredentialCommand: VaultCommand {
             throw CLIError(
                 "the access token of '\(name)' is a \(token.tokenType) token, and kubectl sends only bearer tokens")
         }
-        Commands.warnIfShort(name, expiresAt: token.expiresAt, minimum: minimum, ctx: ctx)
+        Commands.warnIfShort(
+            name, expiresAt: token.expiresAt, minimum: minimum, notRefreshedBecause: token.notRefreshedBecause,
+            ctx: ctx)
         let credential = ExecCredential(
             apiVersion: info.apiVersion,
             status: .init(

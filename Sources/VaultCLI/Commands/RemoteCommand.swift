@@ -78,7 +78,20 @@ struct RemoteCommand: VaultCommand {
             url: try ctx.positionals("set", "URL")[1], command: "remote", environment: ctx.environment)
         let vault = try ctx.opener.openVaultDirectly()
         let engine = try ctx.network.syncEngine(vault)
+        let previous = engine.syncedStore()
         let created = try RemoteCommand.setRemote(engine, login)
+        // A new store where the vault was in step with another: the next
+        // sync starts it, apart from the old one (a mistyped address?).
+        if let previous, previous != login.url,
+            (try? engine.probeStore(timeout: SyncEngine.defaultStoreTimeout)) == false
+        {
+            let (old, new) = (SyncEngine.displayName(previous), SyncEngine.displayName(login.url))
+            // `warn` escapes the addresses for the terminal.
+            ctx.output.warn(
+                "this vault was in step with \(old) until now, and \(new) holds no vault yet: 'vault sync' starts "
+                    + "a new store there, apart from the one the other machines sync with; if the address is "
+                    + "mistyped, run 'vault remote set' again with the right one")
+        }
         if ctx.output.json {
             let d = try engine.remoteDescription()
             try ctx.output.printJSON(RemoteOutput(url: d.url, user: d.user, preconditions: d.preconditions))

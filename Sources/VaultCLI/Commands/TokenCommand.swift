@@ -57,7 +57,9 @@ struct TokenCommand: VaultCommand {
         let output = try TokenOutput.fresh(
             name, minimumValidity: minimum, force: forceRefresh, target: try narrowing.target(ctx), ctx: ctx,
             command: "token")
-        Commands.warnIfShort(name, expiresAt: output.expiresAt, minimum: minimum, ctx: ctx)
+        Commands.warnIfShort(
+            name, expiresAt: output.expiresAt, minimum: minimum, notRefreshedBecause: output.notRefreshedBecause,
+            ctx: ctx)
         let token = output.accessToken
         if ctx.output.json {
             try ctx.output.printJSON(output)

@@ -9,6 +9,10 @@ struct TokenOutput: Encodable {
     let accessToken: String
     let tokenType: String
     let expiresAt: Int64?
+    /// Why the token was not refreshed though it has less validity than
+    /// asked, when the refresh made by this process was kept from it; not
+    /// printed with the token.
+    var notRefreshedBecause: String? = nil
 
     enum CodingKeys: String, CodingKey {
         case accessToken = "access_token"
@@ -43,10 +47,11 @@ extension TokenOutput {
             return TokenOutput(
                 accessToken: handed.accessToken, tokenType: handed.tokenType, expiresAt: handed.expiresAtSeconds)
         } else {
-            return TokenOutput(
-                try Commands.handOut(
-                    name, from: try (opener ?? ctx.opener).openVault(), minimumValidity: minimum, force: force,
-                    ctx: ctx))
+            let fresh = try Commands.handOutFresh(
+                name, from: try (opener ?? ctx.opener).openVault(), minimumValidity: minimum, force: force, ctx: ctx)
+            var output = TokenOutput(fresh.grant)
+            output.notRefreshedBecause = fresh.notRefreshedBecause
+            return output
         }
     }
 

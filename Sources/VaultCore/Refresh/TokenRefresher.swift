@@ -9,11 +9,22 @@ public struct FreshGrant: Sendable {
     /// True when this call refreshed it (false: it was fresh, or another
     /// process or machine had just refreshed it).
     public let refreshed: Bool
+    /// Why a grant that should have been refreshed was not, when it is
+    /// handed out with the access token it had (the sync store away,
+    /// another machine holding the right to refresh it): the reason of the
+    /// error that kept it from the refresh. Nil otherwise.
+    package var notRefreshedBecause: String? = nil
 
     /// Creates a result.
     public init(grant: Grant, refreshed: Bool) {
         self.grant = grant
         self.refreshed = refreshed
+    }
+
+    /// A grant handed out unrefreshed for `reason`.
+    package init(grant: Grant, notRefreshedBecause reason: String) {
+        self.init(grant: grant, refreshed: false)
+        notRefreshedBecause = reason
     }
 }
 
@@ -156,8 +167,9 @@ public struct TokenRefresher {
                 if let (merged, _) = try? vault.loadRecord(id: row.id, expecting: currentName), !merged.dead {
                     current = merged
                 }
-                if step.ready(current) || vault.usable(current, TokenRefresher.lastResortValidity) {
-                    return FreshGrant(grant: current, refreshed: false)
+                if step.ready(current) { return FreshGrant(grant: current, refreshed: false) }
+                if vault.usable(current, TokenRefresher.lastResortValidity) {
+                    return FreshGrant(grant: current, notRefreshedBecause: error.reason)
                 }
             }
             throw error
@@ -175,14 +187,13 @@ public struct TokenRefresher {
         try vault.checkWritable()
         // Waiting for that may have taken the right to refresh alone away.
         if alone, !coordinator.mayStillRefreshAlone(need, grant: current, in: vault) {
-            if !need.force, need.target == nil, vault.usable(current, TokenRefresher.lastResortValidity) {
-                return FreshGrant(grant: current, refreshed: false)
-            }
-            throw VaultError(
-                .transient,
+            let reason =
                 "the sync store cannot be reached, and this machine's right to refresh '\(currentName)' alone ran "
-                    + "out before the token request was sent: it is refreshed once the store answers",
-                remedy: .tryAgainInAMinute)
+                + "out before the token request was sent: it is refreshed once the store answers"
+            if !need.force, need.target == nil, vault.usable(current, TokenRefresher.lastResortValidity) {
+                return FreshGrant(grant: current, notRefreshedBecause: reason)
+            }
+            throw VaultError(.transient, reason, remedy: .tryAgainInAMinute)
         }
         let next: Grant
         do {

@@ -231,6 +231,18 @@ struct S3StoreTests {
         #expect(typo.stderr.contains("the bucket team-vaul does not exist at \(store.endpoint)"), "\(typo.stderr)")
         #expect(!typo.stderr.contains("no vault yet"))
         #expect(!FileManager.default.fileExists(atPath: joining.vaultFile))
+        // A mistyped folder of a bucket that exists: the address looked at,
+        // and the typo as a cause beside a vault not synced yet.
+        let folder = try joining.run(["join", "s3://team-vault/adaa"] + place)
+        #expect(folder.status == 1, "\(folder.stderr)")
+        #expect(
+            folder.stderr.contains("the store has no vault at s3://team-vault/adaa at \(store.endpoint)"),
+            "\(folder.stderr)")
+        #expect(
+            folder.stderr.contains("the address may be mistyped")
+                && folder.stderr.contains("hint: check the address for a mistyped bucket or folder"),
+            "\(folder.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: joining.vaultFile))
 
         let other = try machines(1)[0]
         other.write(other.path + "/store-password", "secret\n")
@@ -239,6 +251,15 @@ struct S3StoreTests {
             other.path + "/store-password")
         #expect(dav.status == 64, "\(dav.stderr)")
         #expect(dav.stderr.contains("as an S3 store does"), "\(dav.stderr)")
+        #expect(try other.run("remote").stderr.contains("no store is set"))
+        // Without credentials the store's S3 answers (MethodNotAllowed,
+        // NoSuchBucket) say the same, rather than ask for a folder.
+        let anonymous = try other.run("remote", "set", store.endpoint + "/no-such-bucket/folder/")
+        #expect(anonymous.status == 64, "\(anonymous.stderr)")
+        #expect(
+            anonymous.stderr.contains("as an S3 store does: a folder of an S3 bucket is an s3://BUCKET/FOLDER address"),
+            "\(anonymous.stderr)")
+        #expect(!anonymous.stderr.contains("has no folder"), "\(anonymous.stderr)")
         #expect(try other.run("remote").stderr.contains("no store is set"))
 
         let tls = try joining.run(
@@ -249,6 +270,29 @@ struct S3StoreTests {
             ])
         #expect(tls.status == 64, "\(tls.stderr)")
         #expect(tls.stderr.contains("did not complete a TLS handshake"), "\(tls.stderr)")
+    }
+
+    @Test("a new bucket set where the vault was in step with another store: kept, with a warning naming that store")
+    func newStoreAfterAnother() throws {
+        let home = try machines(1)[0]
+        let place = ["--endpoint", store.endpoint, "--region", store.region, "--credentials-file", store.credentials]
+        let first = try home.run(["remote", "set", "s3://team-vault/moved"] + place)
+        #expect(first.status == 0 && !first.stderr.contains("warning"), "\(first.stderr)")
+        #expect(try home.run("sync").status == 0)
+
+        let typo = try home.run(["remote", "set", "s3://team-vualt/moved"] + place)
+        #expect(typo.status == 0, "\(typo.stderr)")
+        #expect(typo.stderr.contains("created the bucket team-vualt"), "\(typo.stderr)")
+        #expect(
+            typo.stderr.contains(
+                "warning: this vault was in step with s3://team-vault/moved at \(store.endpoint)"),
+            "\(typo.stderr)")
+        #expect(typo.stderr.contains("holds no vault yet"), "\(typo.stderr)")
+        #expect(try home.run("remote").stdout.contains("s3://team-vualt/moved"))
+
+        // Back to the store it synced with: nothing to warn of.
+        let back = try home.run(["remote", "set", "s3://team-vault/moved"] + place)
+        #expect(back.status == 0 && !back.stderr.contains("warning"), "\(back.stderr)")
     }
 
     @Test("vault pair names the join that reaches the same bucket, endpoint and region")

@@ -72,9 +72,11 @@ final class StoreOutageTests {
     /// refresh tokens rotate, and the provider is not known to tolerate
     /// reuse). The provider's access tokens last five minutes here, less
     /// than the lease: a may refresh alone under it (it is not quiet).
-    /// Returns the access token a's refresh got.
-    func holderAndOther() throws -> String {
-        try provider.control("/__expires/300")
+    /// Returns the access token a's refresh got. With access tokens that
+    /// outlast the lease (`expires` of an hour), a renews it quiet: it
+    /// promised not to refresh alone under it.
+    func holderAndOther(expires: Int = 300) throws -> String {
+        try provider.control("/__expires/\(expires)")
         try provider.importGrant("work", into: a)
         let remote = try a.run(
             "remote", "set", proxied, "--user", "vault", "--password-file", a.path + "/store-password")
@@ -158,5 +160,50 @@ final class StoreOutageTests {
         let again = try a.run("token", "work", "--force-refresh")
         #expect(again.status == 0, "the grant lives: \(again.stderr)")
         #expect(try provider.refreshes() == refreshes + 2)
+    }
+
+    @Test("the store away: the holder of a quiet right says so and when it refreshes; a short token says why")
+    func holderSaysWhy() throws {
+        let first = try holderAndOther(expires: 3600)
+        let before = try provider.refreshes()
+        try takeAway(.gone)
+
+        // a holds the right, and promised not to refresh alone under it.
+        let forced = try a.start("refresh", "work").wait(timeout: 110)
+        #expect(forced.status == 75, "\(forced.status) \(forced.stderr)")
+        #expect(forced.stderr.contains("this machine holds the right to refresh 'work'"), "\(forced.stderr)")
+        #expect(
+            forced.stderr.contains("promised the other machines not to refresh it without the store")
+                && forced.stderr.contains("it is refreshed here once the store answers"), "\(forced.stderr)")
+        #expect(!forced.stderr.contains("another machine may hold"), "\(forced.stderr)")
+        // b does not: it keeps the wording for a machine that is not the holder.
+        let other = try b.start("refresh", "work").wait(timeout: 110)
+        #expect(other.status == 75, "\(other.status) \(other.stderr)")
+        #expect(other.stderr.contains("another machine may hold the right to refresh 'work'"), "\(other.stderr)")
+
+        // A token shorter than asked for says why it was not refreshed.
+        let held = try a.start("token", "work", "--min-valid", "100000").wait(timeout: 110)
+        let same = held.stdout == first
+        #expect(held.status == 0 && same, "\(held.stderr)")
+        #expect(
+            held.stderr.contains(
+                "less than the 100000 s asked for: it could not be refreshed now: this machine holds the right to "
+                    + "refresh 'work'"), "\(held.stderr)")
+        let away = try b.start("token", "work", "--min-valid", "100000").wait(timeout: 110)
+        #expect(away.status == 0, "\(away.stderr)")
+        #expect(
+            away.stderr.contains(
+                "less than the 100000 s asked for: it could not be refreshed now: the sync store cannot be reached"),
+            "\(away.stderr)")
+        #expect(try provider.refreshes() == before, "nothing was refreshed")
+
+        // The store back: b asks a for the right, and says a holds it.
+        try bringBack(.gone)
+        let asked = try b.start("token", "work", "--min-valid", "100000").wait(timeout: 110)
+        #expect(asked.status == 0, "\(asked.stderr)")
+        #expect(
+            asked.stderr.contains("it could not be refreshed now: machine ")
+                && asked.stderr.contains("holds the right to refresh 'work'"), "\(asked.stderr)")
+        #expect(try provider.refreshes() == before, "b sent no refresh")
     }
 }

@@ -364,6 +364,33 @@ final class SyncTests {
         #expect(a.snapshot() == before)
     }
 
+    @Test("a mistyped folder: join names the address and the typo; remote set warns it leaves the store in step")
+    func mistypedFolder() throws {
+        try a.run("import", "work", stdin: Home.tokenJSON("w"))
+        try connect(a)
+        try sync(a)
+        // Apache itself, not the proxy: it makes the new folder with MKCOL.
+        let typo = davURL + "typo/"
+
+        let joined = try join(b, url: typo)
+        #expect(joined.status == 1, "\(joined.stderr)")
+        #expect(
+            joined.stderr.contains(
+                "the store has no vault at \(typo) (no vault-keys there): the address may be mistyped"),
+            "\(joined.stderr)")
+        #expect(joined.stderr.contains("hint: check the address for a mistyped bucket or folder"), "\(joined.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: b.vaultFile))
+
+        // a was in step with the store: setting a new folder keeps working, and says so.
+        let moved = try a.run(
+            "remote", "set", typo, "--user", "vault", "--password-file", a.path + "/store-password")
+        #expect(moved.status == 0, "\(moved.stderr)")
+        #expect(
+            moved.stderr.contains(
+                "warning: this vault was in step with \(proxied) until now, and \(typo) holds no vault yet"),
+            "\(moved.stderr)")
+    }
+
     @Test("a store URL that carries a user or password is refused before anything is stored")
     func userInfoInURL() throws {
         let url = proxied.replacingOccurrences(of: "http://", with: "http://vault:secret-in-url@")
@@ -785,12 +812,40 @@ final class RacingEditTests {
             #expect(table.contains("g-by-A") && table.contains("g-by-B"), "\(table)")
         }
         let other = value == "g-by-A" ? "g-by-B" : "g-by-A"
-        #expect(try b.run("conflicts", "resolve", value, "--keep", "other").status == 0)
+        let kept = try b.run("conflicts", "resolve", value, "--keep", "other")
+        #expect(kept.status == 0, "\(kept.stderr)")
+        #expect(
+            kept.stderr.contains(
+                "kept the other side of '\(value)': it is '\(other)' now; 'vault sync' sends the choice"),
+            "\(kept.stderr)")
         _ = try sync(b)
         _ = try sync(a)
         for home in [a, b] {
             #expect(try home.listedNames().names == [other], "\(home === a ? "A" : "B")")
             #expect(try conflicts(home).isEmpty)
         }
+    }
+
+    @Test("a removal racing a rename: keeping the removal says the grant is removed")
+    func keptRemoval() throws {
+        try a.run("import", "h", stdin: Home.tokenJSON("t"))
+        _ = try sync(a)
+        let joined = try b.run("join", store.url, "--user", "vault", "--password-file", b.path + "/store-password")
+        try #require(joined.status == 0, "\(joined.stderr)")
+        #expect(try a.run("remove", "h").status == 0)
+        #expect(try b.run("rename", "h", "h-by-B").status == 0)
+        _ = try sync(a)
+        _ = try sync(b)
+        let listed = try conflicts(b)
+        let sides = listed.first?["sides"] as? [[String: Any]] ?? []
+        try #require(sides.count == 2, "\(listed)")
+        let value = listed.first?["name"] as? String ?? ""
+        // The side that is the removal, whichever won the race.
+        let removal = try #require(sides.first { $0["removed"] as? Bool == true }?["side"] as? String, "\(sides)")
+        let kept = try b.run("conflicts", "resolve", value, "--keep", removal)
+        #expect(kept.status == 0, "\(kept.stderr)")
+        #expect(
+            kept.stderr.contains("kept the \(removal) side of '\(value)': the grant is removed"), "\(kept.stderr)")
+        #expect(try b.listedNames().names.isEmpty)
     }
 }
