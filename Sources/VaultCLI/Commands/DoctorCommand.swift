@@ -169,7 +169,7 @@ struct DoctorCommand: VaultCommand {
         }
         if vault.isThroughAgent {
             let names = grants.filter { guarded($0.grant) }.map(\.name)
-            guard !names.isEmpty, let agent = try? ctx.agents.client(for: vault.location),
+            guard !names.isEmpty, let agent = ctx.agents.client(for: vault.location),
                 let answer = try? agent.storeCheck(probeTimeout: 0, names: names)
             else { return { _, _ in nil } }
             let rights = Dictionary(zip(names, answer.rights), uniquingKeysWith: { first, _ in first })
@@ -214,7 +214,7 @@ struct DoctorCommand: VaultCommand {
         }
         if vault.isThroughAgent {
             // The agent holds the store's credentials: it probes the store.
-            let agent = try? ctx.agents.client(for: vault.location)
+            let agent = ctx.agents.client(for: vault.location)
             if let agent, let answer = try? agent.storeCheck(probeTimeout: UInt32(timeout), names: []),
                 answer.configured, let probe = answer.probe
             {
