@@ -61,101 +61,138 @@ extension SyncEngine {
         var state = try loadSyncState(keys)
         let ownBefore = try vault.keyslots.passphraseSlots()
         let own = try PassphraseNote(ownBefore)
-        let passphraseHash = own.hash
         // A new passphrase here since the last reconciliation (unknown the
         // first time: then it is only noted).
-        var newHere = state.passphraseHash != zeros && passphraseHash != state.passphraseHash
+        var newHere = state.passphraseHash != zeros && own.hash != state.passphraseHash
         var changed = false
         if let pin = root?.keysPin, pin != state.pinHash {
-            // Another machine published keys. The object must be the one
-            // the root (sealed with the vault's key) vouches for; one being
-            // replaced meanwhile is taken at a later sync.
-            guard let object = try store.get(SyncEngine.pinnedKeysName(pin)), try SyncRoot.hash(object.bytes) == pin
+            guard
+                try takePublishedKeys(
+                    pin, store: store, keys: keys, own: own, ownBefore: ownBefore, state: &state,
+                    newHere: &newHere, report: &report)
             else { return }
-            let (keysBytes, replaced) = try SyncEngine.parsePinnedKeys(object.bytes)
-            let (header, slots) = try SyncEngine.parseKeysObject(keysBytes)
-            guard header.vaultID == vault.header.vaultID else {
-                throw VaultError(.tampered, "the store's vault keys belong to another vault")
-            }
-            // A passphrase set here that the publisher saw and replaced
-            // (its publication's answer was lost here) was no race.
-            if newHere && own.isReplaced(in: replaced) { newHere = false }
-            let published = Keyslots.passphraseSlots(among: slots)
-            let publishedNote = try PassphraseNote(published)
-            let publishedHash = publishedNote.hash
-            let noted = state.passphraseHash
-            let notedNote = PassphraseNote(hash: noted, slots: state.passphraseSlots)
-            // This machine joined with keys published after the pinned
-            // ones, whose own pin has not landed yet (it never reconciled a
-            // pin, and the publisher did not replace its passphrase): they
-            // stay until that pin comes.
-            let joinedAhead =
-                !newHere && state.pinHash == zeros && noted != zeros && publishedHash != noted
-                && !notedNote.isReplaced(in: replaced) && !ownBefore.allSatisfy { published.contains($0) }
-            // Keys this machine's own passphrase replaced: the root still
-            // pins them because this machine's pin did not land (its note
-            // of it is kept from before it tried), or this machine joined
-            // with them before their publisher pinned them, or took them
-            // beside its own in a race before its own new passphrase; or
-            // keys older than those it joined with. No race: the passphrase
-            // here stands (and is published below when it is new here).
-            let superseded =
-                publishedNote.isReplaced(in: state.replaced)
-                || (newHere && publishedNote.isReplaced(in: notedNote.hashes)) || joinedAhead
-            // This machine's own passphrases but those the publisher saw
-            // and replaced (one side of a pair taken here, replaced there).
-            let ownKept = own.kept(ownBefore, without: replaced)
-            // The passphrase this machine published (or tried to) is not
-            // one the publisher saw, though none is new here: this
-            // machine's pin was lost to another machine's, which raced it.
-            let unseen =
-                !newHere && !superseded && noted != zeros && publishedHash != noted
-                && !notedNote.isReplaced(in: replaced)
-                && !ownKept.allSatisfy { published.contains($0) }
-            if !superseded && !published.isEmpty && published != ownBefore {
-                // Both machines set a new passphrase before either synced:
-                // both open the vault, everywhere, until one is chosen.
-                var taken = published
-                if newHere || unseen {
-                    // Each side without what the other saw and replaced:
-                    // a passphrase this machine replaced, published beside
-                    // the rival's, opens nothing any more.
-                    let replacedHere = state.replaced + (newHere ? notedNote.hashes : [])
-                    taken = publishedNote.kept(published, without: replacedHere)
-                    taken += ownKept.filter { !taken.contains($0) }
-                }
-                try vault.keyslots.adoptPassphraseSlots(taken)
-                report.passphraseTaken = true
-                changed = true
-            }
-            state.pinHash = pin
-            // What the publisher knew replaced, beside what this machine
-            // knew: a rival's list lacks what this machine replaced itself.
-            if !superseded {
-                state.replaced = Array(
-                    (replaced + state.replaced.filter { !replaced.contains($0) }).prefix(SyncEngine.maxReplaced))
-            }
-            if !newHere && !superseded && !unseen {
-                state.keysHash = try SyncRoot.hash(try keysObject())
-                state.note(try PassphraseNote(try vault.keyslots.passphraseSlots()))
-            } else if changed {
-                // Both sides taken: what they replaced, and this machine's
-                // own passphrase as replaced by the pair it now publishes
-                // (below). Noted at once, with what follows: a passphrase
-                // set here after this, or a publication that fails, still
-                // knows both sides were seen here.
-                if newHere && noted != zeros {
-                    let hashes = notedNote.hashes
-                    state.replaced = Array(
-                        (hashes + state.replaced.filter { !hashes.contains($0) }).prefix(SyncEngine.maxReplaced))
-                }
-                state.note(try PassphraseNote(try vault.keyslots.passphraseSlots()))
-                newHere = false
-            }
-            if changed { try saveKeyslotNotes(state, keys) }
             // The pin, at least, is noted: the next sync reads no keys.
             changed = true
         }
+        guard
+            let published = try publishKeys(
+                store: store, keys: keys, root: root, own: own, state: &state, newHere: newHere)
+        else { return }
+        changed = changed || published
+        report.passphrases = try vault.keyslots.passphraseSlots().count
+        guard changed else { return }
+        try saveKeyslotNotes(state, keys)
+    }
+
+    /// Takes the keys another machine published under `pin` (the root's
+    /// pin moved): its passphrase, or both sides of a race, and what it
+    /// replaced. False when the pinned object is not (yet) the one the root
+    /// vouches for: it is taken at a later sync.
+    private func takePublishedKeys(
+        _ pin: [UInt8], store: any SyncStore, keys: SyncKeys, own: PassphraseNote, ownBefore: [[UInt8]],
+        state: inout SyncState, newHere: inout Bool, report: inout SyncReport
+    ) throws(VaultError) -> Bool {
+        let zeros = [UInt8](repeating: 0, count: 32)
+        var changed = false
+        // Another machine published keys. The object must be the one
+        // the root (sealed with the vault's key) vouches for; one being
+        // replaced meanwhile is taken at a later sync.
+        guard let object = try store.get(SyncEngine.pinnedKeysName(pin)), try SyncRoot.hash(object.bytes) == pin
+        else { return false }
+        let (keysBytes, replaced) = try SyncEngine.parsePinnedKeys(object.bytes)
+        let (header, slots) = try SyncEngine.parseKeysObject(keysBytes)
+        guard header.vaultID == vault.header.vaultID else {
+            throw VaultError(.tampered, "the store's vault keys belong to another vault")
+        }
+        // A passphrase set here that the publisher saw and replaced
+        // (its publication's answer was lost here) was no race.
+        if newHere && own.isReplaced(in: replaced) { newHere = false }
+        let published = Keyslots.passphraseSlots(among: slots)
+        let publishedNote = try PassphraseNote(published)
+        let publishedHash = publishedNote.hash
+        let noted = state.passphraseHash
+        let notedNote = PassphraseNote(hash: noted, slots: state.passphraseSlots)
+        // This machine joined with keys published after the pinned
+        // ones, whose own pin has not landed yet (it never reconciled a
+        // pin, and the publisher did not replace its passphrase): they
+        // stay until that pin comes.
+        let joinedAhead =
+            !newHere && state.pinHash == zeros && noted != zeros && publishedHash != noted
+            && !notedNote.isReplaced(in: replaced) && !ownBefore.allSatisfy { published.contains($0) }
+        // Keys this machine's own passphrase replaced: the root still
+        // pins them because this machine's pin did not land (its note
+        // of it is kept from before it tried), or this machine joined
+        // with them before their publisher pinned them, or took them
+        // beside its own in a race before its own new passphrase; or
+        // keys older than those it joined with. No race: the passphrase
+        // here stands (and is published below when it is new here).
+        let superseded =
+            publishedNote.isReplaced(in: state.replaced)
+            || (newHere && publishedNote.isReplaced(in: notedNote.hashes)) || joinedAhead
+        // This machine's own passphrases but those the publisher saw
+        // and replaced (one side of a pair taken here, replaced there).
+        let ownKept = own.kept(ownBefore, without: replaced)
+        // The passphrase this machine published (or tried to) is not
+        // one the publisher saw, though none is new here: this
+        // machine's pin was lost to another machine's, which raced it.
+        let unseen =
+            !newHere && !superseded && noted != zeros && publishedHash != noted
+            && !notedNote.isReplaced(in: replaced)
+            && !ownKept.allSatisfy { published.contains($0) }
+        if !superseded && !published.isEmpty && published != ownBefore {
+            // Both machines set a new passphrase before either synced:
+            // both open the vault, everywhere, until one is chosen.
+            var taken = published
+            if newHere || unseen {
+                // Each side without what the other saw and replaced:
+                // a passphrase this machine replaced, published beside
+                // the rival's, opens nothing any more.
+                let replacedHere = state.replaced + (newHere ? notedNote.hashes : [])
+                taken = publishedNote.kept(published, without: replacedHere)
+                taken += ownKept.filter { !taken.contains($0) }
+            }
+            try vault.keyslots.adoptPassphraseSlots(taken)
+            report.passphraseTaken = true
+            changed = true
+        }
+        state.pinHash = pin
+        // What the publisher knew replaced, beside what this machine
+        // knew: a rival's list lacks what this machine replaced itself.
+        if !superseded {
+            state.replaced = Array(
+                (replaced + state.replaced.filter { !replaced.contains($0) }).prefix(SyncEngine.maxReplaced))
+        }
+        if !newHere && !superseded && !unseen {
+            state.keysHash = try SyncRoot.hash(try keysObject())
+            state.note(try PassphraseNote(try vault.keyslots.passphraseSlots()))
+        } else if changed {
+            // Both sides taken: what they replaced, and this machine's
+            // own passphrase as replaced by the pair it now publishes
+            // (below). Noted at once, with what follows: a passphrase
+            // set here after this, or a publication that fails, still
+            // knows both sides were seen here.
+            if newHere && noted != zeros {
+                let hashes = notedNote.hashes
+                state.replaced = Array(
+                    (hashes + state.replaced.filter { !hashes.contains($0) }).prefix(SyncEngine.maxReplaced))
+            }
+            state.note(try PassphraseNote(try vault.keyslots.passphraseSlots()))
+            newHere = false
+        }
+        if changed { try saveKeyslotNotes(state, keys) }
+        return true
+    }
+
+    /// Publishes this machine's keyslots when they changed here (or its
+    /// pin did not land), pinning them when a passphrase changed or the
+    /// root pins keys already; notes them the first time. True when
+    /// `state` changed, false when not, nil when another writer's root got
+    /// in first (the next sync pins them).
+    private func publishKeys(
+        store: any SyncStore, keys: SyncKeys, root: SyncRoot?, own: PassphraseNote, state: inout SyncState,
+        newHere: Bool
+    ) throws(VaultError) -> Bool? {
+        let zeros = [UInt8](repeating: 0, count: 32)
         let object = try keysObject()
         let objectHash = try SyncRoot.hash(object)
         // A pin noted here that the root does not hold is sent again: its
@@ -197,7 +234,7 @@ extension SyncEngine {
             _ = try store.put(SyncEngine.keysName, object)
             if pinning {
                 _ = try store.put(SyncEngine.pinnedKeysName(pin), pinned, precondition: .absent)
-                guard try pinKeys(pin, store: store, keys: keys) else { return }
+                guard try pinKeys(pin, store: store, keys: keys) else { return nil }
                 // The slots the root vouched for before are no longer read.
                 if let old = root?.keysPin, old != pin { try? store.delete(SyncEngine.pinnedKeysName(old)) }
                 state.pinHash = pin
@@ -205,17 +242,15 @@ extension SyncEngine {
             }
             state.keysHash = objectHash
             state.note(try PassphraseNote(try vault.keyslots.passphraseSlots()))
-            changed = true
+            return true
         } else if state.passphraseHash == zeros
-            || (state.passphraseSlots.isEmpty && !own.slots.isEmpty && passphraseHash == state.passphraseHash)
+            || (state.passphraseSlots.isEmpty && !own.slots.isEmpty && own.hash == state.passphraseHash)
         {
             // First noted, or noted by a release that kept no slot hashes.
             state.note(own)
-            changed = true
+            return true
         }
-        report.passphrases = try vault.keyslots.passphraseSlots().count
-        guard changed else { return }
-        try saveKeyslotNotes(state, keys)
+        return false
     }
 
     /// Saves what `state` notes of the keyslots.
