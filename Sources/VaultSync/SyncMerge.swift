@@ -67,40 +67,58 @@ extension SyncEngine {
                     }
                     report.pulled += 1
                 case .concurrent:
-                    let localPayload = try vault.keys.open(local)
-                    let ours = SyncRecord(
-                        id: local.id, versions: mine, deleted: local.deleted,
-                        payload: try localPayload.sealedBytes().unsafeCopyToArray(),
-                        siblings: state.conflicts.filter { $0.id == local.id }.map(\.sibling))
-                    guard let remotePayload = remote.payload.withUnsafeBytes({ Payload.read($0) }) else {
-                        throw VaultError(.damaged, "a record from the store holds a malformed grant")
-                    }
-                    // Metadata and tokens merge apart; the vectors decide only
-                    // which of two racing edits is the value (docs/sync.md,
-                    // "Versions and merge").
-                    let merge = GrantMerge(
-                        .init(payload: localPayload, deleted: local.deleted),
-                        .init(payload: remotePayload, deleted: remote.deleted),
-                        aWins: SyncRecord.firstWins(ours, over: remote))
-                    let merged = MergedRecord(
-                        merge, siblings: SyncRecord.siblings(merging: ours, remote, losers: merge.losers))
-                    if try !applyMerged(
-                        merged, id: remote.id, manifest: &manifest, state: &state, report: &report,
-                        renameOnClash: false)
+                    if let write = try mergeConcurrent(
+                        local, remote, mine: mine, manifest: &manifest, state: &state, report: &report)
                     {
-                        deferred.append(.merged(merged, id: remote.id))
+                        deferred.append(write)
                     }
-                    if merged.conflict { report.noteConflict(merged.value.name) }
-                    // Both sides seen: the merged vector, raised here so the
-                    // value dominates both when pushed.
-                    state.bases[remote.id] = .init(
-                        localVersion: 0, versions: VersionVector.merged(mine, remote.versions))
                 }
             }
         }
-        // Each pass writes what no longer clashes; what still does (two
-        // machines added grants of one name, or names swapped) is kept
-        // under a new name.
+        try writeDeferred(deferred, manifest: &manifest, state: &state, report: &report)
+    }
+
+    /// Merges two racing versions of one record (their vectors concurrent):
+    /// metadata and tokens apart, the vectors deciding only which edit is
+    /// the value; the merged vector is raised here so that the value
+    /// dominates both when pushed. The write, when the name it takes is
+    /// not free yet.
+    private func mergeConcurrent(
+        _ local: StoredRecord, _ remote: SyncRecord, mine: VersionVector.Vector, manifest: inout StateManifest,
+        state: inout SyncState, report: inout SyncReport
+    ) throws(VaultError) -> DeferredWrite? {
+        let localPayload = try vault.keys.open(local)
+        let ours = SyncRecord(
+            id: local.id, versions: mine, deleted: local.deleted,
+            payload: try localPayload.sealedBytes().unsafeCopyToArray(),
+            siblings: state.conflicts.filter { $0.id == local.id }.map(\.sibling))
+        guard let remotePayload = remote.payload.withUnsafeBytes({ Payload.read($0) }) else {
+            throw VaultError(.damaged, "a record from the store holds a malformed grant")
+        }
+        // Metadata and tokens merge apart; the vectors decide only
+        // which of two racing edits is the value (docs/sync.md,
+        // "Versions and merge").
+        let merge = GrantMerge(
+            .init(payload: localPayload, deleted: local.deleted),
+            .init(payload: remotePayload, deleted: remote.deleted),
+            aWins: SyncRecord.firstWins(ours, over: remote))
+        let merged = MergedRecord(merge, siblings: SyncRecord.siblings(merging: ours, remote, losers: merge.losers))
+        let written = try applyMerged(
+            merged, id: remote.id, manifest: &manifest, state: &state, report: &report, renameOnClash: false)
+        if merged.conflict { report.noteConflict(merged.value.name) }
+        // Both sides seen: the merged vector, raised here so the
+        // value dominates both when pushed.
+        state.bases[remote.id] = .init(localVersion: 0, versions: VersionVector.merged(mine, remote.versions))
+        return written ? nil : .merged(merged, id: remote.id)
+    }
+
+    /// Writes what was put off: each pass writes what no longer clashes;
+    /// what still does (two machines added grants of one name, or names
+    /// swapped) is kept under a new name.
+    private func writeDeferred(
+        _ writes: [DeferredWrite], manifest: inout StateManifest, state: inout SyncState, report: inout SyncReport
+    ) throws(VaultError) {
+        var deferred = writes
         var progress = true
         while !deferred.isEmpty {
             var left: [DeferredWrite] = []
