@@ -107,6 +107,9 @@ enum Remedies {
         case .pkcs8Key(.other): return "give an unencrypted PKCS#8 RSA private key in PEM form"
         case .offeredFlows(let flows): return "it offers: \(flows.map(\.rawValue).joined(separator: ", "))"
         case .restartDeviceAuthorization: return "start the authorization again and enter the new code in time"
+        case .waitLongerForDevice(let lifetime):
+            return "run it again and approve the code sooner, or wait longer with --timeout SECONDS "
+                + "(the provider keeps a code for \(lifetime) seconds)"
         case .approveAtProvider: return "approve the request on the provider's page to add the grant"
         case .checkClientAuthentication:
             return
