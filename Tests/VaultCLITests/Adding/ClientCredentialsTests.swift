@@ -114,6 +114,19 @@ final class ClientCredentialsSecretTests {
         #expect(try log().count == 2)
     }
 
+    @Test("check of a machine grant without a userinfo endpoint: one token request with its credentials says it works")
+    func check() throws {
+        try #require(try add("dot", "ci", ["--scope", "read"]).status == 0)
+        let before = try log().count
+        let r = try home.run("check", "ci")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr == "vault: 'ci' is live (\(settings.client_id))\n", "\(r.stderr)")
+        let requests = try log().dropFirst(before)
+        #expect(requests.count == 1 && requests.first?["grant_type"] as? String == "client_credentials", "\(requests)")
+        let token = try home.run("token", "ci").stdout.trimmingCharacters(in: .newlines)
+        #expect(try MachineSupport.status(settings.resource, token: token) == 200)
+    }
+
     @Test(
         "doctor on a healthy machine grant: django's 405 page to the probe's GET is the endpoint answering, not a portal"
     )
