@@ -66,7 +66,7 @@ public enum CLI {
         }
         guard let name = rest.first else { throw CLIError.usage("no command given", command: nil) }
         guard let command = Commands.named(name) else {
-            throw CLIError.usage("unknown command '\(name)'", command: nil)
+            throw Commands.unknown(name)
         }
         let parsed: ParsedArguments
         do {

@@ -1,3 +1,5 @@
+internal import VaultCore
+
 /// A command of the `vault` command line: a type whose stored properties
 /// declare its options (`@Flag`, `@Option`, `@RepeatedOption`, option
 /// groups) and whose `configuration` says the rest. Parsing, validation,
@@ -136,6 +138,16 @@ enum Commands {
     ]
 
     static let all: [Command] = types.map { Command($0) }
+
+    /// The usage error for a command name that is none: the commands near
+    /// it (a slip of the keyboard, as for grant names) first, then help.
+    static func unknown(_ name: String) -> CLIError {
+        let near = GrantName.nearest(to: name, among: types.map { $0.configuration.name })
+        return CLIError(
+            "unknown command '\(name)'",
+            hints: (near.isEmpty ? [] : [Remedies.didYouMean(near)]) + ["see 'vault help'"],
+            exitCode: .usage)
+    }
 
     /// The command of that name, built alone: a `switch` the compiler
     /// builds, so that no other command's configuration is made on the

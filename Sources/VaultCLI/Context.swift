@@ -20,11 +20,12 @@ struct Context {
         output = Output(json: arguments.flag(GlobalOptions.json.name))
         network = Network(environment: environment, command: command.name)
         agents = AgentAccess(environment: environment, output: output)
+        var unlockSources = UnlockSources(
+            environment: environment, keyfileFlag: arguments.value(GlobalOptions.keyfile.name))
+        unlockSources.handsOutTokens = UnlockSources.tokenCommands.contains(command.name)
         opener = VaultOpener(
-            environment: environment,
-            unlockSources: UnlockSources(
-                environment: environment, keyfileFlag: arguments.value(GlobalOptions.keyfile.name)),
-            time: time, output: output, agents: agents, network: network)
+            environment: environment, unlockSources: unlockSources, time: time, output: output, agents: agents,
+            network: network)
     }
 
     /// Exactly `count` positional arguments, named for the usage message.

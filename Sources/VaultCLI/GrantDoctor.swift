@@ -370,16 +370,43 @@ struct GrantDoctor {
     func answerFindings(_ answer: TokenEndpointProbe.Answer, host: String, via: String?) -> [Finding] {
         var out: [Finding] = []
         let html = answer.mediaType.map { $0.contains("html") } ?? false
-        if html {
-            out.append(
-                Finding(
-                    "proxy", .fail,
-                    "a web page (\(answer.mediaType ?? "html"), HTTP \(answer.status)) answered in place of the token endpoint at \(host): "
-                        + "a captive portal or a proxy" + (via.map { "; requests go through \($0)" } ?? ""),
-                    remedy:
-                        "log in to the network's portal, or set https_proxy and no_proxy so requests reach the provider"
-                ))
+        // Only what something in between does is called a portal or a
+        // proxy: a token endpoint never redirects, never asks for a proxy
+        // login (407) or a network login (511, RFC 6585), and never
+        // answers its requests with a page that says 200. A 4xx page is
+        // the endpoint's server answering (django's 405 to a GET).
+        let through = via.map { "; requests go through \($0)" } ?? ""
+        let intercepted: Finding?
+        if let target = answer.redirectHost {
+            let elsewhere = target.lowercased() != host.lowercased()
+            intercepted = Finding(
+                "proxy", .fail,
+                "the token endpoint's address at \(host) answered with a redirect (HTTP \(answer.status)) to "
+                    + (elsewhere
+                        ? "\(target): a captive portal or a proxy\(through)" : "another address there\(through)"),
+                remedy: elsewhere
+                    ? "log in to the network's portal, or set https_proxy and no_proxy so requests reach the provider"
+                    : "check the grant's token endpoint ('vault show \(name)'); token endpoints do not redirect")
+        } else if answer.status == 407 {
+            intercepted = Finding(
+                "proxy", .fail,
+                "a proxy asks for its own login (HTTP 407) in place of the token endpoint at \(host)\(through)",
+                remedy: "give the proxy's user and password in the proxy variable, or set no_proxy for \(host)")
+        } else if answer.status == 511 || (html && (200..<300).contains(answer.status)) {
+            intercepted = Finding(
+                "proxy", .fail,
+                "a web page (\(answer.mediaType ?? "html"), HTTP \(answer.status)) answered in place of the token endpoint at \(host): "
+                    + "a captive portal or a proxy" + through,
+                remedy:
+                    "log in to the network's portal, or set https_proxy and no_proxy so requests reach the provider")
+        } else if answer.status == 404 {
+            intercepted = Finding(
+                "endpoint", .warn, "nothing is at the token endpoint's address at \(host) (HTTP 404)",
+                remedy: "check the grant's token endpoint ('vault show \(name)')")
+        } else {
+            intercepted = nil
         }
+        if let intercepted { out.append(intercepted) }
         if let date = answer.date {
             let skew = now.timeIntervalSince(date)
             let seconds = Int(abs(skew).rounded())
@@ -395,7 +422,7 @@ struct GrantDoctor {
         } else {
             out.append(Finding("clock", .skipped, "\(host) sent no Date header to compare with"))
         }
-        guard !html else { return out }
+        guard intercepted == nil else { return out }
         if answer.clientChecked {
             out.append(clientFinding(answer))
         } else if grant.kind == .oauth2 {
@@ -445,10 +472,7 @@ struct GrantDoctor {
             return [Finding("refresh", .skipped, "the grant is dead: a refresh would be refused")]
         }
         if grant.isUsable(at: now) {
-            var out = [
-                Finding(
-                    "refresh", .skipped, "the access token is fresh: doctor does not spend the refresh token")
-            ]
+            var out = [Finding("refresh", .skipped, freshTokenDetail)]
             if reachable, let userinfo = grant.providerConfiguration?.userinfoEndpoint, grant.kind == .oauth2 {
                 out.insert(accessTokenFinding(userinfo), at: 0)
             }
@@ -470,6 +494,19 @@ struct GrantDoctor {
         } catch {
             return refreshFailure(error)
         }
+    }
+
+    /// Why a fresh grant is not refreshed, in the words of its kind: only
+    /// a grant with a refresh token has one to spend.
+    var freshTokenDetail: String {
+        if grant.kind.mintsTokens {
+            return
+                "the access token is fresh: doctor asks for no new one (the grant's credentials mint one when needed)"
+        }
+        if grant.refreshToken == nil {
+            return "the access token is fresh; the grant has no refresh token, so it works until the token expires"
+        }
+        return "the access token is fresh: doctor does not spend the refresh token"
     }
 
     func accessTokenFinding(_ endpoint: String) -> Finding {

@@ -110,6 +110,9 @@ enum Remedies {
         case .pkcs8Key(.other): return "give an unencrypted PKCS#8 RSA private key in PEM form"
         case .offeredFlows(let flows): return "it offers: \(flows.map(\.rawValue).joined(separator: ", "))"
         case .restartDeviceAuthorization: return "start the authorization again and enter the new code in time"
+        case .waitLongerForDevice(let lifetime):
+            return "run it again and approve the code sooner, or wait longer with --timeout SECONDS "
+                + "(the provider keeps a code for \(lifetime) seconds)"
         case .approveAtProvider: return "approve the request on the provider's page to add the grant"
         case .checkClientAuthentication:
             return
@@ -118,11 +121,17 @@ enum Remedies {
             return
                 "a provider that answers a revoked refresh token with an empty 400 (glewlwyd does) needs \"empty_400_is_invalid_grant\": true in its provider file"
         case .nearGrantNames(let names):
-            // Names come from the vault: the one printer escapes the whole hint.
-            let quoted = names.map { "'\($0)'" }
-            guard let last = quoted.last else { return hint(.listGrants) }
-            let choices = quoted.count == 1 ? last : quoted.dropLast().joined(separator: ", ") + " or " + last
-            return "did you mean \(choices)?"
+            guard !names.isEmpty else { return hint(.listGrants) }
+            return didYouMean(names)
         }
+    }
+
+    /// `did you mean 'work' or 'works'?` for names near one that was not
+    /// found (grants, commands), nearest first. Names may come from the
+    /// vault: the one printer escapes the whole hint.
+    static func didYouMean(_ names: [String]) -> String {
+        let quoted = names.map { "'\($0)'" }
+        let choices = quoted.count == 1 ? quoted[0] : quoted.dropLast().joined(separator: ", ") + " or " + quoted.last!
+        return "did you mean \(choices)?"
     }
 }

@@ -15,6 +15,21 @@ struct UnlockSources {
     /// person (kubectl's `interactive: false`): no terminal prompt then.
     var asksOnTerminal = true
 
+    /// True for the commands that hand tokens to programs (`token`, `env`,
+    /// `exec`, ...), which scripts and daemons run without a terminal: a
+    /// locked vault's hint then names the agent first.
+    var handsOutTokens = false
+
+    /// The commands `handsOutTokens` is set for.
+    static let tokenCommands: Set<String> = [
+        "token", "env", "exec", "header", "sign", "xoauth2", "git-credential", "kube-credential",
+    ]
+
+    /// The hint for a locked vault when nothing may be asked on a terminal,
+    /// for a command that hands out tokens.
+    static let agentHint =
+        "unlock it for a while with 'vault agent', or set VAULT_KEYFILE, VAULT_PASSPHRASE_COMMAND or VAULT_PASSPHRASE_FILE"
+
     /// The terminal to ask on, unless asking is off.
     private func terminal() -> Terminal? { asksOnTerminal ? Terminal() : nil }
 
@@ -78,12 +93,13 @@ struct UnlockSources {
             guard asksOnTerminal else {
                 throw CLIError(
                     "the vault is locked, and the program that runs vault does not let it ask for the passphrase",
-                    hint: "unlock it for a while with 'vault agent', or set VAULT_KEYFILE or VAULT_PASSPHRASE_COMMAND",
-                    exitCode: .locked)
+                    hint: Self.agentHint, exitCode: .locked)
             }
             throw CLIError(
                 "the vault is locked and there is no terminal to ask for the passphrase",
-                hint: "set VAULT_KEYFILE, VAULT_PASSPHRASE_COMMAND or VAULT_PASSPHRASE_FILE", exitCode: .locked)
+                hint: handsOutTokens
+                    ? Self.agentHint : "set VAULT_KEYFILE, VAULT_PASSPHRASE_COMMAND or VAULT_PASSPHRASE_FILE",
+                exitCode: .locked)
         }
         let raw = try terminal.readSecret(
             prompt: joining ? "Passphrase of the vault in the store: " : "Passphrase for the vault: ")

@@ -260,6 +260,11 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
         case offeredFlows([Provider.Flow])
         /// Start the device authorization again and enter the new code in time.
         case restartDeviceAuthorization
+        /// The wait for a device approval ended at the caller's own time
+        /// limit, before the code expired at the provider: start again and
+        /// approve sooner, or allow more time, up to the code's lifetime
+        /// (`codeLifetime` seconds).
+        case waitLongerForDevice(codeLifetime: Int)
         /// Approve the request on the provider's page.
         case approveAtProvider
         /// Check the client's id and secret and the client authentication

@@ -255,9 +255,14 @@ public final class TokenSession: Sendable {
     /// with a fresh token. A 401 to a stored token leads to one refresh and
     /// a retry; a 401 to the token just issued says the check failed
     /// (`badResponse`) and keeps the grant. Network errors and 5xx change
-    /// nothing.
+    /// nothing. A machine grant (client credentials, service account) is
+    /// checked by one token request with its credentials, as its refresh.
     public func check(_ name: String) async throws(VaultError) -> GrantCheck {
         var fresh = try await freshGrant(name)
+        if fresh.grant.kind.mintsTokens {
+            if !fresh.refreshed { fresh = try await freshGrant(name, forceRefresh: true) }
+            return .live(account: fresh.grant.account)
+        }
         guard let endpoint = fresh.grant.providerConfiguration?.userinfoEndpoint else {
             throw VaultError(.invalidInput, "grant '\(name)' has no userinfo endpoint to check it against")
         }

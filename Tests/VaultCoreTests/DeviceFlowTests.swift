@@ -99,4 +99,34 @@ struct DeviceFlowTests {
                 + #""verification_uri_complete":"javascript:alert(1)","interval":1}"#, timeout: 2)
         #expect(ui.shown == ["to authorize, open https://id.example/go and enter the code U"])
     }
+
+    @Test(
+        "the wait ended by the caller's time limit says so, with the code's lifetime; the provider's expiry says expired"
+    )
+    func endOfWait() throws {
+        let answer = #"{"device_code":"d","user_code":"U","verification_uri":"https://id.example/go","interval":1"#
+        // The caller's limit first: the code was still valid.
+        let (waited, _, _) = try run(answer + #","expires_in":900}"#, timeout: 3)
+        guard case .failure(let error) = waited else { Issue.record("the flow succeeded"); return }
+        #expect(error.code == .timedOut)
+        #expect(
+            error.reason
+                == "stopped waiting for the approval after 3 seconds, the time allowed; the code had not expired")
+        #expect(error.remedy == .waitLongerForDevice(codeLifetime: 900))
+        // The provider's lifetime first: the code expired.
+        let (lapsed, _, _) = try run(answer + #","expires_in":3}"#, timeout: 600)
+        guard case .failure(let expired) = lapsed else { Issue.record("the flow succeeded"); return }
+        #expect(expired.reason == "the device code expired before it was approved")
+        #expect(expired.remedy == .restartDeviceAuthorization)
+        // The provider saying so (expired_token) within the limit.
+        let clock = SleepClock()
+        let authorizer = Authorizer(
+            transport: FakeTransport([
+                (200, answer + #","expires_in":900}"#, []), (400, #"{"error":"expired_token"}"#, []),
+            ]), ui: RecordingUI(), time: clock, sleep: { clock.sleep($0) })
+        let request = AuthorizationRequest(provider: try provider(), flow: .device, timeout: 600)
+        let said = Result { () throws(VaultError) in try authorizer.authorize(request) }
+        guard case .failure(let told) = said else { Issue.record("the flow succeeded"); return }
+        #expect(told.reason == "the device code expired before it was approved")
+    }
 }

@@ -13,9 +13,11 @@ struct CheckCommand: VaultCommand {
         arguments: [("NAME", "the grant")],
         discussion: """
             Calls the provider's userinfo endpoint with a fresh token, as GTMAppAuth's validity
-            check does. Exit status 0: live. 2: the provider refused the grant (it is marked dead
-            and kept; 'vault add NAME' authorizes it again). 75: the provider could not be reached or
-            answered 5xx; nothing changes.
+            check does; a machine grant (client credentials, service account), which acts for no
+            person, is checked by a token request with its credentials instead. Exit status 0:
+            live. 2: the provider refused the grant (it is marked dead and kept; 'vault add NAME'
+            authorizes it again). 75: the provider could not be reached or answered 5xx; nothing
+            changes.
             """,
         examples: ["vault check work && echo still good"]
     )

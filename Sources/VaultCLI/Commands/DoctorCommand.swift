@@ -35,7 +35,8 @@ struct DoctorCommand: VaultCommand {
             testing (a grant Google refused about 7 days after it was authorized), mail scopes,
             then its token endpoint: one refresh request with the
             grant's client and a made-up refresh token, which spends nothing and tells a name that
-            does not resolve, a port that refuses, TLS trouble, a web page from a proxy or portal,
+            does not resolve, a port that refuses, TLS trouble, a portal or proxy in between (a
+            redirect elsewhere, a 407 or 511, a web page with a 2xx; a 4xx page is the endpoint's own),
             this machine's clock against the provider's Date header (over 60 s is reported), and a
             client the provider no longer accepts (invalid_client, a rotated secret). A valid
             access token is shown to the userinfo endpoint; a stale one is refreshed as 'vault

@@ -15,7 +15,7 @@ struct GrantVariables {
     init(prefix: String, grant: Grant) {
         var p: [(String, String)] = [
             ("\(prefix)_ACCESS_TOKEN", grant.accessToken ?? ""),
-            ("\(prefix)_TOKEN_TYPE", grant.tokenType.map { $0.lowercased() == "bearer" ? "Bearer" : $0 } ?? "Bearer"),
+            ("\(prefix)_TOKEN_TYPE", TokenOutput.standardType(grant.tokenType)),
         ]
         if let expiry = grant.expiresAt {
             p.append(("\(prefix)_TOKEN_EXPIRES_AT", String(expiry.epochSeconds)))

@@ -75,7 +75,7 @@ struct HelpCommand: VaultCommand {
         guard args.count <= 1 else { throw CLIError.usage("unexpected argument '\(args[1])'", command: "help") }
         if let name = args.first {
             guard let command = Commands.named(name) else {
-                throw CLIError.usage("unknown command '\(name)'", command: nil)
+                throw Commands.unknown(name)
             }
             ctx.output.out(Help.text(for: command))
         } else {

@@ -338,9 +338,12 @@ struct MailTestReport {
             )
             hints.append("see docs/mail.md; --user changes the login, 'vault add \(grantName) --scope S' adds a scope")
         }
+        // Some servers' logins are the account (Gmail, Microsoft), others'
+        // a short name (Dovecot's user ada for ada@example.com): the login
+        // given may well be right, so the account is offered, not imposed.
         if let account = grant.account, account != request.user {
             hints.append(
-                "the login \(request.user) is not the grant's account (\(account)), and servers take a token only for its own account: leave out --user, or use a grant of that account"
+                "the login \(request.user) differs from the grant's account (\(account)): if this server expects the account as the login, test without --user, which logs in as \(account)"
             )
         }
         if provider == nil {

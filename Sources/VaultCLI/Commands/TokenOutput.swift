@@ -45,7 +45,8 @@ extension TokenOutput {
             name, at: location, minimumValidity: minimum, forceRefresh: force)
         {
             return TokenOutput(
-                accessToken: handed.accessToken, tokenType: handed.tokenType, expiresAt: handed.expiresAtSeconds)
+                accessToken: handed.accessToken, tokenType: Self.standardType(handed.tokenType),
+                expiresAt: handed.expiresAtSeconds)
         } else {
             let fresh = try Commands.handOutFresh(
                 name, from: try (opener ?? ctx.opener).openVault(), minimumValidity: minimum, force: force, ctx: ctx)
@@ -58,7 +59,21 @@ extension TokenOutput {
     /// The access token a grant holds.
     init(_ grant: Grant) {
         self.init(
-            accessToken: grant.accessToken ?? "", tokenType: grant.tokenType ?? "Bearer",
+            accessToken: grant.accessToken ?? "", tokenType: Self.standardType(grant.tokenType),
             expiresAt: grant.expiresAt?.epochSeconds)
+    }
+
+    /// The token type as programs are handed it (`token --json`, `env`,
+    /// `exec`): `Bearer` (RFC 6750) and `DPoP` (RFC 9449) spelled as their
+    /// RFCs write them, whatever case the provider used (the type is
+    /// case-insensitive, RFC 6749 section 5.1), so a script compares one
+    /// string; another type as the provider sent it; none is `Bearer`.
+    static func standardType(_ type: String?) -> String {
+        guard let type else { return "Bearer" }
+        switch type.lowercased() {
+        case "bearer": return "Bearer"
+        case "dpop": return "DPoP"
+        default: return type
+        }
     }
 }

@@ -448,12 +448,23 @@ public struct Authorizer {
         let expired = VaultError(
             .timedOut, "the device code expired before it was approved",
             remedy: .restartDeviceAuthorization)
+        // The deadline is the caller's own limit when that comes first: the
+        // code is still valid, and only the wait ended.
+        let endOfWait =
+            request.timeout < schedule.expiresIn
+            ? VaultError(
+                .timedOut,
+                "stopped waiting for the approval after \(Int(request.timeout.rounded(.up))) seconds, the time "
+                    + "allowed; the code had not expired",
+                // Bounded: the provider's number is finite, not necessarily small.
+                remedy: .waitLongerForDevice(codeLifetime: Int(min(schedule.expiresIn, 1e9).rounded(.down))))
+            : expired
         while true {
             // The wait never outlasts the deadline, whatever the provider asked.
             let left = deadline.timeIntervalSince(time.now())
-            guard left > 0 else { throw expired }
+            guard left > 0 else { throw endOfWait }
             sleep(min(interval, left))
-            guard time.now() < deadline else { throw expired }
+            guard time.now() < deadline else { throw endOfWait }
             do {
                 let response = try endpoint.tokenResponse(
                     tokenEndpoint,

@@ -27,6 +27,9 @@ public struct TokenEndpoint {
         /// The Date header: the provider's clock, to tell a refused
         /// assertion from a clock that is wrong here.
         package var date: String? = nil
+        /// The Location header of a redirect, which is never followed: for
+        /// a diagnosis of who answered.
+        package var location: String? = nil
 
         /// An answer as received.
         package init(status: Int, body: SecureBytes, retryAfter: String?, contentType: String?) {
@@ -97,6 +100,7 @@ public struct TokenEndpoint {
             status: response.status, body: response.body, retryAfter: response.header("retry-after"),
             contentType: response.header("content-type"))
         answer.date = response.header("date")
+        answer.location = response.header("location")
         return (answer, response)
     }
 

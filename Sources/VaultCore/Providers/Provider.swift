@@ -143,7 +143,7 @@ public struct Provider: Sendable, Equatable {
             let any = try decoder.container(keyedBy: AnyCodingKey.self)
             let known = Set(CodingKeys.allCases.map(\.rawValue))
             if let unknown = any.allKeys.map(\.stringValue).sorted().first(where: { !known.contains($0) }) {
-                throw VaultError(.invalidInput, "unknown field 'registration.\(unknown)'")
+                throw VaultError.unknownField(unknown, in: "registration.", known: known)
             }
             let c = try decoder.container(keyedBy: CodingKeys.self)
             url = try c.decodeIfPresent(String.self, forKey: .url)
@@ -426,7 +426,7 @@ package struct ProviderFile: Decodable {
         let any = try decoder.container(keyedBy: AnyCodingKey.self)
         let known = Set(CodingKeys.allCases.map(\.rawValue))
         if let unknown = any.allKeys.map(\.stringValue).sorted().first(where: { !known.contains($0) }) {
-            throw VaultError(.invalidInput, "unknown field '\(unknown)'")
+            throw VaultError.unknownField(unknown, known: known)
         }
         let c = try decoder.container(keyedBy: CodingKeys.self)
         name = try c.decodeIfPresent(String.self, forKey: .name)
@@ -542,6 +542,20 @@ package struct ProviderFile: Decodable {
         } catch {
             throw VaultError(.invalidInput, "\(source): not a valid provider file")
         }
+    }
+}
+
+extension VaultError {
+    /// A provider file's field vault does not know, with the known ones
+    /// near it (a slip of the keyboard: `scope` for `scopes`), as grant
+    /// names are suggested.
+    static func unknownField(_ name: String, in object: String = "", known: Set<String>) -> VaultError {
+        let near = GrantName.nearest(to: name, among: known.sorted()).map { "'\(object)\($0)'" }
+        let suggestion =
+            near.isEmpty
+            ? ""
+            : "; did you mean \(near.count == 1 ? near[0] : near.dropLast().joined(separator: ", ") + " or " + near.last!)?"
+        return VaultError(.invalidInput, "unknown field '\(object)\(name)'\(suggestion)")
     }
 }
 

@@ -61,7 +61,7 @@ public struct RefreshTokenPolicy: Sendable, Equatable, Decodable {
         let any = try decoder.container(keyedBy: AnyCodingKey.self)
         let known = Set(CodingKeys.allCases.map(\.rawValue))
         if let unknown = any.allKeys.map(\.stringValue).sorted().first(where: { !known.contains($0) }) {
-            throw VaultError(.invalidInput, "unknown field 'refresh_token_policy.\(unknown)'")
+            throw VaultError.unknownField(unknown, in: "refresh_token_policy.", known: known)
         }
         let c = try decoder.container(keyedBy: CodingKeys.self)
         func duration(_ key: CodingKeys) throws -> TimeInterval? {

@@ -40,6 +40,16 @@ package struct TokenEndpointProbe {
         package let errorDescription: String?
         /// Whether the request authenticated the grant's client.
         package let clientChecked: Bool
+        /// For a redirect (3xx), the host it sends to: the endpoint's own
+        /// host for a relative Location, nil without one.
+        package var redirectHost: String? = nil
+    }
+
+    /// The host a redirect from `endpoint` sends to, for diagnosis.
+    static func redirectHost(status: Int, location: String?, endpoint: String) -> String? {
+        guard (300...399).contains(status), let location else { return nil }
+        let target = ProviderText.sanitized(location, limit: 300)
+        return URLPolicy.schemeAndHost(target)?.1 ?? URLPolicy.schemeAndHost(endpoint)?.1
     }
 
     /// Probes the token endpoint `g` keeps, or nil when it keeps none. A
@@ -57,7 +67,9 @@ package struct TokenEndpointProbe {
                     Answer(
                         status: response.status, mediaType: mediaType(response.header("content-type")),
                         date: response.header("date").flatMap(HTTPDate.parse), verdict: nil, rawError: nil,
-                        errorDescription: nil, clientChecked: false))
+                        errorDescription: nil, clientChecked: false,
+                        redirectHost: redirectHost(
+                            status: response.status, location: response.header("location"), endpoint: endpoint)))
             } catch {
                 return .unreachable(error)
             }
@@ -83,7 +95,8 @@ package struct TokenEndpointProbe {
                 date: answer.date.flatMap(HTTPDate.parse),
                 verdict: TokenEndpoint.classify(
                     answer, what: what, quirks: OAuthClient(config, providerName: g.provider).quirks),
-                rawError: raw, errorDescription: description, clientChecked: true))
+                rawError: raw, errorDescription: description, clientChecked: true,
+                redirectHost: redirectHost(status: answer.status, location: answer.location, endpoint: endpoint)))
     }
 }
 

@@ -264,9 +264,17 @@ public struct TokenRefresher {
     /// (`badResponse`) and keeps the grant: a userinfo endpoint that refuses
     /// the provider's own fresh token is misconfigured, and only the token
     /// endpoint's refusal kills a grant. Network errors and 5xx are
-    /// transient. Nothing changes but the refresh.
+    /// transient. Nothing changes but the refresh. A machine grant (client
+    /// credentials, service account) acts for no person, so no userinfo
+    /// endpoint speaks for it: it is checked by what proves it works, one
+    /// token request with its credentials, as its refresh; a refusal marks
+    /// it dead as a refused refresh does.
     public func check(_ name: String) throws(VaultError) -> GrantCheck {
         var fresh = try freshGrant(name)
+        if fresh.grant.kind.mintsTokens {
+            if !fresh.refreshed { fresh = try freshGrant(name, forceRefresh: true) }
+            return .live(account: fresh.grant.account)
+        }
         guard let endpoint = fresh.grant.providerConfiguration?.userinfoEndpoint else {
             throw VaultError(.invalidInput, "grant '\(name)' has no userinfo endpoint to check it against")
         }

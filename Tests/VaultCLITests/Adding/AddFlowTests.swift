@@ -163,6 +163,29 @@ struct AddFlowTests {
         #expect(try userinfoWorks(token) == s.email)
     }
 
+    @Test("device flow nobody approves: vault's own --timeout ends the wait, and it says so, not that the code expired")
+    func deviceFlowTimeout() throws {
+        try localProvider()
+        var env = home.environment
+        env["BROWSER"] = oidc.browser("nothing")
+        let r = try VaultProcess.start(
+            ["add", "local", "tv", "--flow", "device", "--timeout", "2"], environment: env
+        ).wait(timeout: 60)
+        #expect(r.status == 75, "\(r.stderr)")
+        #expect(r.stderr.contains("enter the code"), "\(r.stderr)")
+        #expect(
+            r.stderr.contains(
+                "vault: error: stopped waiting for the approval after 2 seconds, the time allowed; the code had not expired"
+            ), "\(r.stderr)")
+        // The provider's own lifetime for its codes, from its answer.
+        #expect(
+            r.stderr.contains(
+                "vault: hint: run it again and approve the code sooner, or wait longer with --timeout SECONDS (the provider keeps a code for "
+            ), "\(r.stderr)")
+        #expect(!r.stderr.contains("expired before it was approved"), "\(r.stderr)")
+        try expectNothingStored("tv")
+    }
+
     @Test("paste flow: the person pastes the address the browser ended on")
     func pasteFlow() throws {
         try localProvider()

@@ -114,6 +114,41 @@ final class ClientCredentialsSecretTests {
         #expect(try log().count == 2)
     }
 
+    @Test("check of a machine grant without a userinfo endpoint: one token request with its credentials says it works")
+    func check() throws {
+        try #require(try add("dot", "ci", ["--scope", "read"]).status == 0)
+        let before = try log().count
+        let r = try home.run("check", "ci")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stderr == "vault: 'ci' is live (\(settings.client_id))\n", "\(r.stderr)")
+        let requests = try log().dropFirst(before)
+        #expect(requests.count == 1 && requests.first?["grant_type"] as? String == "client_credentials", "\(requests)")
+        let token = try home.run("token", "ci").stdout.trimmingCharacters(in: .newlines)
+        #expect(try MachineSupport.status(settings.resource, token: token) == 200)
+    }
+
+    @Test(
+        "doctor on a healthy machine grant: django's 405 page to the probe's GET is the endpoint answering, not a portal"
+    )
+    func doctorHealthy() throws {
+        try #require(try add("dot", "ci", ["--scope", "read"]).status == 0)
+        let r = try home.run("doctor", "ci", "--json")
+        #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
+        let doc = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
+        let grants = doc["grants"] as? [[String: Any]] ?? []
+        let findings = grants.first { $0["name"] as? String == "ci" }?["findings"] as? [[String: Any]] ?? []
+        func finding(_ check: String) -> [String: Any]? { findings.first { $0["check"] as? String == check } }
+        // django answers the GET with its HTML 405 page.
+        #expect(finding("reachable")?["status"] as? String == "ok")
+        #expect((finding("reachable")?["detail"] as? String)?.contains("answered HTTP 405") == true, "\(findings)")
+        #expect(finding("proxy") == nil, "\(findings)")
+        // A machine grant has no refresh token to spend.
+        let refresh = finding("refresh")?["detail"] as? String ?? ""
+        #expect(!refresh.contains("refresh token") && refresh.contains("asks for no new one"), "\(refresh)")
+        let human = try home.run("doctor", "ci")
+        #expect(human.status == 0 && !human.stdout.contains("portal"), "\(human.stdout)\(human.stderr)")
+    }
+
     @Test("remove --revoke revokes the access token (RFC 7009) and says the secret stays valid")
     func revoke() throws {
         try #require(try add("dot", "api", ["--scope", "read"]).status == 0)

@@ -265,10 +265,11 @@ final class ServiceAccountTests {
     @Test("remove --revoke revokes the access token and says the key stays valid")
     func revoke() throws {
         try #require(try home.run("add", "rfc7523", "ci", "--service-account", keyFile).status == 0)
-        let token = try home.run("token", "ci").stdout.trimmingCharacters(in: .newlines)
-        #expect(try MachineSupport.status(base + "/userinfo", token: token) == 200)
+        // check mints a new token with the key, as a refresh does.
         let check = try home.run("check", "ci")
         #expect(check.status == 0 && check.stderr.contains("'ci' is live"), "\(check.stderr)")
+        let token = try home.run("token", "ci").stdout.trimmingCharacters(in: .newlines)
+        #expect(try MachineSupport.status(base + "/userinfo", token: token) == 200)
         let r = try home.run("remove", "ci", "--revoke")
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stderr.contains("the service account's key stays valid at the provider"))

@@ -161,6 +161,45 @@ struct MailClientTests {
         #expect(!r.stdout.contains(token) && !r.stderr.contains(token))
     }
 
+    /// Runs docs/mail.md's smtplib code (`code`, the documented block unless
+    /// changed) against the test server, sending `subject`.
+    func smtplib(_ code: String, subject: String) throws -> ProcessResult {
+        let script =
+            code
+            .replacingOccurrences(of: "\"smtp.gmail.com\", 587", with: "\"localhost\", \(mail.submission)")
+            .replacingOccurrences(of: "ada@gmail.com", with: "ada@example.com")
+            .replacingOccurrences(of: "Subject: hello", with: "Subject: \(subject)")
+        home.write(home.path + "/send.py", script)
+        var env = environment
+        env["SSL_CERT_FILE"] = mail.info.ca
+        return try VaultProcess.start([home.path + "/send.py"], environment: env, executable: "/usr/bin/python3")
+            .wait()
+    }
+
+    @Test(
+        "docs/mail.md's smtplib code sends through Dovecot's submission after the 334; smtplib's default is too long a line",
+        .enabled(if: installed("/usr/bin/python3"), "needs python3"))
+    func smtplibDocumented() throws {
+        let doc = try String(contentsOfFile: FixtureServer.root.path + "/docs/mail.md", encoding: .utf8)
+        let section = try #require(doc.components(separatedBy: "\n## Python (smtplib)\n").dropFirst().first)
+        let code = try #require(section.components(separatedBy: "```\n").dropFirst().first)
+        #expect(code.contains("initial_response_ok=False"))
+        let subject = "sent by smtplib \(UUID().uuidString)"
+        let r = try smtplib(code, subject: subject)
+        let token = try token()
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(mail.delivered(subject))
+        #expect(!r.stdout.contains(token) && !r.stderr.contains(token))
+        // Control: smtplib's default sends the response on the AUTH line.
+        let initial = "sent by smtplib's default \(UUID().uuidString)"
+        let refused = try smtplib(
+            code.replacingOccurrences(of: ", initial_response_ok=False", with: ""), subject: initial)
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("5.5.2 Line too long"), "\(refused.stderr)")
+        #expect(!mail.delivered(initial))
+        #expect(!refused.stdout.contains(token) && !refused.stderr.contains(token))
+    }
+
     /// Syncs the INBOX with docs/mail.md's mbsync account, `AuthMechs` as
     /// given there unless `mechanism` says otherwise.
     func mbsync(_ mechanism: String? = nil) throws -> (ProcessResult, local: String) {

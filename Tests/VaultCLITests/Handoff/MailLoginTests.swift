@@ -180,7 +180,7 @@ struct MailLoginTests {
                 "vault: hint: the provider still accepts the token (its userinfo endpoint answered HTTP 200): the server refused it for its scopes or the login"
             ), "\(r.stderr)")
         #expect(
-            r.stderr.contains("vault: hint: the login grace is not the grant's account (ada)"), "\(r.stderr)")
+            r.stderr.contains("vault: hint: the login grace differs from the grant's account (ada)"), "\(r.stderr)")
         #expect(!r.stderr.contains("no longer accepts"), "\(r.stderr)")
         let json = try test(
             "smtp", "mail", "--host", "127.0.0.1", "--port", String(mail.info.submission), "--user", "grace", "--json")
@@ -188,6 +188,35 @@ struct MailLoginTests {
         let doc = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
         #expect(doc["token_accepted"] as? Bool == true && doc["logged_in"] as? Bool == false)
         expectNoToken(r, try token(), "wrong login")
+    }
+
+    @Test(
+        "a short login that is right (Dovecot's ada for ada@example.com), refused for a revoked token: the hint offers the account, never tells to drop the login"
+    )
+    func shortLogin() throws {
+        // The account is the address; Dovecot's login is the short name. No
+        // userinfo endpoint: the provider cannot be asked, so both the
+        // revocation and the login are offered as causes.
+        let tokens = try ProviderGrants.importConfidential(
+            "mail", into: home, account: "ada@example.com", userinfo: false)
+        try ProviderGrants.revoke(try #require(tokens["access_token"] as? String), hint: "access_token")
+
+        let r = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps), "--user", "ada")
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(r.stderr.contains("refused the XOAUTH2 login of ada"), "\(r.stderr)")
+        #expect(
+            r.stderr.contains(
+                "vault: hint: the login ada differs from the grant's account (ada@example.com): if this server expects the account as the login, test without --user, which logs in as ada@example.com"
+            ), "\(r.stderr)")
+        #expect(!r.stderr.contains("leave out --user"), "\(r.stderr)")
+        #expect(r.stderr.contains("a token the provider revoked is refused the same way"), "\(r.stderr)")
+        // The login was right: with a new token it logs in as ada, and the
+        // account as the login is what this server refuses.
+        #expect(try home.run("refresh", "mail").status == 0)
+        let again = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps), "--user", "ada")
+        #expect(again.status == 0, "\(again.stderr)")
+        let account = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps))
+        #expect(account.status == 1 && account.stderr.contains("login of ada@example.com"), "\(account.stderr)")
     }
 
     @Test("SMTP: a login that worked, then the server's relay down: logged in, and what the server said after")

@@ -122,6 +122,32 @@ final class DoctorProviderTests {
         #expect(d.finding("client", of: "work") == nil, "a web page says nothing about the client")
     }
 
+    @Test("only evidence of something in between names a portal: a redirect elsewhere does, a 4xx page does not")
+    func htmlEvidence() throws {
+        try importGrant()
+        let page = "<html><body>Method Not Allowed</body></html>"
+        try scene.script([
+            "token": [
+                [
+                    "status": 302, "body": page, "content_type": "text/html",
+                    "headers": ["Location": "https://portal.example.net/login"],
+                ]
+            ]
+        ])
+        let redirected = try doctor("work")
+        #expect(redirected.result.status == 1)
+        #expect(redirected.status("proxy", of: "work") == "fail")
+        #expect(
+            redirected.detail("proxy", of: "work").contains("redirect (HTTP 302) to portal.example.net"),
+            "\(redirected.detail("proxy", of: "work"))")
+        // The endpoint's own server refusing with a page: not a portal.
+        try scene.script(["token": [["status": 405, "body": page, "content_type": "text/html"]]])
+        let refused = try doctor("work")
+        #expect(refused.finding("proxy", of: "work") == nil, "\(refused.result.stdout)")
+        #expect(refused.status("reachable", of: "work") == "ok")
+        #expect(refused.status("client", of: "work") == "skipped", "\(refused.detail("client", of: "work"))")
+    }
+
     @Test("the client secret was rotated at the provider: invalid_client, and how to give the new one")
     func rotatedSecret() throws {
         try importGrant(expiresIn: -60)

@@ -7,10 +7,12 @@ import VaultTestSupport
 /// Grants made from a real code flow at the shared provider, imported into
 /// a test home, and revocation at that provider.
 enum ProviderGrants {
-    /// Imports tokens of the confidential client as NAME; returns the token response.
+    /// Imports tokens of the confidential client as NAME (without a userinfo
+    /// endpoint when `userinfo` is false); returns the token response.
     @discardableResult
     static func importConfidential(
-        _ name: String, into home: Home, account: String = "ada", expiresIn: Int = 3600, idToken: Bool = false
+        _ name: String, into home: Home, account: String = "ada", expiresIn: Int = 3600, idToken: Bool = false,
+        userinfo: Bool = true
     ) throws -> [String: Any] {
         let oidc = try OIDCProvider.shared.get()
         let s = oidc.settings
@@ -35,6 +37,11 @@ enum ProviderGrants {
                 "empty_400_is_invalid_grant": true,
             ],
         ]
+        if !userinfo {
+            var config = grant["provider_config"] as! [String: Any]
+            config["userinfo_endpoint"] = nil
+            grant["provider_config"] = config
+        }
         if idToken {
             grant["id_token"] = tokens["id_token"]!
             var config = grant["provider_config"] as! [String: Any]
