@@ -216,7 +216,8 @@ struct DoctorCommand: VaultCommand {
         if vault.isThroughAgent {
             // The agent holds the store's credentials: it probes the store.
             let agent = ctx.agents.client(for: vault.location)
-            if let agent, let answer = try? agent.storeCheck(probeTimeout: UInt32(timeout), names: []),
+            let seconds = UInt32(max(1, timeout.rounded(.up)))
+            if let agent, let answer = try? agent.storeCheck(probeTimeout: seconds, names: []),
                 answer.configured, let probe = answer.probe
             {
                 out.append(storeFinding(place: answer.place.isEmpty ? "the store" : answer.place, probe))
