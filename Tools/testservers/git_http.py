@@ -24,19 +24,31 @@ MODULES = "/usr/lib/apache2/modules"
 
 CHECKER = r'''#!/usr/bin/env python3
 # mod_authnz_external "pipe" authenticator: user and password on stdin.
-import base64, json, sys, urllib.parse, urllib.request
+# The provider is shared with tests that add plugins to it meanwhile, and
+# may fail a request while it does: a failed introspection is asked again,
+# and an inactive answer once more, before the password is refused.
+import base64, json, sys, time, urllib.parse, urllib.request
 user = sys.stdin.readline().rstrip("\n")
 token = sys.stdin.readline().rstrip("\n")
 c = json.load(open(%r))
 body = urllib.parse.urlencode({"token": token}).encode()
 auth = base64.b64encode(("%%s:%%s" %% (c["client"], c["secret"])).encode()).decode()
-req = urllib.request.Request(c["url"], data=body, headers={"Authorization": "Basic " + auth})
-try:
-    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=10) as r:
-        doc = json.load(r)
-except Exception:
-    sys.exit(1)
-sys.exit(0 if doc.get("active") is True else 1)
+inactive = 0
+for attempt in range(4):
+    req = urllib.request.Request(c["url"], data=body, headers={"Authorization": "Basic " + auth})
+    try:
+        with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=10) as r:
+            doc = json.load(r)
+    except Exception:
+        time.sleep(0.5)
+        continue
+    if doc.get("active") is True:
+        sys.exit(0)
+    inactive += 1
+    if inactive == 2:
+        break
+    time.sleep(0.3)
+sys.exit(1)
 '''
 
 
