@@ -164,35 +164,72 @@ public final class RunningProcess: @unchecked Sendable {
         }
         defer { done.signal() }
         let group = DispatchGroup()
-        nonisolated(unsafe) var out = [UInt8]()
-        nonisolated(unsafe) var err = [UInt8]()
+        nonisolated(unsafe) var out = Drained()
+        nonisolated(unsafe) var err = Drained()
         let oFD = outFD
         let eFD = errFD
+        // A grandchild that keeps the pipe open after the child is killed,
+        // or a child that writes without end, fails the test that ran it
+        // instead of holding or filling the whole run.
+        let giveUp = DispatchTime.now() + timeout + 5
         group.enter()
         Thread.detachNewThread {
-            out = RunningProcess.drain(oFD)
+            out = RunningProcess.drain(oFD, until: giveUp)
             group.leave()
         }
-        err = RunningProcess.drain(eFD)
+        err = RunningProcess.drain(eFD, until: giveUp)
         group.wait()
+        if out.cut != nil || err.cut != nil {
+            // With its process group, where it has one of its own.
+            kill(-watched, SIGKILL)
+            kill(watched, SIGKILL)
+        }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         let code = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-        if let stderrFile, let data = FileManager.default.contents(atPath: stderrFile) { err = [UInt8](data) }
+        var errBytes = err.bytes
+        if let stderrFile, let data = FileManager.default.contents(atPath: stderrFile) { errBytes = [UInt8](data) }
+        for (stream, drained) in [("stdout", out), ("stderr", err)] {
+            if let cut = drained.cut { errBytes += Array("\n[test harness: \(stream) \(cut)]\n".utf8) }
+        }
+        let failed = out.cut != nil || err.cut != nil
         return ProcessResult(
-            status: code, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self))
+            status: failed ? 255 : code, stdout: String(decoding: out.bytes, as: UTF8.self),
+            stderr: String(decoding: errBytes, as: UTF8.self))
     }
 
-    private static func drain(_ fd: Int32) -> [UInt8] {
-        var data = [UInt8]()
+    /// What was read from one of the child's pipes, and why reading it
+    /// stopped early, if it did.
+    private struct Drained {
+        var bytes: [UInt8] = []
+        var cut: String?
+    }
+
+    /// More than any command of the tests writes: a child past it is
+    /// writing without end.
+    private static let outputLimit = 64 << 20
+
+    private static func drain(_ fd: Int32, until giveUp: DispatchTime) -> Drained {
+        var drained = Drained()
         var buffer = [UInt8](repeating: 0, count: 65536)
+        defer { close(fd) }
         while true {
+            if DispatchTime.now() >= giveUp {
+                drained.cut = "was still open long after the process was killed for taking too long"
+                return drained
+            }
+            var watch = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&watch, 1, 1000)
+            if ready < 0 && errno == EINTR { continue }
+            if ready == 0 { continue }
             let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            data += buffer[0..<n]
+            if n <= 0 { return drained }
+            drained.bytes += buffer[0..<n]
+            if drained.bytes.count > outputLimit {
+                drained.cut = "passed \(outputLimit >> 20) MiB: the process was killed"
+                return drained
+            }
         }
-        close(fd)
-        return data
     }
 }
