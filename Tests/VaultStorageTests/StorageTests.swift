@@ -4,12 +4,19 @@ import Testing
 @testable import VaultStorage
 
 @Suite("SQLite wrapper")
-struct StorageTests {
-    let path: String = {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("vault-storage-\(UUID().uuidString)")
-        try! FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        return dir.appendingPathComponent("test.db").path
-    }()
+final class StorageTests {
+    /// A directory of this test's own, removed when the test ends.
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("vault-storage-\(UUID().uuidString)")
+    let path: String
+
+    init() throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        path = directory.appendingPathComponent("test.db").path
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(at: directory)
+    }
 
     func open(timeout: Int32 = 10_000) throws -> Database {
         let db = try Database(path: path, mode: .readWriteCreate, busyTimeoutMilliseconds: timeout)
