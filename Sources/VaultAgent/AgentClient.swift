@@ -398,6 +398,15 @@ package final class ForwardedAgent {
         try connection.grantToken(name, minimumValidity: minimumValidity, claims: claims)
     }
 
+    /// The OpenID Connect ID token of the grant `name` on the agent's
+    /// machine and when it expires, refreshed there first when it has
+    /// less than `minimumValidity` seconds left (operation 16).
+    package func idToken(_ name: String, minimumValidity: TimeInterval, claims: RequesterClaims) throws(VaultError)
+        -> (token: String, expiresAt: Date)
+    {
+        try connection.idToken(name, minimumValidity: minimumValidity, claims: claims)
+    }
+
     /// The header fields that authorize `method` on `url` with a fresh token
     /// of `name` on the agent's machine: for a DPoP-bound token, with a
     /// proof the agent signed there (operation 13).
@@ -449,6 +458,16 @@ extension AgentConnection {
         let answer: GrantTokenAnswer = try answer(
             .grantToken(name: name, minimumValidity: AgentRequest.seconds(minimumValidity), claims: claims))
         return answer.grant
+    }
+
+    /// Operation 16: an ID token and when it expires.
+    func idToken(_ name: String, minimumValidity: TimeInterval, claims: RequesterClaims) throws(VaultError)
+        -> (token: String, expiresAt: Date)
+    {
+        try GrantName.validate(name)
+        let answer: IDTokenAnswer = try answer(
+            .idToken(name: name, minimumValidity: AgentRequest.seconds(minimumValidity), claims: claims))
+        return (answer.idToken, Date(epochSeconds: answer.expiresAt))
     }
 
     /// Operation 13: the header fields for one request.

@@ -40,7 +40,7 @@ extension AgentRequest {
             for row in rows { w.record(row) }
         case .stateMAC(let body):
             w.bytes(body)
-        case .grantToken(let name, let minimum, let claims):
+        case .grantToken(let name, let minimum, let claims), .idToken(let name, let minimum, let claims):
             w.string(name)
             w.u32(minimum)
             w.claims(claims)
@@ -141,6 +141,28 @@ struct TokenAnswer: AgentAnswer, Equatable {
 
     init(reading r: inout MessageReader) throws(VaultError) {
         self.init(accessToken: try r.string(), tokenType: try r.string(), expiresAt: Int64(bitPattern: try r.u64()))
+    }
+}
+
+/// The answer of operation 16: an OpenID Connect ID token and when it
+/// expires, nothing else of the grant.
+struct IDTokenAnswer: AgentAnswer, Equatable {
+    var idToken: String
+    /// Epoch seconds.
+    var expiresAt: Int64
+
+    init(idToken: String, expiresAt: Int64) {
+        self.idToken = idToken
+        self.expiresAt = expiresAt
+    }
+
+    func write(into w: inout MessageWriter) {
+        w.string(idToken)
+        w.u64(UInt64(bitPattern: expiresAt))
+    }
+
+    init(reading r: inout MessageReader) throws(VaultError) {
+        self.init(idToken: try r.string(), expiresAt: Int64(bitPattern: try r.u64()))
     }
 }
 

@@ -84,6 +84,14 @@ enum AgentProtocol {
         /// per name who may refresh it (0 unknown, 1 this machine, 2 another
         /// and its 8 hex digits, 3 nobody). Local clients only.
         case storeCheck = 15
+        /// Name, minimum validity u32, then the asker's claims as in
+        /// operation 11 → the grant's OpenID Connect ID token and its
+        /// expiry (epoch seconds), refreshed first when it has less left
+        /// (`TokenRefresher.freshGrantWithIDToken`): what `vault
+        /// kube-credential --id-token` gives kubectl. The policy, the
+        /// question and the audit line are a token request's. Local and
+        /// forwarded clients.
+        case idToken = 16
     }
 
     static let noExpiry = Int64.min
@@ -243,7 +251,7 @@ extension VaultError.Code {
 /// A parsed request: every field checked before anything is done.
 package enum AgentRequest {
     /// The operations a forwarded client may use.
-    static let forwardable: Set<AgentProtocol.Operation> = [.grantToken, .authorizeRequest]
+    static let forwardable: Set<AgentProtocol.Operation> = [.grantToken, .authorizeRequest, .idToken]
 
     /// This request's operation.
     var operation: AgentProtocol.Operation {
@@ -263,6 +271,7 @@ package enum AgentRequest {
         case .grantToken: .grantToken
         case .derivedToken: .derivedToken
         case .authorizeRequest: .authorizeRequest
+        case .idToken: .idToken
         }
     }
 
@@ -279,6 +288,7 @@ package enum AgentRequest {
     case storeCheck(probeTimeout: UInt32, names: [String])
     case conflicts
     case grantToken(name: String, minimumValidity: UInt32, claims: RequesterClaims)
+    case idToken(name: String, minimumValidity: UInt32, claims: RequesterClaims)
     case derivedToken(name: String, minimumValidity: UInt32, force: Bool, target: TokenTarget)
     case authorizeRequest(
         name: String, minimumValidity: UInt32, method: String, url: String?, nonce: String?, claims: RequesterClaims)
@@ -322,6 +332,8 @@ package enum AgentRequest {
         case .conflicts: self = .conflicts
         case .grantToken:
             self = .grantToken(name: try r.string(), minimumValidity: try r.u32(), claims: try r.claims())
+        case .idToken:
+            self = .idToken(name: try r.string(), minimumValidity: try r.u32(), claims: try r.claims())
         case .authorizeRequest:
             let name = try r.string()
             let minimum = try r.u32()

@@ -114,6 +114,7 @@ final class AgentResponder: Sendable {
         var grant: String?
         if case .token(let name, _, _) = request { grant = name }
         if case .grantToken(let name, _, _) = request { grant = name }
+        if case .idToken(let name, _, _) = request { grant = name }
         if case .derivedToken(let name, _, _, _) = request { grant = name }
         if case .authorizeRequest(let name, _, _, _, _, _) = request { grant = name }
         // A token request counts as use, and its grant as one to keep fresh,
@@ -221,13 +222,13 @@ final class AgentResponder: Sendable {
     private func handOut(
         _ name: String, minimumValidity: UInt32, force: Bool, peer: AgentPeer, claims: RequesterClaims?,
         vault: Vault, signing: Signing, keysHeld: UnlockedKeys, connection: ConnectionRecord?,
-        target: TokenTarget? = nil, request: String? = nil
+        target: TokenTarget? = nil, request: String? = nil, idToken: Bool = false
     ) throws(VaultError) -> Grant {
         // A name that is not one is refused before anything, and not logged.
         try GrantName.validate(name)
         // A bearer token serves any request to anyone: the question and the
         // log name the request only when a proof ties the token to it.
-        var log = HandOutLog(logged: request)
+        var log = HandOutLog(logged: request, idToken: idToken)
         do throws(VaultError) {
             try permit(
                 name, peer: peer, claims: claims, vault: vault, keysHeld: keysHeld, connection: connection,
@@ -242,7 +243,9 @@ final class AgentResponder: Sendable {
             }
             let refresher = environment.tokenRefresher(vault)
             let handed =
-                if let target {
+                if idToken {
+                    try AgentResponder.freshIDToken(name, vault: vault, refresher: refresher, minimum: minimumValidity)
+                } else if let target {
                     try refresher.derivedToken(
                         name, for: target, minimumValidity: TimeInterval(minimumValidity), forceRequest: force
                     ).narrowedGrant
@@ -252,7 +255,7 @@ final class AgentResponder: Sendable {
                 }
             record(
                 name, peer: peer, claims: claims, log.outcome, reason: nil,
-                request: handed.accessTokenIsDPoPBound ? request : nil, connection: connection)
+                request: handed.accessTokenIsDPoPBound ? request : nil, token: log.token, connection: connection)
             _ = keys.use(grant: name)
             return handed
         } catch {
@@ -260,7 +263,7 @@ final class AgentResponder: Sendable {
             record(
                 name, peer: peer, claims: claims, log.outcome,
                 reason: log.notAsked ?? (error.code == .denied ? nil : error.code.rawValue), request: log.logged,
-                connection: connection)
+                token: log.token, connection: connection)
             throw error
         }
     }
@@ -272,6 +275,31 @@ final class AgentResponder: Sendable {
         var notAsked: String?
         /// The request a proof ties the token to, when the log may name it.
         var logged: String?
+        /// True when the grant's ID token is asked for.
+        var idToken = false
+
+        /// What the audit line says was handed out, when not an access token.
+        var token: String? { idToken ? "id" : nil }
+    }
+
+    /// The grant's ID token with more than `minimum` seconds left, as
+    /// `TokenRefresher.freshGrantWithIDToken` gets it; a grant without one
+    /// is not refreshed for nothing.
+    static func freshIDToken(_ name: String, vault: Vault, refresher: TokenRefresher, minimum: UInt32)
+        throws(VaultError) -> Grant
+    {
+        guard try vault.load(name).idTokenExpiry != nil else { throw holdsNoIDToken(name) }
+        let grant = try refresher.freshGrantWithIDToken(name, minimumValidity: TimeInterval(minimum)).grant
+        guard let expiry = grant.idTokenExpiry, expiry > vault.time.now() else {
+            throw VaultError(
+                .unsupported,
+                "the provider sent no new ID token with the refresh of '\(name)', and the one it holds has expired")
+        }
+        return grant
+    }
+
+    static func holdsNoIDToken(_ name: String) -> VaultError {
+        VaultError(.unsupported, "'\(name)' holds no ID token: it was authorized without the openid scope")
     }
 
     /// Lets a token request through the agent's policy, asking the person
@@ -315,7 +343,8 @@ final class AgentResponder: Sendable {
             {
                 log.logged = nil
             }
-            let question = ConfirmationQuestion(grant: name, peer: peer, claims: claims, request: log.logged)
+            let question = ConfirmationQuestion(
+                grant: name, peer: peer, claims: claims, request: log.logged, idToken: log.idToken)
             switch confirmer.ask(question, connection: connection) {
             case .yes:
                 log.outcome = .confirmed
@@ -342,11 +371,11 @@ final class AgentResponder: Sendable {
     /// (`writeDeferredAudit`).
     private func record(
         _ grant: String, peer: AgentPeer, claims: RequesterClaims?, _ outcome: AuditEntry.Outcome, reason: String?,
-        request: String? = nil, connection: ConnectionRecord?
+        request: String? = nil, token: String? = nil, connection: ConnectionRecord?
     ) {
         let entry = AuditEntry(
             time: environment.time.now(), grant: grant, peer: peer, claimed: claims, outcome: outcome, reason: reason,
-            request: request)
+            request: request, token: token)
         let lines = AuditTally.counts(entry) ? tally.add(entry, now: Monotonic.seconds()) : [entry]
         if let connection, connection.defersAudit {
             connection.deferAudit(lines)
@@ -398,6 +427,17 @@ final class AgentResponder: Sendable {
                 claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: .none,
                 keysHeld: current, connection: connection)
             GrantTokenAnswer(grant).write(into: &w)
+        case .idToken(let name, let minimum, let claims):
+            let vault = try keys.vault(current, session: &session)
+            let cap = peer.origin == .forwarded ? min(minimum, AgentResponder.forwardedMinimumValidity) : minimum
+            let grant = try handOut(
+                name, minimumValidity: cap, force: false, peer: peer,
+                claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: .byAsker,
+                keysHeld: current, connection: connection, idToken: true)
+            guard let token = grant.idToken, let expiry = grant.idTokenExpiry else {
+                throw AgentResponder.holdsNoIDToken(name)
+            }
+            IDTokenAnswer(idToken: token, expiresAt: expiry.epochSeconds).write(into: &w)
         case .derivedToken(let name, let minimum, let force, let target):
             let vault = try keys.vault(current, session: &session)
             let stored = try vault.load(name)
@@ -511,6 +551,7 @@ extension AgentRequest {
     /// What the asker says about itself, for the requests that carry it.
     var claims: RequesterClaims? {
         if case .grantToken(_, _, let claims) = self { return claims }
+        if case .idToken(_, _, let claims) = self { return claims }
         if case .authorizeRequest(_, _, _, _, _, let claims) = self { return claims }
         return nil
     }

@@ -47,6 +47,9 @@ package struct AuditEntry: Codable, Sendable, Equatable {
     /// The one request a DPoP proof was asked for (operation 13): its
     /// method and URL, without query.
     package var request: String?
+    /// What was handed out, when it was not an access token: `id` for the
+    /// grant's OpenID Connect ID token (operation 16).
+    package var token: String?
     /// How many requests like this one (`AuditTally`) the line stands for,
     /// when they were counted rather than written one by one; the time and
     /// the asker are the last one's.
@@ -54,7 +57,7 @@ package struct AuditEntry: Codable, Sendable, Equatable {
 
     package init(
         time: Date, grant: String, peer: AgentPeer, claimed: RequesterClaims?, outcome: Outcome, reason: String?,
-        request: String? = nil
+        request: String? = nil, token: String? = nil
     ) {
         self.time = time.epochSeconds
         self.grant = grant
@@ -67,6 +70,7 @@ package struct AuditEntry: Codable, Sendable, Equatable {
         self.outcome = outcome
         self.reason = reason
         self.request = request
+        self.token = token
     }
 }
 
@@ -93,6 +97,7 @@ extension AuditEntry {
         w.field("repeated", repeated.map(Int64.init))
         w.field("request", request)
         w.field("time", time)
+        w.field("token", token)
         w.field("uid", uid.map(Int64.init))
         return w.closed
     }
@@ -211,6 +216,8 @@ final class AuditTally: Sendable {
         let reason: String?
         let asker: String
         let request: String?
+        /// ID tokens apart from access tokens.
+        let token: String?
     }
 
     private struct Count {
@@ -241,7 +248,7 @@ final class AuditTally: Sendable {
         let kind = Kind(
             grant: byGrant ? entry.grant : "", origin: entry.origin, outcome: entry.outcome, reason: entry.reason,
             asker: forwarded ? (entry.destination ?? entry.pid.map(String.init) ?? "?") : "",
-            request: forwarded && entry.outcome.handedOut ? entry.request : nil)
+            request: forwarded && entry.outcome.handedOut ? entry.request : nil, token: entry.token)
         return counts.withLock { counts -> [AuditEntry] in
             if var known = counts[kind], now - known.written < AuditTally.interval {
                 known.latest = entry

@@ -10,6 +10,8 @@ struct ConfirmationQuestion: Sendable {
     let claims: RequesterClaims?
     /// The one request a DPoP proof is asked for: method and URL, without query.
     var request: String? = nil
+    /// True when the grant's ID token is asked for, not its access token.
+    var idToken = false
 
     /// One line for a terminal or a notification, every outside string
     /// escaped: the grant and where the request comes from first, then the
@@ -18,7 +20,8 @@ struct ConfirmationQuestion: Sendable {
     /// claims last, labelled as such, so a claim cannot pose as the grant's
     /// name.
     var text: String {
-        var line = "token of '\(DisplayText.escaped(grant))' for a \(peer.origin.rawValue) request"
+        var line =
+            "\(idToken ? "ID token" : "token") of '\(DisplayText.escaped(grant))' for a \(peer.origin.rawValue) request"
         line += " from pid \(peer.pid.map(String.init) ?? "?")"
         if let exe = peer.executable { line += " (\(DisplayText.escaped(exe)))" }
         if let destination = peer.destination {

@@ -30,6 +30,7 @@ struct AgentMessageTests {
         .storeCheck(probeTimeout: 15, names: ["work", "home"]),
         .conflicts,
         .grantToken(name: "work", minimumValidity: 60, claims: claims),
+        .idToken(name: "work", minimumValidity: 600, claims: claims),
         .derivedToken(
             name: "work", minimumValidity: 60, force: false,
             target: try! TokenTarget(
@@ -78,6 +79,8 @@ struct AgentMessageTests {
         let token = TokenAnswer(accessToken: "ya29.a", tokenType: "DPoP", expiresAt: 1_800_000_000)
         #expect(try roundTrip(token) == token)
         let endless = TokenAnswer(accessToken: "t", tokenType: "Bearer", expiresAt: AgentProtocol.noExpiry)
+        let id = IDTokenAnswer(idToken: "eyJhbGciOiJSUzI1NiJ9.e30.c2ln", expiresAt: 1_800_000_600)
+        #expect(try roundTrip(id) == id)
         #expect(try roundTrip(endless) == endless)
         let grant = GrantTokenAnswer(token: token, account: "ada@example.com", provider: "google", scopes: "a b")
         #expect(try roundTrip(grant) == grant)

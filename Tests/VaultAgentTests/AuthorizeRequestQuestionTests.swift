@@ -159,6 +159,14 @@ struct AuthorizeRequestQuestionTests {
             ).text.contains(forwarded))
     }
 
+    @Test("a question for an ID token says so first, so nobody says yes to one thinking it an access token")
+    func idTokenQuestion() {
+        let peer = AgentPeer(origin: .forwarded, uid: 0, pid: 1, executable: "/usr/bin/ssh")
+        let id = ConfirmationQuestion(grant: "kube", peer: peer, claims: nil, idToken: true)
+        #expect(id.text.hasPrefix("ID token of 'kube' for a forwarded request"), "\(id.text)")
+        #expect(ConfirmationQuestion(grant: "kube", peer: peer, claims: nil).text.hasPrefix("token of 'kube'"))
+    }
+
     @Test("refused or denied, a grant that exists and one that does not get the same answer and the same question")
     func refusalsDoNotTellWhichGrantsExist() throws {
         let (scene, summary, probe) = try Self.scene(answer: 1)

@@ -23,8 +23,8 @@ struct KubeCredentialCommand: VaultCommand {
             --resource, --audience and --scope narrow the token as 'vault token' does, for an API
             server that checks a token's audience. --id-token gives the grant's ID token instead,
             for clusters whose OIDC settings take ID tokens (as kubelogin does): refreshed first when
-            it has less than --min-valid left, and given only where the vault is (not through a
-            forwarded agent, which hands out access tokens).
+            it has less than --min-valid left; through a forwarded agent, by the agent's machine under
+            its policy, which asks or logs it as an ID token.
             """,
         examples: [
             "vault kube-credential work",
@@ -117,10 +117,10 @@ struct KubeCredentialCommand: VaultCommand {
     static func freshIDToken(_ name: String, minimumValidity: Double, opener: VaultOpener, ctx: Context) throws -> (
         String, Date
     ) {
-        if try ctx.agents.forwarded(for: try ctx.opener.location()) != nil {
-            throw CLIError(
-                "a forwarded agent hands out access tokens, not ID tokens",
-                hint: "give kubectl the access token (no --id-token), or keep the vault on this machine")
+        if let forwarded = try ctx.agents.forwarded(for: try ctx.opener.location()) {
+            // The agent's machine refreshes it, under its policy.
+            let handed = try forwarded.idToken(name, minimumValidity: minimumValidity, claims: .ofThisProcess())
+            return (handed.token, handed.expiresAt)
         }
         let vault = try opener.openVault()
         guard try vault.load(name).idTokenExpiry != nil else {

@@ -10,7 +10,8 @@ struct LogCommand: VaultCommand {
         usage: "log [NAME] [{limit}] [{json}]",
         arguments: [("NAME", "only this grant's entries")],
         discussion: """
-            One line per token request: when, the grant, local or forwarded, the process that
+            One line per token request: when, the grant ("(ID token)" after it when its ID
+            token was asked for, as 'kube-credential --id-token' does), local or forwarded, the process that
             asked (its uid, pid and program, as the kernel says; for a forwarded request that is
             ssh, with the server it was started for ("to HOST"), followed by what the other
             machine says of itself, unchecked, and for a DPoP
@@ -55,6 +56,8 @@ struct LogCommand: VaultCommand {
         let request: String?
         /// How many requests like this one the line stands for, when counted.
         let repeated: Int?
+        /// `id` when the grant's ID token was asked for, not its access token.
+        let token: String?
     }
 
     func run(_ ctx: Context) throws -> ExitCode {
@@ -72,7 +75,8 @@ struct LogCommand: VaultCommand {
                 time: Format.timestamp(Date(timeIntervalSince1970: TimeInterval(e.time))), grant: e.grant,
                 origin: e.origin.rawValue, uid: e.uid, pid: e.pid, executable: e.executable,
                 destination: e.destination, claimed: e.claimed,
-                outcome: e.outcome.rawValue, reason: e.reason, request: e.request, repeated: e.repeated)
+                outcome: e.outcome.rawValue, reason: e.reason, request: e.request, repeated: e.repeated,
+                token: e.token)
         }
         if ctx.output.json {
             try ctx.output.printJSON(rows)
@@ -97,7 +101,8 @@ struct LogCommand: VaultCommand {
                 }
                 var outcome = row.reason.map { "\(row.outcome) (\($0))" } ?? row.outcome
                 if let repeated = row.repeated { outcome += " × \(repeated)" }
-                return [row.time, row.grant, row.origin, outcome, who]
+                let grant = row.token == "id" ? "\(row.grant) (ID token)" : row.grant
+                return [row.time, grant, row.origin, outcome, who]
             }
         for line in Format.table(table) { ctx.output.out(line) }
         return .ok

@@ -160,6 +160,40 @@ struct ForwardingTests {
         }
     }
 
+    @Test("an ID token through a forwarded agent: from the laptop's vault under its policy, logged as one")
+    func forwardedIDToken() throws {
+        let scene = try ForwardingScene()
+        let tokens = try ProviderGrants.importConfidential("kube", into: scene.laptop.home, idToken: true)
+        let held = try #require(tokens["id_token"] as? String)
+        // The default rule asks the person, and this agent has no way to.
+        let asked = try scene.onServer("kube-credential", "kube", "--id-token")
+        #expect(asked.status == 1 && asked.stdout.isEmpty, "\(asked.stderr)")
+        #expect(asked.stderr.contains("was not confirmed"), "\(asked.stderr)")
+        #expect(try scene.laptop.home.run("policy", "--forwarded", "allow").status == 0)
+        let r = try scene.onServer("kube-credential", "kube", "--id-token")
+        #expect(r.status == 0, "\(r.stderr)")
+        let doc = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
+        let status = try #require(doc["status"] as? [String: String])
+        #expect(status["token"] == held)
+        #expect(status["expirationTimestamp"]?.hasSuffix("Z") == true, "\(status)")
+        // A grant authorized without openid has none to give.
+        let none = try scene.onServer("kube-credential", "work", "--id-token")
+        #expect(none.status == 1 && none.stdout.isEmpty, "\(none.stderr)")
+        #expect(none.stderr.contains("'work' holds no ID token"), "\(none.stderr)")
+        #expect(try scene.provider.refreshes() == 0, "no refresh for a grant without an ID token")
+        // The log says an ID token went, and never holds it.
+        let entries = try scene.log().filter {
+            $0["origin"] as? String == "forwarded" && $0["grant"] as? String == "kube"
+        }
+        #expect(
+            entries.contains { $0["outcome"] as? String == "allowed" && $0["token"] as? String == "id" }, "\(entries)")
+        #expect(entries.allSatisfy { $0["token"] as? String == "id" }, "\(entries)")
+        for file in ["audit.log", "audit-forwarded.log", "audit-refused.log"] {
+            let raw = (try? String(contentsOfFile: scene.laptop.home.path + "/vault/" + file, encoding: .utf8)) ?? ""
+            #expect(!raw.contains(held), "\(file)")
+        }
+    }
+
     @Test("a forwarded peer may ask for tokens and nothing else, on either socket")
     func forwardedPeerIsLimited() throws {
         let scene = try ForwardingScene()
