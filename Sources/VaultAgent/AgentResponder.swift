@@ -422,8 +422,12 @@ final class AgentResponder: Sendable {
         case .stateMAC(let body):
             MACAnswer(mac: try recordKeys.stateMAC(body)).write(into: &w)
         case .sync, .syncReport:
-            let engine = SyncEngine(
-                vault: try keys.vault(current, session: &session), transport: environment.transport)
+            var engine = SyncEngine(
+                vault: try keys.vault(current, session: &session), transport: environment.transport,
+                storeTimeout: environment.options.storeTimeout)
+            // The client waits `syncWait` for the answer: a store that does
+            // not answer is said before then, with the store's reason.
+            engine.storeDeadline = ObjectStoreSession.now() + AgentClient.syncDeadline
             let report = try engine.sync()
             if case .syncReport = request { FullSyncReport(report).write(into: &w) } else { report.write(into: &w) }
         case .storeCheck(let timeout, let names):

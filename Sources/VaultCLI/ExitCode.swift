@@ -62,6 +62,10 @@ struct CLIError: Error {
             code = .failure
         }
         var hint = error.remedy.map(Remedies.hint)
+        // A store that accepted the requests and never answered them.
+        if error.code == .transient && error.remedy == .checkStore {
+            hint = Network.unansweredStoreHint(throughAgent: false)
+        }
         if error.code == .denied && hint == nil {
             hint =
                 "'vault policy NAME' on the machine that holds the vault says what its agent answers; an agent started with --confirm-command can ask"

@@ -55,6 +55,12 @@ public struct SyncEngine {
     public let storeTimeout: Double
     /// Tries per request when the store fails (5xx, network).
     public let storeAttempts: Int
+    /// Told when a request to the store ran out of time and is tried
+    /// again: the command line says so while it waits.
+    package var onStoreTimeout: ((ObjectStoreWait) -> Void)?
+    /// When the tries of every request to the store end, on the monotonic
+    /// clock (`ObjectStoreSession.now`); nil: each request has all its tries.
+    package var storeDeadline: Double?
 
     /// The default time allowed per request to the store.
     public static let defaultStoreTimeout: Double = 30
@@ -108,9 +114,11 @@ extension SyncEngine {
     /// The store this vault syncs through; `timeout` bounds each request
     /// (default: `storeTimeout`).
     func store(for state: SyncState, timeout: Double? = nil) throws(VaultError) -> any SyncStore {
-        try SyncEngine.store(
+        let store = try SyncEngine.store(
             for: state, transport: transport, timeout: timeout ?? storeTimeout, attempts: storeAttempts,
             pacing: vault.pacing)
+        (store as? ObjectSyncStore)?.watch(onTimeout: onStoreTimeout, deadline: storeDeadline)
+        return store
     }
 
     /// The store that the settings `state` name: the one place that picks

@@ -35,6 +35,10 @@ struct SyncCommand: VaultCommand {
                 return .ok
             case .failure(let error) where error.code == .locked || error.code == .unsupported:
                 break  // locked: unlock here instead
+            case .failure(let error) where error.code == .transient && error.remedy == .checkStore:
+                // The agent's store timeout, not this command's, bounded its tries.
+                throw CLIError(
+                    error.reason, hint: Network.unansweredStoreHint(throughAgent: true), exitCode: .transient)
             case .failure(let error):
                 throw error
             }

@@ -206,4 +206,42 @@ final class StoreOutageTests {
                 && asked.stderr.contains("holds the right to refresh 'work'"), "\(asked.stderr)")
         #expect(try provider.refreshes() == before, "b sent no refresh")
     }
+
+    @Test("a store that accepts and never answers: sync says so while it tries again, then names the store")
+    func stalledStoreIsNamed() throws {
+        _ = try holderAndOther()
+        try takeAway(.stall)
+        a.extra["VAULT_STORE_TIMEOUT"] = "1"
+        let direct = try a.start("sync").wait(timeout: 110)
+        #expect(direct.status == 75, "\(direct.status) \(direct.stderr)")
+        #expect(
+            direct.stderr.contains(
+                "vault: the store at \(proxied) has not answered GET vault-root in 1 s; trying again (2 of 5)\n"),
+            "\(direct.stderr)")
+        #expect(direct.stderr.contains("trying again (5 of 5)"), "\(direct.stderr)")
+        #expect(
+            direct.stderr.contains(
+                "vault: error: the store at \(proxied) did not answer GET vault-root in 1 s (5 tries)"),
+            "\(direct.stderr)")
+        #expect(
+            direct.stderr.contains("vault: hint: check that the store's server is running and answers")
+                && direct.stderr.contains("VAULT_STORE_TIMEOUT (seconds, default 30)"), "\(direct.stderr)")
+
+        // Through the agent: its own store timeout bounds its tries, and the
+        // client waits for them, so the store is named, not the agent.
+        b.allowAgent()
+        b.extra["VAULT_STORE_TIMEOUT"] = "1"
+        #expect(try b.start("agent").wait().status == 0)
+        defer { _ = try? b.run("lock") }
+        let through = try b.start("sync").wait(timeout: 200)
+        #expect(through.status == 75, "\(through.status) \(through.stderr)")
+        #expect(
+            through.stderr.contains("vault: error: the store at \(proxied) did not answer GET vault-root in 1 s"),
+            "\(through.stderr)")
+        #expect(through.stderr.contains("VAULT_STORE_TIMEOUT in the agent's environment"), "\(through.stderr)")
+        #expect(!through.stderr.contains("the agent did not answer"), "\(through.stderr)")
+        try bringBack(.stall)
+        let back = try b.run("sync")
+        #expect(back.status == 0, "\(back.stderr)")
+    }
 }
