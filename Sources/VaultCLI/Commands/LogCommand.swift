@@ -95,7 +95,9 @@ struct LogCommand: VaultCommand {
                     who += "; says: \(claimed.host) uid \(claimed.uid) pid \(claimed.pid)"
                     if !claimed.command.isEmpty { who += " \(claimed.command)" }
                 }
-                var outcome = row.reason.map { "\(row.outcome) (\($0))" } ?? row.outcome
+                // The log keeps an error's code; a person reads its words.
+                let reason = row.reason.map { VaultError.Code(rawValue: $0).words }
+                var outcome = reason.map { "\(row.outcome) (\($0))" } ?? row.outcome
                 if let repeated = row.repeated { outcome += " × \(repeated)" }
                 return [row.time, row.grant, row.origin, outcome, who]
             }
