@@ -41,6 +41,25 @@ public struct SyncReport: Sendable, Equatable {
     /// when two machines each set a new one before either synced (both
     /// are kept, on every machine, until `vault passwd` sets one again).
     public var passphrases = 0
+    /// The grants whose right to refresh this machine handed over to the
+    /// machine that asked for it (docs/sync.md, "Refresh rights while the
+    /// store is away").
+    package var handedOver: [HandedOverRight] = []
+}
+
+/// A right to refresh a grant that a sync handed over.
+package struct HandedOverRight: Sendable, Equatable {
+    /// The grant's name.
+    package let grant: String
+    /// The first 8 hex digits of the device id of the machine that asked,
+    /// when known (an agent's report of its sync does not carry it).
+    package let machine: String?
+
+    /// A right handed over to `machine`.
+    package init(grant: String, machine: String?) {
+        self.grant = grant
+        self.machine = machine
+    }
 }
 
 /// Two-way sync of one open vault with its store (docs/sync.md): setting
@@ -263,12 +282,38 @@ extension SyncEngine {
         var round = try SyncRound(engine: self, store: store, keys: keys, report: report)
         defer { report = round.report }
         try round.readRoot()
+        let leases = round.root?.leases ?? []
         guard try round.fetchChangedBuckets() else { return nil }
         try round.mergeFetched()
         guard try round.writeOutgoing() else { return nil }
         guard try round.readBack() else { return nil }
         try round.collectOldObjects()
+        round.report.handedOver += try handedOver(before: leases, after: round.written, device: round.state.device)
         return .some(round.written ?? round.root)
+    }
+
+    /// The grants whose standing lease this machine held in the root it
+    /// read (`before`), which another machine asked for there, and which
+    /// the root it wrote (`after`) no longer holds: handed over.
+    private func handedOver(before: [SyncRoot.Lease], after: SyncRoot?, device: [UInt8]) throws(VaultError)
+        -> [HandedOverRight]
+    {
+        guard let after else { return [] }
+        var askers: [[UInt8]: [UInt8]] = [:]
+        for lease in before where lease.device == device && lease.isStanding {
+            guard
+                let want = before.first(where: { $0.record == lease.record && $0.device != device && $0.isWant }),
+                !after.leases.contains(where: { $0.record == lease.record && $0.device == device && !$0.isWant })
+            else { continue }
+            askers[lease.record] = want.device
+        }
+        guard !askers.isEmpty else { return [] }
+        var handed: [HandedOverRight] = []
+        for name in try vault.list(secrets: false, each: { $0.name }).items {
+            guard let id = try recordID(of: name), let asker = askers[id] else { continue }
+            handed.append(HandedOverRight(grant: name, machine: Array(asker.prefix(4)).hex))
+        }
+        return handed
     }
 
     /// The store's root, read and authenticated. A read that fails its

@@ -244,4 +244,30 @@ final class StoreOutageTests {
         let back = try b.run("sync")
         #expect(back.status == 0, "\(back.stderr)")
     }
+
+    @Test("the holder's sync says that it handed the right to refresh over, with the agent and without")
+    func handoverIsSaid() throws {
+        _ = try holderAndOther()
+        // b asks for the right: a holds it.
+        let asked = try b.start("token", "work", "--min-valid", "100000").wait(timeout: 110)
+        #expect(asked.stderr.contains("holds the right to refresh 'work'"), "\(asked.stderr)")
+        let handed = try a.run("sync")
+        #expect(handed.status == 0, "\(handed.stderr)")
+        #expect(
+            handed.stderr.contains("vault: handed the right to refresh 'work' over to machine ")
+                && handed.stderr.contains(", which asked for it"), "\(handed.stderr)")
+        // b takes it at its next refresh; a asks it back, and b's agent hands it over.
+        let took = try b.start("token", "work", "--force-refresh").wait(timeout: 110)
+        #expect(took.status == 0, "\(took.stderr)")
+        let back = try a.start("token", "work", "--min-valid", "100000").wait(timeout: 110)
+        #expect(back.stderr.contains("holds the right to refresh 'work'"), "\(back.stderr)")
+        b.allowAgent()
+        #expect(try b.start("agent").wait().status == 0)
+        defer { _ = try? b.run("lock") }
+        let through = try b.run("sync")
+        #expect(through.status == 0, "\(through.stderr)")
+        #expect(
+            through.stderr.contains("vault: handed the right to refresh 'work' over to the machine that asked for it"),
+            "\(through.stderr)")
+    }
 }
