@@ -189,8 +189,11 @@ extension ImportCommand {
             config.clientID = id
             config.clientSecret = clientSecret
         }
-        if let first = foreign.first {
-            config.endpointsSource = "imported file"
+        // The file's own endpoints and client, with a refresh token to spend
+        // there: the grant refreshes as it came, whatever vault knows.
+        let ownRoute = known == nil && config.tokenEndpoint != nil && config.clientID != nil
+        if !foreign.isEmpty { config.endpointsSource = ProviderConfiguration.importedEndpoints }
+        if let first = foreign.first, !ownRoute {
             notes.append(
                 (
                     true,
@@ -204,7 +207,9 @@ extension ImportCommand {
         }
         // A provider file of that name that cannot be used is the cause, not an unknown provider.
         let unusable = known == nil ? catalog.problem(of: grant.provider) : nil
-        if known == nil {
+        // A grant that keeps the endpoints and client it came with refreshes
+        // as it is: a provider vault does not know is nothing to warn of.
+        if known == nil && (unusable != nil || !ownRoute) {
             notes.append(
                 (
                     true,
