@@ -15,7 +15,8 @@ struct ImportCommand: VaultCommand {
         discussion: """
             Standard input holds one JSON object: the fields of an OAuth token response
             (access_token, refresh_token, token_type, expires_in or expires_at in seconds since
-            the epoch, refresh_token_expires_in, scope, id_token), plus "provider" and optionally
+            the epoch, refresh_token_expires_in, scope, id_token; expires_in counts from iat when
+            it is plausible, else from now), plus "provider" and optionally
             "account", "token_secret" (OAuth 1.0a) and "provider_config" (endpoints and client,
             for refresh). Other fields are kept as the token response ('vault show --json').
             Tokens must be printable ASCII and expiry times sensible, as in a refresh.
