@@ -69,8 +69,20 @@ public final class AgentClient {
 }
 
 extension AgentClient {
+    /// Seconds a client waits for the agent's sync: more than the tries of
+    /// one request to a store that never answers take at the default
+    /// timeout (5 of 30 s, and the waits between them).
+    package static let syncWait = 180
+    /// Seconds the agent's sync may take: it ends its tries of the store
+    /// before the client stops waiting, so that the client hears the
+    /// store's reason rather than that the agent did not answer.
+    package static let syncDeadline = Double(syncWait - 15)
+
     /// Has the agent sync the vault it holds (it has the keys sync needs).
     public func sync() throws(VaultError) -> SyncReport {
+        let wait = connection.timeout
+        connection.setTimeout(seconds: wait == 0 ? 0 : max(wait, AgentClient.syncWait))
+        defer { connection.setTimeout(seconds: wait) }
         do throws(VaultError) {
             let answer: FullSyncReport = try connection.answer(.syncReport)
             return answer.report

@@ -262,7 +262,7 @@ final class AgentResponder: Sendable {
             if log.outcome == .allowed || log.outcome == .confirmed { log.outcome = .failed }
             record(
                 name, peer: peer, claims: claims, log.outcome,
-                reason: log.notAsked ?? (error.code == .denied ? nil : error.code.rawValue), request: log.logged,
+                reason: log.why ?? (error.code == .denied ? nil : error.code.rawValue), request: log.logged,
                 token: log.token, connection: connection)
             throw error
         }
@@ -271,8 +271,9 @@ final class AgentResponder: Sendable {
     /// What the audit line of a token request says, as the request goes.
     private struct HandOutLog {
         var outcome = AuditEntry.Outcome.allowed
-        /// Why nobody was asked, for a request the policy said to confirm.
-        var notAsked: String?
+        /// Why the request the policy said to confirm was not confirmed:
+        /// nobody was asked, or nobody could be, or the person said no.
+        var why: String?
         /// The request a proof ties the token to, when the log may name it.
         var logged: String?
         /// True when the grant's ID token is asked for.
@@ -350,12 +351,13 @@ final class AgentResponder: Sendable {
                 log.outcome = .confirmed
             case .no(let why):
                 log.outcome = .notConfirmed
+                log.why = why
                 throw VaultError(.denied, "the request for '\(name)' was not confirmed: \(why)")
             case .notAsked(let why):
                 // Logged as counted lines, so that a flood of them
                 // fills neither the log nor the disk.
                 log.outcome = .notAsked
-                log.notAsked = why
+                log.why = why
                 throw VaultError(.denied, "the request for '\(name)' was not confirmed: \(why)")
             }
             // The agent may have locked while the person was asked.
@@ -462,8 +464,12 @@ final class AgentResponder: Sendable {
         case .stateMAC(let body):
             MACAnswer(mac: try recordKeys.stateMAC(body)).write(into: &w)
         case .sync, .syncReport:
-            let engine = SyncEngine(
-                vault: try keys.vault(current, session: &session), transport: environment.transport)
+            var engine = SyncEngine(
+                vault: try keys.vault(current, session: &session), transport: environment.transport,
+                storeTimeout: environment.options.storeTimeout)
+            // The client waits `syncWait` for the answer: a store that does
+            // not answer is said before then, with the store's reason.
+            engine.storeDeadline = ObjectStoreSession.now() + AgentClient.syncDeadline
             let report = try engine.sync()
             if case .syncReport = request { FullSyncReport(report).write(into: &w) } else { report.write(into: &w) }
         case .storeCheck(let timeout, let names):

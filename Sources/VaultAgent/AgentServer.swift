@@ -54,6 +54,8 @@ public final class AgentServer: Sendable {
         public var notifyCommand: String?
         /// How long before a refresh token dies, for good, to say so.
         public var notifyLead: TimeInterval = 7 * 86400
+        /// Seconds per request to the sync store when the agent syncs.
+        package var storeTimeout: Double = SyncEngine.defaultStoreTimeout
 
         /// The defaults: 15 minutes idle, 8 hours at most.
         public init() {}

@@ -93,6 +93,8 @@ final class AgentConnection {
     /// Set when sending or receiving failed: the agent went away (or hung)
     /// and may not have answered, as opposed to answering with an error.
     private(set) var broken = false
+    /// Seconds each send and receive may take (0: no limit).
+    private(set) var timeout = 0
 
     init(fd: Int32) { self.fd = fd }
 
@@ -123,6 +125,7 @@ final class AgentConnection {
     }
 
     func setTimeout(seconds: Int) {
+        timeout = seconds
         var tv = timeval(tv_sec: seconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))

@@ -62,10 +62,47 @@ struct CLIError: Error {
             code = .failure
         }
         var hint = error.remedy.map(Remedies.hint)
+        // A store that accepted the requests and never answered them.
+        if error.code == .transient && error.remedy == .checkStore {
+            hint = Network.unansweredStoreHint(throughAgent: false)
+        }
         if error.code == .denied && hint == nil {
             hint =
                 "'vault policy NAME' on the machine that holds the vault says what its agent answers; an agent started with --confirm-command can ask"
         }
         self.init(error.reason, hint: hint, exitCode: code)
+    }
+}
+
+extension VaultError.Code {
+    /// What the code means, in a few words for a person: said where only
+    /// the code was kept (the audit log records codes, not reasons). A
+    /// code this build does not know is said as it is.
+    var words: String {
+        switch self {
+        case .notFound: "no grant of that name"
+        case .alreadyExists: "something of that name is there already"
+        case .invalidInput: "the request was not valid"
+        case .noVault: "no vault"
+        case .wrongKey: "the passphrase or key did not open the vault"
+        case .locked: "the vault was locked"
+        case .damaged: "stored data was damaged"
+        case .tampered: "stored data failed its authentication"
+        case .unsupported: "not supported by this version"
+        case .refused: "the provider refused the grant"
+        case .invalidClient: "the provider refused the client"
+        case .providerError: "the provider answered with an error"
+        case .transient: "the network or the provider failed for now"
+        case .badResponse: "the provider's answer failed a check"
+        case .timedOut: "it took too long"
+        case .dead: "the grant needs a new authorization"
+        case .denied: "refused by the agent's policy"
+        case .busy: "another process or machine was using the grant"
+        case .cancelled: "cancelled"
+        case .io: "a file could not be read or written"
+        case .insecurePath: "a file or directory others could change"
+        case .internalError: "an internal error"
+        default: rawValue
+        }
     }
 }

@@ -1,4 +1,5 @@
 internal import FoundationEssentials
+internal import VaultAgent
 internal import VaultCore
 internal import VaultHTTP
 internal import VaultSync
@@ -62,6 +63,9 @@ struct GrantDoctor {
     var missingProviderFile: String? = nil
     /// How close a deadline must be to be reported (`VAULT_NOTIFY_LEAD`).
     var notifyLead: TimeInterval = NotifySettings.defaultLead
+    /// The agent that holds the vault unlocked, if one does: its keep-alive
+    /// refreshes a grant before inactivity kills its refresh token.
+    var keepAliveAgent: AgentStatus? = nil
 
     /// A skew of the local clock against the provider's that is reported.
     static let clockTolerance: Double = 60
@@ -139,6 +143,13 @@ struct GrantDoctor {
     /// saves the grant, and it must come before that date. A deadline a
     /// refresh moves (inactivity) that close is a warning: a refresh, or
     /// `vault keepalive`, moves it.
+    /// When `agent` locks, as `; it locks after ...`; empty without a limit.
+    static func lockText(_ agent: AgentStatus) -> String {
+        let limits = [agent.idleSecondsLeft, agent.hardSecondsLeft].filter { $0 > 0 }
+        guard let first = limits.min() else { return "" }
+        return " (it locks in \(Duration.text(TimeInterval(first))) unless used)"
+    }
+
     func lifetimeFinding() -> Finding? {
         guard let deadline = refreshDeadline, !grant.dead else { return nil }
         let date = Format.timestamp(deadline.date)
@@ -152,6 +163,15 @@ struct GrantDoctor {
             guard left <= notifyLead else {
                 return Finding(
                     "lifetime", .ok, "the refresh token lives until \(when), \(rule); a refresh moves that")
+            }
+            // The running agent's keep-alive refreshes it in time, as 'vault
+            // keepalive' would: no warning while it holds the vault.
+            if left > 0, let agent = keepAliveAgent {
+                return Finding(
+                    "lifetime", .ok,
+                    "the refresh token dies at \(when), \(rule), unless the grant is refreshed before then: the "
+                        + "agent (pid \(agent.pid)) refreshes it in time with its keep-alive while it holds the "
+                        + "vault unlocked" + GrantDoctor.lockText(agent))
             }
             return Finding(
                 "lifetime", .warn,

@@ -30,10 +30,13 @@ struct GrantLifetimes {
     /// machine knows no file or preset of: the provider's documented
     /// policies (how long a refresh token lives, whether a reused one is
     /// revoked) stay with the machine that has the file, since provider
-    /// files do not sync.
+    /// files do not sync. Not for a grant imported with endpoints of its
+    /// own: no provider file described it anywhere, so none is missing
+    /// (as for gh's or oidc-agent's own tokens, said of nothing).
     func providerUnknown(_ grant: Grant) -> Bool {
         grant.kind == .oauth2 && grant.hasRefreshRoute && catalog.providers[grant.provider] == nil
             && catalog.files[grant.provider] == nil
+            && grant.providerConfiguration?.endpointsSource != ProviderConfiguration.importedEndpoints
     }
 
     /// Where the provider file of `provider` would be on this machine.

@@ -24,9 +24,27 @@ struct Network {
         return seconds
     }
 
-    /// The sync engine of `vault`, with this command's store timeout.
+    /// The sync engine of `vault`, with this command's store timeout; a
+    /// request that runs out of time is said on stderr before it is tried
+    /// again, so that a store that never answers is not minutes of silence.
     func syncEngine(_ vault: Vault) throws -> SyncEngine {
-        SyncEngine(vault: vault, transport: transport, storeTimeout: try storeTimeout())
+        var engine = SyncEngine(vault: vault, transport: transport, storeTimeout: try storeTimeout())
+        engine.onStoreTimeout = { wait in
+            Console().info(
+                "the store at \(wait.place) has not answered \(wait.method) \(wait.name) in "
+                    + "\(ObjectStoreWait.said(wait.seconds)); trying again (\(wait.nextAttempt) of \(wait.attempts))")
+        }
+        return engine
+    }
+
+    /// The hint for a store that did not answer: its server, then the time
+    /// each request is given (`VAULT_STORE_TIMEOUT`, the agent's own when
+    /// the agent synced).
+    static func unansweredStoreHint(throughAgent: Bool) -> String {
+        "check that the store's server is running and answers; a slow store needs more time per request: "
+            + (throughAgent
+                ? "VAULT_STORE_TIMEOUT in the agent's environment"
+                : "VAULT_STORE_TIMEOUT (seconds, default \(Int(SyncEngine.defaultStoreTimeout)))")
     }
 
     /// Fresh tokens from `vault`, coordinated as it was opened (through

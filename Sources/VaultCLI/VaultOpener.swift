@@ -28,10 +28,11 @@ struct VaultOpener {
         if let agent {
             do {
                 if let vault = try Vault.open(at: location, agent: agent, time: time) {
+                    try checkUnusedKeyfile(at: location)
                     finishOnItsOwn(vault, agent: agent)
                     return vault
                 }
-            } catch {
+            } catch let error as VaultError {
                 if error.code == .damaged || error.code == .noVault { throw error }
                 output.warn("not using the agent: \(error.reason)")
             }
@@ -41,6 +42,27 @@ struct VaultOpener {
         vault.refreshCoordinator = SyncRefreshCoordinator(
             transport: network.transport, configDirectory: location.configDirectory)
         return vault
+    }
+
+    /// A key file given to a command that the agent served, which did not
+    /// need it: one that cannot be read or is no key file fails as it would
+    /// without the agent (exit 1 naming the file, or 77), and one given
+    /// with --keyfile must open this vault (docs/cli.md, "Unlocking"). The
+    /// agent still comes first: this only refuses to ignore a bad file.
+    func checkUnusedKeyfile(at location: VaultLocation) throws {
+        guard unlockSources.keyfilePath != nil else { return }
+        let (key, origin, _) = try unlockSources.key()
+        // VAULT_KEYFILE is often set for every command: read, not tried.
+        guard unlockSources.keyfileFlag != nil else { return }
+        let opened: Result<Vault, VaultError>
+        do throws(VaultError) {
+            opened = .success(try Vault.open(at: location, key: key, time: time))
+        } catch {
+            opened = .failure(error)
+        }
+        guard case .failure(let error) = opened else { return }
+        guard error.code == .wrongKey else { throw error }
+        throw CLIError("\(error.reason) (from \(origin))", hint: error.remedy.map(Remedies.hint), exitCode: .locked)
     }
 
     /// Lets a command opened through the agent finish on its own when the

@@ -218,6 +218,8 @@ public struct ProviderConfiguration: Codable, Equatable, Sendable {
     /// endpoints an imported token file named, with its own client or
     /// none); nil for grants stored before it was kept.
     public var endpointsSource: String?
+    /// `endpointsSource` of endpoints an imported token file named.
+    package static let importedEndpoints = "imported file"
     /// Dynamic registration (RFC 7591): the registration endpoint vault
     /// registered this grant's client at; nil for a client registered by a person.
     package var registrationEndpoint: String?

@@ -83,10 +83,26 @@ public struct TokenResponse: Sendable {
             }
             throw VaultError(.invalidInput, "the token JSON's token_type '\(type)' is not one vault imports (Bearer)")
         }
+        // A saved answer is counted from when it was issued, if it says
+        // (`iat`), not from now: a token 40 s old expires 40 s sooner.
         var g = grant(
-            provider: provider, account: account ?? idToken.flatMap(IDTokenClaims.unverifiedAccount), now: now)
+            provider: provider, account: account ?? idToken.flatMap(IDTokenClaims.unverifiedAccount),
+            now: issuedAt(now: now) ?? now)
+        g.createdAt = now
         g.providerConfiguration = providerConfiguration
         return g
+    }
+
+    /// When a saved answer was issued: its `iat` (seconds since 1970), when
+    /// that is plausible: not later than `now`, and not earlier than its
+    /// access token's `expires_in` before now (a token already expired
+    /// by it would be an odd file to import: its clock is wrong). Nil
+    /// otherwise, or without `expires_in` to measure it by.
+    func issuedAt(now: Date) -> Date? {
+        guard let expiresIn, case .number(let seconds)? = fields["iat"], seconds.isFinite else { return nil }
+        let issued = Date(timeIntervalSince1970: seconds.rounded(.down))
+        guard issued <= now, issued >= now.addingTimeInterval(-expiresIn) else { return nil }
+        return issued
     }
 
     /// The grant this response gives, for `provider` and `account`.

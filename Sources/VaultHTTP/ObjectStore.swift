@@ -121,6 +121,9 @@ public struct ObjectStoreFailure: Error, Equatable, CustomStringConvertible, Sen
     public let code: Code
     /// A lower-case explanation.
     public let reason: String
+    /// True when the store accepted the request but did not answer in
+    /// the time allowed, on every try: a stalled server, or a slow one.
+    package var unanswered = false
 
     /// Creates a failure.
     public init(_ code: Code, _ reason: String) {
@@ -287,6 +290,26 @@ extension HTTPResponse {
     }
 }
 
+/// A request to the store that ran out of time and is about to be tried
+/// again (`ObjectStoreSession.onTimeout`).
+package struct ObjectStoreWait: Sendable {
+    /// The store's folder (or bucket and folder), without credentials.
+    package let place: String
+    /// The request's method and the object's name (or what it stands for).
+    package let method: String
+    package let name: String
+    /// Seconds the request was given.
+    package let seconds: Double
+    /// The try about to be made, and how many there are at most.
+    package let nextAttempt: Int
+    package let attempts: Int
+
+    /// `seconds` as said in a message: `30 s`, `0.5 s`.
+    package static func said(_ seconds: Double) -> String {
+        seconds == seconds.rounded() ? "\(Int(seconds)) s" : "\(seconds) s"
+    }
+}
+
 /// The part of an object store that every kind shares: the limits of a
 /// request, the counters, and for kinds over HTTP the retries with their
 /// back-off (`send`).
@@ -305,6 +328,15 @@ public final class ObjectStoreSession {
     public private(set) var bytesSent = 0
     /// The store's clock in the last answer that gave one.
     public private(set) var lastDate: Int64?
+    /// Told when a request ran out of time and is tried again, before the
+    /// wait: a store that accepts and never answers is otherwise silent for
+    /// minutes.
+    package var onTimeout: ((ObjectStoreWait) -> Void)?
+    /// When the tries of every request end, on the monotonic clock
+    /// (`ObjectStoreSession.now`): a caller that must answer within a time
+    /// of its own (the agent, whose client waits for it) stops trying
+    /// before then. Nil: each request has all its tries.
+    package var deadline: Double?
     let sleep: (Double) -> Void
 
     /// A session whose retries wait with `sleep`.
@@ -321,6 +353,19 @@ public final class ObjectStoreSession {
         if answered { answerCount += 1 }
     }
 
+    /// True when no further try fits before the deadline: the longest wait
+    /// between tries and a second for the try itself.
+    private var outOfTime: Bool { deadline.map { ObjectStoreSession.now() + 6 >= $0 } ?? false }
+
+    /// Seconds on the monotonic clock, for `deadline`.
+    package static func now() -> Double { LoopbackListener.now() }
+
+    /// The store's address in a request's `url` for the object `name`: the
+    /// folder (or bucket and folder) the object is in.
+    static func place(of url: String, name: String) -> String {
+        url.hasSuffix("/" + name) ? String(url.dropLast(name.utf8.count)) : url
+    }
+
     /// Sends `prepared`'s request, each attempt made afresh by it, trying
     /// transient failures again; `refusal` says why a 401 or 403 came back.
     func send(
@@ -333,8 +378,9 @@ public final class ObjectStoreSession {
         while true {
             attempt += 1
             var request = prepared()
-            request.timeout = timeout
-            request.connectTimeout = min(10, timeout)
+            let allowed = deadline.map { min(timeout, max(1, $0 - ObjectStoreSession.now())) } ?? timeout
+            request.timeout = allowed
+            request.connectTimeout = min(10, allowed)
             request.maximumResponseSize = maximumObjectSize
             request.followRedirects = false
             requestCount += 1
@@ -353,7 +399,7 @@ public final class ObjectStoreSession {
                 return response
             case .success(let response)
             where response.status >= 500 || response.status == 429 || response.status == 423:
-                if attempt >= maximumAttempts {
+                if attempt >= maximumAttempts || outOfTime {
                     throw ObjectStoreFailure(
                         .transient,
                         "the store answered \(method) \(name) with HTTP \(response.status) \(attempt) times")
@@ -383,8 +429,22 @@ public final class ObjectStoreSession {
                             + "only), one that speaks https a certificate this machine trusts, and a network that "
                             + "intercepts https (a captive portal) must be passed first")
                 case .network, .unavailable:
-                    if attempt >= maximumAttempts || error.code != .network {
-                        throw ObjectStoreFailure(.transient, "\(method) \(name): \(error.reason)")
+                    let last = attempt >= maximumAttempts || error.code != .network || outOfTime
+                    if last && error.cause == .timeout {
+                        var failure = ObjectStoreFailure(
+                            .transient,
+                            "the store at \(ObjectStoreSession.place(of: request.url, name: name)) did not answer "
+                                + "\(method) \(name) in \(ObjectStoreWait.said(allowed)) (\(attempt) "
+                                + (attempt == 1 ? "try" : "tries") + ")")
+                        failure.unanswered = true
+                        throw failure
+                    }
+                    if last { throw ObjectStoreFailure(.transient, "\(method) \(name): \(error.reason)") }
+                    if error.cause == .timeout {
+                        onTimeout?(
+                            ObjectStoreWait(
+                                place: ObjectStoreSession.place(of: request.url, name: name), method: method,
+                                name: name, seconds: allowed, nextAttempt: attempt + 1, attempts: maximumAttempts))
                     }
                 }
             }

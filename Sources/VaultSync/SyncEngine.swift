@@ -41,6 +41,25 @@ public struct SyncReport: Sendable, Equatable {
     /// when two machines each set a new one before either synced (both
     /// are kept, on every machine, until `vault passwd` sets one again).
     public var passphrases = 0
+    /// The grants whose right to refresh this machine handed over to the
+    /// machine that asked for it (docs/sync.md, "Refresh rights while the
+    /// store is away").
+    package var handedOver: [HandedOverRight] = []
+}
+
+/// A right to refresh a grant that a sync handed over.
+package struct HandedOverRight: Sendable, Equatable {
+    /// The grant's name.
+    package let grant: String
+    /// The first 8 hex digits of the device id of the machine that asked,
+    /// when known (an agent's report of its sync does not carry it).
+    package let machine: String?
+
+    /// A right handed over to `machine`.
+    package init(grant: String, machine: String?) {
+        self.grant = grant
+        self.machine = machine
+    }
 }
 
 /// Two-way sync of one open vault with its store (docs/sync.md): setting
@@ -55,6 +74,12 @@ public struct SyncEngine {
     public let storeTimeout: Double
     /// Tries per request when the store fails (5xx, network).
     public let storeAttempts: Int
+    /// Told when a request to the store ran out of time and is tried
+    /// again: the command line says so while it waits.
+    package var onStoreTimeout: ((ObjectStoreWait) -> Void)?
+    /// When the tries of every request to the store end, on the monotonic
+    /// clock (`ObjectStoreSession.now`); nil: each request has all its tries.
+    package var storeDeadline: Double?
 
     /// The default time allowed per request to the store.
     public static let defaultStoreTimeout: Double = 30
@@ -108,9 +133,11 @@ extension SyncEngine {
     /// The store this vault syncs through; `timeout` bounds each request
     /// (default: `storeTimeout`).
     func store(for state: SyncState, timeout: Double? = nil) throws(VaultError) -> any SyncStore {
-        try SyncEngine.store(
+        let store = try SyncEngine.store(
             for: state, transport: transport, timeout: timeout ?? storeTimeout, attempts: storeAttempts,
             pacing: vault.pacing)
+        (store as? ObjectSyncStore)?.watch(onTimeout: onStoreTimeout, deadline: storeDeadline)
+        return store
     }
 
     /// The store that the settings `state` name: the one place that picks
@@ -255,12 +282,38 @@ extension SyncEngine {
         var round = try SyncRound(engine: self, store: store, keys: keys, report: report)
         defer { report = round.report }
         try round.readRoot()
+        let leases = round.root?.leases ?? []
         guard try round.fetchChangedBuckets() else { return nil }
         try round.mergeFetched()
         guard try round.writeOutgoing() else { return nil }
         guard try round.readBack() else { return nil }
         try round.collectOldObjects()
+        round.report.handedOver += try handedOver(before: leases, after: round.written, device: round.state.device)
         return .some(round.written ?? round.root)
+    }
+
+    /// The grants whose standing lease this machine held in the root it
+    /// read (`before`), which another machine asked for there, and which
+    /// the root it wrote (`after`) no longer holds: handed over.
+    private func handedOver(before: [SyncRoot.Lease], after: SyncRoot?, device: [UInt8]) throws(VaultError)
+        -> [HandedOverRight]
+    {
+        guard let after else { return [] }
+        var askers: [[UInt8]: [UInt8]] = [:]
+        for lease in before where lease.device == device && lease.isStanding {
+            guard
+                let want = before.first(where: { $0.record == lease.record && $0.device != device && $0.isWant }),
+                !after.leases.contains(where: { $0.record == lease.record && $0.device == device && !$0.isWant })
+            else { continue }
+            askers[lease.record] = want.device
+        }
+        guard !askers.isEmpty else { return [] }
+        var handed: [HandedOverRight] = []
+        for name in try vault.list(secrets: false, each: { $0.name }).items {
+            guard let id = try recordID(of: name), let asker = askers[id] else { continue }
+            handed.append(HandedOverRight(grant: name, machine: Array(asker.prefix(4)).hex))
+        }
+        return handed
     }
 
     /// The store's root, read and authenticated. A read that fails its

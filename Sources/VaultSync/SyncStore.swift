@@ -120,6 +120,13 @@ final class ObjectSyncStore: SyncStore {
         self.client = client
     }
 
+    /// Tells `onTimeout` of each request that ran out of time and is tried
+    /// again, and ends the tries at `deadline` (`ObjectStoreSession`).
+    func watch(onTimeout: ((ObjectStoreWait) -> Void)?, deadline: Double?) {
+        client.session.onTimeout = onTimeout
+        client.session.deadline = deadline
+    }
+
     /// The object store of the settings' kind.
     private static func open(
         _ settings: StoreSettings, transport: any HTTPTransport, sleep: @escaping (Double) -> Void
@@ -195,6 +202,8 @@ final class ObjectSyncStore: SyncStore {
     /// do about it decides the code.
     static func converted(_ failure: ObjectStoreFailure) -> VaultError {
         switch failure.code {
+        // A store that accepts and never answers: its server is the cause.
+        case .transient where failure.unanswered: VaultError(.transient, failure.reason, remedy: .checkStore)
         case .transient: VaultError(.transient, failure.reason)
         case .unauthorized: VaultError(.refused, failure.reason, remedy: .setStoreCredentials)
         case .badResponse: VaultError(.badResponse, failure.reason)

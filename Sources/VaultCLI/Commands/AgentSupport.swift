@@ -60,6 +60,8 @@ struct AgentSettings {
     /// What the agent runs when a grant dies, is about to, or is authorized again.
     var notifyCommand: String?
     var notifyLead: TimeInterval = NotifySettings.defaultLead
+    /// Seconds per request to the sync store when the agent syncs.
+    var storeTimeout = SyncEngine.defaultStoreTimeout
 
     /// `options`: `vault agent`'s, which come before the environment.
     init(environment: [String: String], options: AgentTimeouts?) throws {
@@ -93,6 +95,7 @@ struct AgentSettings {
             $0.isEmpty ? nil : $0
         }
         let notify = try NotifySettings(environment: environment, command: "agent")
+        storeTimeout = try Network(environment: environment, command: "agent").storeTimeout()
         notifyCommand = options?.notifyCommand.flatMap { $0.isEmpty ? nil : $0 } ?? notify.command
         notifyLead = notify.lead
     }
@@ -108,6 +111,7 @@ struct AgentSettings {
         o.keepAliveInterval = keepAliveEvery
         o.notifyCommand = notifyCommand
         o.notifyLead = notifyLead
+        o.storeTimeout = storeTimeout
         return o
     }
 

@@ -65,7 +65,7 @@ struct DoctorCommand: VaultCommand {
             throw CLIError("no vault at \(location.databasePath)", hint: Remedies.hint(.createVault))
         }
         var vaultFindings: [Finding] = []
-        let agent = agentFinding(ctx, location)
+        let (agent, agentStatus) = agentFinding(ctx, location)
         vaultFindings.append(agent)
         if let proxy = proxyFinding(ctx.environment) { vaultFindings.append(proxy) }
 
@@ -114,6 +114,7 @@ struct DoctorCommand: VaultCommand {
                     named.grant.provider, configDirectory: location.configDirectory)
             }
             doctor.notifyLead = notify.lead
+            doctor.keepAliveAgent = agentStatus?.unlocked == true ? agentStatus : nil
             return DoctorReport.GrantReport(name: named.name, provider: named.grant.provider, findings: doctor.run())
         }
         let failed = (vaultFindings + reports.flatMap(\.findings)).contains { $0.status == .fail }
@@ -122,24 +123,27 @@ struct DoctorCommand: VaultCommand {
 
     // MARK: The vault's checks
 
-    func agentFinding(_ ctx: Context, _ location: VaultLocation) -> Finding {
+    /// The agent's finding, and its status when one answered.
+    func agentFinding(_ ctx: Context, _ location: VaultLocation) -> (Finding, AgentStatus?) {
         guard ctx.agents.paths(for: location) != nil else {
-            return Finding("agent", .skipped, "agents are off (VAULT_AGENT=off, or no XDG_RUNTIME_DIR)")
+            return (Finding("agent", .skipped, "agents are off (VAULT_AGENT=off, or no XDG_RUNTIME_DIR)"), nil)
         }
         guard let client = ctx.agents.client(for: location) else {
-            return Finding("agent", .ok, "no agent runs; each command unlocks the vault itself")
+            return (Finding("agent", .ok, "no agent runs; each command unlocks the vault itself"), nil)
         }
         do {
             let status = try client.status(location: location)
             if status.unlocked {
-                return Finding("agent", .ok, "the agent (pid \(status.pid)) holds the vault unlocked")
+                return (Finding("agent", .ok, "the agent (pid \(status.pid)) holds the vault unlocked"), status)
             }
-            return Finding(
-                "agent", .warn,
-                "the agent (pid \(status.pid)) is locked: commands ask for the passphrase, or fail with exit 77 without a way to ask",
-                remedy: "run 'vault agent' to unlock it")
+            return (
+                Finding(
+                    "agent", .warn,
+                    "the agent (pid \(status.pid)) is locked: commands ask for the passphrase, or fail with exit 77 without a way to ask",
+                    remedy: "run 'vault agent' to unlock it"), status
+            )
         } catch {
-            return Finding("agent", .warn, "the agent did not answer: \(error.reason)")
+            return (Finding("agent", .warn, "the agent did not answer: \(error.reason)"), nil)
         }
     }
 

@@ -15,7 +15,8 @@ struct ImportCommand: VaultCommand {
         discussion: """
             Standard input holds one JSON object: the fields of an OAuth token response
             (access_token, refresh_token, token_type, expires_in or expires_at in seconds since
-            the epoch, refresh_token_expires_in, scope, id_token), plus "provider" and optionally
+            the epoch, refresh_token_expires_in, scope, id_token; expires_in counts from iat when
+            it is plausible, else from now), plus "provider" and optionally
             "account", "token_secret" (OAuth 1.0a) and "provider_config" (endpoints and client,
             for refresh). Other fields are kept as the token response ('vault show --json').
             Tokens must be printable ASCII and expiry times sensible, as in a refresh.
@@ -189,8 +190,11 @@ extension ImportCommand {
             config.clientID = id
             config.clientSecret = clientSecret
         }
-        if let first = foreign.first {
-            config.endpointsSource = "imported file"
+        // The file's own endpoints and client, with a refresh token to spend
+        // there: the grant refreshes as it came, whatever vault knows.
+        let ownRoute = known == nil && config.tokenEndpoint != nil && config.clientID != nil
+        if !foreign.isEmpty { config.endpointsSource = ProviderConfiguration.importedEndpoints }
+        if let first = foreign.first, !ownRoute {
             notes.append(
                 (
                     true,
@@ -204,7 +208,9 @@ extension ImportCommand {
         }
         // A provider file of that name that cannot be used is the cause, not an unknown provider.
         let unusable = known == nil ? catalog.problem(of: grant.provider) : nil
-        if known == nil {
+        // A grant that keeps the endpoints and client it came with refreshes
+        // as it is: a provider vault does not know is nothing to warn of.
+        if known == nil && (unusable != nil || !ownRoute) {
             notes.append(
                 (
                     true,

@@ -129,7 +129,9 @@ struct ListRow {
         }
         cells = [
             g.name, g.grant.provider, g.grant.account ?? "-", state, when(g.grant.expiresAt), dies,
-            Format.relative(g.grant.refreshedAt ?? g.grant.createdAt, now: now),
+            // As 'vault show' says it: a grant never refreshed (a refresh
+            // that failed is none) reads "-", not when it was stored.
+            g.grant.refreshedAt.map { Format.relative($0, now: now) } ?? "-",
             lifetimes.lastUse[g.name].map { Format.relative($0, now: now) } ?? "-",
         ]
         hasDeadline = deadline != nil

@@ -99,7 +99,9 @@ struct LogCommand: VaultCommand {
                     who += "; says: \(claimed.host) uid \(claimed.uid) pid \(claimed.pid)"
                     if !claimed.command.isEmpty { who += " \(claimed.command)" }
                 }
-                var outcome = row.reason.map { "\(row.outcome) (\($0))" } ?? row.outcome
+                // The log keeps an error's code; a person reads its words.
+                let reason = row.reason.map { VaultError.Code(rawValue: $0).words }
+                var outcome = reason.map { "\(row.outcome) (\($0))" } ?? row.outcome
                 if let repeated = row.repeated { outcome += " × \(repeated)" }
                 let grant = row.token == "id" ? "\(row.grant) (ID token)" : row.grant
                 return [row.time, grant, row.origin, outcome, who]

@@ -26,15 +26,30 @@ struct SyncCommand: VaultCommand {
     func run(_ ctx: Context) throws -> ExitCode {
         _ = try ctx.positionals()
         // An agent holding the vault syncs it: no passphrase needed here.
-        if let agent = ctx.agents.client(for: try ctx.opener.location()) {
+        let location = try ctx.opener.location()
+        if let agent = ctx.agents.client(for: location) {
+            let held = SyncCommand.rightsHeld(through: agent, at: location, time: ctx.time)
             let outcome: Result<SyncReport, VaultError>
             do throws(VaultError) { outcome = .success(try agent.sync()) } catch { outcome = .failure(error) }
             switch outcome {
-            case .success(let report):
+            case .success(var report):
+                // The agent's answer does not say what its sync handed over:
+                // a right held before it and not after was.
+                if report.handedOver.isEmpty, !held.isEmpty,
+                    let after = try? agent.storeCheck(probeTimeout: 0, names: held)
+                {
+                    for (name, right) in zip(held, after.rights) where right != .here {
+                        report.handedOver.append(HandedOverRight(grant: name, machine: nil))
+                    }
+                }
                 try Commands.printSyncReport(report, to: ctx.output)
                 return .ok
             case .failure(let error) where error.code == .locked || error.code == .unsupported:
                 break  // locked: unlock here instead
+            case .failure(let error) where error.code == .transient && error.remedy == .checkStore:
+                // The agent's store timeout, not this command's, bounded its tries.
+                throw CLIError(
+                    error.reason, hint: Network.unansweredStoreHint(throughAgent: true), exitCode: .transient)
             case .failure(let error):
                 throw error
             }
@@ -44,6 +59,16 @@ struct SyncCommand: VaultCommand {
         let report = try engine.sync()
         try Commands.printSyncReport(report, to: ctx.output)
         return .ok
+    }
+
+    /// The grants whose right to refresh this machine holds, as the agent
+    /// that holds the vault knows it (none when it cannot tell).
+    static func rightsHeld(through agent: AgentClient, at location: VaultLocation, time: any TimeSource) -> [String] {
+        guard let vault = try? Vault.open(at: location, agent: agent, time: time),
+            let names = try? vault.list(secrets: false, each: { $0.name }).items, !names.isEmpty,
+            let answer = try? agent.storeCheck(probeTimeout: 0, names: names), answer.configured
+        else { return [] }
+        return zip(names, answer.rights).compactMap { $1 == .here ? $0 : nil }
     }
 
     /// This command's options in the order they are declared: found without

@@ -119,6 +119,11 @@ extension Commands {
         for name in r.renamed {
             output.info("'\(name)': a grant of the same name came from another machine; kept both")
         }
+        for right in r.handedOver {
+            output.info(
+                "handed the right to refresh '\(right.grant)' over to "
+                    + (right.machine.map { "machine \($0), which asked for it" } ?? "the machine that asked for it"))
+        }
         for name in r.conflicts {
             output.warn("'\(name)' was changed on two machines at once; both kept, see 'vault conflicts'")
         }

@@ -44,6 +44,7 @@ extension TokenOutput {
         } else if let handed = try ctx.agents.token(
             name, at: location, minimumValidity: minimum, forceRefresh: force)
         {
+            try ctx.opener.checkUnusedKeyfile(at: location)
             return TokenOutput(
                 accessToken: handed.accessToken, tokenType: Self.standardType(handed.tokenType),
                 expiresAt: handed.expiresAtSeconds)

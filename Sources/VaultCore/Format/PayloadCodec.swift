@@ -832,7 +832,8 @@ extension ProviderConfiguration {
     /// Reads a provider configuration. Without `secrets` (a listing) it is
     /// checked by the same rules but keeps only what a grant's state reads
     /// (`Grant.hasRefreshRoute`): whether a token endpoint and a client id
-    /// are named, each as an empty string. Secrets, addresses and the rest
+    /// are named, each as an empty string, and where the endpoints came
+    /// from. Secrets, addresses and the rest
     /// are checked where they stand and never copied out of the plaintext.
     static func read(_ r: inout JSONReader, secrets: Bool) throws(JSONReader.Failure) -> ProviderConfiguration {
         var c = ProviderConfiguration()
@@ -842,7 +843,9 @@ extension ProviderConfiguration {
             if let n = fields.firstIndex(where: { key.is($0) }) {
                 guard seen & (1 << n) == 0 else { throw .malformed }
                 seen |= 1 << n
-                if secrets {
+                if secrets || n == 16 {
+                    // Where the endpoints came from is no secret: a listing
+                    // says whether a provider file is missing (`vault list`).
                     c.setString(n, try r.optionalString())
                 } else if try r.skipString(), n == 3 || n == 7 {
                     c.setString(n, "")

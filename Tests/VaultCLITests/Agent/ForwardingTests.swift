@@ -289,9 +289,12 @@ struct ForwardingTests {
         #expect(try scene.laptop.home.run("lock").status == 0)
         let afterLock = pending.wait(timeout: 60)
         #expect(afterLock.status != 0 && afterLock.stdout.isEmpty, "\(afterLock.stdout) \(afterLock.stderr)")
-        let outcomes = try scene.log().map { $0["outcome"] as? String }
+        let entries = try scene.log()
+        let outcomes = entries.map { $0["outcome"] as? String }
         #expect(outcomes.first == "not-confirmed", "\(outcomes)")
         #expect(!outcomes.contains("confirmed") && !outcomes.contains("allowed"), "\(outcomes)")
+        // The line says why it was not confirmed.
+        #expect(entries.first?["reason"] as? String == "no answer in time", "\(entries)")
     }
 
     @Test("a forwarded peer cannot wear the person down, nor flush the log of what it took")

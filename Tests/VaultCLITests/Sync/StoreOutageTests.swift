@@ -206,4 +206,68 @@ final class StoreOutageTests {
                 && asked.stderr.contains("holds the right to refresh 'work'"), "\(asked.stderr)")
         #expect(try provider.refreshes() == before, "b sent no refresh")
     }
+
+    @Test("a store that accepts and never answers: sync says so while it tries again, then names the store")
+    func stalledStoreIsNamed() throws {
+        _ = try holderAndOther()
+        try takeAway(.stall)
+        a.extra["VAULT_STORE_TIMEOUT"] = "1"
+        let direct = try a.start("sync").wait(timeout: 110)
+        #expect(direct.status == 75, "\(direct.status) \(direct.stderr)")
+        #expect(
+            direct.stderr.contains(
+                "vault: the store at \(proxied) has not answered GET vault-root in 1 s; trying again (2 of 5)\n"),
+            "\(direct.stderr)")
+        #expect(direct.stderr.contains("trying again (5 of 5)"), "\(direct.stderr)")
+        #expect(
+            direct.stderr.contains(
+                "vault: error: the store at \(proxied) did not answer GET vault-root in 1 s (5 tries)"),
+            "\(direct.stderr)")
+        #expect(
+            direct.stderr.contains("vault: hint: check that the store's server is running and answers")
+                && direct.stderr.contains("VAULT_STORE_TIMEOUT (seconds, default 30)"), "\(direct.stderr)")
+
+        // Through the agent: its own store timeout bounds its tries, and the
+        // client waits for them, so the store is named, not the agent.
+        b.allowAgent()
+        b.extra["VAULT_STORE_TIMEOUT"] = "1"
+        #expect(try b.start("agent").wait().status == 0)
+        defer { _ = try? b.run("lock") }
+        let through = try b.start("sync").wait(timeout: 200)
+        #expect(through.status == 75, "\(through.status) \(through.stderr)")
+        #expect(
+            through.stderr.contains("vault: error: the store at \(proxied) did not answer GET vault-root in 1 s"),
+            "\(through.stderr)")
+        #expect(through.stderr.contains("VAULT_STORE_TIMEOUT in the agent's environment"), "\(through.stderr)")
+        #expect(!through.stderr.contains("the agent did not answer"), "\(through.stderr)")
+        try bringBack(.stall)
+        let back = try b.run("sync")
+        #expect(back.status == 0, "\(back.stderr)")
+    }
+
+    @Test("the holder's sync says that it handed the right to refresh over, with the agent and without")
+    func handoverIsSaid() throws {
+        _ = try holderAndOther()
+        // b asks for the right: a holds it.
+        let asked = try b.start("token", "work", "--min-valid", "100000").wait(timeout: 110)
+        #expect(asked.stderr.contains("holds the right to refresh 'work'"), "\(asked.stderr)")
+        let handed = try a.run("sync")
+        #expect(handed.status == 0, "\(handed.stderr)")
+        #expect(
+            handed.stderr.contains("vault: handed the right to refresh 'work' over to machine ")
+                && handed.stderr.contains(", which asked for it"), "\(handed.stderr)")
+        // b takes it at its next refresh; a asks it back, and b's agent hands it over.
+        let took = try b.start("token", "work", "--force-refresh").wait(timeout: 110)
+        #expect(took.status == 0, "\(took.stderr)")
+        let back = try a.start("token", "work", "--min-valid", "100000").wait(timeout: 110)
+        #expect(back.stderr.contains("holds the right to refresh 'work'"), "\(back.stderr)")
+        b.allowAgent()
+        #expect(try b.start("agent").wait().status == 0)
+        defer { _ = try? b.run("lock") }
+        let through = try b.run("sync")
+        #expect(through.status == 0, "\(through.stderr)")
+        #expect(
+            through.stderr.contains("vault: handed the right to refresh 'work' over to the machine that asked for it"),
+            "\(through.stderr)")
+    }
 }
