@@ -3,71 +3,11 @@ package import VaultCore
 internal import VaultCrypto
 package import VaultSync
 
-// Every operation's bytes in one place: a request's encoder beside its
-// parser (`AgentRequest.init(parsing:)`), and each answer as a value that
-// writes and reads itself. The client and the responder speak these
-// values; `AgentMessageTests` round-trips each one.
-
-extension AgentRequest {
-    /// The request's body, as `init(parsing:)` reads it.
-    var message: MessageWriter {
-        var w = MessageWriter(request: operation)
-        switch self {
-        case .hello(let vaultID):
-            w.fixed(vaultID)
-        case .load(let vaultID, let key):
-            w.fixed(vaultID)
-            w.fixed(key)
-        case .lock, .sync, .syncReport, .conflicts:
-            break
-        case .storeCheck(let timeout, let names):
-            w.u32(timeout)
-            w.strings(names)
-        case .token(let name, let minimum, let force):
-            w.string(name)
-            w.u32(minimum)
-            w.u8(force ? 1 : 0)
-        case .nameHash(let name):
-            w.string(name)
-        case .seal(let payload, let id, let version, let deleted, let nameHash):
-            w.bytes(payload)
-            w.fixed(id)
-            w.u64(version)
-            w.u8(deleted ? 1 : 0)
-            w.fixed(nameHash)
-        case .open(let rows):
-            w.u32(UInt32(rows.count))
-            for row in rows { w.record(row) }
-        case .stateMAC(let body):
-            w.bytes(body)
-        case .grantToken(let name, let minimum, let claims), .idToken(let name, let minimum, let claims):
-            w.string(name)
-            w.u32(minimum)
-            w.claims(claims)
-        case .derivedToken(let name, let minimum, let force, let target):
-            w.string(name)
-            w.u32(minimum)
-            w.u8(force ? 1 : 0)
-            w.string(target.resource ?? "")
-            w.string(target.audience ?? "")
-            w.strings(target.scopes)
-            w.u8(target.exchange ? 1 : 0)
-        case .authorizeRequest(let name, let minimum, let method, let url, let nonce, let claims):
-            w.string(name)
-            w.u32(minimum)
-            w.string(method)
-            w.string(url ?? "")
-            w.string(nonce ?? "")
-            w.claims(claims)
-        }
-        return w
-    }
-
-    /// A minimum validity in seconds as a request carries it (0 to 10^7).
-    static func seconds(_ minimumValidity: TimeInterval) -> UInt32 {
-        UInt32(max(0, min(minimumValidity, 1e7)))
-    }
-}
+// Every answer's bytes in one place: each answer a value that writes
+// itself (`write`) beside how it reads itself (`init(reading:)`). The
+// requests' bytes are in AgentProtocol.swift, each encoder beside its
+// parser. The client and the responder speak these values;
+// `AgentMessageTests` round-trips each one.
 
 /// A value an answer carries: written by the responder, read by the client.
 protocol AgentAnswer {
@@ -343,13 +283,13 @@ extension SyncReport: AgentAnswer {
 struct FullSyncReport: AgentAnswer, Equatable {
     var report: SyncReport
 
+    init(_ report: SyncReport) { self.report = report }
+
     func write(into w: inout MessageWriter) {
         report.write(into: &w)
         w.u8(report.passphraseTaken ? 1 : 0)
         w.u32(UInt32(clamping: report.passphrases))
     }
-
-    init(_ report: SyncReport) { self.report = report }
 
     init(reading r: inout MessageReader) throws(VaultError) {
         report = try SyncReport(reading: &r)

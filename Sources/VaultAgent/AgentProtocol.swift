@@ -296,6 +296,9 @@ package enum AgentRequest {
     /// The most records one `open` may carry.
     static let maxRecords = 100_000
 
+    /// Parses a request body strictly: each operation's fields, each
+    /// checked for the grammar it goes into, and nothing after them.
+    /// `message` writes them back, in the same order.
     package init(parsing body: [UInt8]) throws(VaultError) {
         var r = MessageReader(body)
         switch try r.request() {
@@ -366,6 +369,70 @@ package enum AgentRequest {
             self = .derivedToken(name: name, minimumValidity: minimum, force: force, target: target)
         }
         try r.finish()
+    }
+
+    /// The request's body, as `init(parsing:)` reads it: the operations in
+    /// the parser's order, so that each encoder reads beside its parser.
+    var message: MessageWriter {
+        var w = MessageWriter(request: operation)
+        switch self {
+        case .hello(let vaultID):
+            w.fixed(vaultID)
+        case .load(let vaultID, let key):
+            w.fixed(vaultID)
+            w.fixed(key)
+        case .lock:
+            break
+        case .token(let name, let minimum, let force):
+            w.string(name)
+            w.u32(minimum)
+            w.u8(force ? 1 : 0)
+        case .nameHash(let name):
+            w.string(name)
+        case .seal(let payload, let id, let version, let deleted, let nameHash):
+            w.bytes(payload)
+            w.fixed(id)
+            w.u64(version)
+            w.u8(deleted ? 1 : 0)
+            w.fixed(nameHash)
+        case .open(let rows):
+            w.u32(UInt32(rows.count))
+            for row in rows { w.record(row) }
+        case .stateMAC(let body):
+            w.bytes(body)
+        case .sync, .syncReport:
+            break
+        case .storeCheck(let timeout, let names):
+            w.u32(timeout)
+            w.strings(names)
+        case .conflicts:
+            break
+        case .grantToken(let name, let minimum, let claims), .idToken(let name, let minimum, let claims):
+            w.string(name)
+            w.u32(minimum)
+            w.claims(claims)
+        case .authorizeRequest(let name, let minimum, let method, let url, let nonce, let claims):
+            w.string(name)
+            w.u32(minimum)
+            w.string(method)
+            w.string(url ?? "")
+            w.string(nonce ?? "")
+            w.claims(claims)
+        case .derivedToken(let name, let minimum, let force, let target):
+            w.string(name)
+            w.u32(minimum)
+            w.u8(force ? 1 : 0)
+            w.string(target.resource ?? "")
+            w.string(target.audience ?? "")
+            w.strings(target.scopes)
+            w.u8(target.exchange ? 1 : 0)
+        }
+        return w
+    }
+
+    /// A minimum validity in seconds as a request carries it (0 to 10^7).
+    static func seconds(_ minimumValidity: TimeInterval) -> UInt32 {
+        UInt32(max(0, min(minimumValidity, 1e7)))
     }
 
     /// Zeroes the secret fields.

@@ -414,32 +414,13 @@ final class AgentResponder: Sendable {
                 signing: .byAsker, keysHeld: current, connection: connection)
             TokenAnswer(grant).write(into: &w)
         case .grantToken(let name, let minimum, let claims):
-            let vault = try keys.vault(current, session: &session)
-            // A forwarded peer cannot make every request a refresh by
-            // asking for more validity than a token has.
-            let cap = peer.origin == .forwarded ? min(minimum, AgentResponder.forwardedMinimumValidity) : minimum
-            // A local command signs OAuth 1.0a and DPoP requests itself: no need to
-            // log a refusal it falls back from.
-            if peer.origin == .local {
-                let stored = try vault.load(name)
-                if AgentResponder.signsItsOwnRequests(stored) { throw AgentResponder.signsItself(name, stored) }
-            }
-            let grant = try handOut(
-                name, minimumValidity: cap, force: false, peer: peer,
-                claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: .none,
-                keysHeld: current, connection: connection)
-            GrantTokenAnswer(grant).write(into: &w)
+            try grantToken(
+                name, minimum: minimum, claims: claims, current: current, peer: peer, session: &session,
+                connection: connection, into: &w)
         case .idToken(let name, let minimum, let claims):
-            let vault = try keys.vault(current, session: &session)
-            let cap = peer.origin == .forwarded ? min(minimum, AgentResponder.forwardedMinimumValidity) : minimum
-            let grant = try handOut(
-                name, minimumValidity: cap, force: false, peer: peer,
-                claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: .byAsker,
-                keysHeld: current, connection: connection, idToken: true)
-            guard let token = grant.idToken, let expiry = grant.idTokenExpiry else {
-                throw AgentResponder.holdsNoIDToken(name)
-            }
-            IDTokenAnswer(idToken: token, expiresAt: expiry.epochSeconds).write(into: &w)
+            try idToken(
+                name, minimum: minimum, claims: claims, current: current, peer: peer, session: &session,
+                connection: connection, into: &w)
         case .derivedToken(let name, let minimum, let force, let target):
             let vault = try keys.vault(current, session: &session)
             let stored = try vault.load(name)
@@ -475,20 +456,7 @@ final class AgentResponder: Sendable {
         case .storeCheck(let timeout, let names):
             let engine = SyncEngine(
                 vault: try keys.vault(current, session: &session), transport: environment.transport)
-            var answer = StoreCheckAnswer()
-            if engine.isConfigured {
-                answer.configured = true
-                answer.place = (try? engine.remoteDescription().url) ?? ""
-                if timeout > 0 {
-                    do throws(VaultError) {
-                        answer.probe = .success(try engine.probeStore(timeout: Double(timeout)))
-                    } catch {
-                        answer.probe = .failure(error)
-                    }
-                }
-                answer.rights = names.map { try? engine.refreshRight(of: $0) }
-            }
-            answer.write(into: &w)
+            AgentResponder.storeCheck(engine, probeTimeout: timeout, names: names).write(into: &w)
         case .conflicts:
             let engine = SyncEngine(
                 vault: try keys.vault(current, session: &session), transport: environment.transport)
@@ -496,6 +464,68 @@ final class AgentResponder: Sendable {
         case .hello, .load, .lock:
             break
         }
+    }
+
+    /// Answers `grantToken`: a grant's access token and what goes with it,
+    /// for a command that sends it itself.
+    private func grantToken(
+        _ name: String, minimum: UInt32, claims: RequesterClaims, current: UnlockedKeys, peer: AgentPeer,
+        session: inout VaultSession?, connection: ConnectionRecord?, into w: inout MessageWriter
+    ) throws(VaultError) {
+        let vault = try keys.vault(current, session: &session)
+        // A forwarded peer cannot make every request a refresh by
+        // asking for more validity than a token has.
+        let cap = peer.origin == .forwarded ? min(minimum, AgentResponder.forwardedMinimumValidity) : minimum
+        // A local command signs OAuth 1.0a and DPoP requests itself: no need to
+        // log a refusal it falls back from.
+        if peer.origin == .local {
+            let stored = try vault.load(name)
+            if AgentResponder.signsItsOwnRequests(stored) { throw AgentResponder.signsItself(name, stored) }
+        }
+        let grant = try handOut(
+            name, minimumValidity: cap, force: false, peer: peer,
+            claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: .none,
+            keysHeld: current, connection: connection)
+        GrantTokenAnswer(grant).write(into: &w)
+    }
+
+    /// Answers `idToken`: the grant's ID token and its expiry, handed out
+    /// as a token request is (policy, question, audit line).
+    private func idToken(
+        _ name: String, minimum: UInt32, claims: RequesterClaims, current: UnlockedKeys, peer: AgentPeer,
+        session: inout VaultSession?, connection: ConnectionRecord?, into w: inout MessageWriter
+    ) throws(VaultError) {
+        let vault = try keys.vault(current, session: &session)
+        let cap = peer.origin == .forwarded ? min(minimum, AgentResponder.forwardedMinimumValidity) : minimum
+        let grant = try handOut(
+            name, minimumValidity: cap, force: false, peer: peer,
+            claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: .byAsker,
+            keysHeld: current, connection: connection, idToken: true)
+        guard let token = grant.idToken, let expiry = grant.idTokenExpiry else {
+            throw AgentResponder.holdsNoIDToken(name)
+        }
+        IDTokenAnswer(idToken: token, expiresAt: expiry.epochSeconds).write(into: &w)
+    }
+
+    /// Answers `storeCheck`: whether `engine` syncs, where to, the store's
+    /// answer to a probe of `probeTimeout` seconds (none when 0), and who
+    /// may refresh each of `names`.
+    private static func storeCheck(_ engine: SyncEngine, probeTimeout timeout: UInt32, names: [String])
+        -> StoreCheckAnswer
+    {
+        var answer = StoreCheckAnswer()
+        guard engine.isConfigured else { return answer }
+        answer.configured = true
+        answer.place = (try? engine.remoteDescription().url) ?? ""
+        if timeout > 0 {
+            do throws(VaultError) {
+                answer.probe = .success(try engine.probeStore(timeout: Double(timeout)))
+            } catch {
+                answer.probe = .failure(error)
+            }
+        }
+        answer.rights = names.map { try? engine.refreshRight(of: $0) }
+        return answer
     }
 
     /// Answers `authorizeRequest`: the Authorization (and DPoP) fields of

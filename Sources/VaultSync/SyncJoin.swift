@@ -187,6 +187,45 @@ extension SyncEngine {
         let probe = SyncState(url: url, user: user, password: password?.unsafeCopyToArray() ?? [], device: [])
         let store = try SyncEngine.store(for: probe, transport: transport, timeout: SyncEngine.defaultStoreTimeout)
         try store.checkUsable()
+        let offer = try pairingOffer(name, key: key, in: store, time: time)
+        let slots = try joinedSlots(offer, in: store)
+        try checkJoinSlots(slots)
+        let vault = try Vault.create(
+            at: location, header: offer.header, masterKey: offer.masterKey, slots: slots, time: time)
+        do {
+            let engine = SyncEngine(vault: vault, transport: transport)
+            try engine.setRemote(url: url, user: user, password: password)
+            try engine.noteJoinedKeyslots()
+            let syncKeys = try engine.syncKeys()
+            try vault.update { (_: inout StateManifest) throws(VaultError) in
+                var state = try engine.loadSyncState(syncKeys)
+                (state.markEpoch, state.markHash, state.markParent) = offer.mark
+                try engine.saveSyncState(state, syncKeys)
+            }
+            let report = try engine.sync()
+            try? store.delete(name)
+            return (vault, report)
+        } catch {
+            for suffix in ["", "-wal", "-shm"] { FileSystem.remove(location.databasePath + suffix) }
+            throw error
+        }
+    }
+
+    /// What a pairing offer hands the joining machine: the vault's header
+    /// and key, the offering machine's high-water mark, and (from releases
+    /// that send them) the keyslots it had.
+    private struct PairingOffer {
+        let header: Header
+        let masterKey: SecureBytes
+        let mark: (epoch: UInt64, hash: [UInt8], parent: [UInt8])
+        let offeredKeys: [UInt8]?
+    }
+
+    /// The pairing offer `name` in `store`, opened with `key`. An expired
+    /// offer is deleted, and refused.
+    private static func pairingOffer(_ name: String, key: SecureBytes, in store: any SyncStore, time: any TimeSource)
+        throws(VaultError) -> PairingOffer
+    {
         guard let offer = try store.get(name),
             offer.bytes.count > AEAD.nonceLength
         else {
@@ -216,6 +255,13 @@ extension SyncEngine {
         // Offers made before they carried the keyslots end here.
         let offeredKeys = r.remaining > 0 ? try r.read(Int(try r.u32())) : nil
         try r.finish()
+        return PairingOffer(header: header, masterKey: masterKey, mark: mark, offeredKeys: offeredKeys)
+    }
+
+    /// The keyslots a vault joined through `offer` starts with: those the
+    /// offer carries, else the store's.
+    private static func joinedSlots(_ offer: PairingOffer, in store: any SyncStore) throws(VaultError) -> [[UInt8]] {
+        let header = offer.header
         guard let keysObject = try store.get(SyncEngine.keysName) else {
             throw VaultError(.notFound, "the store has no vault keys object")
         }
@@ -224,31 +270,13 @@ extension SyncEngine {
             throw VaultError(.tampered, "the store's keys belong to another vault than the pairing offer")
         }
         var slots = storedSlots
-        if let offeredKeys {
+        if let offeredKeys = offer.offeredKeys {
             let (offeredHeader, offered) = try parseKeysObject(offeredKeys)
             guard offeredHeader.vaultID == header.vaultID else {
                 throw VaultError(.tampered, "the pairing offer's keyslots belong to another vault")
             }
             slots = offered
         }
-        try checkJoinSlots(slots)
-        let vault = try Vault.create(at: location, header: header, masterKey: masterKey, slots: slots, time: time)
-        do {
-            let engine = SyncEngine(vault: vault, transport: transport)
-            try engine.setRemote(url: url, user: user, password: password)
-            try engine.noteJoinedKeyslots()
-            let syncKeys = try engine.syncKeys()
-            try vault.update { (_: inout StateManifest) throws(VaultError) in
-                var state = try engine.loadSyncState(syncKeys)
-                (state.markEpoch, state.markHash, state.markParent) = mark
-                try engine.saveSyncState(state, syncKeys)
-            }
-            let report = try engine.sync()
-            try? store.delete(name)
-            return (vault, report)
-        } catch {
-            for suffix in ["", "-wal", "-shm"] { FileSystem.remove(location.databasePath + suffix) }
-            throw error
-        }
+        return slots
     }
 }

@@ -94,20 +94,11 @@ extension SyncEngine {
     ) throws(VaultError) -> Bool {
         let zeros = [UInt8](repeating: 0, count: 32)
         var changed = false
-        // Another machine published keys. The object must be the one
-        // the root (sealed with the vault's key) vouches for; one being
-        // replaced meanwhile is taken at a later sync.
-        guard let object = try store.get(SyncEngine.pinnedKeysName(pin)), try SyncRoot.hash(object.bytes) == pin
-        else { return false }
-        let (keysBytes, replaced) = try SyncEngine.parsePinnedKeys(object.bytes)
-        let (header, slots) = try SyncEngine.parseKeysObject(keysBytes)
-        guard header.vaultID == vault.header.vaultID else {
-            throw VaultError(.tampered, "the store's vault keys belong to another vault")
-        }
+        guard let pinned = try pinnedPassphrases(pin, store: store) else { return false }
+        let (published, replaced) = pinned
         // A passphrase set here that the publisher saw and replaced
         // (its publication's answer was lost here) was no race.
         if newHere && own.isReplaced(in: replaced) { newHere = false }
-        let published = Keyslots.passphraseSlots(among: slots)
         let publishedNote = try PassphraseNote(published)
         let publishedHash = publishedNote.hash
         let noted = state.passphraseHash
@@ -155,6 +146,40 @@ extension SyncEngine {
             report.passphraseTaken = true
             changed = true
         }
+        try notePin(
+            pin, replaced: replaced, noted: notedNote, superseded: superseded, unseen: unseen, taken: changed,
+            state: &state, newHere: &newHere)
+        if changed { try saveKeyslotNotes(state, keys) }
+        return true
+    }
+
+    /// The passphrase slots another machine published under `pin`, and
+    /// the passphrases it replaced. Nil when the pinned object is not the
+    /// one the root (sealed with the vault's key) vouches for: one being
+    /// replaced meanwhile is taken at a later sync.
+    private func pinnedPassphrases(_ pin: [UInt8], store: any SyncStore) throws(VaultError)
+        -> (slots: [[UInt8]], replaced: [[UInt8]])?
+    {
+        guard let object = try store.get(SyncEngine.pinnedKeysName(pin)), try SyncRoot.hash(object.bytes) == pin
+        else { return nil }
+        let (keysBytes, replaced) = try SyncEngine.parsePinnedKeys(object.bytes)
+        let (header, slots) = try SyncEngine.parseKeysObject(keysBytes)
+        guard header.vaultID == vault.header.vaultID else {
+            throw VaultError(.tampered, "the store's vault keys belong to another vault")
+        }
+        return (Keyslots.passphraseSlots(among: slots), replaced)
+    }
+
+    /// Notes in `state` that the keys under `pin` were taken (or seen to
+    /// be superseded), with what they `replaced`: `noted` is this
+    /// machine's note of its passphrase before, `taken` whether both
+    /// sides of a race now open the vault here.
+    private func notePin(
+        _ pin: [UInt8], replaced: [[UInt8]], noted notedNote: PassphraseNote, superseded: Bool, unseen: Bool,
+        taken changed: Bool, state: inout SyncState, newHere: inout Bool
+    ) throws(VaultError) {
+        let zeros = [UInt8](repeating: 0, count: 32)
+        let noted = notedNote.hash
         state.pinHash = pin
         // What the publisher knew replaced, beside what this machine
         // knew: a rival's list lacks what this machine replaced itself.
@@ -179,8 +204,6 @@ extension SyncEngine {
             state.note(try PassphraseNote(try vault.keyslots.passphraseSlots()))
             newHere = false
         }
-        if changed { try saveKeyslotNotes(state, keys) }
-        return true
     }
 
     /// Publishes this machine's keyslots when they changed here (or its

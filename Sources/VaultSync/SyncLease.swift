@@ -86,20 +86,8 @@ extension SyncEngine {
         var refusals = 0
         var changes = 0
         while true {
-            // Other machines writing all the while (busy), or answers lost
-            // while the store answers other requests (transient, with new
-            // answers): the store works, and another machine may hold or
-            // take the lease. Keep trying, after a pause; never refresh
-            // beside it, not even when the wait runs out (then: busy).
             func goOn(after error: VaultError, since answered: Int) throws(VaultError) {
-                let answering = error.code == .transient && store.answerCount > answered
-                guard error.code == .busy || answering else { throw error }
-                guard pacing.monotonic() < deadline else {
-                    throw VaultError(
-                        .busy, "the store answers, but kept this machine from taking the lease on '\(name)'",
-                        remedy: .tryAgainInAMinute)
-                }
-                pacing.pause(upTo: 0.3)
+                try keepTrying(name, after: error, from: store, since: answered, until: deadline)
             }
             var answered = store.answerCount
             do {
@@ -128,17 +116,7 @@ extension SyncEngine {
                 // ago (its holder has not refreshed since).
                 if asked { waitedForHolder = true }
                 guard waitedForHolder, pacing.monotonic() < standingDeadline else {
-                    let lapse =
-                        quiet
-                        ? "or the right lapses \(SyncEngine.standingSeconds / 60) minutes after that machine last "
-                            + "renewed it"
-                        : "or, as it was refreshing the grant when last heard of, the right passes to another "
-                            + "machine \(Int(SyncEngine.takeoverSeconds / 3600)) hours after that"
-                    throw VaultError(
-                        .busy,
-                        "machine \(Array(holder.prefix(4)).hex) holds the right to refresh '\(name)' and has been "
-                            + "asked to hand it over; it does at its next sync, \(lapse)",
-                        remedy: .tryAgainInAMinute)
+                    throw SyncEngine.heldStanding(name, by: holder, quiet: quiet)
                 }
                 pacing.sleep(1)
                 continue
@@ -163,6 +141,42 @@ extension SyncEngine {
                 pacing.pause(upTo: 0.25 * Double(changes + 1))
             }
         }
+    }
+
+    /// Whether `leaseForRefresh` tries again after `error`, which came
+    /// after the store's `answered`-th answer: yes, after a pause, when
+    /// other machines write all the while (busy), or answers are lost while
+    /// the store answers other requests (transient, with new answers). The
+    /// store works then, and another machine may hold or take the lease:
+    /// this one never refreshes beside it, not even when the wait runs out
+    /// at `deadline` (then: busy). Throws otherwise.
+    private func keepTrying(
+        _ name: String, after error: VaultError, from store: any SyncStore, since answered: Int, until deadline: Double
+    ) throws(VaultError) {
+        let answering = error.code == .transient && store.answerCount > answered
+        guard error.code == .busy || answering else { throw error }
+        guard vault.pacing.monotonic() < deadline else {
+            throw VaultError(
+                .busy, "the store answers, but kept this machine from taking the lease on '\(name)'",
+                remedy: .tryAgainInAMinute)
+        }
+        vault.pacing.pause(upTo: 0.3)
+    }
+
+    /// The error of a refresh of `name` left to `holder`, the machine that
+    /// holds a standing lease on it (`quiet`: a quiet one) and has been
+    /// asked to hand it over.
+    private static func heldStanding(_ name: String, by holder: [UInt8], quiet: Bool) -> VaultError {
+        let lapse =
+            quiet
+            ? "or the right lapses \(SyncEngine.standingSeconds / 60) minutes after that machine last renewed it"
+            : "or, as it was refreshing the grant when last heard of, the right passes to another "
+                + "machine \(Int(SyncEngine.takeoverSeconds / 3600)) hours after that"
+        return VaultError(
+            .busy,
+            "machine \(Array(holder.prefix(4)).hex) holds the right to refresh '\(name)' and has been "
+                + "asked to hand it over; it does at its next sync, \(lapse)",
+            remedy: .tryAgainInAMinute)
     }
 
     /// The record id of live grant `name`, if there is one.

@@ -185,29 +185,51 @@ struct SyncRound {
         }
         // Nothing to send, no lease to end or renew: no write.
         if outgoing.isEmpty, root != nil, ending.isEmpty, renewing.isEmpty { return true }
+        var next = try nextRoot(ending: ending, renewing: renewing)
+        try uploadOutgoing(into: &next)
+        let rootBytes = try next.encoded(with: keys)
+        guard try putRoot(rootBytes) else { return false }
+        written = next
+        writtenHash = try SyncRoot.hash(rootBytes)
+        return true
+    }
+
+    /// Step 4's root before its buckets: the one read in step 1 (or a first
+    /// one) one epoch on, written by this machine, with this machine's
+    /// leases in `ending` gone and those in `renewing` renewed.
+    private mutating func nextRoot(ending: Set<[UInt8]>, renewing: [[UInt8]: HeldLeases.Held]) throws(VaultError)
+        -> SyncRoot
+    {
+        let device = state.device
         var next =
             root
             ?? SyncRoot(
-                vaultID: vault.header.vaultID, keyEpoch: vault.header.keyEpoch, epoch: 0, writer: state.device,
+                vaultID: vault.header.vaultID, keyEpoch: vault.header.keyEpoch, epoch: 0, writer: device,
                 parent: Array(repeating: 0, count: 32))
         if let root {
             next.ancestry = Array(([(root.epoch, rootHash)] + root.ancestry).prefix(SyncRoot.maxAncestry))
         }
         next.epoch += 1
-        next.writer = state.device
+        next.writer = device
         next.parent = root == nil ? Array(repeating: 0, count: 32) : rootHash
-        next.devices = next.devices.filter { $0.id != state.device } + [(state.device, next.epoch)]
+        next.devices = next.devices.filter { $0.id != device } + [(device, next.epoch)]
         // This machine's leases end as above; other leases stay while they
         // are active by this machine's observation.
         next.leases = try engine.activeLeases(next, keys: keys).filter {
-            !($0.device == state.device && !$0.isWant && ending.contains($0.record))
+            !($0.device == device && !$0.isWant && ending.contains($0.record))
         }
         renewed = [:]
         for (i, lease) in next.leases.enumerated()
-        where lease.device == state.device && !lease.isWant && renewing[lease.record] != nil {
+        where lease.device == device && !lease.isWant && renewing[lease.record] != nil {
             next.leases[i].id = renewing[lease.record]!.id
             renewed[lease.record] = renewing[lease.record]
         }
+        return next
+    }
+
+    /// Step 4's bucket objects: one per bucket in `outgoing`, uploaded and
+    /// named by `next` in place of the object it replaces.
+    private mutating func uploadOutgoing(into next: inout SyncRoot) throws(VaultError) {
         // In bucket order: the same requests in the same order on every run.
         for (i, records) in outgoing.sorted(by: { $0.key < $1.key }) {
             let bucket = SyncBucket(
@@ -223,7 +245,12 @@ struct SyncRound {
             }
             report.pushed += records.filter(\.changed).count
         }
-        let rootBytes = try next.encoded(with: keys)
+    }
+
+    /// Step 4's root write, in place of the root read in step 1. False when
+    /// it was not written (read again): on a store that ignores
+    /// preconditions, the root moved since step 1 or the one try failed.
+    private mutating func putRoot(_ rootBytes: [UInt8]) throws(VaultError) -> Bool {
         // A store that ignores If-Match lets this write replace a root that
         // another machine wrote since step 1, and that machine's update
         // would be lost without it knowing: look once more just before.
@@ -239,21 +266,19 @@ struct SyncRound {
         // holds now decides, read back in step 5.
         if state.honoursPreconditions {
             _ = try store.put(SyncEngine.rootName, rootBytes, precondition: precondition)
-        } else {
-            // Sent once (docs/sync.md, "Stores that ignore preconditions"):
-            // after a failure (rclone's 423 while another write of the root
-            // runs, a 5xx, a broken connection), the next round looks again;
-            // if this write landed after all, that round finds it.
-            do {
-                _ = try store.putOnce(SyncEngine.rootName, rootBytes, precondition: precondition)
-            } catch {
-                guard error.code == .transient else { throw error }
-                try letGo()
-                return false
-            }
+            return true
         }
-        written = next
-        writtenHash = try SyncRoot.hash(rootBytes)
+        // Sent once (docs/sync.md, "Stores that ignore preconditions"):
+        // after a failure (rclone's 423 while another write of the root
+        // runs, a 5xx, a broken connection), the next round looks again;
+        // if this write landed after all, that round finds it.
+        do {
+            _ = try store.putOnce(SyncEngine.rootName, rootBytes, precondition: precondition)
+        } catch {
+            guard error.code == .transient else { throw error }
+            try letGo()
+            return false
+        }
         return true
     }
 

@@ -86,28 +86,7 @@ struct AgentCommand: VaultCommand {
                 throw error
             }
         }
-        if status {
-            if ctx.output.json {
-                try ctx.output.printJSON(AgentOutput(running))
-                return running?.unlocked == true ? .ok : .locked
-            }
-            guard let running else {
-                ctx.output.info("no agent is running for this vault")
-                return .locked
-            }
-            guard running.unlocked else {
-                ctx.output.info("the agent (pid \(running.pid)) is locked")
-                return .locked
-            }
-            var limits: [String] = []
-            if running.idleSecondsLeft > 0 { limits.append("\(Duration.left(running.idleSecondsLeft)) idle") }
-            if running.hardSecondsLeft > 0 { limits.append("\(Duration.left(running.hardSecondsLeft)) at most") }
-            ctx.output.info(
-                "the agent (pid \(running.pid)) holds this vault unlocked"
-                    + (limits.isEmpty ? "" : "; it locks in \(limits.joined(separator: " or "))"))
-            ctx.output.info("forwarding socket (for ssh -R): \(paths.forwardSocket)")
-            return .ok
-        }
+        if status { return try tellStatus(running, ctx, paths: paths) }
         if foreground {
             if let running { throw CLIError("an agent is already running for this vault (pid \(running.pid))") }
             return try AgentHost(context: ctx, location: location, paths: paths, settings: settings).serveInForeground()
@@ -125,8 +104,40 @@ struct AgentCommand: VaultCommand {
             try ctx.output.report("unlocked the running agent", json: AgentOutput(now))
             return .ok
         }
+        return try launch(vault, ctx, location: location, paths: paths, settings: settings)
+    }
+
+    /// `--status`: whether `running`, the agent at `paths` (nil: none),
+    /// holds this vault unlocked, and until when.
+    private func tellStatus(_ running: AgentStatus?, _ ctx: Context, paths: AgentPaths) throws -> ExitCode {
+        if ctx.output.json {
+            try ctx.output.printJSON(AgentOutput(running))
+            return running?.unlocked == true ? .ok : .locked
+        }
+        guard let running else {
+            ctx.output.info("no agent is running for this vault")
+            return .locked
+        }
+        guard running.unlocked else {
+            ctx.output.info("the agent (pid \(running.pid)) is locked")
+            return .locked
+        }
+        var limits: [String] = []
+        if running.idleSecondsLeft > 0 { limits.append("\(Duration.left(running.idleSecondsLeft)) idle") }
+        if running.hardSecondsLeft > 0 { limits.append("\(Duration.left(running.hardSecondsLeft)) at most") }
+        ctx.output.info(
+            "the agent (pid \(running.pid)) holds this vault unlocked"
+                + (limits.isEmpty ? "" : "; it locks in \(limits.joined(separator: " or "))"))
+        ctx.output.info("forwarding socket (for ssh -R): \(paths.forwardSocket)")
+        return .ok
+    }
+
+    /// Starts an agent in the background with `vault` unlocked, and waits
+    /// until it answers, so that the next command finds it.
+    private func launch(
+        _ vault: Vault, _ ctx: Context, location: VaultLocation, paths: AgentPaths, settings: AgentSettings
+    ) throws -> ExitCode {
         let pid = try AgentLauncher.start(vault, paths: paths, settings: settings, environment: ctx.environment)
-        // Wait until it answers, so the next command finds it.
         for _ in 0..<100 {
             if let s = try? AgentClient.connect(paths, timeout: 5).status(location: location), s.unlocked {
                 try ctx.output.report("agent started (pid \(pid)); it \(settings.summary)", json: AgentOutput(s))

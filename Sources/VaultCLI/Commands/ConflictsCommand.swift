@@ -47,56 +47,52 @@ struct ConflictsCommand: VaultCommand {
         let words = ctx.arguments.positionals
         let vault = try ctx.opener.openVaultDirectly()
         let engine = try ctx.network.syncEngine(vault)
-        if words.first == "resolve" {
-            let name = try ctx.grantName(try ctx.positionals("resolve", "NAME")[1])
-            guard let keep else {
-                throw CLIError.usage(
-                    "--keep must be current, other or the number of another side", command: "conflicts")
-            }
-            let kept: KeptSide
-            switch keep {
-            case .current: kept = try engine.resolvingConflict(name, keepingSide: 0)
-            case .other: kept = try engine.resolvingConflict(name, keepOther: true)
-            case .side(let number): kept = try engine.resolvingConflict(name, keepingSide: number)
-            }
-            // What the side kept makes of the grant: another name, or none.
-            let outcome =
-                kept.removed
-                ? ": the grant is removed" : kept.name != name ? ": it is '\(kept.name)' now" : ""
-            try ctx.output.report(
-                "kept the \(keep.argument) side of '\(name)'\(outcome); 'vault sync' sends the choice",
-                json: ["name": name, "kept": keep.argument])
-            return .ok
-        }
+        if words.first == "resolve" { return try resolve(ctx, engine) }
         if let word = words.first { throw CLIError.usage("unknown action '\(word)'", command: "conflicts") }
+        return try list(ctx, engine)
+    }
+
+    /// `conflicts resolve NAME --keep SIDE`: ends the conflict on NAME with
+    /// the side `--keep` names as the value.
+    private func resolve(_ ctx: Context, _ engine: SyncEngine) throws -> ExitCode {
+        let name = try ctx.grantName(try ctx.positionals("resolve", "NAME")[1])
+        guard let keep else {
+            throw CLIError.usage(
+                "--keep must be current, other or the number of another side", command: "conflicts")
+        }
+        let kept: KeptSide
+        switch keep {
+        case .current: kept = try engine.resolvingConflict(name, keepingSide: 0)
+        case .other: kept = try engine.resolvingConflict(name, keepOther: true)
+        case .side(let number): kept = try engine.resolvingConflict(name, keepingSide: number)
+        }
+        // What the side kept makes of the grant: another name, or none.
+        let outcome =
+            kept.removed
+            ? ": the grant is removed" : kept.name != name ? ": it is '\(kept.name)' now" : ""
+        try ctx.output.report(
+            "kept the \(keep.argument) side of '\(name)'\(outcome); 'vault sync' sends the choice",
+            json: ["name": name, "kept": keep.argument])
+        return .ok
+    }
+
+    /// `conflicts`: every grant in conflict, with each of its sides, as a
+    /// table or JSON.
+    private func list(_ ctx: Context, _ engine: SyncEngine) throws -> ExitCode {
         let conflicts = try engine.syncConflicts()
         let now = ctx.time.now()
-        func describe(_ g: Grant?, _ changed: Date?) -> String {
-            guard let g else { return "removed" }
-            return "\(g.state(at: now).rawValue), changed \(Format.timestamp(changed ?? g.refreshedAt ?? g.createdAt))"
-        }
-        /// A side's label: the current value, `other`, or `other N` among several.
-        func label(_ c: SyncConflict) -> String { c.sides > 1 ? "other \(c.side)" : "other" }
-        func side(current: Bool, _ c: SyncConflict) -> ConflictSide {
-            let g = current ? c.current : c.other
-            let changed = (current ? c.currentChanged : c.otherChanged) ?? g.map { $0.refreshedAt ?? $0.createdAt }
-            let device = current ? c.currentDevice : c.otherDevice
-            return ConflictSide(
-                side: current ? "current" : label(c), name: current ? c.name : c.otherName, provider: g?.provider,
-                machine: device, thisMachine: device == c.thisDevice, removed: g == nil,
-                state: g.map { $0.state(at: now).rawValue }, changed: changed.map(Format.timestamp),
-                account: g?.account, expires: g?.expiresAt.map(Format.timestamp),
-                fingerprint: current ? c.currentFingerprint : c.otherFingerprint)
-        }
         // One entry per grant: its value, then each other side.
         let grouped = Dictionary(grouping: conflicts, by: \.name).sorted { $0.key < $1.key }
+        func sides(_ others: [SyncConflict]) -> [ConflictSide] {
+            [Self.side(current: true, others[0], now: now)] + others.map { Self.side(current: false, $0, now: now) }
+        }
         if ctx.output.json {
             try ctx.output.printJSON(
                 grouped.map { name, others in
                     ConflictRow(
-                        name: name, current: describe(others[0].current, others[0].currentChanged),
-                        other: describe(others[0].other, others[0].otherChanged),
-                        sides: [side(current: true, others[0])] + others.map { side(current: false, $0) })
+                        name: name, current: Self.describe(others[0].current, others[0].currentChanged, now: now),
+                        other: Self.describe(others[0].other, others[0].otherChanged, now: now),
+                        sides: sides(others))
                 })
             return .ok
         }
@@ -109,7 +105,7 @@ struct ConflictsCommand: VaultCommand {
         // and a keyed fingerprint of the tokens.
         var rows = [["GRANT", "SIDE", "NAME", "MACHINE", "CHANGED", "PROVIDER", "ACCOUNT", "EXPIRES", "TOKENS"]]
         for (name, others) in grouped {
-            for s in [side(current: true, others[0])] + others.map({ side(current: false, $0) }) {
+            for s in sides(others) {
                 let machine = (s.machine ?? "unknown") + (s.thisMachine ? " (this machine)" : "")
                 // Format.table escapes every cell for the terminal.
                 let grant = s.side == "current" ? name : ""
@@ -125,6 +121,27 @@ struct ConflictsCommand: VaultCommand {
         }
         Format.table(rows).forEach { ctx.output.out($0) }
         return .ok
+    }
+
+    /// One side of a conflict in a word: removed, or its state and when it changed.
+    private static func describe(_ g: Grant?, _ changed: Date?, now: Date) -> String {
+        guard let g else { return "removed" }
+        return "\(g.state(at: now).rawValue), changed \(Format.timestamp(changed ?? g.refreshedAt ?? g.createdAt))"
+    }
+
+    /// The current value of `c`'s grant, or its other side, as listed.
+    private static func side(current: Bool, _ c: SyncConflict, now: Date) -> ConflictSide {
+        let g = current ? c.current : c.other
+        let changed = (current ? c.currentChanged : c.otherChanged) ?? g.map { $0.refreshedAt ?? $0.createdAt }
+        let device = current ? c.currentDevice : c.otherDevice
+        // A side's label: the current value, `other`, or `other N` among several.
+        let label = current ? "current" : c.sides > 1 ? "other \(c.side)" : "other"
+        return ConflictSide(
+            side: label, name: current ? c.name : c.otherName, provider: g?.provider,
+            machine: device, thisMachine: device == c.thisDevice, removed: g == nil,
+            state: g.map { $0.state(at: now).rawValue }, changed: changed.map(Format.timestamp),
+            account: g?.account, expires: g?.expiresAt.map(Format.timestamp),
+            fingerprint: current ? c.currentFingerprint : c.otherFingerprint)
     }
 
     /// This command's options in the order they are declared: found without

@@ -51,14 +51,7 @@ struct KeepaliveCommand: VaultCommand {
 
     func run(_ ctx: Context) throws -> ExitCode {
         _ = try ctx.positionals()
-        var lead: TimeInterval?
-        if let text = within ?? ctx.environment["VAULT_KEEPALIVE_LEAD"] {
-            guard let seconds = Duration.parse(text), seconds > 0 else {
-                let source = within != nil ? "--within" : "VAULT_KEEPALIVE_LEAD"
-                throw CLIError.usage("\(source) needs a duration such as 7d, 12h or 30m", command: "keepalive")
-            }
-            lead = seconds
-        }
+        let lead = try leadTime(ctx)
         let notify = try NotifySettings(environment: ctx.environment, command: "keepalive")
         let vault = try ctx.opener.openVault()
         let lifetimes = GrantLifetimes(location: try ctx.opener.location())
@@ -78,52 +71,9 @@ struct KeepaliveCommand: VaultCommand {
         }
         var reports: [Report] = []
         var status = ExitCode.ok
-        for o in outcomes {
-            var newDeadline: Int64?
-            var reason: String?
-            let result: String
-            switch o.result {
-            case .refreshed(let next):
-                result = "refreshed"
-                newDeadline = next?.date.epochSeconds
-                if !ctx.output.json {
-                    let until = next.map { ": its refresh token now lives until \(Format.timestamp($0.date))" } ?? ""
-                    ctx.output.info("refreshed '\(o.name)'\(until)")
-                }
-            case .died(let error):
-                result = "died"
-                reason = error.oauthError ?? error.reason
-                status = .dead
-                if !ctx.output.json { ctx.output.error(error.reason) }
-            case .failed(let error):
-                result = "failed"
-                reason = error.reason
-                if status != .dead { status = error.code == .transient && status != .failure ? .transient : .failure }
-                if !ctx.output.json { ctx.output.error("'\(o.name)' was not refreshed: \(error.reason)") }
-            }
-            reports.append(
-                Report(
-                    name: o.name, provider: o.grant.provider, account: o.grant.account, result: result,
-                    rule: o.deadline.rule.rawValue, deadlineAt: o.deadline.date.epochSeconds,
-                    newDeadlineAt: newDeadline, reason: reason))
-        }
+        for o in outcomes { reports.append(report(o, ctx, status: &status)) }
         // Said, not refreshed: no refresh moves these deadlines.
-        for u in unsaved {
-            reports.append(
-                Report(
-                    name: u.name, provider: u.grant.provider, account: u.grant.account, result: "expiring",
-                    rule: u.deadline.rule.rawValue, deadlineAt: u.deadline.date.epochSeconds, newDeadlineAt: nil,
-                    reason: "no refresh moves this deadline"))
-            guard !ctx.output.json else { continue }
-            let date = Format.timestamp(u.deadline.date)
-            let when = "\(date) (\(Format.relative(u.deadline.date, now: now)))"
-            let rule = GrantLifetimes.ruleText(u.deadline)
-            let (dies, before) =
-                u.deadline.date > now ? ("dies at \(when)", "before \(date) ") : ("died at \(when)", "")
-            ctx.output.warn(
-                "'\(u.name)' cannot be kept alive: its refresh token \(dies), \(rule), and no refresh moves that; "
-                    + "run 'vault add \(u.name)' \(before)to authorize it again")
-        }
+        for u in unsaved { reports.append(reportUnsaved(u, ctx, now: now)) }
         if ctx.output.json {
             try ctx.output.printJSON(reports)
         } else if outcomes.isEmpty {
@@ -132,6 +82,69 @@ struct KeepaliveCommand: VaultCommand {
         for problem in listing.problems { ctx.output.error(problem.reason) }
         if status == .ok && !listing.problems.isEmpty { status = .failure }
         return status
+    }
+
+    /// How long before a deadline to refresh: `--within`, else
+    /// VAULT_KEEPALIVE_LEAD, else nil (each deadline's default).
+    private func leadTime(_ ctx: Context) throws -> TimeInterval? {
+        guard let text = within ?? ctx.environment["VAULT_KEEPALIVE_LEAD"] else { return nil }
+        guard let seconds = Duration.parse(text), seconds > 0 else {
+            let source = within != nil ? "--within" : "VAULT_KEEPALIVE_LEAD"
+            throw CLIError.usage("\(source) needs a duration such as 7d, 12h or 30m", command: "keepalive")
+        }
+        return seconds
+    }
+
+    /// The report of a grant that was due, told on the terminal unless
+    /// `--json`; `status` worsened by a failure.
+    private func report(_ o: KeepAlive.Outcome, _ ctx: Context, status: inout ExitCode) -> Report {
+        var newDeadline: Int64?
+        var reason: String?
+        let result: String
+        switch o.result {
+        case .refreshed(let next):
+            result = "refreshed"
+            newDeadline = next?.date.epochSeconds
+            if !ctx.output.json {
+                let until = next.map { ": its refresh token now lives until \(Format.timestamp($0.date))" } ?? ""
+                ctx.output.info("refreshed '\(o.name)'\(until)")
+            }
+        case .died(let error):
+            result = "died"
+            reason = error.oauthError ?? error.reason
+            status = .dead
+            if !ctx.output.json { ctx.output.error(error.reason) }
+        case .failed(let error):
+            result = "failed"
+            reason = error.reason
+            if status != .dead { status = error.code == .transient && status != .failure ? .transient : .failure }
+            if !ctx.output.json { ctx.output.error("'\(o.name)' was not refreshed: \(error.reason)") }
+        }
+        return Report(
+            name: o.name, provider: o.grant.provider, account: o.grant.account, result: result,
+            rule: o.deadline.rule.rawValue, deadlineAt: o.deadline.date.epochSeconds,
+            newDeadlineAt: newDeadline, reason: reason)
+    }
+
+    /// The report of a grant whose refresh token dies soon at a deadline no
+    /// refresh moves, warned of on the terminal unless `--json`.
+    private func reportUnsaved(
+        _ u: (name: String, grant: Grant, deadline: RefreshTokenDeadline), _ ctx: Context, now: Date
+    ) -> Report {
+        let report = Report(
+            name: u.name, provider: u.grant.provider, account: u.grant.account, result: "expiring",
+            rule: u.deadline.rule.rawValue, deadlineAt: u.deadline.date.epochSeconds, newDeadlineAt: nil,
+            reason: "no refresh moves this deadline")
+        guard !ctx.output.json else { return report }
+        let date = Format.timestamp(u.deadline.date)
+        let when = "\(date) (\(Format.relative(u.deadline.date, now: now)))"
+        let rule = GrantLifetimes.ruleText(u.deadline)
+        let (dies, before) =
+            u.deadline.date > now ? ("dies at \(when)", "before \(date) ") : ("died at \(when)", "")
+        ctx.output.warn(
+            "'\(u.name)' cannot be kept alive: its refresh token \(dies), \(rule), and no refresh moves that; "
+                + "run 'vault add \(u.name)' \(before)to authorize it again")
+        return report
     }
 
     /// This command's options in the order they are declared: found without

@@ -272,6 +272,16 @@ public struct Provider: Sendable, Equatable {
     /// endpoints, the client authentication method and the redirect URI.
     func validate() throws(VaultError) {
         let where_ = "provider '\(name)' (\(source))"
+        try checkEndpointURLs(where_)
+        try checkFlows(where_)
+        try checkExtensions(where_)
+        try checkDiscovery(where_)
+        try checkClient(where_)
+    }
+
+    /// Every endpoint, its variables filled in, is https (or http to
+    /// loopback). `where_` names the provider in the error.
+    private func checkEndpointURLs(_ where_: String) throws(VaultError) {
         let sample = resolved(variables.mapValues { _ in "x" })
         let endpoints: [(String, String?)] = [
             ("issuer", sample.issuer?.replacing("{tenantid}", with: "x")),
@@ -287,6 +297,11 @@ public struct Provider: Sendable, Equatable {
                 throw VaultError(.invalidInput, "\(where_): \(key): \(error.reason)")
             }
         }
+    }
+
+    /// There are flows, and OAuth 1.0a has its three endpoints and no
+    /// device flow.
+    private func checkFlows(_ where_: String) throws(VaultError) {
         guard !flows.isEmpty else { throw VaultError(.invalidInput, "\(where_): 'flows' is empty") }
         if protocolVersion == .oauth1 {
             guard requestTokenEndpoint != nil, authorizationEndpoint != nil, tokenEndpoint != nil else {
@@ -298,6 +313,11 @@ public struct Provider: Sendable, Equatable {
                 throw VaultError(.invalidInput, "\(where_): OAuth 1.0a has no device flow")
             }
         }
+    }
+
+    /// Pushed authorization requests, RFC 9207's iss and DPoP: each with
+    /// what it needs, and none with OAuth 1.0a.
+    private func checkExtensions(_ where_: String) throws(VaultError) {
         // Without an issuer to discover it from, a provider that takes only
         // pushed requests must name where they go.
         if requirePushedAuthorizationRequests && pushedAuthorizationRequestEndpoint == nil
@@ -330,6 +350,11 @@ public struct Provider: Sendable, Equatable {
                         + "in dpop_signing_alg_values_supported")
             }
         }
+    }
+
+    /// Without an issuer to discover them from, the endpoints the flows
+    /// need are named.
+    private func checkDiscovery(_ where_: String) throws(VaultError) {
         if tokenEndpoint == nil && issuer == nil {
             throw VaultError(.invalidInput, "\(where_): needs 'token_endpoint' or an 'issuer' to discover it")
         }
@@ -341,6 +366,11 @@ public struct Provider: Sendable, Equatable {
                 throw VaultError(.invalidInput, "\(where_): the device flow needs 'device_authorization_endpoint'")
             }
         }
+    }
+
+    /// The client authentication method, the flows a client of OAuth
+    /// 1.0a has, the error aliases and the fixed redirect URI.
+    private func checkClient(_ where_: String) throws(VaultError) {
         guard ["client_secret_basic", "client_secret_post", "private_key_jwt"].contains(tokenEndpointAuthMethod) else {
             throw VaultError(
                 .invalidInput,

@@ -159,20 +159,7 @@ public struct TokenRefresher {
         do {
             decision = try coordinator.prepare(need, grant: current, in: vault)
         } catch {
-            // Another machine holds the grant, or the store keeps this one
-            // from refreshing it now: an access token that is still valid
-            // is worth more than an error. The sync of `prepare` may have
-            // brought a newer one first.
-            if !need.force, need.target == nil, error.code == .busy || error.code == .transient {
-                if let (merged, _) = try? vault.loadRecord(id: row.id, expecting: currentName), !merged.dead {
-                    current = merged
-                }
-                if step.ready(current) { return FreshGrant(grant: current, refreshed: false) }
-                if vault.usable(current, TokenRefresher.lastResortValidity) {
-                    return FreshGrant(grant: current, notRefreshedBecause: error.reason)
-                }
-            }
-            throw error
+            return try unrefreshed(current, id: row.id, name: currentName, need, step, unprepared: error)
         }
         switch decision {
         case .fresh(let arrived): return FreshGrant(grant: arrived, refreshed: false)
@@ -202,27 +189,7 @@ public struct TokenRefresher {
             // Only a refusal kills a grant; an expired grant without a
             // refresh token stays "expired", and transient errors change nothing.
             guard error.code == .refused else { throw error }
-            switch coordinator.finish(need, refused: true, alone: alone, in: vault) {
-            case .arrived(let arrived):
-                return FreshGrant(grant: arrived, refreshed: false)
-            case .undecided:
-                throw VaultError(
-                    .transient,
-                    "the provider refused to refresh '\(currentName)', perhaps because another machine refreshed it "
-                        + "while the sync store was away; the grant is kept as it is until the store answers",
-                    oauthError: error.oauthError)
-            case .dead:
-                break
-            }
-            let reason = error.oauthError ?? "refused"
-            let marked = try vault.markDead(id: row.id, spentRefreshToken: current.refreshToken, reason: reason)
-            if marked != nil {
-                observer?.notice(
-                    GrantNotice(
-                        event: .died, name: currentName, record: row.id, grant: current,
-                        reason: GrantNotice.errorCode(reason) ?? "refused", detail: error.reason))
-            }
-            throw TokenRefresher.deadError(currentName, marked ?? current, cause: error)
+            return try refused(current, id: row.id, name: currentName, need, alone: alone, refusal: error)
         }
         var stored = try step.store(row.id, current, next)
         // Stored: processes waiting for this grant take the new token now,
@@ -235,6 +202,59 @@ public struct TokenRefresher {
         }
         _ = coordinator.finish(need, refused: false, alone: alone, in: vault)
         return FreshGrant(grant: stored, refreshed: true)
+    }
+
+    /// What `refreshing` hands out when the coordinator would not let it
+    /// refresh `current` (record `id`, named `name`) now: another machine
+    /// holds the grant, or the store keeps this one from refreshing it.
+    /// An access token that is still valid is worth more than the error,
+    /// which is thrown otherwise. The sync of `prepare` may have brought a
+    /// newer grant first.
+    private func unrefreshed(
+        _ current: Grant, id: [UInt8], name: String, _ need: RefreshNeed, _ step: RefreshStep,
+        unprepared error: VaultError
+    ) throws(VaultError) -> FreshGrant {
+        guard !need.force, need.target == nil, error.code == .busy || error.code == .transient else { throw error }
+        var current = current
+        if let (merged, _) = try? vault.loadRecord(id: id, expecting: name), !merged.dead {
+            current = merged
+        }
+        if step.ready(current) { return FreshGrant(grant: current, refreshed: false) }
+        if vault.usable(current, TokenRefresher.lastResortValidity) {
+            return FreshGrant(grant: current, notRefreshedBecause: error.reason)
+        }
+        throw error
+    }
+
+    /// What follows the provider's refusal to refresh `current` (record
+    /// `id`, named `name`): the grant another machine refreshed meanwhile,
+    /// when the coordinator has it; a transient error while it cannot yet
+    /// tell; otherwise the grant marked dead (its observer told once) and
+    /// `.dead` thrown.
+    private func refused(
+        _ current: Grant, id: [UInt8], name: String, _ need: RefreshNeed, alone: Bool, refusal error: VaultError
+    ) throws(VaultError) -> FreshGrant {
+        switch coordinator.finish(need, refused: true, alone: alone, in: vault) {
+        case .arrived(let arrived):
+            return FreshGrant(grant: arrived, refreshed: false)
+        case .undecided:
+            throw VaultError(
+                .transient,
+                "the provider refused to refresh '\(name)', perhaps because another machine refreshed it "
+                    + "while the sync store was away; the grant is kept as it is until the store answers",
+                oauthError: error.oauthError)
+        case .dead:
+            break
+        }
+        let reason = error.oauthError ?? "refused"
+        let marked = try vault.markDead(id: id, spentRefreshToken: current.refreshToken, reason: reason)
+        if marked != nil {
+            observer?.notice(
+                GrantNotice(
+                    event: .died, name: name, record: id, grant: current,
+                    reason: GrantNotice.errorCode(reason) ?? "refused", detail: error.reason))
+        }
+        throw TokenRefresher.deadError(name, marked ?? current, cause: error)
     }
 
     /// `g`, just refreshed and stored without an account (as other tools'
