@@ -95,10 +95,12 @@ struct PayloadCodecTests {
         let record = #"{"name":"n","grant":{"provider":"p","created_at":1,"provider_config":"# + object + "}}"
         #expect(read(record)?.grant?.providerConfiguration == expected)
         // A listing keeps only whether a token endpoint and a client id
-        // are named (what a grant's state reads), each as an empty string.
+        // are named (what a grant's state reads), each as an empty string,
+        // and where the endpoints came from (what its notes read).
         var listed = ProviderConfiguration()
         listed.tokenEndpoint = ""
         listed.clientID = ""
+        listed.endpointsSource = "v-endpoints_source"
         let withoutSecrets = Array(record.utf8).withUnsafeBytes { Payload.read($0, secrets: false) }
         #expect(withoutSecrets?.grant?.providerConfiguration == listed)
         #expect(withoutSecrets?.grant?.hasRefreshRoute == false)
