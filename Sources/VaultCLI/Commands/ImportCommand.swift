@@ -155,38 +155,11 @@ extension ImportCommand {
         // configured provider (with the file's client, yours, or the
         // provider's), or the file alone (with its own client, or none).
         // Your client never goes to endpoints a file chose.
-        var foreign: [(field: String, own: String, provider: String?)] = []
-        // A provider known by its issuer alone has its endpoints from
-        // discovery, as 'vault add' finds them: the provider from here on.
-        var known = catalog.providers[grant.provider]
-        var undiscovered: String? = nil
-        if var provider = known {
-            if provider.tokenEndpoint == nil, let issuer = provider.issuer, config.tokenEndpoint == nil {
-                let transport = CurlTransport(caBundle: ctx.environment["SSL_CERT_FILE"])
-                do {
-                    provider = try catalog.discovering(provider.name, issuer: issuer, transport: transport)
-                    known = provider
-                } catch {
-                    undiscovered = issuer
-                    notes.append((true, "could not discover provider '\(provider.name)': \(error.reason)"))
-                }
-            }
-            foreign = config.endpoints(notOf: provider)
-        } else if config.namesEndpoints {
-            foreign = ProviderConfiguration.endpointFields.compactMap { field, path in
-                config[keyPath: path].map { (field, $0, nil) }
-            }
-        }
+        let match = ProviderMatch(grant.provider, config: config, catalog: catalog, ctx: ctx)
+        let (known, foreign) = (match.known, match.foreign)
+        notes += match.notes
         if let id = givenClient {
-            if let first = foreign.first {
-                throw CLIError(
-                    "the token file names its own \(first.field) (\(first.own)), "
-                        + (first.provider.map { "not provider '\(grant.provider)''s (\($0))" }
-                            ?? "and vault knows no provider '\(grant.provider)' to vouch for it")
-                        + ": vault sends a client you give only to a configured provider's endpoints",
-                    hint: "remove provider_config from the file to use provider '\(grant.provider)', "
-                        + "or import it without --client-id to keep the file's own client")
-            }
+            if let first = foreign.first { throw Self.clientRefused(for: first, provider: grant.provider) }
             config.clientID = id
             config.clientSecret = clientSecret
         }
@@ -222,12 +195,62 @@ extension ImportCommand {
         }
         grant.providerConfiguration = config
         if let note = refreshNote(
-            grant, name: name, tool: tool, fileNamesEndpoints: !foreign.isEmpty, undiscovered: undiscovered,
+            grant, name: name, tool: tool, fileNamesEndpoints: !foreign.isEmpty, undiscovered: match.undiscovered,
             unusableFile: unusable != nil, configDirectory: configDirectory)
         {
             notes.append(note)
         }
         return notes
+    }
+
+    /// Why a client given on the command line is not sent to the endpoints
+    /// a token file chose.
+    static func clientRefused(for first: (field: String, own: String, provider: String?), provider: String)
+        -> CLIError
+    {
+        CLIError(
+            "the token file names its own \(first.field) (\(first.own)), "
+                + (first.provider.map { "not provider '\(provider)''s (\($0))" }
+                    ?? "and vault knows no provider '\(provider)' to vouch for it")
+                + ": vault sends a client you give only to a configured provider's endpoints",
+            hint: "remove provider_config from the file to use provider '\(provider)', "
+                + "or import it without --client-id to keep the file's own client")
+    }
+
+    /// The configured provider an imported grant names, and which of the
+    /// token file's endpoints are not that provider's (all of them, when
+    /// vault knows no such provider).
+    struct ProviderMatch {
+        /// The configured provider, its endpoints discovered when its file
+        /// names an issuer alone.
+        var known: Provider?
+        var foreign: [(field: String, own: String, provider: String?)] = []
+        /// The issuer whose discovery failed, if one did.
+        var undiscovered: String?
+        var notes: [(warning: Bool, text: String)] = []
+
+        init(_ name: String, config: ProviderConfiguration, catalog: ProviderCatalog, ctx: Context) {
+            known = catalog.providers[name]
+            if var provider = known {
+                // A provider known by its issuer alone has its endpoints
+                // from discovery, as 'vault add' finds them.
+                if provider.tokenEndpoint == nil, let issuer = provider.issuer, config.tokenEndpoint == nil {
+                    let transport = CurlTransport(caBundle: ctx.environment["SSL_CERT_FILE"])
+                    do {
+                        provider = try catalog.discovering(provider.name, issuer: issuer, transport: transport)
+                        known = provider
+                    } catch {
+                        undiscovered = issuer
+                        notes.append((true, "could not discover provider '\(provider.name)': \(error.reason)"))
+                    }
+                }
+                foreign = config.endpoints(notOf: provider)
+            } else if config.namesEndpoints {
+                foreign = ProviderConfiguration.endpointFields.compactMap { field, path in
+                    config[keyPath: path].map { (field, $0, nil) }
+                }
+            }
+        }
     }
 
     /// What to tell the person about refreshing the imported `grant`, as
