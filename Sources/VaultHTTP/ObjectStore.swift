@@ -412,45 +412,57 @@ public final class ObjectStoreSession {
                 if response.status == 401 || response.status == 403 { throw refusal(response) }
                 return response
             case .failure(let error):
-                switch error.code {
-                case .tooLarge:
-                    throw ObjectStoreFailure(
-                        .badResponse, "the store sent more than \(maximumObjectSize) bytes for \(name)")
-                case .refusedURL, .redirect:
-                    throw ObjectStoreFailure(.invalid, error.reason)
-                case .tls:
-                    // Not tried again now: a plain-http server at the
-                    // address or its certificate does not change within
-                    // a request; a portal in between may go by later.
-                    throw ObjectStoreFailure(
-                        .handshakeFailed,
-                        "\(method) \(name): \(error.reason): the store did not complete a TLS handshake; a server "
-                            + "that speaks plain http needs an http:// address (allowed on a loopback address "
-                            + "only), one that speaks https a certificate this machine trusts, and a network that "
-                            + "intercepts https (a captive portal) must be passed first")
-                case .network, .unavailable:
-                    let last = attempt >= maximumAttempts || error.code != .network || outOfTime
-                    if last && error.cause == .timeout {
-                        var failure = ObjectStoreFailure(
-                            .transient,
-                            "the store at \(ObjectStoreSession.place(of: request.url, name: name)) did not answer "
-                                + "\(method) \(name) in \(ObjectStoreWait.said(allowed)) (\(attempt) "
-                                + (attempt == 1 ? "try" : "tries") + ")")
-                        failure.unanswered = true
-                        throw failure
-                    }
-                    if last { throw ObjectStoreFailure(.transient, "\(method) \(name): \(error.reason)") }
-                    if error.cause == .timeout {
-                        onTimeout?(
-                            ObjectStoreWait(
-                                place: ObjectStoreSession.place(of: request.url, name: name), method: method,
-                                name: name, seconds: allowed, nextAttempt: attempt + 1, attempts: maximumAttempts))
-                    }
-                }
+                try tryAgainAfter(
+                    error, method: method, name: name, url: request.url, allowed: allowed, attempt: attempt,
+                    of: maximumAttempts)
             }
             // Jittered exponential backoff: 0.2 s, 0.4 s, ... at most 5 s.
             let base = min(5.0, 0.2 * Double(1 << min(attempt - 1, 5)))
             sleep(base / 2 + Random.fraction() * base / 2)
+        }
+    }
+
+    /// Throws what a failed attempt means, or returns when the request is
+    /// worth trying again (after saying so, for a store that did not
+    /// answer in time).
+    private func tryAgainAfter(
+        _ error: HTTPError, method: String, name: String, url: String, allowed: Double, attempt: Int,
+        of maximumAttempts: Int
+    ) throws(ObjectStoreFailure) {
+        switch error.code {
+        case .tooLarge:
+            throw ObjectStoreFailure(
+                .badResponse, "the store sent more than \(maximumObjectSize) bytes for \(name)")
+        case .refusedURL, .redirect:
+            throw ObjectStoreFailure(.invalid, error.reason)
+        case .tls:
+            // Not tried again now: a plain-http server at the
+            // address or its certificate does not change within
+            // a request; a portal in between may go by later.
+            throw ObjectStoreFailure(
+                .handshakeFailed,
+                "\(method) \(name): \(error.reason): the store did not complete a TLS handshake; a server "
+                    + "that speaks plain http needs an http:// address (allowed on a loopback address "
+                    + "only), one that speaks https a certificate this machine trusts, and a network that "
+                    + "intercepts https (a captive portal) must be passed first")
+        case .network, .unavailable:
+            let last = attempt >= maximumAttempts || error.code != .network || outOfTime
+            if last && error.cause == .timeout {
+                var failure = ObjectStoreFailure(
+                    .transient,
+                    "the store at \(ObjectStoreSession.place(of: url, name: name)) did not answer "
+                        + "\(method) \(name) in \(ObjectStoreWait.said(allowed)) (\(attempt) "
+                        + (attempt == 1 ? "try" : "tries") + ")")
+                failure.unanswered = true
+                throw failure
+            }
+            if last { throw ObjectStoreFailure(.transient, "\(method) \(name): \(error.reason)") }
+            if error.cause == .timeout {
+                onTimeout?(
+                    ObjectStoreWait(
+                        place: ObjectStoreSession.place(of: url, name: name), method: method,
+                        name: name, seconds: allowed, nextAttempt: attempt + 1, attempts: maximumAttempts))
+            }
         }
     }
 }
