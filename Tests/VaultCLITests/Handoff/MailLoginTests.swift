@@ -307,6 +307,34 @@ struct MailLoginTests {
         expectNoToken(untrusted, try token(), "untrusted")
     }
 
+    @Test("a port where the other protocol answers: named with its greeting at once, exit 1, and the port to use")
+    func wrongProtocol() throws {
+        try ProviderGrants.importConfidential("mail", into: home)
+        let cases: [(String, Int, [String], String, String)] = [
+            ("imap", mail.info.submission, ["--starttls"], "SMTP", "220 "),
+            ("imap", mail.info.submissions, [], "SMTP", "220 "),
+            ("smtp", mail.info.imap, [], "IMAP", "* OK "),
+        ]
+        for (proto, port, options, spoken, greeting) in cases {
+            let label = "\(proto) to \(spoken) port \(port) \(options)"
+            let started = Date()
+            let r = try home.run(["test", proto, "mail", "--host", "127.0.0.1", "--port", String(port)] + options)
+            // The greeting says it all: no wait for libcurl's timeout (10 s).
+            #expect(Date().timeIntervalSince(started) < 8, "\(label)")
+            #expect(r.status == 1, "\(label): \(r.stderr)")
+            #expect(r.stdout.hasPrefix(greeting), "\(label): \(r.stdout)")
+            #expect(
+                r.stderr.contains(
+                    "vault: error: 127.0.0.1:\(port) answered as an \(spoken) server, not as \(proto.uppercased()): \"\(greeting)"
+                ), "\(label): \(r.stderr)")
+            #expect(
+                r.stderr.contains(
+                    "vault: hint: this port is for 'vault test \(spoken.lowercased()) mail --host 127.0.0.1 --port \(port)'"
+                ), "\(label): \(r.stderr)")
+            #expect(!r.stderr.contains("cannot reach") && !r.stderr.contains("try again"), "\(label): \(r.stderr)")
+        }
+    }
+
     @Test("STARTTLS to a port that wants TLS from the first byte, and TLS to a plain port, say which option fits")
     func wrongTLS() throws {
         try ProviderGrants.importConfidential("mail", into: home)
