@@ -73,8 +73,11 @@ package struct MailLoginResult: Sendable {
         case refused
         /// The server could not be reached, or the connection broke or timed out.
         case unreachable(String)
-        /// TLS failed: the handshake, the certificate, or STARTTLS not offered.
+        /// TLS failed: the handshake, or STARTTLS not offered.
         case tls(String)
+        /// The handshake got as far as the server's certificate, which did
+        /// not verify: why, in words (a CA this system does not trust, expired).
+        case untrustedCertificate(String)
         /// The server answered something that is not the protocol.
         case protocolError(String)
         /// The server's greeting is another protocol's (an SMTP `220` to
@@ -222,13 +225,32 @@ package enum MailLogin {
         if collector.wrongGreeting, let first = lines.first {
             return MailLoginResult(outcome: .wrongProtocol(MailLoginResult.greetingProtocol(first)), lines: lines)
         }
-        let result = MailLoginResult(outcome: outcome(rc), lines: lines)
+        var result = MailLoginResult(outcome: outcome(rc), lines: lines)
+        if rc == CURLE_PEER_FAILED_VERIFICATION {
+            var code = 0
+            _ = vault_curl_getinfo_long(easy.handle, CURLINFO_SSL_VERIFYRESULT, &code)
+            result = MailLoginResult(
+                outcome: .untrustedCertificate(certificateProblem(code, host: request.host)), lines: lines)
+        }
         // A failure after the server took the token is not the login's.
         guard result.loginAccepted != nil else { return result }
         switch result.outcome {
         case .unreachable(let why), .protocolError(let why), .tls(let why):
             return MailLoginResult(outcome: .failedAfterLogin(why), lines: lines)
         default: return result
+        }
+    }
+
+    /// OpenSSL's verification result (`X509_V_ERR_*`, which libcurl
+    /// reports as `CURLINFO_SSL_VERIFYRESULT`) in words.
+    static func certificateProblem(_ code: Int, host: String) -> String {
+        switch code {
+        case 2, 19, 20, 21: "it comes from a CA this system does not trust"
+        case 18: "it is self-signed"
+        case 9: "it is not valid yet"
+        case 10: "it has expired"
+        case 62: "it is not valid for \(host)"
+        default: "it did not verify (for \(host), from a CA this system trusts)"
         }
     }
 

@@ -246,7 +246,7 @@ struct MailTestReport {
         case .loggedIn: "logged_in"
         case .refused: "refused"
         case .unreachable: "unreachable"
-        case .tls: "tls_failed"
+        case .tls, .untrustedCertificate: "tls_failed"
         case .protocolError, .wrongProtocol: "protocol_error"
         case .failedAfterLogin: "failed_after_login"
         }
@@ -280,6 +280,15 @@ struct MailTestReport {
                 )
             }
             return CLIError("TLS with \(place) failed: \(why)", hints: hints, exitCode: .transient)
+        case .untrustedCertificate(let why):
+            // The handshake reached the certificate: the port speaks TLS,
+            // so --starttls is not the remedy.
+            return CLIError(
+                "TLS with \(place) failed: the server's certificate is not trusted: \(why)",
+                hints: [
+                    "if the server's certificate comes from a private CA (a company's, a test server's), name a bundle that holds that CA with SSL_CERT_FILE=CA.pem (it replaces the system's bundle); see docs/mail.md",
+                    "otherwise check that --host is the name in the certificate and the server's certificate is current",
+                ], exitCode: .transient)
         case .failedAfterLogin(let why):
             let said = result.afterLogin ?? why
             // An SMTP 4xx reply is the server's passing trouble.

@@ -307,6 +307,33 @@ struct MailLoginTests {
         expectNoToken(untrusted, try token(), "untrusted")
     }
 
+    @Test(
+        "a certificate from a CA this system does not trust is named as such, with SSL_CERT_FILE, and no --starttls hint"
+    )
+    func untrustedCertificate() throws {
+        try ProviderGrants.importConfidential("mail", into: home)
+        home.extra["SSL_CERT_FILE"] = nil
+        let cases: [(String, [String])] = [
+            ("imap", ["--port", String(mail.info.imaps)]), ("smtp", ["--port", String(mail.info.submission)]),
+        ]
+        for (proto, options) in cases {
+            let r = try home.run(["test", proto, "mail", "--host", "127.0.0.1"] + options)
+            #expect(r.status == 75, "\(proto): \(r.stderr)")
+            #expect(
+                r.stderr.contains(
+                    "vault: error: TLS with 127.0.0.1:\(options[1]) failed: the server's certificate is not trusted: it comes from a CA this system does not trust"
+                ), "\(proto): \(r.stderr)")
+            #expect(r.stderr.contains("SSL_CERT_FILE=CA.pem"), "\(proto): \(r.stderr)")
+            #expect(!r.stderr.contains("--starttls") && !r.stderr.contains("ssh remote key"), "\(proto): \(r.stderr)")
+            let json = try home.run(["test", proto, "mail", "--host", "127.0.0.1", "--json"] + options)
+            let doc = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+            #expect(doc["result"] as? String == "tls_failed", "\(json.stdout)")
+        }
+        // Positive control: with the test run's CA named, the same login works.
+        home.extra["SSL_CERT_FILE"] = mail.info.ca
+        #expect(try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps)).status == 0)
+    }
+
     @Test("a port where the other protocol answers: named with its greeting at once, exit 1, and the port to use")
     func wrongProtocol() throws {
         try ProviderGrants.importConfidential("mail", into: home)
