@@ -169,6 +169,13 @@ struct ForwardingTests {
         let asked = try scene.onServer("kube-credential", "kube", "--id-token")
         #expect(asked.status == 1 && asked.stdout.isEmpty, "\(asked.stderr)")
         #expect(asked.stderr.contains("was not confirmed"), "\(asked.stderr)")
+        // The hint names the fix, where it is made, and nothing of that machine.
+        #expect(
+            asked.stderr.contains(
+                "vault: hint: on the machine that holds the vault, run 'vault policy kube --forwarded allow', or start its agent with 'vault agent --confirm-command CMD' so that it can ask"
+            ), "\(asked.stderr)")
+        #expect(!asked.stderr.contains("says what its agent answers"), "\(asked.stderr)")
+        #expect(!asked.stderr.contains(scene.laptop.home.path), "\(asked.stderr)")
         #expect(try scene.laptop.home.run("policy", "--forwarded", "allow").status == 0)
         let r = try scene.onServer("kube-credential", "kube", "--id-token")
         #expect(r.status == 0, "\(r.stderr)")
@@ -256,6 +263,12 @@ struct ForwardingTests {
         #expect(
             again.stderr.contains("was not confirmed: too many questions from other machines in the last minute"),
             "\(again.stderr)")
+        // This agent can ask: the hint is to wait, or to allow the grant.
+        #expect(
+            again.stderr.contains(
+                "vault: hint: wait a minute and try again, or, on the machine that holds the vault, run 'vault policy work --forwarded allow' so that it is not asked"
+            ), "\(again.stderr)")
+        #expect(!again.stderr.contains("--confirm-command"), "\(again.stderr)")
         let questions = try String(contentsOfFile: scratch + "/asked", encoding: .utf8).split(separator: "\n")
         #expect(questions.count == 2, "\(questions)")
         // Local requests need no confirmation by default.
