@@ -207,6 +207,9 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
         /// questions in the last minute): wait a minute, or allow `grant`
         /// for requests of this origin with `vault policy`.
         case waitForQuestionsOrAllow(grant: String, forwarded: Bool)
+        /// The agent a forwarded socket leads to is locked or not running:
+        /// unlock it on the machine that holds the vault.
+        case unlockForwardingAgent
 
         // The sync store.
         /// The store answered in a way sync cannot use; local data is untouched.

@@ -233,6 +233,29 @@ struct ForwardingTests {
         #expect(try scene.laptop.home.run("token", "work").status == 0)
     }
 
+    @Test("the laptop's agent locked (stopped): a forwarded request says so, exit 77, with where to unlock it")
+    func laptopLocked() throws {
+        let scene = try ForwardingScene()
+        #expect(try scene.laptop.home.run("policy", "--forwarded", "allow").status == 0)
+        // Positive control: the same request works while the agent runs.
+        let before = try scene.onServer("token", "work")
+        #expect(before.status == 0, "\(before.stderr)")
+        #expect(try scene.laptop.home.run("lock").status == 0)
+        for args in [["token", "work"], ["kube-credential", "work"]] {
+            let r = try scene.startOnServer(args, forwarding: scene.laptop.paths.forwardSocket).wait(timeout: 60)
+            #expect(r.status == 77 && r.stdout.isEmpty, "\(args): \(r.stderr)")
+            #expect(
+                r.stderr.contains(
+                    "vault: error: the agent on the machine this session came from is locked or not running: the forwarded socket \(scene.remoteSocket) reached no agent"
+                ), "\(args): \(r.stderr)")
+            #expect(
+                r.stderr.contains(
+                    "vault: hint: on the machine this session came from, unlock the vault for a while with 'vault agent'"
+                ), "\(args): \(r.stderr)")
+            #expect(!r.stderr.contains("closed the connection"), "\(args): \(r.stderr)")
+        }
+    }
+
     @Test("confirm: the person says yes, says no, or does not answer in time")
     func confirmation() throws {
         // A confirmation command: notes the question, then answers as the test says.
