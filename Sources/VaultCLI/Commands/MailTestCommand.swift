@@ -323,8 +323,9 @@ struct MailTestReport {
         if let spoken {
             message = "\(place) answered as an \(spoken) server, not as \(asked): \"\(greeting)\""
             if spoken == "IMAP" || spoken == "SMTP" {
+                // The same security: it is what reached the greeting.
                 hints.append(
-                    "this port is for 'vault test \(spoken.lowercased()) \(grantName) --host \(request.host) --port \(request.port)'; \(ports)"
+                    "this port is for 'vault test \(spoken.lowercased()) \(grantName) --host \(request.host) --port \(request.port) --\(request.security.rawValue)'; \(ports)"
                 )
             } else {
                 hints.append("check the port: \(ports)")

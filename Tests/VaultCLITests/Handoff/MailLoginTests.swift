@@ -337,12 +337,12 @@ struct MailLoginTests {
     @Test("a port where the other protocol answers: named with its greeting at once, exit 1, and the port to use")
     func wrongProtocol() throws {
         try ProviderGrants.importConfidential("mail", into: home)
-        let cases: [(String, Int, [String], String, String)] = [
-            ("imap", mail.info.submission, ["--starttls"], "SMTP", "220 "),
-            ("imap", mail.info.submissions, [], "SMTP", "220 "),
-            ("smtp", mail.info.imap, [], "IMAP", "* OK "),
+        let cases: [(String, Int, [String], String, String, String)] = [
+            ("imap", mail.info.submission, ["--starttls"], "SMTP", "220 ", "--starttls"),
+            ("imap", mail.info.submissions, [], "SMTP", "220 ", "--tls"),
+            ("smtp", mail.info.imap, [], "IMAP", "* OK ", "--starttls"),
         ]
-        for (proto, port, options, spoken, greeting) in cases {
+        for (proto, port, options, spoken, greeting, security) in cases {
             let label = "\(proto) to \(spoken) port \(port) \(options)"
             let started = Date()
             let r = try home.run(["test", proto, "mail", "--host", "127.0.0.1", "--port", String(port)] + options)
@@ -356,9 +356,13 @@ struct MailLoginTests {
                 ), "\(label): \(r.stderr)")
             #expect(
                 r.stderr.contains(
-                    "vault: hint: this port is for 'vault test \(spoken.lowercased()) mail --host 127.0.0.1 --port \(port)'"
+                    "vault: hint: this port is for 'vault test \(spoken.lowercased()) mail --host 127.0.0.1 --port \(port) \(security)'"
                 ), "\(label): \(r.stderr)")
             #expect(!r.stderr.contains("cannot reach") && !r.stderr.contains("try again"), "\(label): \(r.stderr)")
+            // The command the hint gives gets past the greeting: to the login.
+            let hinted = try home.run(
+                ["test", spoken.lowercased(), "mail", "--host", "127.0.0.1", "--port", String(port), security])
+            #expect(hinted.status == 0, "\(label), as hinted: \(hinted.stderr)")
         }
     }
 
