@@ -233,6 +233,22 @@ struct ForwardingTests {
         #expect(try scene.laptop.home.run("token", "work").status == 0)
     }
 
+    @Test("a local request the policy says to confirm, to an agent with no way to ask: the hint names --local allow")
+    func localConfirmWithoutAWay() throws {
+        let scene = try ForwardingScene()
+        #expect(try scene.laptop.home.run("policy", "work", "--local", "confirm").status == 0)
+        let r = try scene.laptop.home.run("token", "work")
+        #expect(r.status == 1 && r.stdout.isEmpty, "\(r.stderr)")
+        #expect(r.stderr.contains("was not confirmed: no way to ask for a confirmation"), "\(r.stderr)")
+        #expect(
+            r.stderr.contains(
+                "vault: hint: run 'vault policy work --local allow', or start the agent with 'vault agent --confirm-command CMD' (or in a terminal) so that it can ask"
+            ), "\(r.stderr)")
+        // What the hint says works.
+        #expect(try scene.laptop.home.run("policy", "work", "--local", "allow").status == 0)
+        #expect(try scene.laptop.home.run("token", "work").status == 0)
+    }
+
     @Test("the laptop's agent locked (stopped): a forwarded request says so, exit 77, with where to unlock it")
     func laptopLocked() throws {
         let scene = try ForwardingScene()
