@@ -407,7 +407,9 @@ package final class ForwardedAgent {
     package func token(_ name: String, minimumValidity: TimeInterval, claims: RequesterClaims) throws(VaultError)
         -> Grant
     {
-        try connection.grantToken(name, minimumValidity: minimumValidity, claims: claims)
+        try reached { () throws(VaultError) in
+            try connection.grantToken(name, minimumValidity: minimumValidity, claims: claims)
+        }
     }
 
     /// The OpenID Connect ID token of the grant `name` on the agent's
@@ -416,7 +418,9 @@ package final class ForwardedAgent {
     package func idToken(_ name: String, minimumValidity: TimeInterval, claims: RequesterClaims) throws(VaultError)
         -> (token: String, expiresAt: Date)
     {
-        try connection.idToken(name, minimumValidity: minimumValidity, claims: claims)
+        try reached { () throws(VaultError) in
+            try connection.idToken(name, minimumValidity: minimumValidity, claims: claims)
+        }
     }
 
     /// The header fields that authorize `method` on `url` with a fresh token
@@ -426,8 +430,30 @@ package final class ForwardedAgent {
         _ name: String, method: String, url: String?, nonce: String?, minimumValidity: TimeInterval,
         claims: RequesterClaims
     ) throws(VaultError) -> RequestAuthorization {
-        try connection.authorization(
-            name, method: method, url: url, nonce: nonce, minimumValidity: minimumValidity, claims: claims)
+        try reached { () throws(VaultError) in
+            try connection.authorization(
+                name, method: method, url: url, nonce: nonce, minimumValidity: minimumValidity, claims: claims)
+        }
+    }
+
+    /// `call`'s answer, or its error; a connection closed before a byte
+    /// came back is sshd's forwarding finding no agent at the other
+    /// machine's end (it stopped, as `vault lock` stops it): said as that
+    /// agent being locked, with where to unlock it.
+    private func reached<T>(_ call: () throws(VaultError) -> T) throws(VaultError) -> T {
+        do { return try call() } catch {
+            if error.code == .io && connection.broken && !connection.heardFrom {
+                throw VaultError(
+                    .locked,
+                    "the agent on the machine this session came from is locked or not running: "
+                        + "the forwarded socket \(socket) reached no agent",
+                    remedy: .unlockForwardingAgent)
+            }
+            if error.code == .locked && error.remedy == nil {
+                throw VaultError(.locked, error.reason, remedy: .unlockForwardingAgent)
+            }
+            throw error
+        }
     }
 }
 

@@ -138,10 +138,14 @@ final class AgentResponder: Sendable {
     static func forForwarded(_ error: VaultError) -> VaultError {
         switch error.code {
         case .denied, .locked, .unsupported, .dead, .transient, .busy:
-            // The one remedy about the request itself travels; none other
-            // (they can name this machine's paths).
+            // The remedies about the request itself travel (they name
+            // only the grant it asked for); none other (they can name this
+            // machine's paths).
             let remedy: VaultError.Remedy? =
-                if case .signRequestWithKey = error.remedy { error.remedy } else { nil }
+                switch error.remedy {
+                case .signRequestWithKey, .allowOrAskForConfirmation, .waitForQuestionsOrAllow: error.remedy
+                default: nil
+                }
             return VaultError(error.code, error.reason, remedy: remedy).with(retryAfter: error.retryAfter)
         case .invalidInput where error.remedy == .giveRequestURL:
             return VaultError(error.code, error.reason, remedy: .giveRequestURL)
@@ -352,13 +356,20 @@ final class AgentResponder: Sendable {
             case .no(let why):
                 log.outcome = .notConfirmed
                 log.why = why
-                throw VaultError(.denied, "the request for '\(name)' was not confirmed: \(why)")
+                // Nobody could be asked: the remedy is the policy or a way
+                // to ask. A person's no has none.
+                let remedy: VaultError.Remedy? =
+                    confirmer.method == .none
+                    ? .allowOrAskForConfirmation(grant: name, forwarded: peer.origin == .forwarded) : nil
+                throw VaultError(.denied, "the request for '\(name)' was not confirmed: \(why)", remedy: remedy)
             case .notAsked(let why):
                 // Logged as counted lines, so that a flood of them
                 // fills neither the log nor the disk.
                 log.outcome = .notAsked
                 log.why = why
-                throw VaultError(.denied, "the request for '\(name)' was not confirmed: \(why)")
+                throw VaultError(
+                    .denied, "the request for '\(name)' was not confirmed: \(why)",
+                    remedy: .waitForQuestionsOrAllow(grant: name, forwarded: peer.origin == .forwarded))
             }
             // The agent may have locked while the person was asked.
             guard keys.current() === keysHeld else {

@@ -93,6 +93,10 @@ final class AgentConnection {
     /// Set when sending or receiving failed: the agent went away (or hung)
     /// and may not have answered, as opposed to answering with an error.
     private(set) var broken = false
+    /// Set once any byte came from the other end: a connection that
+    /// breaks before it is was accepted by nothing that answers (an `ssh
+    /// -R` forwarding whose far end has no agent listening).
+    private(set) var heardFrom = false
     /// Seconds each send and receive may take (0: no limit).
     private(set) var timeout = 0
 
@@ -180,6 +184,7 @@ final class AgentConnection {
                 throw VaultError(.transient, "the agent did not answer in time")
             }
             guard n > 0 else { throw VaultError(.io, "the agent closed the connection") }
+            heardFrom = true
             got += n
         }
         return out

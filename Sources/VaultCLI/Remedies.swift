@@ -23,6 +23,8 @@ enum Remedies {
             .pairOnOtherMachine, .pairAgain, .joinWithOtherKey, .checkStoreAddress, .joinStoreVaultOrChooseAnother,
             .checkStore, .createStoreFolder, .tryAgainShortly, .tryAgainInAMinute, .tryAgainLater, .checkNetwork:
             words = syncing(remedy)
+        case .allowOrAskForConfirmation, .waitForQuestionsOrAllow, .unlockForwardingAgent:
+            words = agent(remedy)
         case .createVault, .unlockDirectly, .changePassphrase, .listKeyslots, .setHome, .useOwnDirectories,
             .removeOthersWrite, .removeOthersWriteIfPrivate, .makeDirectoryPrivate, .makeFilePrivate,
             .replaceWithOwnFile, .removeOtherLinks, .secretFromFileOrCommand:
@@ -153,6 +155,26 @@ enum Remedies {
         case .tryAgainInAMinute: return "try again in a minute"
         case .tryAgainLater: return "try again later"
         case .checkNetwork: return "check the network and try again"
+        default: return nil
+        }
+    }
+
+    /// The agent: its policy, the questions it asks, and the agent a
+    /// forwarded socket leads to.
+    /// Nil for a remedy of another topic (`hint` routes each to its own).
+    private static func agent(_ remedy: VaultError.Remedy) -> String? {
+        switch remedy {
+        case .allowOrAskForConfirmation(let grant, let forwarded):
+            return forwarded
+                ? "on the machine that holds the vault, run 'vault policy \(grant) --forwarded allow', or start its agent with 'vault agent --confirm-command CMD' so that it can ask"
+                : "run 'vault policy \(grant) --local allow', or start the agent with 'vault agent --confirm-command CMD' (or in a terminal) so that it can ask"
+        case .waitForQuestionsOrAllow(let grant, let forwarded):
+            return forwarded
+                ? "wait a minute and try again, or, on the machine that holds the vault, run 'vault policy \(grant) --forwarded allow' so that it is not asked"
+                : "wait a minute and try again, or run 'vault policy \(grant) --local allow' so that it is not asked"
+        case .unlockForwardingAgent:
+            return "on the machine this session came from, unlock the vault for a while with 'vault agent' "
+                + "(or any vault command there that unlocks it), then try again here; the ssh session can stay open"
         default: return nil
         }
     }

@@ -39,11 +39,22 @@ struct StoreOptions: OptionGroup {
                 command: command)
         }
         let location: S3Location
+        let givenEndpoint = endpoint ?? environment["AWS_ENDPOINT_URL_S3"] ?? environment["AWS_ENDPOINT_URL"]
+        let givenRegion = region ?? environment["AWS_REGION"] ?? environment["AWS_DEFAULT_REGION"]
+        // Without an endpoint the address is AWS's, which has no such
+        // region: another S3 server's, with its endpoint forgotten.
+        if givenEndpoint == nil, let givenRegion, !S3Location.isAWSRegion(givenRegion) {
+            throw CLIError(
+                "with no --endpoint, \(url) is a bucket of AWS S3, and '\(givenRegion)' is not an AWS region "
+                    + "(there is no s3.\(givenRegion).amazonaws.com)",
+                hints: [
+                    "for another S3 server (Ceph RGW, MinIO, Garage, R2, ...), give its address with --endpoint URL"
+                        + (command == "join"
+                            ? "; on a machine that syncs the vault, 'vault pair' prints the whole join command" : "")
+                ], exitCode: .usage)
+        }
         do {
-            location = try S3Location(
-                url: url,
-                endpoint: endpoint ?? environment["AWS_ENDPOINT_URL_S3"] ?? environment["AWS_ENDPOINT_URL"],
-                region: region ?? environment["AWS_REGION"] ?? environment["AWS_DEFAULT_REGION"], pathStyle: pathStyle)
+            location = try S3Location(url: url, endpoint: givenEndpoint, region: givenRegion, pathStyle: pathStyle)
         } catch {
             throw CLIError(error.reason, hint: "see 'vault \(command) --help'", exitCode: .usage)
         }

@@ -196,6 +196,21 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
         /// Set this machine's clock right and try again; nothing changed.
         case setClock
 
+        // An agent's confirmation.
+        /// The agent's policy says to confirm `grant` for requests of this
+        /// origin, and its agent has no way to ask: allow the grant for
+        /// them with `vault policy`, or start the agent with a way to ask.
+        /// `forwarded`: the request came through a forwarded agent, so
+        /// that is done on the machine that holds the vault.
+        case allowOrAskForConfirmation(grant: String, forwarded: Bool)
+        /// The agent refused to ask the person again so soon (too many
+        /// questions in the last minute): wait a minute, or allow `grant`
+        /// for requests of this origin with `vault policy`.
+        case waitForQuestionsOrAllow(grant: String, forwarded: Bool)
+        /// The agent a forwarded socket leads to is locked or not running:
+        /// unlock it on the machine that holds the vault.
+        case unlockForwardingAgent
+
         // The sync store.
         /// The store answered in a way sync cannot use; local data is untouched.
         case checkStore

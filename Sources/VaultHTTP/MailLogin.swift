@@ -73,10 +73,18 @@ package struct MailLoginResult: Sendable {
         case refused
         /// The server could not be reached, or the connection broke or timed out.
         case unreachable(String)
-        /// TLS failed: the handshake, the certificate, or STARTTLS not offered.
+        /// TLS failed: the handshake, or STARTTLS not offered.
         case tls(String)
+        /// The handshake got as far as the server's certificate, which did
+        /// not verify: why, in words (a CA this system does not trust, expired).
+        case untrustedCertificate(String)
         /// The server answered something that is not the protocol.
         case protocolError(String)
+        /// The server's greeting is another protocol's (an SMTP `220` to
+        /// IMAP, an IMAP `* OK` to SMTP): the port is the wrong one. Holds
+        /// the protocol it spoke when the greeting says (`SMTP`, `IMAP`,
+        /// `POP3`), nil when it is no mail protocol's.
+        case wrongProtocol(String?)
         /// The server accepted the token, then failed (SMTP submission
         /// whose relay is down, an IMAP server that cannot open the
         /// mailbox): `afterLogin` holds its words.
@@ -113,6 +121,21 @@ package struct MailLoginResult: Sendable {
             if !words.isEmpty { found = words.map { $0.uppercased() } }
         }
         return found
+    }
+
+    /// The protocol a server's first line is the greeting of: `IMAP`
+    /// (`* OK`, `* PREAUTH`, `* BYE`), `SMTP` (three digits), `POP3`
+    /// (`+OK`), or nil for anything else.
+    package static func greetingProtocol(_ line: String) -> String? {
+        if line.hasPrefix("* OK") || line.hasPrefix("* PREAUTH") || line.hasPrefix("* BYE") { return "IMAP" }
+        if line.hasPrefix("+OK") || line.hasPrefix("-ERR") { return "POP3" }
+        let bytes = Array(line.utf8.prefix(4))
+        if bytes.count >= 3, bytes.prefix(3).allSatisfy({ (0x30...0x39).contains($0) }),
+            bytes.count == 3 || bytes[3] == UInt8(ascii: " ") || bytes[3] == UInt8(ascii: "-")
+        {
+            return "SMTP"
+        }
+        return nil
     }
 
     /// The server's refusal: its last IMAP `NO` or `BAD`, or SMTP 4xx or 5xx line.
@@ -192,20 +215,42 @@ package enum MailLogin {
     /// disconnects. Throws only when libcurl cannot be used at all.
     package static func attempt(_ request: MailLoginRequest, token: SecureBytes) throws(HTTPError) -> MailLoginResult {
         let easy = try EasyHandle()
-        let collector = ServerLines(token: token)
+        let collector = ServerLines(token: token, expecting: request.mailProtocol)
         try easy.configureMail(request, token: token, collector: collector)
         let rc = easy.perform(bodyKeptAlive: nil)
         let lines = collector.lines
         if collector.overflowed {
             return MailLoginResult(outcome: .protocolError("the server said more than a login needs"), lines: lines)
         }
-        let result = MailLoginResult(outcome: outcome(rc), lines: lines)
+        if collector.wrongGreeting, let first = lines.first {
+            return MailLoginResult(outcome: .wrongProtocol(MailLoginResult.greetingProtocol(first)), lines: lines)
+        }
+        var result = MailLoginResult(outcome: outcome(rc), lines: lines)
+        if rc == CURLE_PEER_FAILED_VERIFICATION {
+            var code = 0
+            _ = vault_curl_getinfo_long(easy.handle, CURLINFO_SSL_VERIFYRESULT, &code)
+            result = MailLoginResult(
+                outcome: .untrustedCertificate(certificateProblem(code, host: request.host)), lines: lines)
+        }
         // A failure after the server took the token is not the login's.
         guard result.loginAccepted != nil else { return result }
         switch result.outcome {
         case .unreachable(let why), .protocolError(let why), .tls(let why):
             return MailLoginResult(outcome: .failedAfterLogin(why), lines: lines)
         default: return result
+        }
+    }
+
+    /// OpenSSL's verification result (`X509_V_ERR_*`, which libcurl
+    /// reports as `CURLINFO_SSL_VERIFYRESULT`) in words.
+    static func certificateProblem(_ code: Int, host: String) -> String {
+        switch code {
+        case 2, 19, 20, 21: "it comes from a CA this system does not trust"
+        case 18: "it is self-signed"
+        case 9: "it is not valid yet"
+        case 10: "it has expired"
+        case 62: "it is not valid for \(host)"
+        default: "it did not verify (for \(host), from a CA this system trusts)"
         }
     }
 
@@ -276,10 +321,19 @@ final class ServerLines {
     private(set) var lines: [String] = []
     private var size = 0
     private(set) var overflowed = false
+    /// The protocol whose greeting the first line must be.
+    private let expected: MailProtocol
+    /// Set when the first line was not that greeting: libcurl is stopped
+    /// there, as it would wait out its timeout for a greeting that never
+    /// comes (an SMTP server's `220` is no IMAP `* OK`).
+    private(set) var wrongGreeting = false
     static let maximumLines = 500
     static let maximumBytes = 256 * 1024
 
-    init(token: SecureBytes) { self.token = token }
+    init(token: SecureBytes, expecting: MailProtocol) {
+        self.token = token
+        self.expected = expecting
+    }
 
     static let onLine: vault_curl_data_callback = { data, size, count, context in
         let collector = Unmanaged<ServerLines>.fromOpaque(context!).takeUnretainedValue()
@@ -296,6 +350,12 @@ final class ServerLines {
             TokenEcho.repeats(bytes, token: collector.token)
                 ? MailLogin.withheld : String(decoding: bytes, as: UTF8.self))
         secureZero(&bytes)
+        if collector.lines.count == 1,
+            MailLoginResult.greetingProtocol(collector.lines[0]) != collector.expected.rawValue.uppercased()
+        {
+            collector.wrongGreeting = true
+            return 0  // makes libcurl stop
+        }
         return n
     }
 

@@ -20,6 +20,20 @@ public struct S3Location: Equatable, Sendable {
     /// The region of AWS's default endpoint, and of signatures when none is given.
     public static let defaultRegion = "us-east-1"
 
+    /// True for a name of AWS's region grammar (`us-east-1`,
+    /// `ap-southeast-2`, `us-gov-west-1`): only such a region has an
+    /// `s3.REGION.amazonaws.com`. Other S3 servers name theirs as they like
+    /// (`default`, `garage`, `auto`).
+    package static func isAWSRegion(_ region: String) -> Bool {
+        let parts = region.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count >= 3, let number = parts.last, !number.isEmpty,
+            number.utf8.allSatisfy({ (0x30...0x39).contains($0) })
+        else { return false }
+        return parts.dropLast().allSatisfy { part in
+            !part.isEmpty && part.utf8.allSatisfy { (0x61...0x7a).contains($0) }
+        } && parts[0].utf8.count == 2
+    }
+
     /// True for a store URL of this kind (`s3://`).
     public static func isS3(_ url: String) -> Bool { url.hasPrefix("s3://") }
 

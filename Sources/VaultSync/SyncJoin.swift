@@ -31,13 +31,7 @@ extension SyncEngine {
         let store = try SyncEngine.store(
             for: probe, transport: transport, timeout: SyncEngine.defaultStoreTimeout, pacing: pacing)
         try store.checkUsable()
-        guard let object = try store.get(SyncEngine.keysName) else {
-            throw VaultError(
-                .notFound,
-                "the store has no vault at \(SyncEngine.displayName(url)) (no \(SyncEngine.keysName) there): the "
-                    + "address may be mistyped, or no machine has synced the vault there yet",
-                remedy: .publishFromAnotherMachine)
-        }
+        guard let object = try store.get(SyncEngine.keysName) else { throw noVault(at: url) }
         let (header, slots) = try parseKeysObject(object.bytes)
         var masterKey: SecureBytes?
         var tried = 0
@@ -76,6 +70,15 @@ extension SyncEngine {
             for suffix in ["", "-wal", "-shm"] { FileSystem.remove(location.databasePath + suffix) }
             throw error
         }
+    }
+
+    /// What a join says of a store address that holds no vault.
+    static func noVault(at url: String) -> VaultError {
+        VaultError(
+            .notFound,
+            "the store has no vault at \(SyncEngine.displayName(url)) (no \(SyncEngine.keysName) there): the "
+                + "address may be mistyped, or no machine has synced the vault there yet",
+            remedy: .publishFromAnotherMachine)
     }
 
     /// Refuses keyslots that could leave a joined vault nothing opens: none
@@ -187,7 +190,15 @@ extension SyncEngine {
         let probe = SyncState(url: url, user: user, password: password?.unsafeCopyToArray() ?? [], device: [])
         let store = try SyncEngine.store(for: probe, transport: transport, timeout: SyncEngine.defaultStoreTimeout)
         try store.checkUsable()
-        let offer = try pairingOffer(name, key: key, in: store, time: time)
+        let offer: PairingOffer
+        do throws(VaultError) {
+            offer = try pairingOffer(name, key: key, in: store, time: time)
+        } catch {
+            // No offer in a folder that holds no vault at all: the address
+            // is the likelier mistake, not the code.
+            if error.code == .notFound, try store.get(SyncEngine.keysName) == nil { throw noVault(at: url) }
+            throw error
+        }
         let slots = try joinedSlots(offer, in: store)
         try checkJoinSlots(slots)
         let vault = try Vault.create(

@@ -33,6 +33,20 @@ struct MailLoginParsingTests {
         #expect(try !repeats("250-AUTH XOAUTH2 OAUTHBEARER PLAIN"))
     }
 
+    @Test("a server's first line names the protocol it greets with")
+    func greetings() {
+        for (line, spoken) in [
+            ("* OK [CAPABILITY IMAP4rev1] Dovecot ready.", "IMAP"), ("* PREAUTH ready", "IMAP"),
+            ("* BYE too many connections", "IMAP"), ("220 vm Dovecot (Debian) ready.", "SMTP"),
+            ("220-smtp.example.com ESMTP", "SMTP"), ("554", "SMTP"), ("+OK Dovecot ready.", "POP3"),
+        ] {
+            #expect(MailLoginResult.greetingProtocol(line) == spoken, "\(line)")
+        }
+        for line in ["SSH-2.0-OpenSSH_9.2", "HTTP/1.1 400 Bad Request", "2200 x", "22 x", "", "*OK"] {
+            #expect(MailLoginResult.greetingProtocol(line) == nil, "\(line)")
+        }
+    }
+
     @Test("mechanisms, the refusal and the decoded challenge")
     func reading() {
         let imap = MailLoginResult(

@@ -45,6 +45,16 @@ struct S3LocationTests {
         }
     }
 
+    @Test("AWS's region names, told from other S3 servers' own")
+    func awsRegions() {
+        for region in ["us-east-1", "eu-west-1", "ap-southeast-2", "us-gov-west-1", "il-central-1"] {
+            #expect(S3Location.isAWSRegion(region), "\(region)")
+        }
+        for region in ["default", "garage", "auto", "us-east", "useast-1", "us--1", "US-EAST-1", "eu-west-1a", ""] {
+            #expect(!S3Location.isAWSRegion(region), "\(region)")
+        }
+    }
+
     @Test("a region outside its grammar is refused, and so are incomplete settings")
     func regionAndSettings() {
         #expect(throws: ObjectStore.Failure.self) {

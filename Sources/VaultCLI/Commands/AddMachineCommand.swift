@@ -32,8 +32,8 @@ extension AddCommand {
             let server: Provider
             if let provider { server = provider } else { server = try keyProvider(providerName, key: key) }
             grant = try MachineGrants.serviceAccount(
-                key: key, subject: subject, scopes: scopes, provider: server, transport: transport,
-                now: ctx.time.now())
+                key: key, subject: subject, scopes: askedScopes(replacing: name, of: providerName, in: vault),
+                provider: server, transport: transport, now: ctx.time.now())
             return try storeMachineGrant(ctx, grant, name: name, vault: vault)
         }
         var keyPEM: String? = nil
@@ -65,7 +65,9 @@ extension AddCommand {
         let vault = try ctx.opener.openVault()
         let keyID = clientKeyID
         let ready = provider
-        let minted = try clientCredentials(ready, privateKeyPEM: keyPEM, keyID: keyID, ctx: ctx, transport: transport)
+        let minted = try clientCredentials(
+            ready, scopes: askedScopes(replacing: name, of: providerName, in: vault), privateKeyPEM: keyPEM,
+            keyID: keyID, ctx: ctx, transport: transport)
         return try storeMachineGrant(ctx, minted, name: name, vault: vault)
     }
 
@@ -73,7 +75,8 @@ extension AddCommand {
     /// request that asked for no scope says so: some providers answer it
     /// with a bare 403.
     func clientCredentials(
-        _ provider: Provider, privateKeyPEM: String?, keyID: String?, ctx: Context, transport: CurlTransport
+        _ provider: Provider, scopes: [String], privateKeyPEM: String?, keyID: String?, ctx: Context,
+        transport: CurlTransport
     ) throws -> Grant {
         do {
             return try MachineGrants.clientCredentials(
@@ -87,6 +90,19 @@ extension AddCommand {
             )
             throw reported
         }
+    }
+
+    /// The scopes to ask for: a machine grant of the same provider that is
+    /// replaced (a new key or secret, as the hint for a refused one says)
+    /// keeps its own, with the --scope ones on top, as a person's grant
+    /// authorized again does; otherwise the --scope ones (none: the
+    /// provider's).
+    func askedScopes(replacing name: String, of provider: String, in vault: Vault) -> [String] {
+        guard let existing = try? vault.load(name), existing.provider == provider,
+            existing.kind == .serviceAccount || existing.kind == .clientCredentials
+        else { return scopes }
+        let own = existing.providerConfiguration?.scopes ?? existing.scopes
+        return own + scopes.filter { !own.contains($0) }
     }
 
     /// The provider named on the command line; for a service account, nil

@@ -246,8 +246,8 @@ struct MailTestReport {
         case .loggedIn: "logged_in"
         case .refused: "refused"
         case .unreachable: "unreachable"
-        case .tls: "tls_failed"
-        case .protocolError: "protocol_error"
+        case .tls, .untrustedCertificate: "tls_failed"
+        case .protocolError, .wrongProtocol: "protocol_error"
         case .failedAfterLogin: "failed_after_login"
         }
     }
@@ -280,6 +280,15 @@ struct MailTestReport {
                 )
             }
             return CLIError("TLS with \(place) failed: \(why)", hints: hints, exitCode: .transient)
+        case .untrustedCertificate(let why):
+            // The handshake reached the certificate: the port speaks TLS,
+            // so --starttls is not the remedy.
+            return CLIError(
+                "TLS with \(place) failed: the server's certificate is not trusted: \(why)",
+                hints: [
+                    "if the server's certificate comes from a private CA (a company's, a test server's), name a bundle that holds that CA with SSL_CERT_FILE=CA.pem (it replaces the system's bundle); see docs/mail.md",
+                    "otherwise check that --host is the name in the certificate and the server's certificate is current",
+                ], exitCode: .transient)
         case .failedAfterLogin(let why):
             let said = result.afterLogin ?? why
             // An SMTP 4xx reply is the server's passing trouble.
@@ -289,12 +298,43 @@ struct MailTestReport {
                 hint:
                     "the token works: what failed is the server's own (for SMTP submission, often its relay); try again later, or tell its administrator",
                 exitCode: transient ? .transient : .failure)
+        case .wrongProtocol(let spoken): return wrongProtocol(spoken)
         case .protocolError(let why):
             let said = result.refusal.map { " (it said: \($0))" } ?? ""
             return CLIError(
                 "\(place) did not answer as an \(request.mailProtocol.rawValue.uppercased()) server should: \(why)\(said)",
                 hint: "check the port: IMAP 993 (TLS) or 143, SMTP 587 or 465 (TLS)")
         }
+    }
+
+    /// A greeting of another protocol, or of none: the port is another
+    /// service's. The greeting is quoted (escaped with the rest of the
+    /// message) and the protocol's own ports are named.
+    private func wrongProtocol(_ spoken: String?) -> CLIError {
+        let asked = request.mailProtocol.rawValue.uppercased()
+        let greeting = String((result.lines.first ?? "").prefix(200))
+        let ports =
+            switch request.mailProtocol {
+            case .imap: "IMAP is on port 993 (TLS) or 143 (STARTTLS)"
+            case .smtp: "SMTP submission is on port 587 (STARTTLS) or 465 (TLS)"
+            }
+        var hints: [String] = []
+        let message: String
+        if let spoken {
+            message = "\(place) answered as an \(spoken) server, not as \(asked): \"\(greeting)\""
+            if spoken == "IMAP" || spoken == "SMTP" {
+                // The same security: it is what reached the greeting.
+                hints.append(
+                    "this port is for 'vault test \(spoken.lowercased()) \(grantName) --host \(request.host) --port \(request.port) --\(request.security.rawValue)'; \(ports)"
+                )
+            } else {
+                hints.append("check the port: \(ports)")
+            }
+        } else {
+            message = "\(place) did not answer as an \(asked) server: \"\(greeting)\""
+            hints.append("check the port: \(ports)")
+        }
+        return CLIError(message, hints: hints)
     }
 
     private var refused: CLIError {

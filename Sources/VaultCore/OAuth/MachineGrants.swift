@@ -118,7 +118,8 @@ public enum MachineGrants {
     /// A service-account grant: `key`'s account (or `subject`, for
     /// domain-wide delegation), with tokens from the key's `token_uri`, else
     /// `provider`'s token endpoint. `provider` also supplies the revocation
-    /// and userinfo endpoints and the error quirks.
+    /// and userinfo endpoints, the error quirks, and the scopes when
+    /// `scopes` is empty.
     public static func serviceAccount(
         key: ServiceAccountKey, subject: String?, scopes: [String], provider p: Provider,
         transport: any HTTPTransport, now: Date
@@ -136,7 +137,9 @@ public enum MachineGrants {
         config.clientPrivateKey = key.privateKey
         config.clientKeyID = key.privateKeyID
         config.subject = subject
-        config.scopes = scopes.isEmpty ? nil : scopes
+        // As for client credentials: none given, the provider's own.
+        let asked = scopes.isEmpty ? p.scopes : scopes
+        config.scopes = asked.isEmpty ? nil : asked
         let blank = Grant(
             provider: p.name, kind: .serviceAccount, account: subject ?? key.clientEmail,
             providerConfiguration: config, createdAt: now, refreshTokenRotates: false)

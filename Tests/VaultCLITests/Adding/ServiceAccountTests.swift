@@ -147,6 +147,35 @@ final class ServiceAccountTests {
         #expect(home.snapshot() == before && listed.count == 1)
     }
 
+    @Test(
+        "without --scope, the provider file's scopes are asked for; a key replaced as the dead-key hint says keeps the grant's scopes"
+    )
+    func providerScopes() throws {
+        try home.providerFile(
+            "jb", ["token_endpoint": settings.token_endpoint, "flows": ["client-credentials"], "scopes": ["read"]])
+        let add = try home.run("add", "jb", "bot", "--service-account", keyFile)
+        try #require(add.status == 0, "\(add.stderr)")
+        #expect(
+            add.stderr.contains("added 'bot' (jb, service account, \(settings.sa_email); scopes: read)"),
+            "\(add.stderr)")
+        var requests = try log()
+        #expect(
+            requests.last?["scope"] as? String == "read" && claims(requests.last ?? [:])["scope"] as? String == "read")
+
+        // A grant with a scope of its own, its key then replaced with the
+        // hint's command (no --scope): the scopes it had are asked for again.
+        try #require(try home.run("add", "jb", "bot", "--service-account", keyFile, "--scope", "write").status == 0)
+        #expect(try log().last?["scope"] as? String == "read write")
+        let replaced = try home.run("add", "jb", "bot", "--service-account", keyFile)
+        #expect(replaced.status == 0, "\(replaced.stderr)")
+        #expect(
+            replaced.stderr.contains("replaced 'bot' (jb, service account, \(settings.sa_email); scopes: read write)"),
+            "\(replaced.stderr)")
+        requests = try log()
+        #expect(requests.last?["scope"] as? String == "read write", "\(requests)")
+        #expect(try home.listed()["bot"]?["scopes"] as? [String] == ["read", "write"])
+    }
+
     @Test("a deleted key kills the grant, which is kept and says how to replace the key")
     func deletedKey() throws {
         try settings(["expires_in": 30])

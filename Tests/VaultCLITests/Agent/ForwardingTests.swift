@@ -169,6 +169,13 @@ struct ForwardingTests {
         let asked = try scene.onServer("kube-credential", "kube", "--id-token")
         #expect(asked.status == 1 && asked.stdout.isEmpty, "\(asked.stderr)")
         #expect(asked.stderr.contains("was not confirmed"), "\(asked.stderr)")
+        // The hint names the fix, where it is made, and nothing of that machine.
+        #expect(
+            asked.stderr.contains(
+                "vault: hint: on the machine that holds the vault, run 'vault policy kube --forwarded allow', or start its agent with 'vault agent --confirm-command CMD' so that it can ask"
+            ), "\(asked.stderr)")
+        #expect(!asked.stderr.contains("says what its agent answers"), "\(asked.stderr)")
+        #expect(!asked.stderr.contains(scene.laptop.home.path), "\(asked.stderr)")
         #expect(try scene.laptop.home.run("policy", "--forwarded", "allow").status == 0)
         let r = try scene.onServer("kube-credential", "kube", "--id-token")
         #expect(r.status == 0, "\(r.stderr)")
@@ -226,6 +233,45 @@ struct ForwardingTests {
         #expect(try scene.laptop.home.run("token", "work").status == 0)
     }
 
+    @Test("a local request the policy says to confirm, to an agent with no way to ask: the hint names --local allow")
+    func localConfirmWithoutAWay() throws {
+        let scene = try ForwardingScene()
+        #expect(try scene.laptop.home.run("policy", "work", "--local", "confirm").status == 0)
+        let r = try scene.laptop.home.run("token", "work")
+        #expect(r.status == 1 && r.stdout.isEmpty, "\(r.stderr)")
+        #expect(r.stderr.contains("was not confirmed: no way to ask for a confirmation"), "\(r.stderr)")
+        #expect(
+            r.stderr.contains(
+                "vault: hint: run 'vault policy work --local allow', or start the agent with 'vault agent --confirm-command CMD' (or in a terminal) so that it can ask"
+            ), "\(r.stderr)")
+        // What the hint says works.
+        #expect(try scene.laptop.home.run("policy", "work", "--local", "allow").status == 0)
+        #expect(try scene.laptop.home.run("token", "work").status == 0)
+    }
+
+    @Test("the laptop's agent locked (stopped): a forwarded request says so, exit 77, with where to unlock it")
+    func laptopLocked() throws {
+        let scene = try ForwardingScene()
+        #expect(try scene.laptop.home.run("policy", "--forwarded", "allow").status == 0)
+        // Positive control: the same request works while the agent runs.
+        let before = try scene.onServer("token", "work")
+        #expect(before.status == 0, "\(before.stderr)")
+        #expect(try scene.laptop.home.run("lock").status == 0)
+        for args in [["token", "work"], ["kube-credential", "work"]] {
+            let r = try scene.startOnServer(args, forwarding: scene.laptop.paths.forwardSocket).wait(timeout: 60)
+            #expect(r.status == 77 && r.stdout.isEmpty, "\(args): \(r.stderr)")
+            #expect(
+                r.stderr.contains(
+                    "vault: error: the agent on the machine this session came from is locked or not running: the forwarded socket \(scene.remoteSocket) reached no agent"
+                ), "\(args): \(r.stderr)")
+            #expect(
+                r.stderr.contains(
+                    "vault: hint: on the machine this session came from, unlock the vault for a while with 'vault agent'"
+                ), "\(args): \(r.stderr)")
+            #expect(!r.stderr.contains("closed the connection"), "\(args): \(r.stderr)")
+        }
+    }
+
     @Test("confirm: the person says yes, says no, or does not answer in time")
     func confirmation() throws {
         // A confirmation command: notes the question, then answers as the test says.
@@ -256,6 +302,12 @@ struct ForwardingTests {
         #expect(
             again.stderr.contains("was not confirmed: too many questions from other machines in the last minute"),
             "\(again.stderr)")
+        // This agent can ask: the hint is to wait, or to allow the grant.
+        #expect(
+            again.stderr.contains(
+                "vault: hint: wait a minute and try again, or, on the machine that holds the vault, run 'vault policy work --forwarded allow' so that it is not asked"
+            ), "\(again.stderr)")
+        #expect(!again.stderr.contains("--confirm-command"), "\(again.stderr)")
         let questions = try String(contentsOfFile: scratch + "/asked", encoding: .utf8).split(separator: "\n")
         #expect(questions.count == 2, "\(questions)")
         // Local requests need no confirmation by default.

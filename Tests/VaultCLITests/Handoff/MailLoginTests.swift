@@ -307,6 +307,65 @@ struct MailLoginTests {
         expectNoToken(untrusted, try token(), "untrusted")
     }
 
+    @Test(
+        "a certificate from a CA this system does not trust is named as such, with SSL_CERT_FILE, and no --starttls hint"
+    )
+    func untrustedCertificate() throws {
+        try ProviderGrants.importConfidential("mail", into: home)
+        home.extra["SSL_CERT_FILE"] = nil
+        let cases: [(String, [String])] = [
+            ("imap", ["--port", String(mail.info.imaps)]), ("smtp", ["--port", String(mail.info.submission)]),
+        ]
+        for (proto, options) in cases {
+            let r = try home.run(["test", proto, "mail", "--host", "127.0.0.1"] + options)
+            #expect(r.status == 75, "\(proto): \(r.stderr)")
+            #expect(
+                r.stderr.contains(
+                    "vault: error: TLS with 127.0.0.1:\(options[1]) failed: the server's certificate is not trusted: it comes from a CA this system does not trust"
+                ), "\(proto): \(r.stderr)")
+            #expect(r.stderr.contains("SSL_CERT_FILE=CA.pem"), "\(proto): \(r.stderr)")
+            #expect(!r.stderr.contains("--starttls") && !r.stderr.contains("ssh remote key"), "\(proto): \(r.stderr)")
+            let json = try home.run(["test", proto, "mail", "--host", "127.0.0.1", "--json"] + options)
+            let doc = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+            #expect(doc["result"] as? String == "tls_failed", "\(json.stdout)")
+        }
+        // Positive control: with the test run's CA named, the same login works.
+        home.extra["SSL_CERT_FILE"] = mail.info.ca
+        #expect(try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps)).status == 0)
+    }
+
+    @Test("a port where the other protocol answers: named with its greeting at once, exit 1, and the port to use")
+    func wrongProtocol() throws {
+        try ProviderGrants.importConfidential("mail", into: home)
+        let cases: [(String, Int, [String], String, String, String)] = [
+            ("imap", mail.info.submission, ["--starttls"], "SMTP", "220 ", "--starttls"),
+            ("imap", mail.info.submissions, [], "SMTP", "220 ", "--tls"),
+            ("smtp", mail.info.imap, [], "IMAP", "* OK ", "--starttls"),
+        ]
+        for (proto, port, options, spoken, greeting, security) in cases {
+            let label = "\(proto) to \(spoken) port \(port) \(options)"
+            let started = Date()
+            let r = try home.run(["test", proto, "mail", "--host", "127.0.0.1", "--port", String(port)] + options)
+            // The greeting says it all: no wait for libcurl's timeout (10 s).
+            #expect(Date().timeIntervalSince(started) < 8, "\(label)")
+            #expect(r.status == 1, "\(label): \(r.stderr)")
+            #expect(r.stdout.hasPrefix(greeting), "\(label): \(r.stdout)")
+            #expect(
+                r.stderr.contains(
+                    "vault: error: 127.0.0.1:\(port) answered as an \(spoken) server, not as \(proto.uppercased()): \"\(greeting)"
+                ), "\(label): \(r.stderr)")
+            #expect(
+                r.stderr.contains(
+                    "vault: hint: this port is for 'vault test \(spoken.lowercased()) mail --host 127.0.0.1 --port \(port) \(security)'"
+                ), "\(label): \(r.stderr)")
+            #expect(!r.stderr.contains("cannot reach") && !r.stderr.contains("try again"), "\(label): \(r.stderr)")
+            // The command the hint gives gets past the greeting: to the login.
+            let hinted = try home.run(
+                ["test", spoken.lowercased(), "mail", "--host", "127.0.0.1", "--port", String(port), security])
+            #expect(hinted.status == 0, "\(label), as hinted: \(hinted.stderr)")
+        }
+    }
+
     @Test("STARTTLS to a port that wants TLS from the first byte, and TLS to a plain port, say which option fits")
     func wrongTLS() throws {
         try ProviderGrants.importConfidential("mail", into: home)

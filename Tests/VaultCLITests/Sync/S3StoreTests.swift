@@ -327,4 +327,35 @@ struct S3StoreTests {
         #expect(plain.status == 64)
         #expect(plain.stderr.contains("plain http is refused"))
     }
+
+    @Test("an S3 server's region with the endpoint forgotten: a usage error naming --endpoint, before any request")
+    func endpointForgotten() throws {
+        let fresh = Home()
+        fresh.extra["VAULT_AGENT"] = "off"
+        let join = try fresh.run(
+            "join", "s3://team-vault/ada", "--region", "default", "--credentials-file", store.credentials)
+        #expect(join.status == 64, "\(join.stderr)")
+        #expect(
+            join.stderr.contains(
+                "vault: error: with no --endpoint, s3://team-vault/ada is a bucket of AWS S3, and 'default' is not an AWS region"
+            ), "\(join.stderr)")
+        #expect(
+            join.stderr.contains(
+                "vault: hint: for another S3 server (Ceph RGW, MinIO, Garage, R2, ...), give its address with --endpoint URL; on a machine that syncs the vault, 'vault pair' prints the whole join command"
+            ),
+            "\(join.stderr)")
+        #expect(!join.stderr.contains("resolve"), "\(join.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: fresh.vaultFile))
+        let home = try machines(1)[0]
+        let set = try home.run(
+            "remote", "set", "s3://team-vault/ada", "--region", "default", "--credentials-file", store.credentials)
+        #expect(set.status == 64, "\(set.stderr)")
+        #expect(set.stderr.contains("give its address with --endpoint URL\n"), "\(set.stderr)")
+        // Positive control: the same region with the server's endpoint.
+        let right = try home.run(
+            "remote", "set", "s3://team-vault/forgotten-\(UInt32.random(in: 0...UInt32.max))", "--endpoint",
+            store.endpoint, "--region", "default",
+            "--credentials-file", store.credentials)
+        #expect(right.status == 0, "\(right.stderr)")
+    }
 }

@@ -380,6 +380,26 @@ final class SyncTests {
             "\(joined.stderr)")
         #expect(joined.stderr.contains("hint: check the address for a mistyped bucket or folder"), "\(joined.stderr)")
         #expect(!FileManager.default.fileExists(atPath: b.vaultFile))
+        // With a pairing code the same typo is said the same way: the
+        // folder holds no vault, whatever the code.
+        let code = try a.run("pair")
+        try #require(code.status == 0, "\(code.stderr)")
+        b.write(b.path + "/code", code.stdout)
+        let paired = try b.run(
+            "join", typo, "--user", "vault", "--password-file", b.path + "/store-password", "--pairing-code-file",
+            b.path + "/code")
+        #expect(paired.status == 1, "\(paired.stderr)")
+        #expect(
+            paired.stderr.contains(
+                "the store has no vault at \(typo) (no vault-keys there): the address may be mistyped"),
+            "\(paired.stderr)")
+        #expect(!paired.stderr.contains("no pairing offer"), "\(paired.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: b.vaultFile))
+        // The code was not spent: at the right address it joins.
+        let right = try b.run(
+            "join", proxied, "--user", "vault", "--password-file", b.path + "/store-password", "--pairing-code-file",
+            b.path + "/code")
+        #expect(right.status == 0, "\(right.stderr)")
 
         // a was in step with the store: setting a new folder keeps working, and says so.
         let moved = try a.run(
