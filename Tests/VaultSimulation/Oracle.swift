@@ -144,9 +144,13 @@ struct Oracle {
                 let touching = edits.filter { meta ? $0.groups.meta : $0.groups.tokens }
                 // A pick of a side adopts that side's edit of the group: a
                 // later edit in that side's line that knew the edit is
-                // newer than the pick too.
+                // newer than the pick too. Not of the metadata when the
+                // sides left different metadata: such a pick is an edit of
+                // its own, and an edit that did not know it races it (a
+                // rename of the side it did not keep, made on a machine
+                // that had kept that side).
                 var adopted: [Int: Int] = [:]
-                for r in touching where r.resolves {
+                for r in touching where r.resolves && !(meta && r.picksMetadata) {
                     let candidates = touching.filter {
                         $0.id != r.id && r.knownBefore.contains($0.id)
                             && outcome($0, meta: meta) == outcome(r, meta: meta)
