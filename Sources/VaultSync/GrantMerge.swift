@@ -138,8 +138,9 @@ struct GrantMerge {
         let aSeen = la.meta.map { lb.metaBefore.contains($0) } ?? false
         let bSeen = lb.meta.map { la.metaBefore.contains($0) } ?? false
         // Each tag among the other's history: two picks made apart, each
-        // keeping (and so tagged as) a side the other had seen. Neither saw
-        // the other's pick: different picks raced.
+        // keeping (and so tagged as) a side the other had seen, as picks
+        // were tagged before they took tags of their own (`picking`).
+        // Neither saw the other's pick: different picks raced.
         if aSeen && bSeen { return (aWins, !equal) }
         if aSeen { return (false, false) }
         if bSeen { return (true, false) }

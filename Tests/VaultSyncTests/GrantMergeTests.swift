@@ -262,6 +262,9 @@ struct GrantMergeTests {
         let refreshed = Self.refreshed(y, access: "a2", refresh: "rt2")
         let merged = Self.merge(Self.side(pickedY), Self.side(refreshed))
         #expect(!merged.conflict && merged.value.name == "y" && merged.value.grant?.refreshToken == "rt2")
+        // A rename of y there, made before that machine heard of the
+        // conflict, did not see the pick either: they race.
+        #expect(Self.merge(Self.side(pickedY), Self.side(Self.renamed(y, to: "v"))).conflict)
     }
 
     @Test("a side that lost a race is not taken as seen: its later refresh races the value again")
