@@ -162,11 +162,31 @@ struct Oracle {
                 // that one adopted too: the same tokens or name, picked
                 // again (a second conflict on the grant), so an edit that
                 // knew the first adopted edit went past both picks.
+                // Two picks of the metadata made apart that kept the same
+                // outcome between the same sides (the last edits each knew)
+                // are one pick, as the merge takes them (the same tag): an
+                // edit that knew one went past both.
+                func sides(_ r: Ledger.Edit) -> Set<Int> {
+                    let known = touching.filter { r.knownBefore.contains($0.id) }
+                    return Set(known.filter { e in !known.contains { $0.knownBefore.contains(e.id) } }.map(\.id))
+                }
+                var same: [Int: [Int]] = [:]
+                if meta {
+                    let picks = touching.filter(\.picksMetadata)
+                    for r in picks {
+                        same[r.id] = picks.filter {
+                            $0.id != r.id && outcome($0, meta: true) == outcome(r, meta: true) && sides($0) == sides(r)
+                        }.map(\.id)
+                    }
+                }
                 func knows(_ later: Ledger.Edit, _ e: Ledger.Edit) -> Bool {
                     guard later.id != e.id else { return false }
                     var line: Int? = e.id
                     while let id = line {
                         if later.knownBefore.contains(id) { return true }
+                        if same[id, default: []].contains(where: { $0 != later.id && later.knownBefore.contains($0) }) {
+                            return true
+                        }
                         line = adopted[id]
                     }
                     return false
