@@ -138,8 +138,9 @@ struct GrantMerge {
         let aSeen = la.meta.map { lb.metaBefore.contains($0) } ?? false
         let bSeen = lb.meta.map { la.metaBefore.contains($0) } ?? false
         // Each tag among the other's history: two picks made apart, each
-        // keeping (and so tagged as) a side the other had seen. Neither saw
-        // the other's pick: different picks raced.
+        // keeping (and so tagged as) a side the other had seen, as picks
+        // were tagged before they took tags of their own (`picking`).
+        // Neither saw the other's pick: different picks raced.
         if aSeen && bSeen { return (aWins, !equal) }
         if aSeen { return (false, false) }
         if bSeen { return (true, false) }
@@ -191,6 +192,50 @@ struct GrantMerge {
         if aReplaced { return (false, false) }
         if bReplaced { return (true, false) }
         return (aWins, true)
+    }
+
+    /// The value when the person keeps `sides[index]` of a conflict's
+    /// sides (`sides[0]` the current value, then the other sides): the
+    /// current value (`keeping`) or another side (`choosing`), with every
+    /// side's history, so that the pick is newer than each.
+    ///
+    /// A pick between sides that leave different metadata is an edit of
+    /// the metadata of its own: it takes a tag derived from the kept
+    /// side's and every side's tags (`pickedTag`), not the kept side's.
+    /// Under the kept side's tag, another machine that kept the other side
+    /// without seeing this pick, and then renamed it, would have that tag
+    /// in its history and win unseen; under a tag of its own the two
+    /// race, a conflict on every machine. Two machines that keep the same
+    /// side of the same sides make the same tag, and agree.
+    static func picking(_ index: Int, of sides: [Side]) -> (value: Payload, deleted: Bool) {
+        let current = sides[0]
+        var value: Payload
+        var deleted = current.deleted
+        if index == 0 {
+            value = keeping(current, over: Array(sides.dropFirst()))
+        } else {
+            (value, deleted) = choosing(sides[index], over: current)
+            for (i, other) in sides.enumerated() where i != 0 && i != index {
+                value = keeping(.init(payload: value, deleted: deleted), over: [other])
+            }
+        }
+        let kept = Side(payload: value, deleted: deleted)
+        if sides.contains(where: { !sameMetadata($0, kept) }), let tag = pickedTag(value.lineage.meta, of: sides) {
+            value.lineage.metaBefore = union(
+                value.lineage.metaBefore, [value.lineage.meta].compactMap { $0 }, except: tag)
+            value.lineage.meta = tag
+        }
+        return (value, deleted)
+    }
+
+    /// The metadata tag of a pick that kept the side tagged `kept` among
+    /// `sides`: 16 hex digits of BLAKE2b over the kept tag and all the
+    /// sides' tags in order, the same on every machine that makes the
+    /// same pick.
+    static func pickedTag(_ kept: String?, of sides: [Side]) -> String? {
+        var input = Array("vault.picked-tag.v1".utf8) + [0] + Array((kept ?? "").utf8)
+        for tag in sides.map({ $0.lineage.meta ?? "" }).sorted() { input += [0] + Array(tag.utf8) }
+        return (try? GenericHash.hash(input, length: 16)).map { Array($0.prefix(8)).hex }
     }
 
     /// The value when the person picks `chosen`, a kept side of a

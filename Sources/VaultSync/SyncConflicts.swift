@@ -165,24 +165,14 @@ extension SyncEngine {
             }
             let choice = try pick(sides.count)
             let currentPayload = try vault.keys.open(row)
-            let current = GrantMerge.Side(payload: currentPayload, deleted: row.deleted)
-            var others: [GrantMerge.Side] = []
+            var all = [GrantMerge.Side(payload: currentPayload, deleted: row.deleted)]
             for side in sides {
                 guard let payload = side.payload.withUnsafeBytes({ Payload.read($0) }) else {
                     throw VaultError(.damaged, "a kept side of '\(name)' is malformed")
                 }
-                others.append(.init(payload: payload, deleted: payload.grant == nil))
+                all.append(.init(payload: payload, deleted: payload.grant == nil))
             }
-            var payload: Payload
-            var deleted = row.deleted
-            if choice == 0 {
-                payload = GrantMerge.keeping(current, over: others)
-            } else {
-                (payload, deleted) = GrantMerge.choosing(others[choice - 1], over: current)
-                for (i, other) in others.enumerated() where i != choice - 1 {
-                    payload = GrantMerge.keeping(.init(payload: payload, deleted: deleted), over: [other])
-                }
-            }
+            var (payload, deleted) = GrantMerge.picking(choice, of: all)
             payload.lineage.editedAt = vault.time.now().epochSeconds
             var nameHash = row.nameHash
             if payload.name != currentPayload.name {

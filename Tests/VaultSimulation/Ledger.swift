@@ -28,6 +28,10 @@ final class Ledger: @unchecked Sendable {
         var what: String
         /// A pick between the sides of a conflict (`vault conflicts resolve`).
         var resolves: Bool
+        /// A pick between sides that left different metadata (names, or a
+        /// removal and a name): an edit of the metadata of its own, which
+        /// adopts no side's (docs/sync.md, "Versions and merge").
+        var picksMetadata = false
     }
 
     /// A broken invariant: its kind (what shrinking keeps failing on) and what it was.
@@ -54,7 +58,7 @@ final class Ledger: @unchecked Sendable {
 
     func edit(
         machine: SimMachine, record: [UInt8], groups: Groups, removed: Bool, name: String, family: Int?, what: String,
-        resolves: Bool = false, unseen: Set<Int> = [], seen: Set<Int> = []
+        resolves: Bool = false, picksMetadata: Bool = false, unseen: Set<Int> = [], seen: Set<Int> = []
     ) {
         let id = edits.count
         edits.append(
@@ -62,7 +66,7 @@ final class Ledger: @unchecked Sendable {
                 id: id, machine: machine.name, record: record, groups: groups, removed: removed, name: name,
                 family: family, knownBefore: machine.known.subtracting(unseen).union(seen),
                 what: "\(machine.name) \(what)",
-                resolves: resolves))
+                resolves: resolves, picksMetadata: picksMetadata))
         machine.known.insert(id)
     }
 

@@ -144,9 +144,13 @@ struct Oracle {
                 let touching = edits.filter { meta ? $0.groups.meta : $0.groups.tokens }
                 // A pick of a side adopts that side's edit of the group: a
                 // later edit in that side's line that knew the edit is
-                // newer than the pick too.
+                // newer than the pick too. Not of the metadata when the
+                // sides left different metadata: such a pick is an edit of
+                // its own, and an edit that did not know it races it (a
+                // rename of the side it did not keep, made on a machine
+                // that had kept that side).
                 var adopted: [Int: Int] = [:]
-                for r in touching where r.resolves {
+                for r in touching where r.resolves && !(meta && r.picksMetadata) {
                     let candidates = touching.filter {
                         $0.id != r.id && r.knownBefore.contains($0.id)
                             && outcome($0, meta: meta) == outcome(r, meta: meta)
@@ -158,11 +162,31 @@ struct Oracle {
                 // that one adopted too: the same tokens or name, picked
                 // again (a second conflict on the grant), so an edit that
                 // knew the first adopted edit went past both picks.
+                // Two picks of the metadata made apart that kept the same
+                // outcome between the same sides (the last edits each knew)
+                // are one pick, as the merge takes them (the same tag): an
+                // edit that knew one went past both.
+                func sides(_ r: Ledger.Edit) -> Set<Int> {
+                    let known = touching.filter { r.knownBefore.contains($0.id) }
+                    return Set(known.filter { e in !known.contains { $0.knownBefore.contains(e.id) } }.map(\.id))
+                }
+                var same: [Int: [Int]] = [:]
+                if meta {
+                    let picks = touching.filter(\.picksMetadata)
+                    for r in picks {
+                        same[r.id] = picks.filter {
+                            $0.id != r.id && outcome($0, meta: true) == outcome(r, meta: true) && sides($0) == sides(r)
+                        }.map(\.id)
+                    }
+                }
                 func knows(_ later: Ledger.Edit, _ e: Ledger.Edit) -> Bool {
                     guard later.id != e.id else { return false }
                     var line: Int? = e.id
                     while let id = line {
                         if later.knownBefore.contains(id) { return true }
+                        if same[id, default: []].contains(where: { $0 != later.id && later.knownBefore.contains($0) }) {
+                            return true
+                        }
                         line = adopted[id]
                     }
                     return false

@@ -236,11 +236,18 @@ final class SimMachine: @unchecked Sendable {
             try engine.resolveConflict(c.name, keepingSide: keepOther ? c.side : 0)
             let side = keepOther ? c.other : c.current
             if side == nil { ledger.removed(refreshToken: (keepOther ? c.current : c.other)?.refreshToken) }
+            // What each side leaves of the metadata: in the simulation, a
+            // removal or a name.
+            let sides = conflicts.filter { $0.name == c.name }
+            let metadata = Set(
+                [c.current == nil ? "removed" : "name " + c.name]
+                    + sides.map { $0.other == nil ? "removed" : "name " + $0.otherName })
             ledger.edit(
                 machine: self, record: id, groups: .both, removed: side == nil,
                 name: keepOther ? c.otherName : c.name,
                 family: provider.family(of: side?.refreshToken ?? side?.accessToken),
-                what: "resolve \(c.name) keep \(keepOther ? "other" : "current")", resolves: true)
+                what: "resolve \(c.name) keep \(keepOther ? "other" : "current")", resolves: true,
+                picksMetadata: metadata.count > 1)
             return "resolved \(c.name)"
         case .sync:
             let report = try SyncEngine(vault: vault, transport: transport).sync()

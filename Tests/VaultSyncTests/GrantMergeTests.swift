@@ -227,10 +227,44 @@ struct GrantMergeTests {
         #expect(picked.deleted && picked.value.lineage.meta == removedHere.lineage.meta)
         let apart = Self.merge(Self.side(picked.value, deleted: true), Self.side(renamedAgain))
         #expect(apart.conflict, "the removal made after the conflict arrived would otherwise be lost to the rename")
-        // A pick of a side whose metadata differs still takes that side's tag.
+        // A pick of a side whose metadata differs takes a tag of its own,
+        // after both sides'.
         let x = Self.renamed(Self.base, to: "x")
         let y = Self.renamed(Self.base, to: "y")
-        #expect(GrantMerge.choosing(Self.side(y), over: Self.side(x)).value.lineage.meta == y.lineage.meta)
+        let pickedY = GrantMerge.picking(1, of: [Self.side(x), Self.side(y)]).value.lineage
+        #expect(pickedY.meta != y.lineage.meta && pickedY.meta != x.lineage.meta)
+        #expect(pickedY.metaBefore.contains(y.lineage.meta!) && pickedY.metaBefore.contains(x.lineage.meta!))
+    }
+
+    @Test("a pick, and a rename made apart of the side it did not keep, race; the same pick twice agrees")
+    func pickAgainstARename() {
+        // Two renames raced: x is the value on every machine, y a kept side.
+        let m = Self.merge(Self.side(Self.renamed(Self.base, to: "x")), Self.side(Self.renamed(Self.base, to: "y")))
+        let y = Self.renamed(Self.base, to: "y")
+        let sides = [Self.side(m.value), Self.side(y)]
+        #expect(m.conflict && m.value.name == "x")
+        // One machine keeps y; another, not having seen that pick, keeps x
+        // and renames it.
+        let pickedY = GrantMerge.picking(1, of: sides).value
+        let keptX = GrantMerge.picking(0, of: sides).value
+        let renamed = Self.renamed(keptX, to: "z")
+        let apart = Self.merge(Self.side(pickedY), Self.side(renamed))
+        #expect(apart.conflict, "the pick of y would otherwise be lost to the rename")
+        #expect(Self.merge(Self.side(pickedY), Self.side(keptX)).conflict)
+        // Two machines keeping y agree, and a rename after either is newer
+        // than both.
+        let again = GrantMerge.picking(1, of: sides).value
+        #expect(again.lineage.meta == pickedY.lineage.meta)
+        let after = Self.merge(Self.side(pickedY), Self.side(Self.renamed(again, to: "w")))
+        #expect(!after.conflict && after.value.name == "w")
+        // Tokens follow their lineage: y refreshed on its machine, which
+        // had not heard of the conflict, replaces the pick's tokens.
+        let refreshed = Self.refreshed(y, access: "a2", refresh: "rt2")
+        let merged = Self.merge(Self.side(pickedY), Self.side(refreshed))
+        #expect(!merged.conflict && merged.value.name == "y" && merged.value.grant?.refreshToken == "rt2")
+        // A rename of y there, made before that machine heard of the
+        // conflict, did not see the pick either: they race.
+        #expect(Self.merge(Self.side(pickedY), Self.side(Self.renamed(y, to: "v"))).conflict)
     }
 
     @Test("a side that lost a race is not taken as seen: its later refresh races the value again")
