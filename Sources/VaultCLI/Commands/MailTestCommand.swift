@@ -321,7 +321,8 @@ struct MailTestReport {
         var hints: [String] = []
         let message: String
         if let spoken {
-            message = "\(place) answered as an \(spoken) server, not as \(asked): \"\(greeting)\""
+            let article = spoken == "POP3" ? "a" : "an"
+            message = "\(place) answered as \(article) \(spoken) server, not as \(asked): \"\(greeting)\""
             if spoken == "IMAP" || spoken == "SMTP" {
                 // The same security: it is what reached the greeting.
                 hints.append(
