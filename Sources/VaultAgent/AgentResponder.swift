@@ -230,6 +230,10 @@ final class AgentResponder: Sendable {
     ) throws(VaultError) -> Grant {
         // A name that is not one is refused before anything, and not logged.
         try GrantName.validate(name)
+        // A forwarded peer cannot make every request a refresh by asking
+        // for more validity than a token has.
+        let minimumValidity =
+            peer.origin == .forwarded ? min(minimumValidity, AgentResponder.forwardedMinimumValidity) : minimumValidity
         // A bearer token serves any request to anyone: the question and the
         // log name the request only when a proof ties the token to it.
         var log = HandOutLog(logged: request, idToken: idToken)
@@ -484,9 +488,6 @@ final class AgentResponder: Sendable {
         session: inout VaultSession?, connection: ConnectionRecord?, into w: inout MessageWriter
     ) throws(VaultError) {
         let vault = try keys.vault(current, session: &session)
-        // A forwarded peer cannot make every request a refresh by
-        // asking for more validity than a token has.
-        let cap = peer.origin == .forwarded ? min(minimum, AgentResponder.forwardedMinimumValidity) : minimum
         // A local command signs OAuth 1.0a and DPoP requests itself: no need to
         // log a refusal it falls back from.
         if peer.origin == .local {
@@ -494,7 +495,7 @@ final class AgentResponder: Sendable {
             if AgentResponder.signsItsOwnRequests(stored) { throw AgentResponder.signsItself(name, stored) }
         }
         let grant = try handOut(
-            name, minimumValidity: cap, force: false, peer: peer,
+            name, minimumValidity: minimum, force: false, peer: peer,
             claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: .none,
             keysHeld: current, connection: connection)
         GrantTokenAnswer(grant).write(into: &w)
@@ -507,9 +508,8 @@ final class AgentResponder: Sendable {
         session: inout VaultSession?, connection: ConnectionRecord?, into w: inout MessageWriter
     ) throws(VaultError) {
         let vault = try keys.vault(current, session: &session)
-        let cap = peer.origin == .forwarded ? min(minimum, AgentResponder.forwardedMinimumValidity) : minimum
         let grant = try handOut(
-            name, minimumValidity: cap, force: false, peer: peer,
+            name, minimumValidity: minimum, force: false, peer: peer,
             claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: .byAsker,
             keysHeld: current, connection: connection, idToken: true)
         guard let token = grant.idToken, let expiry = grant.idTokenExpiry else {
@@ -550,7 +550,6 @@ final class AgentResponder: Sendable {
             throw VaultError(.invalidInput, problem)
         }
         let vault = try keys.vault(current, session: &session)
-        let cap = peer.origin == .forwarded ? min(minimum, AgentResponder.forwardedMinimumValidity) : minimum
         // A local command signs OAuth 1.0a requests itself: no need to
         // log a refusal it falls back from.
         let signing = Signing.dpopHere(knowsURL: url != nil)
@@ -559,7 +558,7 @@ final class AgentResponder: Sendable {
             if signing.refuses(stored) { throw AgentResponder.signsItself(name, stored) }
         }
         let grant = try handOut(
-            name, minimumValidity: cap, force: false, peer: peer,
+            name, minimumValidity: minimum, force: false, peer: peer,
             claims: peer.origin == .forwarded ? claims : nil, vault: vault, signing: signing,
             keysHeld: current, connection: connection, request: url.map { method + " " + DPoPKey.target($0) })
         // A refresh may have brought a bound token where a bearer one was.
