@@ -187,10 +187,14 @@ public final class GitServer: @unchecked Sendable {
         port = info.port
     }
 
-    /// The end of Apache's error log: what a failed git command's message
-    /// shows, since the server's side of a failure is only there.
+    /// The ends of Apache's error and access logs: what a failed git
+    /// command's message shows, since the server's side of a failure is
+    /// only there.
     public func errorLogTail(lines: Int = 20) -> String {
-        let text = (try? String(contentsOfFile: home.path + "/git/logs/error.log", encoding: .utf8)) ?? ""
-        return text.split(separator: "\n").suffix(lines).joined(separator: "\n")
+        func tail(_ name: String) -> String {
+            let text = (try? String(contentsOfFile: home.path + "/git/logs/" + name, encoding: .utf8)) ?? ""
+            return text.split(separator: "\n").suffix(lines).joined(separator: "\n")
+        }
+        return tail("error.log") + "\nrequests:\n" + tail("access.log")
     }
 }

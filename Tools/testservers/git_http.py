@@ -89,6 +89,11 @@ PidFile {d}/run/httpd.pid
 DefaultRuntimeDir {d}/run
 ErrorLog {d}/logs/error.log
 LogLevel notice
+# What a failed test shows of each request: when, from which client port,
+# the status, whether the connection stayed open (+), closed (-) or was
+# cut before the answer was sent (X), and which child served it.
+LogFormat "%{{%T}}t.%{{msec_frac}}t %a:%{{remote}}p \\"%r\\" %>s %X %Dus pid %P keep-alive %k" brief
+CustomLog {d}/logs/access.log brief
 # git runs its credential helper between two requests on one connection;
 # on a loaded machine that can outlast Apache's default 5 s keep-alive, and
 # curl then sends the next request into a connection Apache has closed.

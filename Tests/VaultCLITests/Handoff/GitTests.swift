@@ -72,7 +72,9 @@ struct GitTests {
         let first = try run(["ls-remote", git.url])
         #expect(first.status != 0, "git accepted a revoked token")
         let stale = try home.run("show", "git", "--json")
-        #expect(stale.stdout.contains("\"state\" : \"refreshable\""), "erase did not mark the token stale")
+        #expect(
+            stale.stdout.contains("\"state\" : \"refreshable\""),
+            "erase did not mark the token stale; git said: \(first.stderr)\nApache: \(git.errorLogTail())")
         let second = try run(["ls-remote", git.url])
         #expect(second.status == 0, "\(second.stderr)\nApache: \(git.errorLogTail())")
         #expect(try home.run("show", "git", "--json").stdout.contains("\"refreshed_at\""))
