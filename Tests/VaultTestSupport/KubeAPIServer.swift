@@ -11,7 +11,15 @@ public final class KubeAPIServer: @unchecked Sendable {
     private let home = TemporaryDirectory()
 
     public static let shared: Result<KubeAPIServer, any Error> = Result {
-        try KubeAPIServer(provider: try OIDCProvider.shared.get())
+        let kube = try KubeAPIServer(provider: try OIDCProvider.shared.get())
+        RunEnd.atExit { kube.end() }
+        return kube
+    }
+
+    /// Stops the server by its script and removes its directory.
+    func end() {
+        server.stop()
+        home.remove()
     }
 
     /// A server of its own that takes any bearer token, for a test that

@@ -17,7 +17,11 @@ public final class OIDCProvider: @unchecked Sendable {
     private let home: TemporaryDirectory
 
     /// One provider with one-use (rotating) refresh tokens for the whole run.
-    public static let shared: Result<OIDCProvider, any Error> = Result { try OIDCProvider(rotate: true) }
+    public static let shared: Result<OIDCProvider, any Error> = Result {
+        let provider = try OIDCProvider(rotate: true)
+        RunEnd.atExit { provider.end() }
+        return provider
+    }
 
     init(rotate: Bool) throws {
         home = TemporaryDirectory()
@@ -28,6 +32,12 @@ public final class OIDCProvider: @unchecked Sendable {
     }
 
     private let issuers = NSLock()
+
+    /// Stops the server by its script and removes its directory.
+    func end() {
+        server.stop()
+        home.remove()
+    }
 
     /// A second issuer on this provider, at `/api/NAME`, whose refresh
     /// tokens do not rotate and die after `seconds` unused: glewlwyd's
@@ -144,7 +154,9 @@ public final class MailServer: @unchecked Sendable {
     private let home = TemporaryDirectory()
 
     public static let shared: Result<MailServer, any Error> = Result {
-        try MailServer(provider: try OIDCProvider.shared.get())
+        let mail = try MailServer(provider: try OIDCProvider.shared.get())
+        RunEnd.atExit { mail.end() }
+        return mail
     }
 
     /// A Dovecot of its own whose submission relay is down: SMTP logins
@@ -162,6 +174,12 @@ public final class MailServer: @unchecked Sendable {
         imap = info.imap
         submission = info.submission
     }
+
+    /// Stops the server by its script and removes its directory.
+    func end() {
+        server.stop()
+        home.remove()
+    }
 }
 
 /// git over smart HTTP through Apache, tokens checked at the shared provider.
@@ -172,7 +190,9 @@ public final class GitServer: @unchecked Sendable {
     private let home = TemporaryDirectory()
 
     public static let shared: Result<GitServer, any Error> = Result {
-        try GitServer(provider: try OIDCProvider.shared.get())
+        let git = try GitServer(provider: try OIDCProvider.shared.get())
+        RunEnd.atExit { git.end() }
+        return git
     }
 
     init(provider: OIDCProvider) throws {
@@ -185,6 +205,12 @@ public final class GitServer: @unchecked Sendable {
         let info = try JSONDecoder().decode(Info.self, from: Data(server.firstLine.utf8))
         url = info.url
         port = info.port
+    }
+
+    /// Stops the server by its script and removes its directory.
+    func end() {
+        server.stop()
+        home.remove()
     }
 
     /// The ends of Apache's error and access logs: what a failed git

@@ -17,13 +17,40 @@ public final class TemporaryDirectory: @unchecked Sendable {
         path = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
-    deinit {
+    deinit { remove() }
+
+    /// Removes the directory and all it holds.
+    public func remove() {
         try? FileManager.default.removeItem(atPath: path)
     }
 
     /// A vault location inside this directory.
     public var location: VaultLocation {
         VaultLocation(directory: path + "/data", configDirectory: path + "/config")
+    }
+}
+
+/// What a run's shared servers leave behind, undone when the test process
+/// exits: a `static let` is never released, so a shared server's `deinit`
+/// (which stops it by its script, then removes its directory) never runs.
+public enum RunEnd {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var steps: [@Sendable () -> Void] = []
+
+    /// Runs `step` at exit, after the steps registered later.
+    public static func atExit(_ step: @escaping @Sendable () -> Void) {
+        lock.withLock {
+            if steps.isEmpty { atexit { RunEnd.runSteps() } }
+            steps.append(step)
+        }
+    }
+
+    private static func runSteps() {
+        let all = lock.withLock { () -> [@Sendable () -> Void] in
+            defer { steps = [] }
+            return steps
+        }
+        for step in all.reversed() { step() }
     }
 }
 

@@ -17,7 +17,17 @@ final class LongTokenMail: Sendable {
     private let server: FixtureServer
     private let home = TemporaryDirectory()
 
-    static let shared: Result<LongTokenMail, any Error> = Result { try LongTokenMail() }
+    static let shared: Result<LongTokenMail, any Error> = Result {
+        let mail = try LongTokenMail()
+        RunEnd.atExit { mail.end() }
+        return mail
+    }
+
+    /// Stops the server by its script and removes its directory.
+    func end() {
+        server.stop()
+        home.remove()
+    }
 
     private init() throws {
         // Dovecot reads the mail as its own user, who must get through.
