@@ -18,8 +18,8 @@ struct ConflictsCommand: VaultCommand {
             machine that holds the grant lists the conflict (and 'vault list' marks the grant)
             until someone picks, on any machine. Each side shows the name it gives the grant, the
             machine that made it (the start of its sync device id), when, the provider and account,
-            the expiry and TOKENS, a short keyed fingerprint: equal on two sides when they hold the
-            same tokens. Tokens are not shown. 'resolve' keeps the current value, or makes another
+            the scopes when the sides differ in them, the expiry and TOKENS, a short keyed
+            fingerprint: equal on two sides when they hold the same tokens. Tokens are not shown. 'resolve' keeps the current value, or makes another
             side the value, its name included: 'other' when there is one other side, its number
             (1, 2, ...) when there are several. The next 'vault sync' sends the choice to the
             other machines, which then drop the conflict too.
@@ -101,22 +101,34 @@ struct ConflictsCommand: VaultCommand {
             return .ok
         }
         // What tells the sides apart: the name each gives the grant, the
-        // machine that made it, when, the provider and account, the expiry
-        // and a keyed fingerprint of the tokens.
-        var rows = [["GRANT", "SIDE", "NAME", "MACHINE", "CHANGED", "PROVIDER", "ACCOUNT", "EXPIRES", "TOKENS"]]
-        for (name, others) in grouped {
-            for s in sides(others) {
+        // machine that made it, when, the provider and account, the scopes
+        // (when two sides of some grant differ in them: a re-authorization
+        // that asked for more), the expiry and a keyed fingerprint of the
+        // tokens.
+        let listed = grouped.map { name, others in (name, sides(others)) }
+        let scopesDiffer = listed.contains { _, sides in
+            Set(sides.filter { !$0.removed }.map { Set($0.scopes ?? []) }).count > 1
+        }
+        var rows = [
+            ["GRANT", "SIDE", "NAME", "MACHINE", "CHANGED", "PROVIDER", "ACCOUNT"] + (scopesDiffer ? ["SCOPES"] : [])
+                + ["EXPIRES", "TOKENS"]
+        ]
+        for (name, sides) in listed {
+            for s in sides {
                 let machine = (s.machine ?? "unknown") + (s.thisMachine ? " (this machine)" : "")
                 // Format.table escapes every cell for the terminal.
                 let grant = s.side == "current" ? name : ""
+                guard !s.removed else {
+                    let blank = Array(repeating: "-", count: rows[0].count - 5)
+                    rows.append([grant, s.side, s.name, machine, "removed"] + blank)
+                    continue
+                }
+                let scopes = s.scopes.flatMap { $0.isEmpty ? nil : $0.joined(separator: " ") } ?? "-"
                 rows.append(
-                    s.removed
-                        ? [grant, s.side, s.name, machine, "removed", "-", "-", "-", "-"]
-                        : [
-                            grant, s.side, s.name, machine, "\(s.changed ?? "-") (\(s.state ?? "-"))",
-                            s.provider ?? "-",
-                            s.account ?? "-", s.expires ?? "-", s.fingerprint ?? "-",
-                        ])
+                    [
+                        grant, s.side, s.name, machine, "\(s.changed ?? "-") (\(s.state ?? "-"))", s.provider ?? "-",
+                        s.account ?? "-",
+                    ] + (scopesDiffer ? [scopes] : []) + [s.expires ?? "-", s.fingerprint ?? "-"])
             }
         }
         Format.table(rows).forEach { ctx.output.out($0) }
@@ -140,7 +152,7 @@ struct ConflictsCommand: VaultCommand {
             side: label, name: current ? c.name : c.otherName, provider: g?.provider,
             machine: device, thisMachine: device == c.thisDevice, removed: g == nil,
             state: g.map { $0.state(at: now).rawValue }, changed: changed.map(Format.timestamp),
-            account: g?.account, expires: g?.expiresAt.map(Format.timestamp),
+            account: g?.account, scopes: g?.scopes, expires: g?.expiresAt.map(Format.timestamp),
             fingerprint: current ? c.currentFingerprint : c.otherFingerprint)
     }
 

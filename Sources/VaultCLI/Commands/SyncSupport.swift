@@ -39,6 +39,8 @@ struct ConflictSide: Encodable {
     let state: String?
     let changed: String?
     let account: String?
+    /// The scopes this side was granted (nil for a removed side).
+    let scopes: [String]?
     let expires: String?
     let fingerprint: String?
 
@@ -53,12 +55,13 @@ struct ConflictSide: Encodable {
         try c.encode(state, forKey: .state)
         try c.encode(changed, forKey: .changed)
         try c.encode(account, forKey: .account)
+        try c.encode(scopes, forKey: .scopes)
         try c.encode(expires, forKey: .expires)
         try c.encode(fingerprint, forKey: .fingerprint)
     }
 
     enum CodingKeys: String, CodingKey {
-        case side, name, provider, machine, removed, state, changed, account, expires, fingerprint
+        case side, name, provider, machine, removed, state, changed, account, scopes, expires, fingerprint
         case thisMachine = "this_machine"
     }
 }

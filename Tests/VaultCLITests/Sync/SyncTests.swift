@@ -242,12 +242,17 @@ final class SyncTests {
         #expect(opened.status == 0 && opened.stdout == "w\n", "\(opened.stderr)")
     }
 
-    @Test("concurrent changes to one grant keep both sides, and the machines agree on the value")
-    func concurrentEdits() throws {
+    /// a holds 'work', syncs it, and b joins.
+    func shareWork() throws {
         try a.run("import", "work", stdin: Home.tokenJSON("base"))
         try connect(a)
         try sync(a)
         #expect(try join(b).status == 0)
+    }
+
+    @Test("concurrent changes to one grant keep both sides, and the machines agree on the value")
+    func concurrentEdits() throws {
+        try shareWork()
         try a.run("import", "work", "--replace", stdin: Home.tokenJSON("from-a"))
         try b.run("import", "work", "--replace", stdin: Home.tokenJSON("from-b"))
         try sync(a)
@@ -268,6 +273,36 @@ final class SyncTests {
         #expect(try token(a, "work") == loser)
         #expect(try b.run("conflicts").stderr.contains("no conflicts"))
         #expect(try a.run("conflicts", "resolve", "work", "--keep", "current").status == 1)
+    }
+
+    @Test("sides that differ in scopes show them: which side holds the mail scope is seen before picking")
+    func conflictScopes() throws {
+        try shareWork()
+        let scoped = { (token: String, scope: String) in
+            #"{"access_token":"\#(token)","refresh_token":"r-\#(token)","expires_in":3600,"provider":"test","scope":"\#(scope)"}"#
+        }
+        try a.run("import", "work", "--replace", stdin: scoped("from-a", "openid email"))
+        try b.run("import", "work", "--replace", stdin: scoped("from-b", "openid email mail"))
+        try sync(a)
+        try sync(b)
+        let listed = try b.run("conflicts")
+        let lines = listed.stdout.split(separator: "\n")
+        #expect(lines.first?.contains("SCOPES") == true, "\(listed.stdout)")
+        #expect(lines.contains { $0.contains("openid email mail") }, "\(listed.stdout)")
+        #expect(lines.contains { $0.contains("openid email ") && !$0.contains("email mail") }, "\(listed.stdout)")
+        let json = try b.run("conflicts", "--json")
+        let rows = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]]
+        let sides = rows?.first?["sides"] as? [[String: Any]] ?? []
+        let scopes = Set(sides.compactMap { $0["scopes"] as? [String] })
+        #expect(scopes == [["openid", "email"], ["openid", "email", "mail"]], "\(sides)")
+        // Sides that agree on the scopes need no column.
+        #expect(try b.run("conflicts", "resolve", "work", "--keep", "current").status == 0)
+        try b.run("import", "work", "--replace", stdin: Home.tokenJSON("b-2"))
+        try a.run("import", "work", "--replace", stdin: Home.tokenJSON("a-2"))
+        try sync(b)
+        try sync(a)
+        let same = try a.run("conflicts")
+        #expect(same.stdout.contains("TOKENS") && !same.stdout.contains("SCOPES"), "\(same.stdout)\(same.stderr)")
     }
 
     @Test("a store that serves old, changed, cut, foreign or HTML data is refused and nothing local changes")
