@@ -105,11 +105,13 @@ extension SyncEngine {
         let notedNote = PassphraseNote(hash: noted, slots: state.passphraseSlots)
         // This machine joined with keys published after the pinned
         // ones, whose own pin has not landed yet (it never reconciled a
-        // pin, and the publisher did not replace its passphrase): they
-        // stay until that pin comes.
+        // pin, and the publisher replaced none of its passphrases): they
+        // stay until that pin comes. A pin that replaced any passphrase
+        // it joined with (one side of a pair) came after that passphrase
+        // or raced it: it is taken as on any machine.
         let joinedAhead =
             !newHere && state.pinHash == zeros && noted != zeros && publishedHash != noted
-            && !notedNote.isReplaced(in: replaced) && !ownBefore.allSatisfy { published.contains($0) }
+            && !notedNote.isReplacedInPart(in: replaced) && !ownBefore.allSatisfy { published.contains($0) }
         // Keys this machine's own passphrase replaced: the root still
         // pins them because this machine's pin did not land (its note
         // of it is kept from before it tried), or this machine joined
@@ -397,6 +399,12 @@ struct PassphraseNote {
     /// every slot of it (seen among others and replaced with them).
     func isReplaced(in replaced: [[UInt8]]) -> Bool {
         replaced.contains(hash) || (!slots.isEmpty && slots.allSatisfy { replaced.contains($0) })
+    }
+
+    /// Whether `replaced` names this passphrase or any slot of it: its
+    /// publisher saw at least one of them (a pair's side it replaced).
+    func isReplacedInPart(in replaced: [[UInt8]]) -> Bool {
+        hashes.contains { replaced.contains($0) }
     }
 }
 
