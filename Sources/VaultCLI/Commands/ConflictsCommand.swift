@@ -19,10 +19,11 @@ struct ConflictsCommand: VaultCommand {
             until someone picks, on any machine. Each side shows the name it gives the grant, the
             machine that made it (the start of its sync device id), when, the provider and account,
             the scopes when the sides differ in them, the expiry and TOKENS, a short keyed
-            fingerprint: equal on two sides when they hold the same tokens. Tokens are not shown. 'resolve' keeps the current value, or makes another
-            side the value, its name included: 'other' when there is one other side, its number
-            (1, 2, ...) when there are several. The next 'vault sync' sends the choice to the
-            other machines, which then drop the conflict too.
+            fingerprint: equal on two sides when they hold the same tokens. Tokens are not shown.
+            'resolve' keeps the current value, or makes another side the value, its name included:
+            'other' when there is one other side, its number (1, 2, ...) when there are several.
+            The next 'vault sync' sends the choice to the other machines, which then drop the
+            conflict too.
             """,
         examples: [
             "vault conflicts", "vault conflicts resolve work --keep other", "vault conflicts resolve work --keep 2",
