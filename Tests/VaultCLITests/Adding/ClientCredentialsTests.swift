@@ -128,23 +128,28 @@ final class ClientCredentialsSecretTests {
     }
 
     @Test(
-        "doctor on a healthy machine grant: django's 405 page to the probe's GET is the endpoint answering, not a portal"
+        "doctor on a healthy machine grant: one token request with its credentials, as check makes, and no portal"
     )
     func doctorHealthy() throws {
         try #require(try add("dot", "ci", ["--scope", "read"]).status == 0)
+        let before = try log().count
         let r = try home.run("doctor", "ci", "--json")
         #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
         let doc = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
         let grants = doc["grants"] as? [[String: Any]] ?? []
         let findings = grants.first { $0["name"] as? String == "ci" }?["findings"] as? [[String: Any]] ?? []
         func finding(_ check: String) -> [String: Any]? { findings.first { $0["check"] as? String == check } }
-        // django answers the GET with its HTML 405 page.
+        // The probe is a token request (django answers a GET with its 405 page).
         #expect(finding("reachable")?["status"] as? String == "ok")
-        #expect((finding("reachable")?["detail"] as? String)?.contains("answered HTTP 405") == true, "\(findings)")
-        #expect(finding("proxy") == nil, "\(findings)")
-        // A machine grant has no refresh token to spend.
-        let refresh = finding("refresh")?["detail"] as? String ?? ""
-        #expect(!refresh.contains("refresh token") && refresh.contains("asks for no new one"), "\(refresh)")
+        #expect(
+            (finding("reachable")?["detail"] as? String)?.contains("answered a token request with HTTP 200") == true,
+            "\(findings)")
+        #expect(finding("proxy") == nil && finding("endpoint") == nil, "\(findings)")
+        #expect(finding("credentials")?["status"] as? String == "ok", "\(findings)")
+        // A machine grant has no refresh token to spend: no refresh finding speaks of one.
+        #expect(finding("refresh") == nil, "\(findings)")
+        let requests = try log().dropFirst(before)
+        #expect(requests.count == 1 && requests.first?["grant_type"] as? String == "client_credentials", "\(requests)")
         let human = try home.run("doctor", "ci")
         #expect(human.status == 0 && !human.stdout.contains("portal"), "\(human.stdout)\(human.stderr)")
     }
@@ -204,6 +209,11 @@ final class ClientCredentialsGlewlwydTests {
         let r = try add("sec", ["--client-id", s.confidential_client, "--client-secret-file", home.path + "/secret"])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(try home.listed()["sec"]?["kind"] as? String == "client_credentials")
+        // doctor's probe is a token request with the secret: glewlwyd takes it.
+        let d = try DoctorRun(try home.run("doctor", "sec", "--json"))
+        #expect(d.result.status == 0, "\(d.result.stdout)")
+        #expect(d.status("reachable", of: "sec") == "ok" && d.status("credentials", of: "sec") == "ok")
+        #expect(d.finding("endpoint", of: "sec") == nil && d.finding("proxy", of: "sec") == nil)
     }
 
     @Test("no --scope: the provider file's scopes are asked for; without them glewlwyd refuses (control)")

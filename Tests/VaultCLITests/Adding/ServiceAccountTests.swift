@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VaultHTTP
 import VaultTestSupport
 
 /// Service accounts (RFC 7523 JWT bearer) against a real RFC 7523 token
@@ -202,6 +203,60 @@ final class ServiceAccountTests {
         // Its tokens last 30 s here, inside the freshness margin: refreshable, not dead.
         #expect(try home.listed()["ci"]?["state"] as? String == "refreshable")
         #expect(try home.run("token", "ci").status == 0)
+    }
+
+    @Test(
+        "doctor makes the token request check makes: authlib's 404 to a GET is no warning, and a deleted key fails while the token is fresh"
+    )
+    func doctor() throws {
+        try #require(try home.run("add", "rfc7523", "ci", "--service-account", keyFile, "--scope", "read").status == 0)
+        try #require(
+            try home.run(
+                "add", "rfc7523", "cc", "--flow", "client-credentials", "--client-id", "cc-secret",
+                "--client-secret-file", secretFile()
+            ).status == 0)
+        // authlib's token endpoint answers a GET with 404: POST is its only method.
+        let get = try CurlTransport().send(HTTPRequest(method: "GET", url: settings.token_endpoint))
+        #expect(get.status == 404)
+        let before = try log().count
+        let healthy = try DoctorRun(try home.run("doctor", "--json"))
+        #expect(healthy.result.status == 0, "\(healthy.result.stdout)")
+        for name in ["ci", "cc"] {
+            #expect(healthy.finding("endpoint", of: name) == nil, "\(healthy.result.stdout)")
+            #expect(healthy.status("reachable", of: name) == "ok")
+            #expect(healthy.detail("reachable", of: name).contains("answered a token request with HTTP 200"))
+            #expect(healthy.status("clock", of: name) == "ok", "\(healthy.detail("clock", of: name))")
+            #expect(healthy.status("credentials", of: name) == "ok", "\(healthy.detail("credentials", of: name))")
+        }
+        // One token request each, with the grant's own credentials and scopes: what check sends.
+        let requests = try log().dropFirst(before)
+        #expect(
+            requests.map { $0["grant_type"] as? String ?? "" }.sorted() == [
+                "client_credentials", "urn:ietf:params:oauth:grant-type:jwt-bearer",
+            ])
+        #expect(requests.first { $0["client_auth"] as? String == "none" }?["scope"] as? String == "read")
+        let human = try home.run("doctor")
+        #expect(human.stderr == "vault: no problem found\n", "\(human.stdout)\(human.stderr)")
+
+        // The key deleted at the provider while the stored token is fresh: found, as check finds it.
+        try settings(["disable_key": true])
+        #expect(try home.listed()["ci"]?["state"] as? String == "fresh")
+        let dead = try DoctorRun(try home.run("doctor", "ci", "--json"))
+        #expect(dead.result.status == 1)
+        #expect(dead.status("credentials", of: "ci") == "fail")
+        #expect(
+            dead.detail("credentials", of: "ci").contains("invalid_grant"), "\(dead.detail("credentials", of: "ci"))")
+        #expect(dead.remedy("credentials", of: "ci").contains("vault add rfc7523 ci --service-account KEY.json"))
+        #expect(try home.listed()["ci"]?["state"] as? String == "dead")
+        #expect(try home.run("check", "ci").status == 2)
+    }
+
+    /// A file with the server's client secret for client credentials.
+    func secretFile() throws -> String {
+        let info = try JSONSerialization.jsonObject(with: Data(server.firstLine.utf8)) as? [String: Any]
+        let path = home.path + "/cc-secret"
+        home.write(path, (info?["client_secret"] as? String ?? "") + "\n")
+        return path
     }
 
     @Test(
