@@ -113,9 +113,8 @@ struct GrantDoctor {
     func stateFinding() -> Finding {
         let again = "run 'vault add \(name)' to authorize it again"
         if grant.dead {
-            let why = grant.deadReason.map { " (\($0))" } ?? ""
             return Finding(
-                "state", .fail, "the provider refused the grant's refresh token\(why): it was revoked or expired",
+                "state", .fail, grant.refusal(grant.deadReason),
                 remedy: grant.kind.mintsTokens
                     ? Remedies.hint(
                         .replaceCredentials(
@@ -132,7 +131,11 @@ struct GrantDoctor {
             let until = grant.expiresAt.map { " until \(Format.timestamp($0))" } ?? ""
             return Finding("state", .ok, "the access token is valid\(until)")
         case .refreshable:
-            return Finding("state", .ok, "the access token is stale; the refresh token renews it")
+            return Finding(
+                "state", .ok,
+                grant.kind.mintsTokens
+                    ? "the access token is stale; the grant's credentials get a new one"
+                    : "the access token is stale; the refresh token renews it")
         case .expired:
             let why =
                 grant.refreshToken == nil

@@ -408,7 +408,7 @@ public struct TokenRefresher {
 
     /// The error for a grant that needs a new authorization.
     package static func deadError(_ name: String, _ g: Grant, cause: VaultError? = nil) -> VaultError {
-        let why = cause.map { ": \($0.reason)" } ?? (g.deadReason.map { " (\($0))" } ?? "")
+        let why = ": " + (cause?.reason ?? g.refusal(g.deadReason))
         let remedy: VaultError.Remedy =
             g.kind.mintsTokens
             ? .replaceCredentials(provider: g.provider, grant: name, serviceAccount: g.kind == .serviceAccount)

@@ -143,7 +143,10 @@ final class ServiceAccountTests {
         let before = home.snapshot()
         let refused = try home.run("add", "other", "--service-account", keyFile, "--subject", "mallory@example.com")
         #expect(refused.status == 1)
-        #expect(refused.stderr.contains("the provider refused the grant: invalid_grant: Invalid \"sub\" value"))
+        #expect(
+            refused.stderr.contains(
+                "the provider refused the service account's key, or its right to act for mallory@example.com: "
+                    + "invalid_grant: Invalid \"sub\" value"), "\(refused.stderr)")
         let listed = try home.listed()
         #expect(home.snapshot() == before && listed.count == 1)
     }
@@ -184,14 +187,22 @@ final class ServiceAccountTests {
         try settings(["disable_key": true])
         let r = try home.run("token", "ci")
         #expect(r.status == 2 && r.stdout.isEmpty)
-        #expect(r.stderr.contains("grant 'ci' needs new credentials"))
-        #expect(r.stderr.contains("invalid_grant: Invalid JWT Signature."))
+        #expect(
+            r.stderr.contains(
+                "grant 'ci' needs new credentials: getting a token for 'ci': the provider refused the service "
+                    + "account's key: invalid_grant: Invalid JWT Signature."), "\(r.stderr)")
         #expect(r.stderr.contains("vault add ci ci --service-account KEY.json"))
         #expect(try home.listed()["ci"]?["state"] as? String == "dead")
-        // Dead stays dead without asking the server again.
+        // Dead stays dead without asking the server again, and says why in
+        // the words of its kind: it has no refresh token.
         let again = try home.run("token", "ci")
         let requests = try log().count
         #expect(again.status == 2 && requests == 2)
+        #expect(
+            again.stderr.contains(
+                "grant 'ci' needs new credentials: the provider refused the service account's key (invalid_grant): "
+                    + "the key was deleted or disabled"), "\(again.stderr)")
+        #expect(!again.stderr.contains("refresh token"), "\(again.stderr)")
 
         // The name alone cannot authorize a machine grant again: it says what can.
         let alone = try home.run("add", "ci")
@@ -249,6 +260,14 @@ final class ServiceAccountTests {
         #expect(dead.remedy("credentials", of: "ci").contains("vault add rfc7523 ci --service-account KEY.json"))
         #expect(try home.listed()["ci"]?["state"] as? String == "dead")
         #expect(try home.run("check", "ci").status == 2)
+        // From then on the vault says it, in the words of the grant's kind.
+        let again = try DoctorRun(try home.run("doctor", "ci", "--json"))
+        #expect(
+            again.detail("state", of: "ci")
+                == "the provider refused the service account's key (invalid_grant): the key was deleted or disabled")
+        #expect(
+            again.remedy("state", of: "ci") == "add a new key with 'vault add rfc7523 ci --service-account KEY.json'")
+        #expect(!again.result.stdout.contains("refresh token"), "\(again.result.stdout)")
     }
 
     /// A file with the server's client secret for client credentials.
