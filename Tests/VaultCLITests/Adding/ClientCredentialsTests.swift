@@ -114,6 +114,35 @@ final class ClientCredentialsSecretTests {
         #expect(try log().count == 2)
     }
 
+    @Test("invalid_scope names the scopes asked for and where they came from: --scope, or the provider file's")
+    func invalidScope() throws {
+        let given = try add("dot", "api", ["--scope", "read", "--scope", "admin"])
+        #expect(given.status == 1, "\(given.stderr)")
+        #expect(given.stderr.contains("invalid_scope"), "\(given.stderr)")
+        #expect(
+            given.stderr.contains(
+                "vault: hint: vault asked for the scopes of --scope: read admin; ask for others with --scope S (repeatable)\n"
+            ), "\(given.stderr)")
+        try home.providerFile(
+            "dotadmin",
+            [
+                "token_endpoint": settings.token_endpoint, "flows": ["client-credentials"], "scopes": ["admin"],
+            ])
+        let fromFile = try add("dotadmin", "api")
+        #expect(fromFile.status == 1, "\(fromFile.stderr)")
+        #expect(
+            fromFile.stderr.contains(
+                "vault: hint: vault asked for provider 'dotadmin''s scopes: admin; change \"scopes\" in "),
+            "\(fromFile.stderr)")
+        #expect(
+            fromFile.stderr.contains(
+                "/providers/dotadmin.json, or ask for others with --scope S (repeatable), which replaces them\n"),
+            "\(fromFile.stderr)")
+        #expect(try home.listed().isEmpty)
+        // --scope replaces the file's, as the hint says.
+        #expect(try add("dotadmin", "api", ["--scope", "read"]).status == 0)
+    }
+
     @Test("check of a machine grant without a userinfo endpoint: one token request with its credentials says it works")
     func check() throws {
         try #require(try add("dot", "ci", ["--scope", "read"]).status == 0)
