@@ -275,7 +275,7 @@ struct AddCommand: VaultCommand {
             let directory = try ctx.opener.location().configDirectory
             let inFile = ProviderCatalog.load(configDirectory: directory).files[provider] != nil
             hint =
-                "vault asked for provider '\(provider)''s scopes: \(asked.joined(separator: " ")); "
+                "vault asked for the scopes of provider '\(provider)': \(asked.joined(separator: " ")); "
                 + (inFile
                     ? "change \"scopes\" in \(GrantLifetimes.providerFile(provider, configDirectory: directory)), or \(others), which replaces them"
                     : "\(others), which replaces them")

@@ -132,7 +132,7 @@ final class ClientCredentialsSecretTests {
         #expect(fromFile.status == 1, "\(fromFile.stderr)")
         #expect(
             fromFile.stderr.contains(
-                "vault: hint: vault asked for provider 'dotadmin''s scopes: admin; change \"scopes\" in "),
+                "vault: hint: vault asked for the scopes of provider 'dotadmin': admin; change \"scopes\" in "),
             "\(fromFile.stderr)")
         #expect(
             fromFile.stderr.contains(
