@@ -525,7 +525,10 @@ struct GrantDoctor {
             // Something else answered: that says nothing of the credentials.
             if out.contains(where: { $0.check == "proxy" || $0.check == "endpoint" }) { return out }
         case nil:
-            break  // the agent made the request: only its outcome is known here
+            out.append(
+                Finding(
+                    "reachable", .skipped,
+                    "the agent made the token request with the grant's credentials: only its outcome is known here"))
         }
         out.append(credentialsFinding(result))
         return out

@@ -132,6 +132,12 @@ final class ServiceAccountTests {
         #expect(r.status == 0, "\(r.stderr)")
         #expect(try MachineSupport.status(base + "/userinfo", token: r.stdout.trimmingCharacters(in: .newlines)) == 200)
         #expect(try log().count == 2)
+        // doctor's token request goes through the agent too, which holds the key.
+        let d = try DoctorRun(try agent.home.run("doctor", "ci", "--json"))
+        #expect(d.result.status == 0, "\(d.result.stdout)")
+        #expect(d.status("credentials", of: "ci") == "ok", "\(d.detail("credentials", of: "ci"))")
+        #expect(d.status("reachable", of: "ci") == "skipped", "\(d.detail("reachable", of: "ci"))")
+        #expect(try log().count == 3)
     }
 
     @Test("--subject asks for a user's token (domain-wide delegation); a subject the server refuses stores nothing")
