@@ -41,7 +41,9 @@ struct Finding: Encodable {
 /// (its state, a likely Google testing app, a sync conflict, mail scopes),
 /// then one probe of its token endpoint that spends nothing (network,
 /// proxy, clock, client), then its access token at the userinfo endpoint
-/// while it is valid, or else the refresh it needs anyway.
+/// while it is valid, or else the refresh it needs anyway. A machine
+/// grant's probe is the token request `vault check` makes, which also
+/// tests its credentials.
 struct GrantDoctor {
     let name: String
     let grant: Grant
@@ -97,8 +99,12 @@ struct GrantDoctor {
         }
         if let right = refreshRightFinding() { findings.append(right) }
         if let scopes = mailScopeFinding() { findings.append(scopes) }
-        let reachable = probeFindings(into: &findings)
-        findings += tokenFindings(reachable: reachable)
+        if grant.kind.mintsTokens {
+            findings += machineFindings()
+        } else {
+            let reachable = probeFindings(into: &findings)
+            findings += tokenFindings(reachable: reachable)
+        }
         return findings
     }
 
@@ -107,9 +113,8 @@ struct GrantDoctor {
     func stateFinding() -> Finding {
         let again = "run 'vault add \(name)' to authorize it again"
         if grant.dead {
-            let why = grant.deadReason.map { " (\($0))" } ?? ""
             return Finding(
-                "state", .fail, "the provider refused the grant's refresh token\(why): it was revoked or expired",
+                "state", .fail, grant.refusal(grant.deadReason),
                 remedy: grant.kind.mintsTokens
                     ? Remedies.hint(
                         .replaceCredentials(
@@ -126,7 +131,11 @@ struct GrantDoctor {
             let until = grant.expiresAt.map { " until \(Format.timestamp($0))" } ?? ""
             return Finding("state", .ok, "the access token is valid\(until)")
         case .refreshable:
-            return Finding("state", .ok, "the access token is stale; the refresh token renews it")
+            return Finding(
+                "state", .ok,
+                grant.kind.mintsTokens
+                    ? "the access token is stale; the grant's credentials get a new one"
+                    : "the access token is stale; the refresh token renews it")
         case .expired:
             let why =
                 grant.refreshToken == nil
@@ -347,10 +356,15 @@ struct GrantDoctor {
             findings.append(networkFinding(error, host: host, via: via))
             return false
         case .answered(let answer):
+            // A token endpoint takes only POST (RFC 6749 section 3.2): a
+            // GET's 404 or 405 shows that its host answers, no more.
             findings.append(
                 Finding(
                     "reachable", .ok,
-                    "the token endpoint at \(host) answered HTTP \(answer.status)"
+                    (answer.clientChecked
+                        ? "the token endpoint at \(host) answered HTTP \(answer.status)"
+                        : "the token endpoint's host \(host) answered a GET with HTTP \(answer.status) (a token "
+                            + "endpoint takes only POST: this shows that the host answers)")
                         + (via.map { " through \($0)" } ?? "")))
             findings.append(contentsOf: answerFindings(answer, host: host, via: via))
             return true
@@ -419,7 +433,7 @@ struct GrantDoctor {
                     + "a captive portal or a proxy" + through,
                 remedy:
                     "log in to the network's portal, or set https_proxy and no_proxy so requests reach the provider")
-        } else if answer.status == 404 {
+        } else if answer.status == 404 && answer.clientChecked {
             intercepted = Finding(
                 "endpoint", .warn, "nothing is at the token endpoint's address at \(host) (HTTP 404)",
                 remedy: "check the grant's token endpoint ('vault show \(name)')")
@@ -442,7 +456,7 @@ struct GrantDoctor {
         } else {
             out.append(Finding("clock", .skipped, "\(host) sent no Date header to compare with"))
         }
-        guard intercepted == nil else { return out }
+        guard intercepted == nil, !grant.kind.mintsTokens else { return out }
         if answer.clientChecked {
             out.append(clientFinding(answer))
         } else if grant.kind == .oauth2 {
@@ -483,6 +497,72 @@ struct GrantDoctor {
         }
     }
 
+    // MARK: A machine grant
+
+    /// A machine grant's checks after what the vault knows: the token
+    /// request `vault check` makes (`TokenEndpointProbe.mint`), in place of
+    /// the probe and the refresh of a person's grant. Its answer is judged
+    /// as the probe's is (network, proxy, clock); then the credentials.
+    func machineFindings() -> [Finding] {
+        guard let endpoint = grant.providerConfiguration?.tokenEndpoint else { return [] }
+        guard !grant.dead else {
+            return [Finding("credentials", .skipped, "the grant is dead: its credentials would be refused")]
+        }
+        let host = URLPolicy.schemeAndHost(endpoint)?.1 ?? "?"
+        let via = proxy(for: endpoint)
+        let (outcome, result) = TokenEndpointProbe.mint(name, with: refresher)
+        var out: [Finding] = []
+        switch outcome {
+        case .unreachable(let error)?:
+            return [networkFinding(error, host: host, via: via)]
+        case .answered(let answer)?:
+            out.append(
+                Finding(
+                    "reachable", .ok,
+                    "the token endpoint at \(host) answered a token request with HTTP \(answer.status)"
+                        + (via.map { " through \($0)" } ?? "")))
+            out += answerFindings(answer, host: host, via: via)
+            // Something else answered: that says nothing of the credentials.
+            if out.contains(where: { $0.check == "proxy" || $0.check == "endpoint" }) { return out }
+        case nil:
+            out.append(
+                Finding(
+                    "reachable", .skipped,
+                    "the agent made the token request with the grant's credentials: only its outcome is known here"))
+        }
+        out.append(credentialsFinding(result))
+        return out
+    }
+
+    /// What the token request said of the grant's credentials.
+    func credentialsFinding(_ result: Result<FreshGrant, VaultError>) -> Finding {
+        let replace = Remedies.hint(
+            .replaceCredentials(provider: grant.provider, grant: name, serviceAccount: grant.kind == .serviceAccount))
+        let error: VaultError
+        switch result {
+        case .success(let fresh):
+            let until = fresh.grant.expiresAt.map { " until \(Format.timestamp($0))" } ?? ""
+            return Finding(
+                "credentials", .ok,
+                (fresh.refreshed
+                    ? "the provider took the grant's credentials: a new access token, valid\(until)"
+                    : "another process had just got a new access token with the grant's credentials, valid\(until)"))
+        case .failure(let failure):
+            error = failure
+        }
+        switch error.code {
+        case .dead:
+            return Finding("credentials", .fail, error.reason, remedy: error.remedy.map(Remedies.hint) ?? replace)
+        case .invalidClient:
+            return Finding("credentials", .fail, error.reason, remedy: replace)
+        case .transient, .busy:
+            return Finding(
+                "credentials", .warn, error.reason, remedy: error.remedy.map(Remedies.hint) ?? "try again later")
+        default:
+            return Finding("credentials", .fail, error.reason, remedy: error.remedy.map(Remedies.hint))
+        }
+    }
+
     // MARK: The tokens
 
     /// The access token at the userinfo endpoint while it is valid, or the
@@ -519,10 +599,6 @@ struct GrantDoctor {
     /// Why a fresh grant is not refreshed, in the words of its kind: only
     /// a grant with a refresh token has one to spend.
     var freshTokenDetail: String {
-        if grant.kind.mintsTokens {
-            return
-                "the access token is fresh: doctor asks for no new one (the grant's credentials mint one when needed)"
-        }
         if grant.refreshToken == nil {
             return "the access token is fresh; the grant has no refresh token, so it works until the token expires"
         }

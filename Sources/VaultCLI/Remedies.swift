@@ -40,9 +40,11 @@ enum Remedies {
         // The grant keeps its provider and client: its name alone authorizes it again.
         case .authorizeAgain(_, let grant): return "run 'vault add \(grant)' to authorize it again"
         case .replaceCredentials(let provider, let grant, let serviceAccount):
+            // The error says what the provider refused (`Grant.refusal`).
             return serviceAccount
-                ? "the provider refused the service account's key (deleted or disabled?): add a new key with 'vault add \(provider) \(grant) --service-account KEY.json'"
-                : "the provider refused the client's credentials: add them again with 'vault add \(provider) \(grant) --flow client-credentials'"
+                ? "add a new key with 'vault add \(provider) \(grant) --service-account KEY.json'"
+                : "give the client's secret or key again with 'vault add \(provider) \(grant) --flow client-credentials' "
+                    + "and --client-secret-file FILE or --client-key-file FILE"
         case .replaceExisting: return "use --replace to overwrite it"
         case .listGrants: return "'vault list' shows the stored grants"
         case .nearGrantNames(let names):

@@ -151,6 +151,41 @@ public struct Grant: Equatable, Sendable {
     }
 }
 
+extension Grant {
+    /// What the provider refuses when it refuses this grant
+    /// (`invalid_grant`), in the words of its kind: a person's grant its
+    /// refresh token, a machine grant the credentials it keeps. The one
+    /// wording of doctor, check and the token commands.
+    package var refusedCredential: String {
+        switch kind {
+        case .oauth2: return "the grant's refresh token"
+        case .oauth1: return "the grant's token"
+        case .clientCredentials: return "the client's credentials"
+        case .serviceAccount:
+            guard let subject = providerConfiguration?.subject else { return "the service account's key" }
+            return "the service account's key, or its right to act for \(subject)"
+        }
+    }
+
+    /// The provider's refusal of this grant, `code` its error code (the
+    /// grant's `deadReason`), and what likely caused it: `the provider
+    /// refused the service account's key (invalid_grant): it was deleted or
+    /// disabled`.
+    package func refusal(_ code: String?) -> String {
+        let why: String
+        switch kind {
+        case .oauth2: why = "it was revoked or expired"
+        case .oauth1: why = "it was revoked"
+        case .clientCredentials: why = "the client was disabled or deleted, or its secret or key replaced"
+        case .serviceAccount:
+            why =
+                providerConfiguration?.subject == nil
+                ? "the key was deleted or disabled" : "the key was deleted or disabled, or the delegation withdrawn"
+        }
+        return "the provider refused \(refusedCredential)\(code.map { " (\($0))" } ?? ""): \(why)"
+    }
+}
+
 /// Where a grant stands, as `vault list` shows it.
 public enum GrantState: String, Codable, Sendable {
     /// The access token has more than the freshness margin left.

@@ -219,7 +219,9 @@ struct AddCommand: VaultCommand {
         var grant: Grant
         do { grant = try authorizer.authorize(request) } catch {
             pending?.undo()
-            throw error
+            throw try scopeRefusal(
+                error, asked: request.effectiveScopesForDisplay, provider: provider.name, grantsOwn: existing != nil,
+                ctx: ctx)
         }
         if request.dpopKey != nil && !grant.accessTokenIsDPoPBound {
             ctx.output.warn(
@@ -248,6 +250,39 @@ struct AddCommand: VaultCommand {
             name, grant, provider: provider, existing: existing, existed: existed,
             asked: request.effectiveScopesForDisplay, ctx: ctx)
         return .ok
+    }
+
+    /// `error` as the command reports it; a refusal of the scopes asked
+    /// (`invalid_scope`) names them, where they came from and how to ask
+    /// for others. `grantsOwn`: a grant's own scopes were asked for again.
+    func scopeRefusal(_ error: any Error, asked: [String], provider: String, grantsOwn: Bool, ctx: Context) throws
+        -> any Error
+    {
+        guard let refusal = error as? VaultError, refusal.oauthError == "invalid_scope" else { return error }
+        let reported = CLIError(reporting: refusal)
+        let others = "ask for others with --scope S (repeatable)"
+        let hint: String
+        if asked.isEmpty {
+            hint = "vault asked for no scope (no --scope, and provider '\(provider)' names none): \(others)"
+        } else if grantsOwn {
+            hint =
+                "vault asked for the grant's own scopes\(scopes.isEmpty ? "" : " and those of --scope"): "
+                + "\(asked.joined(separator: " ")); a grant added again keeps its own, so to ask for others, "
+                + "'vault remove' it first and add it with --scope S"
+        } else if !scopes.isEmpty {
+            hint = "vault asked for the scopes of --scope: \(asked.joined(separator: " ")); \(others)"
+        } else {
+            let directory = try ctx.opener.location().configDirectory
+            let inFile = ProviderCatalog.load(configDirectory: directory).files[provider] != nil
+            hint =
+                "vault asked for the scopes of provider '\(provider)': \(asked.joined(separator: " ")); "
+                + (inFile
+                    ? "change \"scopes\" in \(GrantLifetimes.providerFile(provider, configDirectory: directory)), or \(others), which replaces them"
+                    : "\(others), which replaces them")
+        }
+        return CLIError(
+            reported.message, hints: [reported.hint].compactMap { $0 } + reported.moreHints + [hint],
+            exitCode: reported.exitCode)
     }
 
     /// The options that go together, checked before anything is opened:

@@ -31,9 +31,16 @@ extension AddCommand {
             let vault = try ctx.opener.openVault()
             let server: Provider
             if let provider { server = provider } else { server = try keyProvider(providerName, key: key) }
-            grant = try MachineGrants.serviceAccount(
-                key: key, subject: subject, scopes: askedScopes(replacing: name, of: providerName, in: vault),
-                provider: server, transport: transport, now: ctx.time.now())
+            let asked = askedScopes(replacing: name, of: providerName, in: vault)
+            do {
+                grant = try MachineGrants.serviceAccount(
+                    key: key, subject: subject, scopes: asked, provider: server, transport: transport,
+                    now: ctx.time.now())
+            } catch {
+                throw try scopeRefusal(
+                    error, asked: asked.isEmpty ? server.scopes : asked, provider: server.name,
+                    grantsOwn: asked != scopes, ctx: ctx)
+            }
             return try storeMachineGrant(ctx, grant, name: name, vault: vault)
         }
         var keyPEM: String? = nil
@@ -83,6 +90,11 @@ extension AddCommand {
                 provider: provider, scopes: scopes, privateKeyPEM: privateKeyPEM, keyID: keyID, transport: transport,
                 now: ctx.time.now())
         } catch {
+            if error.oauthError == "invalid_scope" {
+                throw try scopeRefusal(
+                    error, asked: scopes.isEmpty ? provider.scopes : scopes, provider: provider.name,
+                    grantsOwn: scopes != self.scopes, ctx: ctx)
+            }
             guard scopes.isEmpty, provider.scopes.isEmpty, error.code != .transient else { throw error }
             var reported = CLIError(reporting: error)
             reported.moreHints.append(

@@ -40,9 +40,11 @@ struct DoctorCommand: VaultCommand {
             this machine's clock against the provider's Date header (over 60 s is reported), and a
             client the provider no longer accepts (invalid_client, a rotated secret). A valid
             access token is shown to the userinfo endpoint; a stale one is refreshed as 'vault
-            token' would (the grant needs it anyway). A fresh token is never refreshed. The
-            failures come first, each with the check that found it and what to do. Exit status 0
-            when no check failed (warnings included), 1 when one did.
+            token' would (the grant needs it anyway). A fresh token is never refreshed. A machine
+            grant (client credentials, service account), which has no refresh token to spend, gets
+            the token request 'vault check' makes instead: it also tells a key or secret the
+            provider no longer takes. The failures come first, each with the check that found it
+            and what to do. Exit status 0 when no check failed (warnings included), 1 when one did.
             """,
         examples: ["vault doctor", "vault doctor work", "vault doctor gmail --mail --json"]
     )

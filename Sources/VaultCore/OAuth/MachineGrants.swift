@@ -182,7 +182,8 @@ public enum MachineGrants {
         // in the request (Google reads it from the assertion).
         if let scope { form.append(("scope", scope)) }
         let what = what ?? "getting a token for '\(name)'"
-        let token = TokenEndpoint(transport: transport, client: client)
+        var token = TokenEndpoint(transport: transport, client: client)
+        token.refused = g.refusedCredential
         let answer = try token.send(endpoint, form: form, what: what, timeout: TokenRefresher.requestTimeout)
         let response: TokenResponse
         do { response = try token.tokenResponse(answer, what: what) } catch {

@@ -9,6 +9,9 @@ public import VaultHTTP
 public struct TokenEndpoint {
     let transport: any HTTPTransport
     let client: OAuthClient
+    /// What a refusal (`invalid_grant`) refuses, in its errors: the grant,
+    /// or what a machine grant's kind names (`Grant.refusedCredential`).
+    var refused = "the grant"
 
     /// Creates a client for `client` over `transport`.
     public init(transport: any HTTPTransport, client: OAuthClient) {
@@ -139,7 +142,9 @@ public struct TokenEndpoint {
 
     /// The token response in `answer`, or the error `classify` makes of it.
     func tokenResponse(_ answer: Answer, what: String) throws(VaultError) -> TokenResponse {
-        if let error = TokenEndpoint.classify(answer, what: what, quirks: client.quirks) { throw error }
+        if let error = TokenEndpoint.classify(answer, what: what, quirks: client.quirks, refused: refused) {
+            throw error
+        }
         guard TokenEndpoint.isJSONObject(answer.body) || FormAnswer.pairs(answer.body) != nil else {
             throw TokenEndpoint.notOAuth(answer, what: what)
         }
@@ -168,11 +173,15 @@ public struct TokenEndpoint {
     /// not the grant. An answer that is not an OAuth error (an HTML page
     /// from a proxy, an error code outside RFC 6749's characters) is a
     /// failure that changes nothing.
-    package static func classify(_ answer: Answer, what: String, quirks: ErrorQuirks) -> VaultError? {
-        classifyAnswer(answer, what: what, quirks: quirks).map { $0.with(httpStatus: answer.status) }
+    package static func classify(
+        _ answer: Answer, what: String, quirks: ErrorQuirks, refused: String = "the grant"
+    ) -> VaultError? {
+        classifyAnswer(answer, what: what, quirks: quirks, refused: refused).map { $0.with(httpStatus: answer.status) }
     }
 
-    private static func classifyAnswer(_ answer: Answer, what: String, quirks: ErrorQuirks) -> VaultError? {
+    private static func classifyAnswer(_ answer: Answer, what: String, quirks: ErrorQuirks, refused: String)
+        -> VaultError?
+    {
         let status = answer.status
         let parsed = OAuthErrorBody(answer.body)
         if status == 429 || (500...599).contains(status) {
@@ -194,7 +203,7 @@ public struct TokenEndpoint {
             let refusal = status == 400 || status == 401 || (status == 200 && quirks.errorsWithHTTP200)
             switch code {
             case "invalid_grant" where refusal:
-                return VaultError(.refused, "\(what): the provider refused the grant: \(said)", oauthError: code)
+                return VaultError(.refused, "\(what): the provider refused \(refused): \(said)", oauthError: code)
             case "invalid_client", "unauthorized_client":
                 return VaultError(
                     .invalidClient, "\(what): the provider does not accept the client: \(said)",
@@ -209,7 +218,7 @@ public struct TokenEndpoint {
             if status == 200 { return nil }
             if status == 400 && answer.body.count == 0 && quirks.empty400IsInvalidGrant {
                 return VaultError(
-                    .refused, "\(what): the provider refused the grant (HTTP 400 without a body)",
+                    .refused, "\(what): the provider refused \(refused) (HTTP 400 without a body)",
                     oauthError: "invalid_grant")
             }
             return notOAuth(answer, what: what)

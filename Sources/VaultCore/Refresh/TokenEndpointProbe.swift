@@ -100,21 +100,78 @@ package struct TokenEndpointProbe {
     }
 }
 
+extension TokenEndpointProbe {
+    /// A machine grant's probe: the one token request `TokenRefresher.check`
+    /// makes, a new token minted with the grant's credentials and stored as
+    /// any refresh stores it. A machine grant has no refresh token to spend,
+    /// and its provider mints tokens on request, so this costs nothing; its
+    /// answer says what the probe of a person's grant says (network, proxy,
+    /// clock) and whether the provider still takes the credentials, which a
+    /// GET of a token endpoint (POST only, RFC 6749 section 3.2) cannot. A
+    /// refusal marks the grant dead, as there. The outcome is nil when no
+    /// request was seen here (the agent made it).
+    package static func mint(_ name: String, with refresher: TokenRefresher) -> (
+        Outcome?, Result<FreshGrant, VaultError>
+    ) {
+        let recorder = ProbeTransport(inner: refresher.transport)
+        var minting = TokenRefresher(vault: refresher.vault, transport: recorder, coordinator: refresher.coordinator)
+        minting.observer = refresher.observer
+        minting.refreshExtras = refresher.refreshExtras
+        let result: Result<FreshGrant, VaultError>
+        do throws(VaultError) {
+            result = .success(try minting.freshGrant(name, forceRefresh: true))
+        } catch {
+            result = .failure(error)
+        }
+        if let failure = recorder.failure { return (.unreachable(failure), result) }
+        guard let response = recorder.response else { return (nil, result) }
+        let endpoint = recorder.url ?? ""
+        let answer = Answer(
+            status: response.status, mediaType: mediaType(response.contentType),
+            date: response.date.flatMap(HTTPDate.parse), verdict: result.failure, rawError: nil,
+            errorDescription: nil, clientChecked: true,
+            redirectHost: redirectHost(status: response.status, location: response.location, endpoint: endpoint))
+        return (.answered(answer), result)
+    }
+}
+
+extension Result {
+    /// The error of a failure, nil for a success.
+    fileprivate var failure: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}
+
 /// A Content-Type's media type, lower-cased, without parameters.
 private func mediaType(_ header: String?) -> String? {
     header.map { ProviderText.sanitized(String($0.prefix { $0 != ";" }), limit: 60).lowercased() }
 }
 
 /// Passes requests on and keeps the transport's own error, which the token
-/// endpoint client turns into a `VaultError` without its cause.
+/// endpoint client turns into a `VaultError` without its cause, or the
+/// last answer and where it came from.
 private final class ProbeTransport: HTTPTransport {
     let inner: any HTTPTransport
     private(set) var failure: HTTPError?
+    /// The last answer's status and the header fields a diagnosis reads
+    /// (never its body, which holds the token).
+    private(set) var response: (status: Int, contentType: String?, date: String?, location: String?)?
+    private(set) var url: String?
 
     init(inner: any HTTPTransport) { self.inner = inner }
 
     func send(_ request: HTTPRequest) throws(HTTPError) -> HTTPResponse {
-        do { return try inner.send(request) } catch {
+        url = request.url
+        do {
+            let answer = try inner.send(request)
+            response = (
+                answer.status, answer.header("content-type"), answer.header("date"), answer.header("location")
+            )
+            failure = nil
+            return answer
+        } catch {
+            response = nil
             failure = error
             throw error
         }

@@ -290,11 +290,28 @@ public struct TokenRefresher {
     /// token request with its credentials, as its refresh; a refusal marks
     /// it dead as a refused refresh does.
     public func check(_ name: String) throws(VaultError) -> GrantCheck {
+        try checking(name).check
+    }
+
+    /// What `check` found, and whether the provider had refused the stored
+    /// access token before its expiry (revoked), which the check replaced
+    /// with a refresh.
+    package struct CheckOutcome {
+        /// The check's result.
+        package let check: GrantCheck
+        /// True when the userinfo endpoint refused the stored access token
+        /// and the token refreshed in its place was accepted.
+        package let replacedRefusedToken: Bool
+    }
+
+    /// `check`, saying what it did on the way.
+    package func checking(_ name: String) throws(VaultError) -> CheckOutcome {
         var fresh = try freshGrant(name)
         if fresh.grant.kind.mintsTokens {
             if !fresh.refreshed { fresh = try freshGrant(name, forceRefresh: true) }
-            return .live(account: fresh.grant.account)
+            return CheckOutcome(check: .live(account: fresh.grant.account), replacedRefusedToken: false)
         }
+        var replaced = false
         guard let endpoint = fresh.grant.providerConfiguration?.userinfoEndpoint else {
             throw VaultError(.invalidInput, "grant '\(name)' has no userinfo endpoint to check it against")
         }
@@ -302,10 +319,11 @@ public struct TokenRefresher {
             let status = try TokenRefresher.userinfoStatus(endpoint, grant: fresh.grant, transport: transport)
             switch status {
             case 200..<300:
-                return .live(account: fresh.grant.account)
+                return CheckOutcome(check: .live(account: fresh.grant.account), replacedRefusedToken: replaced)
             case 401 where !fresh.refreshed:
                 // The stored token may have been revoked on its own: refresh once and try again.
                 fresh = try freshGrant(name, forceRefresh: true)
+                replaced = true
             case 401:
                 throw TokenRefresher.probeRefused(name)
             case 500...599, 429:
@@ -408,7 +426,7 @@ public struct TokenRefresher {
 
     /// The error for a grant that needs a new authorization.
     package static func deadError(_ name: String, _ g: Grant, cause: VaultError? = nil) -> VaultError {
-        let why = cause.map { ": \($0.reason)" } ?? (g.deadReason.map { " (\($0))" } ?? "")
+        let why = ": " + (cause?.reason ?? g.refusal(g.deadReason))
         let remedy: VaultError.Remedy =
             g.kind.mintsTokens
             ? .replaceCredentials(provider: g.provider, grant: name, serviceAccount: g.kind == .serviceAccount)

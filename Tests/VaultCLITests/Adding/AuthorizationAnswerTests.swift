@@ -44,6 +44,15 @@ struct AuthorizationAnswerTests {
             script: #"{"token":[{"error":"invalid_request","description":"\u202egnorw si edoc ruoy"}]}"#,
             status: 1, says: ["invalid_request"]),
         Row(
+            label: "invalid_scope names the scopes asked for, and the provider file that names them", persona: "google",
+            script: #"{"token":[{"error":"invalid_scope","description":"Some requested scopes were invalid."}]}"#,
+            status: 1,
+            says: [
+                "invalid_scope",
+                "vault: hint: vault asked for the scopes of provider 'google': openid email; "
+                    + "change \"scopes\" in ", "/providers/google.json, or ask for others with --scope S",
+            ]),
+        Row(
             label: "503 at the code exchange is transient", persona: "google",
             script: #"{"token":[{"status":503,"json":{"error":"backend_error"}}]}"#, status: 75, says: ["HTTP 503"]),
     ]

@@ -114,6 +114,35 @@ final class ClientCredentialsSecretTests {
         #expect(try log().count == 2)
     }
 
+    @Test("invalid_scope names the scopes asked for and where they came from: --scope, or the provider file's")
+    func invalidScope() throws {
+        let given = try add("dot", "api", ["--scope", "read", "--scope", "admin"])
+        #expect(given.status == 1, "\(given.stderr)")
+        #expect(given.stderr.contains("invalid_scope"), "\(given.stderr)")
+        #expect(
+            given.stderr.contains(
+                "vault: hint: vault asked for the scopes of --scope: read admin; ask for others with --scope S (repeatable)\n"
+            ), "\(given.stderr)")
+        try home.providerFile(
+            "dotadmin",
+            [
+                "token_endpoint": settings.token_endpoint, "flows": ["client-credentials"], "scopes": ["admin"],
+            ])
+        let fromFile = try add("dotadmin", "api")
+        #expect(fromFile.status == 1, "\(fromFile.stderr)")
+        #expect(
+            fromFile.stderr.contains(
+                "vault: hint: vault asked for the scopes of provider 'dotadmin': admin; change \"scopes\" in "),
+            "\(fromFile.stderr)")
+        #expect(
+            fromFile.stderr.contains(
+                "/providers/dotadmin.json, or ask for others with --scope S (repeatable), which replaces them\n"),
+            "\(fromFile.stderr)")
+        #expect(try home.listed().isEmpty)
+        // --scope replaces the file's, as the hint says.
+        #expect(try add("dotadmin", "api", ["--scope", "read"]).status == 0)
+    }
+
     @Test("check of a machine grant without a userinfo endpoint: one token request with its credentials says it works")
     func check() throws {
         try #require(try add("dot", "ci", ["--scope", "read"]).status == 0)
@@ -128,23 +157,28 @@ final class ClientCredentialsSecretTests {
     }
 
     @Test(
-        "doctor on a healthy machine grant: django's 405 page to the probe's GET is the endpoint answering, not a portal"
+        "doctor on a healthy machine grant: one token request with its credentials, as check makes, and no portal"
     )
     func doctorHealthy() throws {
         try #require(try add("dot", "ci", ["--scope", "read"]).status == 0)
+        let before = try log().count
         let r = try home.run("doctor", "ci", "--json")
         #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
         let doc = try #require(try JSONSerialization.jsonObject(with: Data(r.stdout.utf8)) as? [String: Any])
         let grants = doc["grants"] as? [[String: Any]] ?? []
         let findings = grants.first { $0["name"] as? String == "ci" }?["findings"] as? [[String: Any]] ?? []
         func finding(_ check: String) -> [String: Any]? { findings.first { $0["check"] as? String == check } }
-        // django answers the GET with its HTML 405 page.
+        // The probe is a token request (django answers a GET with its 405 page).
         #expect(finding("reachable")?["status"] as? String == "ok")
-        #expect((finding("reachable")?["detail"] as? String)?.contains("answered HTTP 405") == true, "\(findings)")
-        #expect(finding("proxy") == nil, "\(findings)")
-        // A machine grant has no refresh token to spend.
-        let refresh = finding("refresh")?["detail"] as? String ?? ""
-        #expect(!refresh.contains("refresh token") && refresh.contains("asks for no new one"), "\(refresh)")
+        #expect(
+            (finding("reachable")?["detail"] as? String)?.contains("answered a token request with HTTP 200") == true,
+            "\(findings)")
+        #expect(finding("proxy") == nil && finding("endpoint") == nil, "\(findings)")
+        #expect(finding("credentials")?["status"] as? String == "ok", "\(findings)")
+        // A machine grant has no refresh token to spend: no refresh finding speaks of one.
+        #expect(finding("refresh") == nil, "\(findings)")
+        let requests = try log().dropFirst(before)
+        #expect(requests.count == 1 && requests.first?["grant_type"] as? String == "client_credentials", "\(requests)")
         let human = try home.run("doctor", "ci")
         #expect(human.status == 0 && !human.stdout.contains("portal"), "\(human.stdout)\(human.stderr)")
     }
@@ -204,6 +238,11 @@ final class ClientCredentialsGlewlwydTests {
         let r = try add("sec", ["--client-id", s.confidential_client, "--client-secret-file", home.path + "/secret"])
         #expect(r.status == 0, "\(r.stderr)")
         #expect(try home.listed()["sec"]?["kind"] as? String == "client_credentials")
+        // doctor's probe is a token request with the secret: glewlwyd takes it.
+        let d = try DoctorRun(try home.run("doctor", "sec", "--json"))
+        #expect(d.result.status == 0, "\(d.result.stdout)")
+        #expect(d.status("reachable", of: "sec") == "ok" && d.status("credentials", of: "sec") == "ok")
+        #expect(d.finding("endpoint", of: "sec") == nil && d.finding("proxy", of: "sec") == nil)
     }
 
     @Test("no --scope: the provider file's scopes are asked for; without them glewlwyd refuses (control)")

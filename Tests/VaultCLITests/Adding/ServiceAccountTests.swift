@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VaultHTTP
 import VaultTestSupport
 
 /// Service accounts (RFC 7523 JWT bearer) against a real RFC 7523 token
@@ -131,6 +132,12 @@ final class ServiceAccountTests {
         #expect(r.status == 0, "\(r.stderr)")
         #expect(try MachineSupport.status(base + "/userinfo", token: r.stdout.trimmingCharacters(in: .newlines)) == 200)
         #expect(try log().count == 2)
+        // doctor's token request goes through the agent too, which holds the key.
+        let d = try DoctorRun(try agent.home.run("doctor", "ci", "--json"))
+        #expect(d.result.status == 0, "\(d.result.stdout)")
+        #expect(d.status("credentials", of: "ci") == "ok", "\(d.detail("credentials", of: "ci"))")
+        #expect(d.status("reachable", of: "ci") == "skipped", "\(d.detail("reachable", of: "ci"))")
+        #expect(try log().count == 3)
     }
 
     @Test("--subject asks for a user's token (domain-wide delegation); a subject the server refuses stores nothing")
@@ -142,7 +149,10 @@ final class ServiceAccountTests {
         let before = home.snapshot()
         let refused = try home.run("add", "other", "--service-account", keyFile, "--subject", "mallory@example.com")
         #expect(refused.status == 1)
-        #expect(refused.stderr.contains("the provider refused the grant: invalid_grant: Invalid \"sub\" value"))
+        #expect(
+            refused.stderr.contains(
+                "the provider refused the service account's key, or its right to act for mallory@example.com: "
+                    + "invalid_grant: Invalid \"sub\" value"), "\(refused.stderr)")
         let listed = try home.listed()
         #expect(home.snapshot() == before && listed.count == 1)
     }
@@ -183,14 +193,22 @@ final class ServiceAccountTests {
         try settings(["disable_key": true])
         let r = try home.run("token", "ci")
         #expect(r.status == 2 && r.stdout.isEmpty)
-        #expect(r.stderr.contains("grant 'ci' needs new credentials"))
-        #expect(r.stderr.contains("invalid_grant: Invalid JWT Signature."))
+        #expect(
+            r.stderr.contains(
+                "grant 'ci' needs new credentials: getting a token for 'ci': the provider refused the service "
+                    + "account's key: invalid_grant: Invalid JWT Signature."), "\(r.stderr)")
         #expect(r.stderr.contains("vault add ci ci --service-account KEY.json"))
         #expect(try home.listed()["ci"]?["state"] as? String == "dead")
-        // Dead stays dead without asking the server again.
+        // Dead stays dead without asking the server again, and says why in
+        // the words of its kind: it has no refresh token.
         let again = try home.run("token", "ci")
         let requests = try log().count
         #expect(again.status == 2 && requests == 2)
+        #expect(
+            again.stderr.contains(
+                "grant 'ci' needs new credentials: the provider refused the service account's key (invalid_grant): "
+                    + "the key was deleted or disabled"), "\(again.stderr)")
+        #expect(!again.stderr.contains("refresh token"), "\(again.stderr)")
 
         // The name alone cannot authorize a machine grant again: it says what can.
         let alone = try home.run("add", "ci")
@@ -202,6 +220,68 @@ final class ServiceAccountTests {
         // Its tokens last 30 s here, inside the freshness margin: refreshable, not dead.
         #expect(try home.listed()["ci"]?["state"] as? String == "refreshable")
         #expect(try home.run("token", "ci").status == 0)
+    }
+
+    @Test(
+        "doctor makes the token request check makes: authlib's 404 to a GET is no warning, and a deleted key fails while the token is fresh"
+    )
+    func doctor() throws {
+        try #require(try home.run("add", "rfc7523", "ci", "--service-account", keyFile, "--scope", "read").status == 0)
+        try #require(
+            try home.run(
+                "add", "rfc7523", "cc", "--flow", "client-credentials", "--client-id", "cc-secret",
+                "--client-secret-file", secretFile()
+            ).status == 0)
+        // authlib's token endpoint answers a GET with 404: POST is its only method.
+        let get = try CurlTransport().send(HTTPRequest(method: "GET", url: settings.token_endpoint))
+        #expect(get.status == 404)
+        let before = try log().count
+        let healthy = try DoctorRun(try home.run("doctor", "--json"))
+        #expect(healthy.result.status == 0, "\(healthy.result.stdout)")
+        for name in ["ci", "cc"] {
+            #expect(healthy.finding("endpoint", of: name) == nil, "\(healthy.result.stdout)")
+            #expect(healthy.status("reachable", of: name) == "ok")
+            #expect(healthy.detail("reachable", of: name).contains("answered a token request with HTTP 200"))
+            #expect(healthy.status("clock", of: name) == "ok", "\(healthy.detail("clock", of: name))")
+            #expect(healthy.status("credentials", of: name) == "ok", "\(healthy.detail("credentials", of: name))")
+        }
+        // One token request each, with the grant's own credentials and scopes: what check sends.
+        let requests = try log().dropFirst(before)
+        #expect(
+            requests.map { $0["grant_type"] as? String ?? "" }.sorted() == [
+                "client_credentials", "urn:ietf:params:oauth:grant-type:jwt-bearer",
+            ])
+        #expect(requests.first { $0["client_auth"] as? String == "none" }?["scope"] as? String == "read")
+        let human = try home.run("doctor")
+        #expect(human.stderr == "vault: no problem found\n", "\(human.stdout)\(human.stderr)")
+
+        // The key deleted at the provider while the stored token is fresh: found, as check finds it.
+        try settings(["disable_key": true])
+        #expect(try home.listed()["ci"]?["state"] as? String == "fresh")
+        let dead = try DoctorRun(try home.run("doctor", "ci", "--json"))
+        #expect(dead.result.status == 1)
+        #expect(dead.status("credentials", of: "ci") == "fail")
+        #expect(
+            dead.detail("credentials", of: "ci").contains("invalid_grant"), "\(dead.detail("credentials", of: "ci"))")
+        #expect(dead.remedy("credentials", of: "ci").contains("vault add rfc7523 ci --service-account KEY.json"))
+        #expect(try home.listed()["ci"]?["state"] as? String == "dead")
+        #expect(try home.run("check", "ci").status == 2)
+        // From then on the vault says it, in the words of the grant's kind.
+        let again = try DoctorRun(try home.run("doctor", "ci", "--json"))
+        #expect(
+            again.detail("state", of: "ci")
+                == "the provider refused the service account's key (invalid_grant): the key was deleted or disabled")
+        #expect(
+            again.remedy("state", of: "ci") == "add a new key with 'vault add rfc7523 ci --service-account KEY.json'")
+        #expect(!again.result.stdout.contains("refresh token"), "\(again.result.stdout)")
+    }
+
+    /// A file with the server's client secret for client credentials.
+    func secretFile() throws -> String {
+        let info = try JSONSerialization.jsonObject(with: Data(server.firstLine.utf8)) as? [String: Any]
+        let path = home.path + "/cc-secret"
+        home.write(path, (info?["client_secret"] as? String ?? "") + "\n")
+        return path
     }
 
     @Test(

@@ -148,6 +148,23 @@ final class DoctorProviderTests {
         #expect(refused.status("client", of: "work") == "skipped", "\(refused.detail("client", of: "work"))")
     }
 
+    @Test("a GET of the token endpoint (no client to POST with) answered 404 shows the host answers, no warning")
+    func getAnswers404() throws {
+        // Kept with a token endpoint and no client id: the probe can only GET it.
+        let json =
+            #"{"access_token":"a","expires_in":3600,"provider":"x","provider_config":{"token_endpoint":"\#(scene.base)/token"}}"#
+        try #require(try scene.home.run("import", "bare", stdin: json).status == 0)
+        let d = try doctor("bare")
+        #expect(d.result.status == 0, "\(d.result.stdout)")
+        #expect(d.finding("endpoint", of: "bare") == nil, "\(d.result.stdout)")
+        #expect(d.status("reachable", of: "bare") == "ok")
+        #expect(d.detail("reachable", of: "bare").contains("answered a GET with HTTP 404"))
+        // A POST answered 404 is evidence: the probe of a grant with a client says so (control).
+        try importGrant()
+        try scene.script(["token": [["status": 404, "body": "<html>not here</html>", "content_type": "text/html"]]])
+        #expect(try doctor("work").status("endpoint", of: "work") == "warn")
+    }
+
     @Test("the client secret was rotated at the provider: invalid_client, and how to give the new one")
     func rotatedSecret() throws {
         try importGrant(expiresIn: -60)

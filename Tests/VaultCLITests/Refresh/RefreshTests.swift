@@ -225,6 +225,29 @@ struct RefreshTests {
         let r = try home.run("check", "live", "--json")
         #expect(r.status == 0, "\(r.stderr)")
         #expect(r.stdout.contains("\"state\" : \"live\""))
+        #expect(r.stdout.contains("\"stored_token_refused\" : false"), "\(r.stdout)")
+        let plain = try home.run("check", "live")
+        #expect(plain.stderr == "vault: 'live' is live (\(oidc.settings.email))\n", "\(plain.stderr)")
+    }
+
+    @Test("vault check after the provider revoked the access token: refreshed, and it says the stored one was refused")
+    func checkRevokedAccessToken() throws {
+        let tokens = try importGrant("mail", confidential: true, expiresIn: 3600)
+        try ProviderGrants.revoke(tokens["access_token"] as! String, hint: "access_token")
+        let r = try home.run("check", "mail")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(
+            r.stderr
+                == "vault: the provider no longer accepted the stored access token (the userinfo endpoint answered "
+                + "HTTP 401); refreshed it: 'mail' is live (\(oidc.settings.email))\n", "\(r.stderr)")
+        #expect(try counts().refreshes == 1)
+        // The new token is accepted: the next check says nothing more.
+        let again = try home.run("check", "mail", "--json")
+        #expect(again.stdout.contains("\"stored_token_refused\" : false"), "\(again.stdout)")
+        try ProviderGrants.revoke(
+            try home.run("token", "mail").stdout.trimmingCharacters(in: .newlines), hint: "access_token")
+        let json = try home.run("check", "mail", "--json")
+        #expect(json.status == 0 && json.stdout.contains("\"stored_token_refused\" : true"), "\(json.stdout)")
     }
 
     @Test("remove --revoke: the provider rejects the refresh token afterwards")
