@@ -72,9 +72,10 @@ struct FormatFixture {
     /// Every committed fixture directory, with the commit that wrote it.
     static let written: [String: String] = [
         "v1": "f92dcca", "v1-b986ef6": "b986ef6", "v1-c7bcea6": "c7bcea6", "v1-114300f": "114300f",
+        "v1-878e558": "878e558",
     ]
     /// The directories, oldest first: the tests run for each in turn.
-    static let versions = ["v1", "v1-b986ef6", "v1-c7bcea6", "v1-114300f"]
+    static let versions = ["v1", "v1-b986ef6", "v1-c7bcea6", "v1-114300f", "v1-878e558"]
 
     static func directory(_ version: String) -> String { FixtureServer.root.path + "/Tests/Fixtures/" + version }
 
@@ -500,7 +501,7 @@ struct FormatFixtureTests {
     }
 
     /// The fixtures written with `--later-fields` (Tests/Fixtures/README.md).
-    static let withLaterFields = ["v1-b986ef6", "v1-c7bcea6", "v1-114300f"]
+    static let withLaterFields = ["v1-b986ef6", "v1-c7bcea6", "v1-114300f", "v1-878e558"]
 
     @Test(
         "a grant authorized again goes with the redirect_uri and authorization_params the release stored",
