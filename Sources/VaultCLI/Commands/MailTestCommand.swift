@@ -363,12 +363,27 @@ struct MailTestReport {
             )
             return CLIError(message, hints: hints)
         }
-        if let status = provider?.status, provider?.accepted == true {
+        // A challenge that names a scope the grant has rules the scopes out:
+        // with a token the provider still takes, the login is what is left.
+        let wanted = Self.scope(in: result.challenge)
+        let accepted = provider?.accepted == true ? provider?.status : nil
+        if let wanted, grant.scopes.contains(wanted) {
+            let taken = accepted.map {
+                "the provider still accepts the token (its userinfo endpoint answered HTTP \($0)), and "
+            }
+            hints.append(
+                (taken ?? "")
+                    + "the server asks for the scope \(wanted), which '\(grantName)' has: the scopes are not the cause"
+                    + (taken == nil ? "" : ", the login is"))
+            hints.append(loginHint ?? "see docs/mail.md; --user changes the login")
+            return withRevocationHint(message, hints)
+        }
+        if let status = accepted {
             hints.append(
                 "the provider still accepts the token (its userinfo endpoint answered HTTP \(status)): the server refused it for its scopes or the login"
             )
         }
-        if let wanted = Self.scope(in: result.challenge), !grant.scopes.contains(wanted) {
+        if let wanted {
             hints.append(
                 "the server asks for the scope \(wanted), which '\(grantName)' lacks: run 'vault add \(grantName) --scope \(wanted)'"
             )
@@ -379,20 +394,44 @@ struct MailTestReport {
             )
             hints.append("see docs/mail.md; --user changes the login, 'vault add \(grantName) --scope S' adds a scope")
         }
-        // Some servers' logins are the account (Gmail, Microsoft), others'
-        // a short name (Dovecot's user ada for ada@example.com): the login
-        // given may well be right, so the account is offered, not imposed.
-        if let account = grant.account, account != request.user {
-            hints.append(
-                "the login \(request.user) differs from the grant's account (\(account)): if this server expects the account as the login, test without --user, which logs in as \(account)"
-            )
-        }
+        if let account = grant.account, account != request.user { hints.append(differentLogin(account)) }
+        return withRevocationHint(message, hints)
+    }
+
+    /// Some servers' logins are the account (Gmail, Microsoft), others' a
+    /// short name (Dovecot's user ada for ada@example.com): a login given
+    /// that differs may well be right, so the account is offered, not
+    /// imposed; the account as the login gets the short name to try.
+    private var loginHint: String? {
+        if let account = grant.account, account != request.user { return differentLogin(account) }
+        guard let short = Self.shortName(of: request.user) else { return nil }
+        return
+            "the login \(request.user) is a whole address; a server whose logins are short names wants the part before @: 'vault test \(request.mailProtocol.rawValue) \(grantName) --host \(request.host) --port \(request.port) --\(request.security.rawValue) --user \(short)'"
+    }
+
+    /// A login given with --user that is not the grant's account.
+    private func differentLogin(_ account: String) -> String {
+        "the login \(request.user) differs from the grant's account (\(account)): if this server expects the account as the login, test without --user, which logs in as \(account)"
+    }
+
+    /// The refusal, with the revocation named as a cause when the provider
+    /// could not be asked.
+    private func withRevocationHint(_ message: String, _ hints: [String]) -> CLIError {
+        var hints = hints
         if provider == nil {
             hints.append(
                 "a token the provider revoked is refused the same way: 'vault check \(grantName)' asks the provider, and renews the token if it must"
             )
         }
         return CLIError(message, hints: hints)
+    }
+
+    /// The part of an address before its last `@` (`ada` for
+    /// `ada@example.com`): the login of a server whose logins are short
+    /// names. Nil for a login that is no address.
+    static func shortName(of login: String) -> String? {
+        guard let at = login.lastIndex(of: "@"), at != login.startIndex else { return nil }
+        return String(login[..<at])
     }
 
     /// The `scope` of an XOAUTH2 error challenge (Gmail's
