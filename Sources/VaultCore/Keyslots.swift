@@ -148,9 +148,13 @@ public struct Keyslots {
                 throw VaultError(.damaged, "a published passphrase slot is of another kind")
             }
         }
+        // Noted with the slots, so that the passphrase they replaced is
+        // told why it no longer opens the vault (`TakenPassphrase`).
+        let note = try TakenPassphrase(at: vault.time.now(), slots: slots)
         try vault.update { (_: inout StateManifest) throws(VaultError) in
             try removeSlots(of: .passphrase)
             for blob in slots { _ = try vault.tables.putKeyslot(nil, blob) }
+            try vault.putMeta(TakenPassphrase.metaKey, note.encoded)
         }
         vault.seenSlots = nil
     }

@@ -709,6 +709,40 @@ final class PassphraseSyncTests {
             try c.run("join", store.url, "--user", "vault", "--password-file", c.path + "/store-password").status == 0)
     }
 
+    @Test(
+        "the old passphrase after a sync took another machine's: the error says it was changed there, when, and to update VAULT_PASSPHRASE_FILE"
+    )
+    func oldPassphraseTold() throws {
+        try passwd(a, to: "new")
+        #expect(try a.run("sync").status == 0)
+        #expect(try b.run("sync").status == 0)
+        b.extra["VAULT_PASSPHRASE_FILE"] = b.path + "/old"
+        let r = try b.run("list")
+        #expect(r.status == 77, "\(r.stderr)")
+        #expect(r.stderr.contains("vault: error: wrong passphrase (from VAULT_PASSPHRASE_FILE)\n"), "\(r.stderr)")
+        #expect(
+            r.stderr.contains(
+                "vault: hint: the vault's passphrase was changed on another machine ('vault passwd' there), and this machine took it at its sync of 20"
+            ), "\(r.stderr)")
+        #expect(
+            r.stderr.contains(": the passphrase set there opens this vault now, the one from before does not\n"),
+            "\(r.stderr)")
+        #expect(
+            r.stderr.contains("vault: hint: write the new passphrase into the file VAULT_PASSPHRASE_FILE names"),
+            "\(r.stderr)")
+        #expect(!r.stderr.contains("old vault passphrase") && !r.stderr.contains("new vault passphrase"))
+        // The machine that set it took nothing: its old passphrase is only wrong.
+        a.extra["VAULT_PASSPHRASE_FILE"] = a.path + "/old"
+        let here = try a.run("list")
+        #expect(here.status == 77 && !here.stderr.contains("another machine"), "\(here.stderr)")
+        // A passphrase set here since ends the note.
+        b.extra["VAULT_PASSPHRASE_FILE"] = b.path + "/new"
+        try passwd(b, to: "third")
+        b.extra["VAULT_PASSPHRASE_FILE"] = b.path + "/old"
+        let after = try b.run("list")
+        #expect(after.status == 77 && !after.stderr.contains("another machine"), "\(after.stderr)")
+    }
+
     @Test("two machines change the passphrase before either syncs: both open every machine, and sync says so")
     func bothChanged() throws {
         try passwd(a, to: "new")
