@@ -169,7 +169,7 @@ struct VaultOpener {
     /// one from `origin`; empty otherwise. Says when, never anything of
     /// either passphrase.
     static func takenPassphraseHints(_ key: KeySource, origin: String, location: VaultLocation) -> [String] {
-        guard case .passphrase = key, let taken = Vault.takenPassphrase(at: location) else { return [] }
+        guard case .passphrase = key, let taken = Vault.passphraseNote(.taken, at: location) else { return [] }
         let opens =
             taken.passphrases > 1
             ? "the passphrases set there and here open this vault now, an older one does not"

@@ -1,19 +1,28 @@
 package import FoundationEssentials
 
-/// That this machine took a passphrase another machine of the vault set
-/// ('vault passwd' there) and published, at a sync: kept in the vault file
-/// beside the keyslots (meta key `passphrase-taken`, docs/format.md) and
-/// read before unlocking, so that a passphrase that no longer opens the
-/// vault can be told why. It holds no secret and nothing derived from a
-/// passphrase: when, how many passphrases open the vault since, and a hash
-/// of the passphrase slots (public bytes) so that it is told only while
-/// those slots are still the vault's (a 'vault passwd' here ends it).
+/// What a sync did with the vault's passphrase slots, kept in the vault
+/// file beside them (docs/format.md) and read without unlocking:
+/// `taken`, that this machine took a passphrase another machine set
+/// ('vault passwd' there), so that the one from before can be told why it
+/// no longer opens the vault; `published`, that this machine published the
+/// passphrase set here for the others, so that the sync that did it says
+/// so, through the agent too. It holds no secret and nothing derived from
+/// a passphrase: when, how many passphrases, and a hash of the passphrase
+/// slots (public bytes), so that it counts only while those slots are
+/// still the vault's (a 'vault passwd' here ends a `taken` note).
 /// Unauthenticated, as nothing is unlocked when it is read: whoever can
-/// write the vault file can change what a wrong passphrase's message says,
-/// and nothing else.
-package struct TakenPassphrase: Equatable {
-    static let metaKey = "passphrase-taken"
-    static let magic = "vault-pt"
+/// write the vault file can change what those messages say, and nothing
+/// else.
+package struct PassphraseSlotsNote: Equatable {
+    /// Which of the two notes.
+    package enum Kind {
+        case taken, published
+
+        var metaKey: String { self == .taken ? "passphrase-taken" : "passphrase-published" }
+        var magic: String { self == .taken ? "vault-pt" : "vault-pp" }
+    }
+
+    let kind: Kind
 
     /// When the slots were taken, by this machine's clock.
     package let at: Date
@@ -22,18 +31,20 @@ package struct TakenPassphrase: Equatable {
     package let passphrases: Int
     let slotsHash: [UInt8]
 
-    /// The note of `slots` (stored bytes of passphrase slots) taken at `at`.
-    init(at: Date, slots: [[UInt8]]) throws(VaultError) {
+    /// The note of `slots` (stored bytes of passphrase slots) taken or
+    /// published at `at`.
+    init(_ kind: Kind, at: Date, slots: [[UInt8]]) throws(VaultError) {
+        self.kind = kind
         self.at = at
         passphrases = slots.count
-        slotsHash = try TakenPassphrase.hash(slots)
+        slotsHash = try PassphraseSlotsNote.hash(slots)
     }
 
-    /// Magic `vault-pt`, version 1 (u16), seconds since 1970 (u64), the
+    /// Magic `vault-pt` (taken) or `vault-pp` (published), version 1 (u16), seconds since 1970 (u64), the
     /// number of passphrase slots (u8), BLAKE2b-32 of the slots.
     var encoded: [UInt8] {
         var w = ByteWriter()
-        w.append(TakenPassphrase.magic)
+        w.append(kind.magic)
         w.append(UInt16(1))
         w.append(UInt64(max(0, at.epochSeconds)))
         w.append(UInt8(min(passphrases, 255)))
@@ -42,12 +53,13 @@ package struct TakenPassphrase: Equatable {
     }
 
     /// The note a row holds; nil for one this release cannot read.
-    init?(decoding blob: [UInt8]) {
-        var r = ByteReader(blob, what: "the note of a taken passphrase")
-        guard (try? r.expect(TakenPassphrase.magic)) != nil, (try? r.u16()) == 1, let seconds = try? r.u64(),
+    init?(_ kind: Kind, decoding blob: [UInt8]) {
+        var r = ByteReader(blob, what: "the note of a passphrase")
+        guard (try? r.expect(kind.magic)) != nil, (try? r.u16()) == 1, let seconds = try? r.u64(),
             seconds <= UInt64(Int64.max), let count = try? r.u8(), let hash = try? r.read(32),
             (try? r.finish()) != nil
         else { return nil }
+        self.kind = kind
         at = Date(epochSeconds: Int64(seconds))
         passphrases = Int(count)
         slotsHash = hash
@@ -56,7 +68,7 @@ package struct TakenPassphrase: Equatable {
     /// BLAKE2b-32 of the slots in sorted order, each with its length.
     static func hash(_ slots: [[UInt8]]) throws(VaultError) -> [UInt8] {
         var w = ByteWriter()
-        w.append("vault.passphrase-taken.v1")
+        w.append("vault.passphrase-slots-note.v1")
         w.append(UInt8(0))
         for slot in slots.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
             w.append(UInt32(slot.count))
@@ -67,16 +79,19 @@ package struct TakenPassphrase: Equatable {
 }
 
 extension Vault {
-    /// Read before unlocking: when this vault's passphrase slots are still
-    /// those a sync took from another machine, the note of it; else nil.
-    /// For the message of a passphrase that did not open the vault.
-    package static func takenPassphrase(at location: VaultLocation) -> TakenPassphrase? {
+    /// Read without unlocking: the note of `kind` when this vault's
+    /// passphrase slots are still those it names; else nil. For the
+    /// message of a passphrase that did not open the vault (`taken`), and
+    /// of a sync that published the one set here (`published`).
+    package static func passphraseNote(_ kind: PassphraseSlotsNote.Kind, at location: VaultLocation)
+        -> PassphraseSlotsNote?
+    {
         guard let locked = try? LockedVault(location: location),
-            let row = try? Tables(database: locked.database).meta(TakenPassphrase.metaKey),
-            let note = TakenPassphrase(decoding: row)
+            let row = try? Tables(database: locked.database).meta(kind.metaKey),
+            let note = PassphraseSlotsNote(kind, decoding: row)
         else { return nil }
         let slots = Keyslots.passphraseSlots(among: locked.rawSlots.map(\.value))
-        guard !slots.isEmpty, (try? TakenPassphrase.hash(slots)) == note.slotsHash else { return nil }
+        guard !slots.isEmpty, (try? PassphraseSlotsNote.hash(slots)) == note.slotsHash else { return nil }
         return note
     }
 }

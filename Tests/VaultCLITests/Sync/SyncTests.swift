@@ -685,6 +685,19 @@ final class PassphraseSyncTests {
         #expect(try !opens(b, with: "old"), "the old passphrase opens nothing")
     }
 
+    @Test("passwd, then a sync through the agent, which holds the vault: the sync says it published the passphrase")
+    func publishedThroughTheAgent() throws {
+        a.allowAgent()
+        #expect(try a.start("agent").wait().status == 0)
+        defer { _ = try? a.run("lock") }
+        try passwd(a, to: "new")
+        let synced = try a.run("sync")
+        #expect(synced.status == 0, "\(synced.stderr)")
+        #expect(synced.stderr.contains("vault: published the passphrase set here to the store"), "\(synced.stderr)")
+        let quiet = try a.run("sync")
+        #expect(quiet.status == 0 && !quiet.stderr.contains("published"), "\(quiet.stderr)")
+    }
+
     @Test("passwd on one machine, a sync on each: the other opens with the new passphrase, not the old")
     func reachesEveryMachine() throws {
         try passwd(a, to: "new")
@@ -710,12 +723,20 @@ final class PassphraseSyncTests {
     }
 
     @Test(
-        "the old passphrase after a sync took another machine's: the error says it was changed there, when, and to update VAULT_PASSPHRASE_FILE"
+        "passwd, then sync: the sync says it published the passphrase; the old one on the machine that took it says it was changed there, when, and to update VAULT_PASSPHRASE_FILE"
     )
     func oldPassphraseTold() throws {
         try passwd(a, to: "new")
-        #expect(try a.run("sync").status == 0)
-        #expect(try b.run("sync").status == 0)
+        let published = try a.run("sync")
+        #expect(published.status == 0, "\(published.stderr)")
+        #expect(
+            published.stderr.contains(
+                "vault: published the passphrase set here to the store (its keyslot; the passphrase itself never leaves this machine): each other machine takes it at its next 'vault sync', and from then on opens only with it"
+            ), "\(published.stderr)")
+        let quiet = try a.run("sync")
+        #expect(quiet.status == 0 && !quiet.stderr.contains("published"), "\(quiet.stderr)")
+        let taken = try b.run("sync")
+        #expect(taken.status == 0 && !taken.stderr.contains("published"), "\(taken.stderr)")
         b.extra["VAULT_PASSPHRASE_FILE"] = b.path + "/old"
         let r = try b.run("list")
         #expect(r.status == 77, "\(r.stderr)")
