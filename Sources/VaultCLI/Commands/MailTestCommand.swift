@@ -245,7 +245,7 @@ struct MailTestReport {
         switch outcome {
         case .loggedIn: "logged_in"
         case .refused: "refused"
-        case .unreachable: "unreachable"
+        case .unreachable, .nothingListening: "unreachable"
         case .tls, .untrustedCertificate: "tls_failed"
         case .protocolError, .wrongProtocol: "protocol_error"
         case .failedAfterLogin: "failed_after_login"
@@ -253,6 +253,14 @@ struct MailTestReport {
     }
 
     private var place: String { "\(request.host):\(request.port)" }
+
+    /// The protocol's own ports, for a hint to check the port.
+    private var ports: String {
+        switch request.mailProtocol {
+        case .imap: "IMAP is on port 993 (TLS) or 143 (STARTTLS)"
+        case .smtp: "SMTP submission is on port 587 (STARTTLS) or 465 (TLS)"
+        }
+    }
 
     /// The error to report, or nil when the login worked.
     var failure: CLIError? {
@@ -267,6 +275,13 @@ struct MailTestReport {
                 ? "the server said nothing: if this port wants TLS from the first byte (IMAP 993, SMTP 465), add --tls"
                 : "try again later"
             return CLIError("cannot reach \(place): \(why)", hint: hint, exitCode: .transient)
+        case .nothingListening:
+            // A refused connection is most often a wrong port, rarely a
+            // server that is down for a while.
+            return CLIError(
+                "nothing is listening at \(place) (the connection was refused)",
+                hints: ["check the port (\(ports)); if it is right, the server is not running there"],
+                exitCode: .transient)
         case .tls(let why):
             var hints: [String] = []
             if request.security == .starttls && why.contains("STARTTLS") {
@@ -313,11 +328,6 @@ struct MailTestReport {
     private func wrongProtocol(_ spoken: String?) -> CLIError {
         let asked = request.mailProtocol.rawValue.uppercased()
         let greeting = String((result.lines.first ?? "").prefix(200))
-        let ports =
-            switch request.mailProtocol {
-            case .imap: "IMAP is on port 993 (TLS) or 143 (STARTTLS)"
-            case .smtp: "SMTP submission is on port 587 (STARTTLS) or 465 (TLS)"
-            }
         var hints: [String] = []
         let message: String
         if let spoken {

@@ -332,14 +332,27 @@ struct MailLoginTests {
         #expect(r.status == 64, "\(r.stderr)")
     }
 
-    @Test("a port nobody listens on exits 75; so does a certificate from a CA not trusted")
+    @Test(
+        "a port nobody listens on: nothing is listening there, check the port, exit 75; so is an untrusted certificate"
+    )
     func unreachable() throws {
         try ProviderGrants.importConfidential("mail", into: home)
         let closed = try ClosedPort()
         let r = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(closed.port))
         #expect(r.status == 75, "\(r.stderr)")
-        #expect(r.stderr.contains("vault: error: cannot reach 127.0.0.1:\(closed.port)"), "\(r.stderr)")
+        #expect(
+            r.stderr.contains(
+                "vault: error: nothing is listening at 127.0.0.1:\(closed.port) (the connection was refused)\n"),
+            "\(r.stderr)")
+        #expect(
+            r.stderr.contains(
+                "vault: hint: check the port (IMAP is on port 993 (TLS) or 143 (STARTTLS)); if it is right, the server is not running there"
+            ), "\(r.stderr)")
+        #expect(!r.stderr.contains("try again later"), "\(r.stderr)")
         #expect(r.stdout.isEmpty)
+        let json = try test("smtp", "mail", "--host", "127.0.0.1", "--port", String(closed.port), "--json")
+        let doc = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect(doc["result"] as? String == "unreachable" && json.status == 75, "\(json.stdout)")
 
         home.extra["SSL_CERT_FILE"] = nil
         let untrusted = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps))
