@@ -203,3 +203,26 @@ enum AWSCredentialsFile {
         return bytes[start...end]
     }
 }
+
+extension Commands {
+    /// The command for the S3 store an http(s) URL stands for, when the
+    /// server there answered as an S3 store does: `http://HOST:PORT/BUCKET/FOLDER/`
+    /// is `s3://BUCKET/FOLDER` with `http://HOST:PORT` as its endpoint,
+    /// addressed by path as the URL was. Nil when the path holds no bucket
+    /// name S3 allows. `command` is `remote set` or `join`.
+    static func s3Command(for url: String, command: String) -> String? {
+        guard let schemeEnd = url.firstRange(of: "://") else { return nil }
+        let afterScheme = url[schemeEnd.upperBound...]
+        let authority = afterScheme.prefix { $0 != "/" }
+        let path = afterScheme.dropFirst(authority.count).split(separator: "/").map(String.init)
+        guard let bucket = path.first, !authority.isEmpty else { return nil }
+        let origin = String(url[..<schemeEnd.upperBound]) + authority
+        let s3 = "s3://" + ([bucket] + path.dropFirst()).joined(separator: "/")
+        guard let byPath = try? S3Location(url: s3, endpoint: origin, region: nil, pathStyle: true),
+            let implied = try? S3Location(url: s3, endpoint: origin, region: nil, pathStyle: false)
+        else { return nil }
+        let folder = byPath.prefix.isEmpty ? "" : "/" + byPath.prefix
+        return "vault \(command) s3://\(byPath.bucket)\(folder) --endpoint \(byPath.endpoint)"
+            + (implied.pathStyle ? "" : " --path-style")
+    }
+}

@@ -118,7 +118,9 @@ struct RemoteCommand: VaultCommand {
         } catch {
             switch error.remedy {
             case .checkStoreAddress?:
-                throw CLIError(error.reason, hint: "check the address; see 'vault remote --help'", exitCode: .usage)
+                throw CLIError(
+                    error.reason, hints: Commands.addressHints(error, url: login.url, command: "remote set"),
+                    exitCode: .usage)
             case .joinStoreVaultOrChooseAnother?:
                 // The folder typed is taken: a usage error, as a wrong address is.
                 throw CLIError(

@@ -251,6 +251,10 @@ struct S3StoreTests {
             other.path + "/store-password")
         #expect(dav.status == 64, "\(dav.stderr)")
         #expect(dav.stderr.contains("as an S3 store does"), "\(dav.stderr)")
+        #expect(
+            dav.stderr.contains(
+                "vault: hint: as an S3 store: 'vault remote set s3://team-vault/ada --endpoint \(store.endpoint)' (with the bucket's keys"
+            ), "\(dav.stderr)")
         #expect(try other.run("remote").stderr.contains("no store is set"))
         // Without credentials the store's S3 answers (MethodNotAllowed,
         // NoSuchBucket) say the same, rather than ask for a folder.
@@ -260,7 +264,22 @@ struct S3StoreTests {
             anonymous.stderr.contains("as an S3 store does: a folder of an S3 bucket is an s3://BUCKET/FOLDER address"),
             "\(anonymous.stderr)")
         #expect(!anonymous.stderr.contains("has no folder"), "\(anonymous.stderr)")
+        #expect(
+            anonymous.stderr.contains("'vault remote set s3://no-such-bucket/folder --endpoint \(store.endpoint)'"),
+            "\(anonymous.stderr)")
         #expect(try other.run("remote").stderr.contains("no store is set"))
+        // The command the hint gives works, for a folder of its own.
+        let folderName = "inferred-\(UInt32.random(in: 0...UInt32.max))"
+        let inferred = try other.run(
+            "remote", "set", store.endpoint + "/team-vault/\(folderName)/", "--user", "ada", "--password-file",
+            other.path + "/store-password")
+        let hinted = "vault remote set s3://team-vault/\(folderName) --endpoint \(store.endpoint)"
+        #expect(inferred.status == 64 && inferred.stderr.contains("'\(hinted)'"), "\(inferred.stderr)")
+        let asHinted = try other.run(
+            Array(hinted.split(separator: " ").dropFirst().map(String.init)) + [
+                "--credentials-file", store.credentials,
+            ])
+        #expect(asHinted.status == 0, "\(asHinted.stderr)")
 
         let tls = try joining.run(
             [
