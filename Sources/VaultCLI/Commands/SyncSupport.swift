@@ -159,7 +159,8 @@ extension Commands {
 
     /// Why a join failed: a failed join leaves no vault behind, so the
     /// hints that name commands of an existing vault become ones for joining.
-    static func joinFailure(_ error: VaultError, url: String) -> CLIError {
+    static func joinFailure(_ error: VaultError, url: String, environment: [String: String]) -> CLIError {
+        if let usage = unresolvedAWSHost(error, url: url, command: "join", environment: environment) { return usage }
         let base = CLIError(error)
         switch error.remedy {
         case .setStoreCredentials?:
