@@ -101,7 +101,32 @@ struct AgentAccess {
             return nil
         }
         if named == nil && !FileSystem.exists(path) { return nil }
-        return try ForwardedAgent.connect(socket: path)
+        do {
+            return try ForwardedAgent.connect(socket: path)
+        } catch {
+            guard error.code == .notFound else { throw error }
+            throw CLIError(error.reason, hints: Self.forwardingHints(path, named: named != nil))
+        }
+    }
+
+    /// How to reach the laptop's agent again when the forwarded socket at
+    /// `path` is missing or stale (its ssh session ended), or to stop
+    /// looking for it (docs/agent.md, "Forwarding to other machines").
+    static func forwardingHints(_ path: String, named: Bool) -> [String] {
+        let stale = FileSystem.exists(path)
+        let forward =
+            "forward it from the machine that holds the vault: 'ssh -R \(path):$XDG_RUNTIME_DIR/vault/forward-ID.sock HOST', "
+            + "or 'RemoteForward \(path) ${XDG_RUNTIME_DIR}/vault/forward-ID.sock' in its ~/.ssh/config "
+            + "('vault agent --status' there prints the forwarding socket; docs/agent.md)"
+        let first =
+            stale
+            ? "the ssh session that forwarded it has ended: remove \(path) (unless this server's sshd has StreamLocalBindUnlink yes) and "
+                + forward
+            : forward
+        let without =
+            named
+            ? "to use no forwarded agent, unset VAULT_AGENT_SOCK" : "to use no forwarded agent, remove \(path)"
+        return [first, without]
     }
 
     /// Notes a token this command handed out without an agent in the

@@ -1,3 +1,4 @@
+internal import Glibc
 import VaultCore
 import VaultCrypto
 import VaultHTTP
@@ -201,5 +202,71 @@ enum AWSCredentialsFile {
         guard let start = bytes.firstIndex(where: { !space($0) }) else { return bytes[bytes.endIndex...] }
         let end = bytes.lastIndex(where: { !space($0) })!
         return bytes[start...end]
+    }
+}
+
+extension Commands {
+    /// The command for the S3 store an http(s) URL stands for, when the
+    /// server there answered as an S3 store does: `http://HOST:PORT/BUCKET/FOLDER/`
+    /// is `s3://BUCKET/FOLDER` with `http://HOST:PORT` as its endpoint,
+    /// addressed by path as the URL was. Nil when the path holds no bucket
+    /// name S3 allows. `command` is `remote set` or `join`.
+    static func s3Command(for url: String, command: String) -> String? {
+        guard let schemeEnd = url.firstRange(of: "://") else { return nil }
+        let afterScheme = url[schemeEnd.upperBound...]
+        let authority = afterScheme.prefix { $0 != "/" }
+        let path = afterScheme.dropFirst(authority.count).split(separator: "/").map(String.init)
+        guard let bucket = path.first, !authority.isEmpty else { return nil }
+        let origin = String(url[..<schemeEnd.upperBound]) + authority
+        let s3 = "s3://" + ([bucket] + path.dropFirst()).joined(separator: "/")
+        guard let byPath = try? S3Location(url: s3, endpoint: origin, region: nil, pathStyle: true),
+            let implied = try? S3Location(url: s3, endpoint: origin, region: nil, pathStyle: false)
+        else { return nil }
+        let folder = byPath.prefix.isEmpty ? "" : "/" + byPath.prefix
+        return "vault \(command) s3://\(byPath.bucket)\(folder) --endpoint \(byPath.endpoint)"
+            + (implied.pathStyle ? "" : " --path-style")
+    }
+}
+
+extension Commands {
+    /// A store address of AWS S3 (no endpoint given) whose host name does
+    /// not resolve while AWS's own does: the region, or an endpoint
+    /// forgotten, is wrong, not the network, so it is a usage error. Nil
+    /// for any other failure, and when AWS's name does not resolve either
+    /// (no network: the failure stands, to be tried again).
+    static func unresolvedAWSHost(
+        _ error: VaultError, url: String, command: String, environment: [String: String]
+    ) -> CLIError? {
+        guard error.code == .transient, error.reason.hasSuffix("couldn't resolve host name"),
+            StoreKind.of(url: url) == .s3, let location = try? S3Location(canonical: url)
+        else { return nil }
+        let origin = location.bucketURL.prefix { $0 != "/" }.count + 2
+        let host = String(location.bucketURL.dropFirst(origin).prefix { $0 != "/" && $0 != ":" })
+        guard host.hasSuffix(".amazonaws.com") else { return nil }
+        var probe = "s3.amazonaws.com"
+        #if DEBUG
+            // Tests run where no name resolves: they name one that does.
+            probe = environment["VAULT_TEST_RESOLVABLE_HOST"] ?? probe
+        #endif
+        guard resolves(probe) else { return nil }
+        return CLIError(
+            "\(host) does not resolve, while \(probe) does: AWS S3 has no such address, so the region "
+                + "'\(location.region)' is likely wrong, or the store is not AWS's and its --endpoint was left out",
+            hints: [
+                "check --region (AWS's are such as us-east-1, eu-west-1); for another S3 server (Ceph RGW, MinIO, "
+                    + "Garage, R2, ...), give its address with --endpoint URL"
+                    + (command == "join"
+                        ? "; on a machine that syncs the vault, 'vault pair' prints the whole join command" : "")
+            ], exitCode: .usage)
+    }
+
+    /// True when `host` has an address.
+    private static func resolves(_ host: String) -> Bool {
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var found: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, nil, &hints, &found) == 0 else { return false }
+        freeaddrinfo(found)
+        return true
     }
 }

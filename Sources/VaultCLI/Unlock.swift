@@ -16,13 +16,14 @@ struct UnlockSources {
     var asksOnTerminal = true
 
     /// True for the commands that hand tokens to programs (`token`, `env`,
-    /// `exec`, ...), which scripts and daemons run without a terminal: a
-    /// locked vault's hint then names the agent first.
+    /// `exec`, ...), which scripts and daemons run without a terminal, and
+    /// `test`, run in the same places to see that a token works: a locked
+    /// vault's hint then names the agent first.
     var handsOutTokens = false
 
     /// The commands `handsOutTokens` is set for.
     static let tokenCommands: Set<String> = [
-        "token", "env", "exec", "header", "sign", "xoauth2", "git-credential", "kube-credential",
+        "token", "env", "exec", "header", "sign", "xoauth2", "git-credential", "kube-credential", "test",
     ]
 
     /// The hint for a locked vault when nothing may be asked on a terminal,

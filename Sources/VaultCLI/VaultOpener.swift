@@ -147,18 +147,50 @@ struct VaultOpener {
                     continue
                 }
                 if error.code == .wrongKey {
+                    // A passphrase another machine set, taken here at a
+                    // sync, says why the one from before fails.
+                    let taken = Self.takenPassphraseHints(key, origin: origin, location: location)
                     if interactive && attempts < 3 {
-                        output.error(error.reason)
+                        output.error(error.reason, hint: attempts == 1 ? taken.first : nil)
                         continue
                     }
+                    let hints = taken.isEmpty ? error.remedy.map { [Remedies.hint($0)] } ?? [] : taken
                     throw CLIError(
-                        origin == "terminal" ? error.reason : "\(error.reason) (from \(origin))",
-                        hint: error.remedy.map(Remedies.hint),
+                        origin == "terminal" ? error.reason : "\(error.reason) (from \(origin))", hints: hints,
                         exitCode: .locked)
                 }
                 throw error
             }
         }
+    }
+
+    /// Why a passphrase fails when the vault's passphrase was changed on
+    /// another machine and a sync here took it, and how to give the new
+    /// one from `origin`; empty otherwise. Says when, never anything of
+    /// either passphrase.
+    static func takenPassphraseHints(_ key: KeySource, origin: String, location: VaultLocation) -> [String] {
+        guard case .passphrase = key, let taken = Vault.passphraseNote(.taken, at: location) else { return [] }
+        let opens =
+            taken.passphrases > 1
+            ? "the passphrases set there and here open this vault now, an older one does not"
+            : "the passphrase set there opens this vault now, the one from before does not"
+        let why =
+            "the vault's passphrase was changed on another machine ('vault passwd' there), and this machine took it at its sync of \(taken.at.utcText): \(opens)"
+        let fix: String
+        switch origin {
+        case "terminal": fix = "type the passphrase set on the other machine"
+        case "VAULT_PASSPHRASE_FILE", "VAULT_PASSPHRASE_COMMAND", "VAULT_PASSPHRASE":
+            let change =
+                origin == "VAULT_PASSPHRASE_FILE"
+                ? "write the new passphrase into the file VAULT_PASSPHRASE_FILE names (mode 0600)"
+                : origin == "VAULT_PASSPHRASE_COMMAND"
+                    ? "make VAULT_PASSPHRASE_COMMAND print the new passphrase"
+                    : "give the new passphrase in VAULT_PASSPHRASE"
+            fix =
+                "\(change); programs served by an agent that holds the vault unlocked keep working until it locks, then need it too"
+        default: fix = "give the new passphrase"
+        }
+        return [why, fix]
     }
 }
 

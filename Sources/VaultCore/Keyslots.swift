@@ -148,11 +148,25 @@ public struct Keyslots {
                 throw VaultError(.damaged, "a published passphrase slot is of another kind")
             }
         }
+        // Noted with the slots, so that the passphrase they replaced is
+        // told why it no longer opens the vault (`PassphraseSlotsNote`).
+        let note = try PassphraseSlotsNote(.taken, at: vault.time.now(), slots: slots)
         try vault.update { (_: inout StateManifest) throws(VaultError) in
             try removeSlots(of: .passphrase)
             for blob in slots { _ = try vault.tables.putKeyslot(nil, blob) }
+            try vault.putMeta(PassphraseSlotsNote.Kind.taken.metaKey, note.encoded)
         }
         vault.seenSlots = nil
+    }
+
+    /// Notes that a sync published this vault's passphrase slots, set
+    /// here, for the other machines (`PassphraseSlotsNote`): the sync command
+    /// says so, also when an agent made the sync.
+    package func notePassphrasePublished() throws(VaultError) {
+        let slots = try passphraseSlots()
+        guard !slots.isEmpty else { return }
+        let note = try PassphraseSlotsNote(.published, at: vault.time.now(), slots: slots)
+        try vault.putMeta(PassphraseSlotsNote.Kind.published.metaKey, note.encoded)
     }
 
     /// The vault's keyslots.

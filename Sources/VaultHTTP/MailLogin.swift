@@ -73,6 +73,8 @@ package struct MailLoginResult: Sendable {
         case refused
         /// The server could not be reached, or the connection broke or timed out.
         case unreachable(String)
+        /// The host refused the connection: nothing listens at the port.
+        case nothingListening
         /// TLS failed: the handshake, or STARTTLS not offered.
         case tls(String)
         /// The handshake got as far as the server's certificate, which did
@@ -226,6 +228,12 @@ package enum MailLogin {
             return MailLoginResult(outcome: .wrongProtocol(MailLoginResult.greetingProtocol(first)), lines: lines)
         }
         var result = MailLoginResult(outcome: outcome(rc), lines: lines)
+        if rc == CURLE_COULDNT_CONNECT {
+            // Refused: the host is there, and no server at that port.
+            var code = 0
+            _ = vault_curl_getinfo_long(easy.handle, CURLINFO_OS_ERRNO, &code)
+            if code == Int(ECONNREFUSED) { result = MailLoginResult(outcome: .nothingListening, lines: lines) }
+        }
         if rc == CURLE_PEER_FAILED_VERIFICATION {
             var code = 0
             _ = vault_curl_getinfo_long(easy.handle, CURLINFO_SSL_VERIFYRESULT, &code)

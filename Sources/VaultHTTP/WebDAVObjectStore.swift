@@ -88,9 +88,13 @@ public final class WebDAVObjectStore: HTTPObjectStore {
         guard let code = S3ObjectStore.errorCode(response) else { return nil }
         return ObjectStoreFailure(
             .wrongAddress,
-            "the store answered HTTP \(response.status) \(code) as an S3 store does: a folder of an S3 bucket is "
+            "the store answered HTTP \(response.status) \(code) \(answeredAsS3): a folder of an S3 bucket is "
                 + "an s3://BUCKET/FOLDER address, with this server as its endpoint")
     }
+
+    /// The words of a failure that says the address answered as an S3
+    /// store does, by which the command line knows to offer the s3:// one.
+    package static let answeredAsS3 = "as an S3 store does"
 
     /// Makes sure the base URL names a folder: when PROPFIND does not find
     /// it, creates it, and missing parents, with WebDAV's MKCOL. Returns the

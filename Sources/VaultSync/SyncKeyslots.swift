@@ -260,6 +260,8 @@ extension SyncEngine {
             if pinning {
                 _ = try store.put(SyncEngine.pinnedKeysName(pin), pinned, precondition: .absent)
                 guard try pinKeys(pin, store: store, keys: keys) else { return nil }
+                // A passphrase set here is the others' now: the sync says so.
+                if newHere || pinPending { try vault.keyslots.notePassphrasePublished() }
                 // The slots the root vouched for before are no longer read.
                 if let old = root?.keysPin, old != pin { try? store.delete(SyncEngine.pinnedKeysName(old)) }
                 state.pinHash = pin

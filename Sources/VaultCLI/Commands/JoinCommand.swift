@@ -57,14 +57,14 @@ struct JoinCommand: VaultCommand {
                 (_, report) = try SyncEngine.join(
                     at: location, url: url, user: user, password: password, pairingCode: text,
                     transport: ctx.network.transport, time: ctx.time)
-            } catch { throw Commands.joinFailure(error, url: url) }
+            } catch { throw Commands.joinFailure(error, url: url, environment: ctx.environment) }
         } else {
             let (key, _, _) = try ctx.opener.unlockSources.key(joining: true)
             do throws(VaultError) {
                 (_, report) = try SyncEngine.join(
                     at: location, url: url, user: user, password: password, key: key, transport: ctx.network.transport,
                     time: ctx.time)
-            } catch { throw Commands.joinFailure(error, url: url) }
+            } catch { throw Commands.joinFailure(error, url: url, environment: ctx.environment) }
         }
         ctx.output.info(
             "joined: created a vault at \(location.databasePath) from \(Console.escaped(SyncEngine.displayName(url)))")

@@ -245,7 +245,7 @@ struct MailTestReport {
         switch outcome {
         case .loggedIn: "logged_in"
         case .refused: "refused"
-        case .unreachable: "unreachable"
+        case .unreachable, .nothingListening: "unreachable"
         case .tls, .untrustedCertificate: "tls_failed"
         case .protocolError, .wrongProtocol: "protocol_error"
         case .failedAfterLogin: "failed_after_login"
@@ -253,6 +253,14 @@ struct MailTestReport {
     }
 
     private var place: String { "\(request.host):\(request.port)" }
+
+    /// The protocol's own ports, for a hint to check the port.
+    private var ports: String {
+        switch request.mailProtocol {
+        case .imap: "IMAP is on port 993 (TLS) or 143 (STARTTLS)"
+        case .smtp: "SMTP submission is on port 587 (STARTTLS) or 465 (TLS)"
+        }
+    }
 
     /// The error to report, or nil when the login worked.
     var failure: CLIError? {
@@ -267,6 +275,13 @@ struct MailTestReport {
                 ? "the server said nothing: if this port wants TLS from the first byte (IMAP 993, SMTP 465), add --tls"
                 : "try again later"
             return CLIError("cannot reach \(place): \(why)", hint: hint, exitCode: .transient)
+        case .nothingListening:
+            // A refused connection is most often a wrong port, rarely a
+            // server that is down for a while.
+            return CLIError(
+                "nothing is listening at \(place) (the connection was refused)",
+                hints: ["check the port (\(ports)); if it is right, the server is not running there"],
+                exitCode: .transient)
         case .tls(let why):
             var hints: [String] = []
             if request.security == .starttls && why.contains("STARTTLS") {
@@ -313,11 +328,6 @@ struct MailTestReport {
     private func wrongProtocol(_ spoken: String?) -> CLIError {
         let asked = request.mailProtocol.rawValue.uppercased()
         let greeting = String((result.lines.first ?? "").prefix(200))
-        let ports =
-            switch request.mailProtocol {
-            case .imap: "IMAP is on port 993 (TLS) or 143 (STARTTLS)"
-            case .smtp: "SMTP submission is on port 587 (STARTTLS) or 465 (TLS)"
-            }
         var hints: [String] = []
         let message: String
         if let spoken {
@@ -363,12 +373,27 @@ struct MailTestReport {
             )
             return CLIError(message, hints: hints)
         }
-        if let status = provider?.status, provider?.accepted == true {
+        // A challenge that names a scope the grant has rules the scopes out:
+        // with a token the provider still takes, the login is what is left.
+        let wanted = Self.scope(in: result.challenge)
+        let accepted = provider?.accepted == true ? provider?.status : nil
+        if let wanted, grant.scopes.contains(wanted) {
+            let taken = accepted.map {
+                "the provider still accepts the token (its userinfo endpoint answered HTTP \($0)), and "
+            }
+            hints.append(
+                (taken ?? "")
+                    + "the server asks for the scope \(wanted), which '\(grantName)' has: the scopes are not the cause"
+                    + (taken == nil ? "" : ", the login is"))
+            hints.append(loginHint ?? "see docs/mail.md; --user changes the login")
+            return withRevocationHint(message, hints)
+        }
+        if let status = accepted {
             hints.append(
                 "the provider still accepts the token (its userinfo endpoint answered HTTP \(status)): the server refused it for its scopes or the login"
             )
         }
-        if let wanted = Self.scope(in: result.challenge), !grant.scopes.contains(wanted) {
+        if let wanted {
             hints.append(
                 "the server asks for the scope \(wanted), which '\(grantName)' lacks: run 'vault add \(grantName) --scope \(wanted)'"
             )
@@ -379,20 +404,44 @@ struct MailTestReport {
             )
             hints.append("see docs/mail.md; --user changes the login, 'vault add \(grantName) --scope S' adds a scope")
         }
-        // Some servers' logins are the account (Gmail, Microsoft), others'
-        // a short name (Dovecot's user ada for ada@example.com): the login
-        // given may well be right, so the account is offered, not imposed.
-        if let account = grant.account, account != request.user {
-            hints.append(
-                "the login \(request.user) differs from the grant's account (\(account)): if this server expects the account as the login, test without --user, which logs in as \(account)"
-            )
-        }
+        if let account = grant.account, account != request.user { hints.append(differentLogin(account)) }
+        return withRevocationHint(message, hints)
+    }
+
+    /// Some servers' logins are the account (Gmail, Microsoft), others' a
+    /// short name (Dovecot's user ada for ada@example.com): a login given
+    /// that differs may well be right, so the account is offered, not
+    /// imposed; the account as the login gets the short name to try.
+    private var loginHint: String? {
+        if let account = grant.account, account != request.user { return differentLogin(account) }
+        guard let short = Self.shortName(of: request.user) else { return nil }
+        return
+            "the login \(request.user) is a whole address; a server whose logins are short names wants the part before @: 'vault test \(request.mailProtocol.rawValue) \(grantName) --host \(request.host) --port \(request.port) --\(request.security.rawValue) --user \(short)'"
+    }
+
+    /// A login given with --user that is not the grant's account.
+    private func differentLogin(_ account: String) -> String {
+        "the login \(request.user) differs from the grant's account (\(account)): if this server expects the account as the login, test without --user, which logs in as \(account)"
+    }
+
+    /// The refusal, with the revocation named as a cause when the provider
+    /// could not be asked.
+    private func withRevocationHint(_ message: String, _ hints: [String]) -> CLIError {
+        var hints = hints
         if provider == nil {
             hints.append(
                 "a token the provider revoked is refused the same way: 'vault check \(grantName)' asks the provider, and renews the token if it must"
             )
         }
         return CLIError(message, hints: hints)
+    }
+
+    /// The part of an address before its last `@` (`ada` for
+    /// `ada@example.com`): the login of a server whose logins are short
+    /// names. Nil for a login that is no address.
+    static func shortName(of login: String) -> String? {
+        guard let at = login.lastIndex(of: "@"), at != login.startIndex else { return nil }
+        return String(login[..<at])
     }
 
     /// The `scope` of an XOAUTH2 error challenge (Gmail's

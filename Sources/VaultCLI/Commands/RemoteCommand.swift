@@ -79,7 +79,7 @@ struct RemoteCommand: VaultCommand {
         let vault = try ctx.opener.openVaultDirectly()
         let engine = try ctx.network.syncEngine(vault)
         let previous = engine.syncedStore()
-        let created = try RemoteCommand.setRemote(engine, login)
+        let created = try RemoteCommand.setRemote(engine, login, environment: ctx.environment)
         // A new store where the vault was in step with another: the next
         // sync starts it, apart from the old one (a mistyped address?).
         if let previous, previous != login.url,
@@ -112,13 +112,22 @@ struct RemoteCommand: VaultCommand {
     /// Sets the store; an address that answers as no store of its kind
     /// does came from this command line (a usage error), and refused
     /// credentials are the ones just given.
-    private static func setRemote(_ engine: SyncEngine, _ login: StoreLogin) throws -> [String] {
+    private static func setRemote(_ engine: SyncEngine, _ login: StoreLogin, environment: [String: String]) throws
+        -> [String]
+    {
         do {
             return try engine.setRemote(url: login.url, user: login.user, password: login.password)
         } catch {
+            if let usage = Commands.unresolvedAWSHost(
+                error, url: login.url, command: "remote", environment: environment)
+            {
+                throw usage
+            }
             switch error.remedy {
             case .checkStoreAddress?:
-                throw CLIError(error.reason, hint: "check the address; see 'vault remote --help'", exitCode: .usage)
+                throw CLIError(
+                    error.reason, hints: Commands.addressHints(error, url: login.url, command: "remote set"),
+                    exitCode: .usage)
             case .joinStoreVaultOrChooseAnother?:
                 // The folder typed is taken: a usage error, as a wrong address is.
                 throw CLIError(

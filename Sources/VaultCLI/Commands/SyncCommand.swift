@@ -27,6 +27,8 @@ struct SyncCommand: VaultCommand {
         _ = try ctx.positionals()
         // An agent holding the vault syncs it: no passphrase needed here.
         let location = try ctx.opener.location()
+        let published = Vault.passphraseNote(.published, at: location)
+        defer { SyncCommand.tellPublished(since: published, at: location, output: ctx.output) }
         if let agent = ctx.agents.client(for: location) {
             let held = SyncCommand.rightsHeld(through: agent, at: location, time: ctx.time)
             let outcome: Result<SyncReport, VaultError>
@@ -59,6 +61,17 @@ struct SyncCommand: VaultCommand {
         let report = try engine.sync()
         try Commands.printSyncReport(report, to: ctx.output)
         return .ok
+    }
+
+    /// Says that this sync, here or in the agent, published the passphrase
+    /// set here ('vault passwd'), and what the other machines need: the
+    /// vault file's note of it changed since `before`.
+    static func tellPublished(since before: PassphraseSlotsNote?, at location: VaultLocation, output: Output) {
+        guard let now = Vault.passphraseNote(.published, at: location), now != before else { return }
+        output.info(
+            "published the passphrase set here to the store (its keyslot; the passphrase itself never leaves this machine): "
+                + "each other machine takes it at its next 'vault sync', and from then on opens only with it, "
+                + "so their VAULT_PASSPHRASE_FILE or VAULT_PASSPHRASE_COMMAND needs the new one")
     }
 
     /// The grants whose right to refresh this machine holds, as the agent

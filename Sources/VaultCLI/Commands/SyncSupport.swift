@@ -149,9 +149,21 @@ extension Commands {
 }
 
 extension Commands {
+    /// The hints for an address typed on the command line that answers
+    /// as no store of its kind: an http(s) URL where an S3 server answered
+    /// gets the s3:// command it stands for.
+    static func addressHints(_ error: VaultError, url: String, command: String) -> [String] {
+        let help = "check the address; see 'vault \(command.prefix { $0 != " " }) --help'"
+        guard StoreKind.of(url: url) != .s3, error.reason.contains(WebDAVObjectStore.answeredAsS3),
+            let s3 = s3Command(for: url, command: command)
+        else { return [help] }
+        return ["as an S3 store: '\(s3)' (with the bucket's keys: --credentials-file, --profile or AWS_ACCESS_KEY_ID)"]
+    }
+
     /// Why a join failed: a failed join leaves no vault behind, so the
     /// hints that name commands of an existing vault become ones for joining.
-    static func joinFailure(_ error: VaultError, url: String) -> CLIError {
+    static func joinFailure(_ error: VaultError, url: String, environment: [String: String]) -> CLIError {
+        if let usage = unresolvedAWSHost(error, url: url, command: "join", environment: environment) { return usage }
         let base = CLIError(error)
         switch error.remedy {
         case .setStoreCredentials?:
@@ -164,7 +176,7 @@ extension Commands {
             return CLIError(base.message, hint: "run 'vault join' again; nothing was kept", exitCode: base.exitCode)
         case .checkStoreAddress?:
             // The address came from the command line: a usage error.
-            return CLIError(base.message, hint: "check the address; see 'vault join --help'", exitCode: .usage)
+            return CLIError(base.message, hints: addressHints(error, url: url, command: "join"), exitCode: .usage)
         default:
             return base
         }

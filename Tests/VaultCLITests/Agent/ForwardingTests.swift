@@ -249,6 +249,48 @@ struct ForwardingTests {
         #expect(try scene.laptop.home.run("token", "work").status == 0)
     }
 
+    @Test(
+        "VAULT_AGENT_SOCK naming no socket, or one whose ssh session ended: how to forward it, or to unset the variable"
+    )
+    func noForwardedSocket() throws {
+        let server = Home()
+        let socket = server.path + "/agent.sock"
+        server.extra["VAULT_AGENT_SOCK"] = socket
+        let absent = try server.run("token", "work")
+        #expect(absent.status == 1 && absent.stdout.isEmpty, "\(absent.stderr)")
+        #expect(absent.stderr.contains("vault: error: no forwarded agent socket at \(socket)\n"), "\(absent.stderr)")
+        #expect(
+            absent.stderr.contains(
+                "vault: hint: forward it from the machine that holds the vault: 'ssh -R \(socket):$XDG_RUNTIME_DIR/vault/forward-ID.sock HOST', or 'RemoteForward \(socket) ${XDG_RUNTIME_DIR}/vault/forward-ID.sock' in its ~/.ssh/config"
+            ), "\(absent.stderr)")
+        #expect(
+            absent.stderr.contains("vault: hint: to use no forwarded agent, unset VAULT_AGENT_SOCK\n"),
+            "\(absent.stderr)")
+
+        // A socket left behind by an ssh session that ended: bound, not listening.
+        let fd = Glibc.socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (i, byte) in socket.utf8.enumerated() { raw[i] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        close(fd)
+        try #require(bound == 0)
+        let stale = try server.run("token", "work")
+        #expect(stale.status == 1 && stale.stdout.isEmpty, "\(stale.stderr)")
+        #expect(stale.stderr.contains("vault: error: no agent answers at \(socket)"), "\(stale.stderr)")
+        #expect(
+            stale.stderr.contains(
+                "vault: hint: the ssh session that forwarded it has ended: remove \(socket) (unless this server's sshd has StreamLocalBindUnlink yes) and forward it from the machine that holds the vault: 'ssh -R"
+            ), "\(stale.stderr)")
+        #expect(stale.stderr.contains("unset VAULT_AGENT_SOCK"), "\(stale.stderr)")
+    }
+
     @Test("the laptop's agent locked (stopped): a forwarded request says so, exit 77, with where to unlock it")
     func laptopLocked() throws {
         let scene = try ForwardingScene()

@@ -219,6 +219,47 @@ struct MailLoginTests {
         #expect(account.status == 1 && account.stderr.contains("login of ada@example.com"), "\(account.stderr)")
     }
 
+    @Test(
+        "the account as the login, refused while the grant has the scope the challenge names and the provider takes the token: the login is named, with the short name to try"
+    )
+    func accountAsLogin() throws {
+        // Dovecot's login is ada, the grant's account ada@example.com, and
+        // its challenge names the scope mail, which the grant has.
+        try ProviderGrants.importConfidential(
+            "mail", into: home, account: "ada@example.com", scopes: ["openid", "email", "mail"])
+        let r = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps))
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(r.stderr.contains("refused the XOAUTH2 login of ada@example.com"), "\(r.stderr)")
+        #expect(r.stderr.contains("\"scope\":\"mail\""), "\(r.stderr)")
+        #expect(
+            r.stderr.contains(
+                "vault: hint: the provider still accepts the token (its userinfo endpoint answered HTTP 200), and the server asks for the scope mail, which 'mail' has: the scopes are not the cause, the login is\n"
+            ), "\(r.stderr)")
+        let hinted =
+            "'vault test imap mail --host 127.0.0.1 --port \(mail.info.imaps) --tls --user ada'"
+        #expect(
+            r.stderr.contains(
+                "vault: hint: the login ada@example.com is a whole address; a server whose logins are short names wants the part before @: \(hinted)"
+            ), "\(r.stderr)")
+        #expect(!r.stderr.contains("Gmail") && !r.stderr.contains("the login must be its account"), "\(r.stderr)")
+        // The command the hint gives logs in.
+        let again = try test(
+            "imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps), "--tls", "--user", "ada")
+        #expect(again.status == 0, "\(again.stderr)")
+
+        // A grant without that scope keeps the scope hint, and no short name.
+        try ProviderGrants.importConfidential(
+            "mail", into: home, account: "ada@example.com", scopes: ["openid", "email"])
+        let lacking = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps))
+        #expect(lacking.status == 1, "\(lacking.stderr)")
+        #expect(
+            lacking.stderr.contains(
+                "vault: hint: the server asks for the scope mail, which 'mail' lacks: run 'vault add mail --scope mail'"
+            ), "\(lacking.stderr)")
+        #expect(!lacking.stderr.contains("--user ada"), "\(lacking.stderr)")
+        expectNoToken(r, try token(), "account as login")
+    }
+
     @Test("SMTP: a login that worked, then the server's relay down: logged in, and what the server said after")
     func relayDown() throws {
         let down = try MailServer.relayDown()
@@ -291,14 +332,27 @@ struct MailLoginTests {
         #expect(r.status == 64, "\(r.stderr)")
     }
 
-    @Test("a port nobody listens on exits 75; so does a certificate from a CA not trusted")
+    @Test(
+        "a port nobody listens on: nothing is listening there, check the port, exit 75; so is an untrusted certificate"
+    )
     func unreachable() throws {
         try ProviderGrants.importConfidential("mail", into: home)
         let closed = try ClosedPort()
         let r = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(closed.port))
         #expect(r.status == 75, "\(r.stderr)")
-        #expect(r.stderr.contains("vault: error: cannot reach 127.0.0.1:\(closed.port)"), "\(r.stderr)")
+        #expect(
+            r.stderr.contains(
+                "vault: error: nothing is listening at 127.0.0.1:\(closed.port) (the connection was refused)\n"),
+            "\(r.stderr)")
+        #expect(
+            r.stderr.contains(
+                "vault: hint: check the port (IMAP is on port 993 (TLS) or 143 (STARTTLS)); if it is right, the server is not running there"
+            ), "\(r.stderr)")
+        #expect(!r.stderr.contains("try again later"), "\(r.stderr)")
         #expect(r.stdout.isEmpty)
+        let json = try test("smtp", "mail", "--host", "127.0.0.1", "--port", String(closed.port), "--json")
+        let doc = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect(doc["result"] as? String == "unreachable" && json.status == 75, "\(json.stdout)")
 
         home.extra["SSL_CERT_FILE"] = nil
         let untrusted = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps))

@@ -12,7 +12,7 @@ enum ProviderGrants {
     @discardableResult
     static func importConfidential(
         _ name: String, into home: Home, account: String = "ada", expiresIn: Int = 3600, idToken: Bool = false,
-        userinfo: Bool = true
+        userinfo: Bool = true, scopes: [String] = []
     ) throws -> [String: Any] {
         let oidc = try OIDCProvider.shared.get()
         let s = oidc.settings
@@ -37,6 +37,7 @@ enum ProviderGrants {
                 "empty_400_is_invalid_grant": true,
             ],
         ]
+        if !scopes.isEmpty { grant["scope"] = scopes.joined(separator: " ") }
         if !userinfo {
             var config = grant["provider_config"] as! [String: Any]
             config["userinfo_endpoint"] = nil

@@ -251,6 +251,10 @@ struct S3StoreTests {
             other.path + "/store-password")
         #expect(dav.status == 64, "\(dav.stderr)")
         #expect(dav.stderr.contains("as an S3 store does"), "\(dav.stderr)")
+        #expect(
+            dav.stderr.contains(
+                "vault: hint: as an S3 store: 'vault remote set s3://team-vault/ada --endpoint \(store.endpoint)' (with the bucket's keys"
+            ), "\(dav.stderr)")
         #expect(try other.run("remote").stderr.contains("no store is set"))
         // Without credentials the store's S3 answers (MethodNotAllowed,
         // NoSuchBucket) say the same, rather than ask for a folder.
@@ -260,7 +264,22 @@ struct S3StoreTests {
             anonymous.stderr.contains("as an S3 store does: a folder of an S3 bucket is an s3://BUCKET/FOLDER address"),
             "\(anonymous.stderr)")
         #expect(!anonymous.stderr.contains("has no folder"), "\(anonymous.stderr)")
+        #expect(
+            anonymous.stderr.contains("'vault remote set s3://no-such-bucket/folder --endpoint \(store.endpoint)'"),
+            "\(anonymous.stderr)")
         #expect(try other.run("remote").stderr.contains("no store is set"))
+        // The command the hint gives works, for a folder of its own.
+        let folderName = "inferred-\(UInt32.random(in: 0...UInt32.max))"
+        let inferred = try other.run(
+            "remote", "set", store.endpoint + "/team-vault/\(folderName)/", "--user", "ada", "--password-file",
+            other.path + "/store-password")
+        let hinted = "vault remote set s3://team-vault/\(folderName) --endpoint \(store.endpoint)"
+        #expect(inferred.status == 64 && inferred.stderr.contains("'\(hinted)'"), "\(inferred.stderr)")
+        let asHinted = try other.run(
+            Array(hinted.split(separator: " ").dropFirst().map(String.init)) + [
+                "--credentials-file", store.credentials,
+            ])
+        #expect(asHinted.status == 0, "\(asHinted.stderr)")
 
         let tls = try joining.run(
             [
@@ -357,5 +376,38 @@ struct S3StoreTests {
             store.endpoint, "--region", "default",
             "--credentials-file", store.credentials)
         #expect(right.status == 0, "\(right.stderr)")
+    }
+
+    @Test(
+        "an AWS host name that does not resolve while AWS's does (a region AWS lacks): a usage error naming --region and --endpoint"
+    )
+    func awsHostUnresolved() throws {
+        let home = try machines(1)[0]
+        let fresh = Home()
+        fresh.extra["VAULT_AGENT"] = "off"
+        fresh.extra["VAULT_KEYFILE"] = home.path + "/key"
+        let args = ["join", "s3://team-vault/ada", "--region", "us-east-9", "--credentials-file", store.credentials]
+        // Where no name resolves (no network), it stays a failure to try again.
+        let offline = try fresh.run(args)
+        #expect(offline.status == 75, "\(offline.stderr)")
+        #expect(offline.stderr.contains("couldn't resolve host name"), "\(offline.stderr)")
+        // A name that resolves stands for AWS's own (the tests have no DNS).
+        fresh.extra["VAULT_TEST_RESOLVABLE_HOST"] = "localhost"
+        let join = try fresh.run(args)
+        #expect(join.status == 64, "\(join.stderr)")
+        #expect(
+            join.stderr.contains(
+                "vault: error: team-vault.s3.us-east-9.amazonaws.com does not resolve, while localhost does: AWS S3 has no such address, so the region 'us-east-9' is likely wrong, or the store is not AWS's and its --endpoint was left out"
+            ), "\(join.stderr)")
+        #expect(
+            join.stderr.contains(
+                "vault: hint: check --region (AWS's are such as us-east-1, eu-west-1); for another S3 server (Ceph RGW, MinIO, Garage, R2, ...), give its address with --endpoint URL; on a machine that syncs the vault, 'vault pair' prints the whole join command"
+            ), "\(join.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: fresh.vaultFile))
+        home.extra["VAULT_TEST_RESOLVABLE_HOST"] = "localhost"
+        let set = try home.run(
+            "remote", "set", "s3://team-vault/ada", "--region", "us-east-9", "--credentials-file", store.credentials)
+        #expect(set.status == 64, "\(set.stderr)")
+        #expect(set.stderr.contains("give its address with --endpoint URL\n"), "\(set.stderr)")
     }
 }

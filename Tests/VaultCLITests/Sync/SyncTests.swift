@@ -720,6 +720,19 @@ final class PassphraseSyncTests {
         #expect(try !opens(b, with: "old"), "the old passphrase opens nothing")
     }
 
+    @Test("passwd, then a sync through the agent, which holds the vault: the sync says it published the passphrase")
+    func publishedThroughTheAgent() throws {
+        a.allowAgent()
+        #expect(try a.start("agent").wait().status == 0)
+        defer { _ = try? a.run("lock") }
+        try passwd(a, to: "new")
+        let synced = try a.run("sync")
+        #expect(synced.status == 0, "\(synced.stderr)")
+        #expect(synced.stderr.contains("vault: published the passphrase set here to the store"), "\(synced.stderr)")
+        let quiet = try a.run("sync")
+        #expect(quiet.status == 0 && !quiet.stderr.contains("published"), "\(quiet.stderr)")
+    }
+
     @Test("passwd on one machine, a sync on each: the other opens with the new passphrase, not the old")
     func reachesEveryMachine() throws {
         try passwd(a, to: "new")
@@ -742,6 +755,48 @@ final class PassphraseSyncTests {
         c.extra["VAULT_PASSPHRASE_FILE"] = c.path + "/new"
         #expect(
             try c.run("join", store.url, "--user", "vault", "--password-file", c.path + "/store-password").status == 0)
+    }
+
+    @Test(
+        "passwd, then sync: the sync says it published the passphrase; the old one on the machine that took it says it was changed there, when, and to update VAULT_PASSPHRASE_FILE"
+    )
+    func oldPassphraseTold() throws {
+        try passwd(a, to: "new")
+        let published = try a.run("sync")
+        #expect(published.status == 0, "\(published.stderr)")
+        #expect(
+            published.stderr.contains(
+                "vault: published the passphrase set here to the store (its keyslot; the passphrase itself never leaves this machine): each other machine takes it at its next 'vault sync', and from then on opens only with it"
+            ), "\(published.stderr)")
+        let quiet = try a.run("sync")
+        #expect(quiet.status == 0 && !quiet.stderr.contains("published"), "\(quiet.stderr)")
+        let taken = try b.run("sync")
+        #expect(taken.status == 0 && !taken.stderr.contains("published"), "\(taken.stderr)")
+        b.extra["VAULT_PASSPHRASE_FILE"] = b.path + "/old"
+        let r = try b.run("list")
+        #expect(r.status == 77, "\(r.stderr)")
+        #expect(r.stderr.contains("vault: error: wrong passphrase (from VAULT_PASSPHRASE_FILE)\n"), "\(r.stderr)")
+        #expect(
+            r.stderr.contains(
+                "vault: hint: the vault's passphrase was changed on another machine ('vault passwd' there), and this machine took it at its sync of 20"
+            ), "\(r.stderr)")
+        #expect(
+            r.stderr.contains(": the passphrase set there opens this vault now, the one from before does not\n"),
+            "\(r.stderr)")
+        #expect(
+            r.stderr.contains("vault: hint: write the new passphrase into the file VAULT_PASSPHRASE_FILE names"),
+            "\(r.stderr)")
+        #expect(!r.stderr.contains("old vault passphrase") && !r.stderr.contains("new vault passphrase"))
+        // The machine that set it took nothing: its old passphrase is only wrong.
+        a.extra["VAULT_PASSPHRASE_FILE"] = a.path + "/old"
+        let here = try a.run("list")
+        #expect(here.status == 77 && !here.stderr.contains("another machine"), "\(here.stderr)")
+        // A passphrase set here since ends the note.
+        b.extra["VAULT_PASSPHRASE_FILE"] = b.path + "/new"
+        try passwd(b, to: "third")
+        b.extra["VAULT_PASSPHRASE_FILE"] = b.path + "/old"
+        let after = try b.run("list")
+        #expect(after.status == 77 && !after.stderr.contains("another machine"), "\(after.stderr)")
     }
 
     @Test("two machines change the passphrase before either syncs: both open every machine, and sync says so")
