@@ -21,10 +21,11 @@ struct AgentCommand: VaultCommand {
             (VAULT_AGENT=off disables it). It locks after the idle timeout, after the hard
             timeout, on 'vault lock', SIGHUP or SIGTERM. While unlocked it refreshes the grants
             used since unlocking before they expire, so 'vault token' rarely waits for the
-            network, and every hour (--keepalive-every) it refreshes the grants whose refresh
-            token would die of inactivity within the lead time (--keepalive-lead; see 'vault
-            keepalive'). With --foreground it logs to stderr, and when no passphrase can be asked
-            it starts locked and takes the key from the first command that unlocks.
+            network, and it refreshes the grants whose refresh token would die of inactivity
+            within the lead time (--keepalive-lead; see 'vault keepalive'), waking by their
+            deadlines and at least every --keepalive-every. With --foreground it logs to
+            stderr, and when no passphrase can be asked it starts locked and takes the key from
+            the first command that unlocks.
             --status exits 0 when an agent holds the vault unlocked, 77 otherwise.
             Timeouts also come from VAULT_AGENT_IDLE_TIMEOUT and VAULT_AGENT_TIMEOUT, the
             keep-alive settings from VAULT_KEEPALIVE_LEAD and VAULT_KEEPALIVE_EVERY.

@@ -28,7 +28,7 @@ struct AgentTimeouts: OptionGroup {
     var keepAliveLead: Interval?
     @Option(
         "keepalive-every", value: "DURATION",
-        help: "look for grants to keep alive this often (default 1h; 0: never)")
+        help: "look for grants to keep alive at least this often, sooner by their deadlines (default 1h; 0: never)")
     var keepAliveEvery: Interval?
     @Option(
         "notify-command", value: "COMMAND",
