@@ -95,17 +95,30 @@ struct AgentCommand: VaultCommand {
         if let running, running.unlocked {
             try ctx.output.report(
                 "the agent (pid \(running.pid)) already holds this vault unlocked", json: AgentOutput(running))
+            warnNotApplied(running, ctx)
             return .ok
         }
         let vault = try ctx.opener.openVaultDirectly()
-        if running != nil {
+        if let running {
             let client = try AgentClient.connect(paths)
             try client.load(vault)
             let now = try? AgentClient.connect(paths, timeout: 5).status(location: location)
             try ctx.output.report("unlocked the running agent", json: AgentOutput(now))
+            warnNotApplied(running, ctx)
             return .ok
         }
         return try launch(vault, ctx, location: location, paths: paths, settings: settings)
+    }
+
+    /// A running agent keeps the settings it was started with: says which
+    /// options given here it did not take, and how to apply them.
+    private func warnNotApplied(_ running: AgentStatus, _ ctx: Context) {
+        let given = timeouts.given
+        guard !given.isEmpty else { return }
+        ctx.output.warn(
+            "\(given.joined(separator: ", ")) not applied: the running agent (pid \(running.pid)) keeps the "
+                + "settings it was started with; to apply \(given.count == 1 ? "it" : "them"), run 'vault lock', "
+                + "then this command again")
     }
 
     /// `--status`: whether `running`, the agent at `paths` (nil: none),

@@ -114,6 +114,23 @@ struct AgentTests {
         #expect(try home.run("agent", "--status").status == 77)
     }
 
+    @Test("options given to 'vault agent' while one holds the vault are not applied, and it says so")
+    func optionsNotApplied() throws {
+        let a = AgentHome()
+        let pid = try a.startWithGrant()
+        let home = a.home
+        let plain = try home.run("agent")
+        #expect(
+            plain.status == 0 && plain.stderr == "vault: the agent (pid \(pid)) already holds this vault unlocked\n")
+        let r = try home.run("agent", "--keepalive-every", "1m", "--idle-timeout", "1h")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(
+            r.stderr == "vault: the agent (pid \(pid)) already holds this vault unlocked\n"
+                + "vault: warning: --idle-timeout, --keepalive-every not applied: the running agent (pid \(pid)) "
+                + "keeps the settings it was started with; to apply them, run 'vault lock', then this command again\n")
+        _ = try home.run("lock")
+    }
+
     @Test("a token from the agent loads neither libsodium nor SQLite; opening the vault loads both")
     func tokenLoadsNoCrypto() throws {
         let a = AgentHome()
