@@ -23,7 +23,9 @@ struct RefreshTests {
 
     /// Tokens from a whole code flow run outside vault, imported as NAME
     /// with refresh going through the proxy. `expiresIn` < 0 makes it expired.
-    func importGrant(_ name: String, confidential: Bool = false, expiresIn: Int = -10) throws -> [String: Any] {
+    func importGrant(
+        _ name: String, confidential: Bool = false, expiresIn: Int = -10, empty400IsInvalidGrant: Bool = true
+    ) throws -> [String: Any] {
         let s = oidc.settings
         let client = confidential ? s.confidential_client : s.public_client
         let r = try VaultProcess.start(
@@ -37,7 +39,7 @@ struct RefreshTests {
             "token_endpoint": proxied + "/token", "userinfo_endpoint": proxied + "/userinfo",
             "revocation_endpoint": proxied + "/revoke", "client_id": client,
             // glewlwyd answers a revoked refresh token with a bare 400.
-            "empty_400_is_invalid_grant": true,
+            "empty_400_is_invalid_grant": empty400IsInvalidGrant,
         ]
         if confidential { config["client_secret"] = s.client_secret }
         let grant: [String: Any] = [
@@ -217,6 +219,30 @@ struct RefreshTests {
         #expect(try home.run("list").stdout.contains("dead"))
         #expect(try home.run("check", "work").status == 2)
         #expect(try home.run("token", "work").status == 2)
+    }
+
+    @Test("empty_400_is_invalid_grant set in the provider file after the grant was added counts for it")
+    func empty400FromProviderFile() throws {
+        let tokens = try importGrant("work", confidential: true, empty400IsInvalidGrant: false)
+        try ProviderGrants.revoke(tokens["refresh_token"] as! String, hint: "refresh_token")
+        let before = try home.run("refresh", "work")
+        #expect(before.status == 1, "\(before.stderr)")
+        #expect(before.stderr.contains("\"empty_400_is_invalid_grant\": true in its provider file"), "\(before.stderr)")
+        // A file for another token endpoint of the same name does not say how this one answers.
+        let file: [String: Any] = [
+            "authorization_endpoint": proxied + "/auth", "token_endpoint": proxied + "/token",
+            "client_id": oidc.settings.confidential_client, "empty_400_is_invalid_grant": true,
+        ]
+        var elsewhere = file
+        elsewhere["token_endpoint"] = "https://elsewhere.example/token"
+        try home.providerFile("local", elsewhere)
+        #expect(try home.run("refresh", "work").status == 1)
+        try home.providerFile("local", file)
+        let after = try home.run("refresh", "work")
+        #expect(after.status == 2, "\(after.stderr)")
+        #expect(after.stderr.contains("needs a new authorization"), "\(after.stderr)")
+        #expect(!after.stderr.contains("empty_400_is_invalid_grant"), "\(after.stderr)")
+        #expect(try state("work") == "dead")
     }
 
     @Test("vault check: a live grant answers 0 and names its state")
