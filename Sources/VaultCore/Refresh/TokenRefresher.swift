@@ -355,7 +355,17 @@ public struct TokenRefresher {
         } catch {
             throw kept(error)
         }
-        guard status == 200 else { throw kept(TokenEndpoint.classify(status: status, body: body, what: what)) }
+        guard status == 200 else {
+            let error = TokenEndpoint.classify(status: status, body: body, what: what)
+            // Not the network, nor the provider's mood: this client may not
+            // revoke here, and asking again changes nothing.
+            guard status == 401 || status == 403 else { throw kept(error) }
+            let said = error.oauthError.map { ": \($0)" } ?? ""
+            throw VaultError(
+                error.code == .invalidClient ? .invalidClient : .providerError,
+                "\(what): the provider refused this client's revocation request (HTTP \(status)\(said))",
+                oauthError: error.oauthError, remedy: .revocationRefused(grant: name))
+        }
         return .revoked(tokenType: hint)
     }
 

@@ -289,6 +289,24 @@ struct RefreshTests {
         #expect(gone.stderr.contains("has no revocation endpoint"))
     }
 
+    @Test("remove --revoke refused with 401 (glewlwyd, a public client): no 'try again', the way out instead")
+    func removeRevokeRefused() throws {
+        _ = try importGrant("public", confidential: false, expiresIn: 3600)
+        let r = try home.run("remove", "public", "--revoke")
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(
+            r.stderr.hasPrefix(
+                "vault: error: revoking 'public': the provider refused this client's revocation request (HTTP 401)"),
+            "\(r.stderr)")
+        #expect(
+            r.stderr.contains(
+                "vault: hint: the grant was kept: 'vault remove public' without --revoke removes it here, and its "
+                    + "tokens stay valid at the provider until they expire"), "\(r.stderr)")
+        #expect(!r.stderr.contains("try again") && !r.stderr.contains("not an OAuth answer"), "\(r.stderr)")
+        #expect(try home.run("show", "public").status == 0)
+        #expect(try home.run("remove", "public").status == 0)
+    }
+
     @Test("expired without a refresh token: exit 2, and the grant stays 'expired'")
     func expiredWithoutRefresh() throws {
         let old = Int(Date().timeIntervalSince1970) - 100
