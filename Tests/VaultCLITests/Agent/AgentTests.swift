@@ -131,6 +131,27 @@ struct AgentTests {
         _ = try home.run("lock")
     }
 
+    @Test("a local policy says it binds only the agent; a deny refusal does not suggest asking")
+    func localPolicy() throws {
+        let a = AgentHome()
+        _ = try a.startWithGrant()
+        let home = a.home
+        let set = try home.run("policy", "g", "--local", "deny")
+        #expect(set.status == 0)
+        #expect(
+            set.stderr == "vault: 'g': local deny, forwarded confirm\n"
+                + "vault: local rules bind the agent only: a command that opens the vault itself (with VAULT_KEYFILE, "
+                + "a passphrase file, command or prompt) hands out the token without asking\n")
+        let refused = try home.run("token", "g")
+        #expect(refused.status == 1 && refused.stdout.isEmpty, "\(refused.stderr)")
+        #expect(refused.stderr.contains("the agent's policy refuses 'g' to local requests"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("vault: hint: 'vault policy NAME'"), "\(refused.stderr)")
+        #expect(!refused.stderr.contains("confirm-command"), "\(refused.stderr)")
+        let allow = try home.run("policy", "g", "--local", "allow")
+        #expect(allow.stderr == "vault: 'g': local allow, forwarded confirm\n")
+        _ = try home.run("lock")
+    }
+
     @Test("a token from the agent loads neither libsodium nor SQLite; opening the vault loads both")
     func tokenLoadsNoCrypto() throws {
         let a = AgentHome()
