@@ -45,9 +45,9 @@ public final class AgentServer: Sendable {
         /// within this long; nil: each grant's default, a quarter of its
         /// limit, at most 7 days.
         public var keepAliveLead: TimeInterval?
-        /// How often to look for grants to keep alive (0: never). An hour
-        /// suits limits of days; a provider whose refresh tokens die
-        /// within hours needs a shorter one.
+        /// The longest time between looks for grants to keep alive (0:
+        /// never); sooner when a grant's deadline, less its lead, comes
+        /// first.
         public var keepAliveInterval: TimeInterval = 3600
         /// A command told when a grant dies, is about to, or is authorized
         /// again (`sh -c`, the notice in `VAULT_NOTIFY_*`; docs/agent.md).
@@ -165,8 +165,8 @@ public final class AgentServer: Sendable {
     }
 
     /// Between requests, at most once a second: the identity of the socket,
-    /// the timeouts and the vault file, background refresh, and (hourly
-    /// unless configured) keep-alive of grants that would die of inactivity.
+    /// the timeouts and the vault file, background refresh, and keep-alive
+    /// of grants that would die of inactivity (planned by their deadlines).
     private func maintain() {
         let now = environment.time.now()
         let due = lastMaintenance.withLock { last -> Bool in

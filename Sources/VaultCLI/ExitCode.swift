@@ -68,7 +68,7 @@ struct CLIError: Error {
         }
         if error.code == .denied && hint == nil {
             hint =
-                "'vault policy NAME' on the machine that holds the vault says what its agent answers; an agent started with --confirm-command can ask"
+                "'vault policy NAME' on the machine that holds the vault says what its agent answers"
         }
         self.init(error.reason, hint: hint, exitCode: code)
     }

@@ -13,7 +13,7 @@ enum Remedies {
             .chooseProvider, .giveClient, .configureClient, .giveMachineCredentials, .useFlow, .offeredFlows,
             .finishSooner, .restartDeviceAuthorization, .waitLongerForDevice, .approveAtProvider,
             .checkClientAuthentication, .declareEmpty400IsInvalidGrant, .removeWithoutRevoking, .renameProviderFile,
-            .setClock:
+            .setClock, .revocationRefused:
             words = authorization(remedy)
         case .addProviderConfiguration, .addFromProvider, .nameProviderInJSON, .chooseSection, .sectionsWithTokens,
             .ghTokenInKeyring, .serviceAccountKeyIsNoGrant, .downloadServiceAccountKey, .oauth1GrantFields, .pkcs8Key,
@@ -83,6 +83,10 @@ enum Remedies {
             return "rename the file to \(file).json, or make its \"name\" '\(name)' (or remove it)"
         case .setClock:
             return "set this machine's clock right (NTP, timedatectl) and try again; the grant was not changed"
+        case .revocationRefused(let grant):
+            return "the grant was kept: 'vault remove \(grant)' without --revoke removes it here, and its tokens "
+                + "stay valid at the provider until they expire; to end them sooner, remove the app's access "
+                + "(or sign out its sessions) in your account's settings at the provider"
         default: return nil
         }
     }

@@ -83,12 +83,18 @@ public struct TokenResponse: Sendable {
             }
             throw VaultError(.invalidInput, "the token JSON's token_type '\(type)' is not one vault imports (Bearer)")
         }
+        let shown = try ShownGrant(fields, scope: scope, now: now)
+        var response = self
+        response.scope = shown.scopes ?? scope
+        response.fields = shown.tokenResponse ?? fields.filter { !ShownGrant.fields.contains($0.key) }
         // A saved answer is counted from when it was issued, if it says
         // (`iat`), not from now: a token 40 s old expires 40 s sooner.
-        var g = grant(
+        var g = response.grant(
             provider: provider, account: account ?? idToken.flatMap(IDTokenClaims.unverifiedAccount),
             now: issuedAt(now: now) ?? now)
-        g.createdAt = now
+        g.createdAt = shown.createdAt ?? now
+        g.refreshedAt = shown.refreshedAt
+        if refreshTokenExpiresIn == nil, let end = shown.refreshTokenExpiresAt { g.refreshTokenExpiresAt = end }
         g.providerConfiguration = providerConfiguration
         return g
     }
@@ -296,5 +302,78 @@ public enum TokenExpiry {
     /// The time `seconds` (checked by `seconds(_:field:)`) after `now`, to the second.
     public static func date(in seconds: Double, from now: Date) -> Date {
         Date(epochSeconds: now.epochSeconds + Int64(seconds))
+    }
+}
+
+/// What `vault show --json --reveal NAME` writes beside a token response's
+/// fields, read back by `vault import` so that a grant moves whole: its
+/// scopes (`scopes`, an array, beside a response's `scope`), when it was
+/// authorized and last refreshed (an inactivity limit counts from the
+/// refresh, a lifetime from the authorization), its refresh token's end,
+/// and the provider's answer as it was kept (`token_response`). The rest
+/// of show's fields (state, counts, texts) are its own and are dropped.
+struct ShownGrant {
+    /// Every field `vault show --json` writes that is not a token response's.
+    static let fields: Set<String> = [
+        "name", "kind", "state", "expires", "scopes", "has_access_token", "has_refresh_token", "has_id_token",
+        "created_at", "refreshed_at", "dead_reason", "refresh_token_expires_at", "refresh_token_expires",
+        "token_response", "conflict", "endpoints_source", "client_registration", "narrowed_tokens",
+        "refresh_token_deadline_at", "refresh_token_deadline", "refresh_token_deadline_rule",
+        "refresh_token_deadline_renewable", "refresh_token_policy_source", "pushed_authorization_requests",
+        "authorization_response_iss", "last_used_at", "last_used", "dpop_alg", "dpop_jkt",
+    ]
+
+    var scopes: [String]?
+    var createdAt: Date?
+    var refreshedAt: Date?
+    var refreshTokenExpiresAt: Date?
+    var tokenResponse: [String: JSONValue]?
+
+    /// Reads show's fields among `fields`; `scope`: the response's own,
+    /// which `scopes` must not contradict.
+    init(_ given: [String: JSONValue], scope: [String]?, now: Date) throws(VaultError) {
+        let fields = given.filter { $0.value != .null }
+        if let kind = fields["kind"] {
+            guard kind == .string("oauth2") || kind == .string("oauth1") else {
+                throw VaultError(
+                    .invalidInput,
+                    "the token JSON is a machine grant's ('kind'): its tokens are minted with a client "
+                        + "credential that the JSON does not carry; authorize it again on this machine instead")
+            }
+        }
+        if let value = fields["scopes"] {
+            guard case .array(let items) = value else {
+                throw VaultError(.invalidInput, "the token JSON has a wrong type for 'scopes'")
+            }
+            let list = try items.map { item throws(VaultError) -> String in
+                guard case .string(let s) = item, ProviderText.isScope(s) else {
+                    throw VaultError(.invalidInput, "scopes contains something that is not a scope")
+                }
+                return s
+            }
+            if let scope, Set(scope) != Set(list) {
+                throw VaultError(
+                    .invalidInput,
+                    "the token JSON's 'scope' (\(scope.joined(separator: " "))) and 'scopes' "
+                        + "(\(list.joined(separator: " "))) name different scopes; keep one of them")
+            }
+            scopes = list
+        }
+        func date(_ key: String) throws(VaultError) -> Date? {
+            guard let value = fields[key] else { return nil }
+            guard case .number(let n) = value, n.isFinite, n > 0, n < 1e11 else {
+                throw VaultError(.invalidInput, "the token JSON has a wrong type for '\(key)'")
+            }
+            return Date(timeIntervalSince1970: n.rounded(.down))
+        }
+        createdAt = try date("created_at").map { min($0, now) }
+        refreshedAt = try date("refreshed_at").map { min($0, now) }
+        refreshTokenExpiresAt = try date("refresh_token_expires_at")
+        if let value = fields["token_response"] {
+            guard case .object(let kept) = value else {
+                throw VaultError(.invalidInput, "the token JSON has a wrong type for 'token_response'")
+            }
+            tokenResponse = kept
+        }
     }
 }

@@ -290,6 +290,10 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
         /// Stored grant names close to the one asked for, which may be what
         /// was meant (nearest first; a name none is close to gets `listGrants`).
         case nearGrantNames([String])
+        /// The provider refused this client's revocation request (401, 403):
+        /// trying again will not help; removing the grant without revoking
+        /// leaves its tokens valid at the provider until they expire.
+        case revocationRefused(grant: String)
 
         /// A private key's form, for `pkcs8Key`.
         public enum KeyForm: String, Sendable, Equatable, Codable {

@@ -21,10 +21,11 @@ struct AgentCommand: VaultCommand {
             (VAULT_AGENT=off disables it). It locks after the idle timeout, after the hard
             timeout, on 'vault lock', SIGHUP or SIGTERM. While unlocked it refreshes the grants
             used since unlocking before they expire, so 'vault token' rarely waits for the
-            network, and every hour (--keepalive-every) it refreshes the grants whose refresh
-            token would die of inactivity within the lead time (--keepalive-lead; see 'vault
-            keepalive'). With --foreground it logs to stderr, and when no passphrase can be asked
-            it starts locked and takes the key from the first command that unlocks.
+            network, and it refreshes the grants whose refresh token would die of inactivity
+            within the lead time (--keepalive-lead; see 'vault keepalive'), waking by their
+            deadlines and at least every --keepalive-every. With --foreground it logs to
+            stderr, and when no passphrase can be asked it starts locked and takes the key from
+            the first command that unlocks.
             --status exits 0 when an agent holds the vault unlocked, 77 otherwise.
             Timeouts also come from VAULT_AGENT_IDLE_TIMEOUT and VAULT_AGENT_TIMEOUT, the
             keep-alive settings from VAULT_KEEPALIVE_LEAD and VAULT_KEEPALIVE_EVERY.
@@ -94,17 +95,30 @@ struct AgentCommand: VaultCommand {
         if let running, running.unlocked {
             try ctx.output.report(
                 "the agent (pid \(running.pid)) already holds this vault unlocked", json: AgentOutput(running))
+            warnNotApplied(running, ctx)
             return .ok
         }
         let vault = try ctx.opener.openVaultDirectly()
-        if running != nil {
+        if let running {
             let client = try AgentClient.connect(paths)
             try client.load(vault)
             let now = try? AgentClient.connect(paths, timeout: 5).status(location: location)
             try ctx.output.report("unlocked the running agent", json: AgentOutput(now))
+            warnNotApplied(running, ctx)
             return .ok
         }
         return try launch(vault, ctx, location: location, paths: paths, settings: settings)
+    }
+
+    /// A running agent keeps the settings it was started with: says which
+    /// options given here it did not take, and how to apply them.
+    private func warnNotApplied(_ running: AgentStatus, _ ctx: Context) {
+        let given = timeouts.given
+        guard !given.isEmpty else { return }
+        ctx.output.warn(
+            "\(given.joined(separator: ", ")) not applied: the running agent (pid \(running.pid)) keeps the "
+                + "settings it was started with; to apply \(given.count == 1 ? "it" : "them"), run 'vault lock', "
+                + "then this command again")
     }
 
     /// `--status`: whether `running`, the agent at `paths` (nil: none),

@@ -28,7 +28,7 @@ struct AgentTimeouts: OptionGroup {
     var keepAliveLead: Interval?
     @Option(
         "keepalive-every", value: "DURATION",
-        help: "look for grants to keep alive this often (default 1h; 0: never)")
+        help: "look for grants to keep alive at least this often, sooner by their deadlines (default 1h; 0: never)")
     var keepAliveEvery: Interval?
     @Option(
         "notify-command", value: "COMMAND",
@@ -37,6 +37,18 @@ struct AgentTimeouts: OptionGroup {
 
     /// This group's options in the order they are declared: found without
     /// reflection, checked against the declarations by `CommandDeclarationTests`.
+    /// The options given on the command line (`--idle-timeout`, ...), in
+    /// their declared order: what a running agent does not take on.
+    var given: [String] {
+        let set: [(String, Bool)] = [
+            ("idle-timeout", idle != nil), ("timeout", hard != nil), ("refresh-before", refreshBefore != nil),
+            ("confirm-command", confirmCommand != nil), ("confirm-timeout", confirmTimeout != nil),
+            ("keepalive-lead", keepAliveLead != nil), ("keepalive-every", keepAliveEvery != nil),
+            ("notify-command", notifyCommand != nil),
+        ]
+        return set.filter(\.1).map { "--" + $0.0 }
+    }
+
     var declarations: [any OptionDeclaration] {
         [
             $idle, $hard, $refreshBefore, $confirmCommand, $confirmTimeout, $keepAliveLead, $keepAliveEvery,

@@ -19,6 +19,8 @@ struct ImportCommand: VaultCommand {
             it is plausible, else from now), plus "provider" and optionally
             "account", "token_secret" (OAuth 1.0a) and "provider_config" (endpoints and client,
             for refresh). Other fields are kept as the token response ('vault show --json').
+            What 'vault show --json --reveal NAME' prints is read back whole (its scopes, times
+            and token_response): piped into 'vault import', it moves one grant.
             Tokens must be printable ASCII and expiry times sensible, as in a refresh.
 
             A refresh token needs a token endpoint and the client it was issued to. What

@@ -18,7 +18,9 @@ struct PolicyCommand: VaultCommand {
             Without options it prints the rules. The rules apply to the tokens the agent hands
             out ('vault token', env, exec, header, xoauth2, git-credential); a process of your
             own user on this machine can still read the vault as you can, so for local requests
-            the rules guard against mistakes, not against your own programs.
+            the rules guard against mistakes, not against your own programs. A command that
+            unlocks the vault itself (VAULT_KEYFILE, a passphrase) does not ask the agent, and
+            local rules do not bind it.
             """,
         examples: [
             "vault policy work --forwarded allow", "vault policy --forwarded deny",
@@ -79,6 +81,11 @@ struct PolicyCommand: VaultCommand {
             forwarded: policy.rule(for: name ?? "", origin: .forwarded).rawValue)
         let subject = name.map { "'\($0)'" } ?? "every grant without rules of its own"
         try ctx.output.report("\(subject): local \(row.local), forwarded \(row.forwarded)", json: row)
+        if let newLocal, newLocal != .allow {
+            ctx.output.info(
+                "local rules bind the agent only: a command that opens the vault itself (with VAULT_KEYFILE, "
+                    + "a passphrase file, command or prompt) hands out the token without asking")
+        }
         return .ok
     }
 

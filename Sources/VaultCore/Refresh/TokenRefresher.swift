@@ -373,7 +373,17 @@ public struct TokenRefresher {
         } catch {
             throw kept(error)
         }
-        guard status == 200 else { throw kept(TokenEndpoint.classify(status: status, body: body, what: what)) }
+        guard status == 200 else {
+            let error = TokenEndpoint.classify(status: status, body: body, what: what)
+            // Not the network, nor the provider's mood: this client may not
+            // revoke here, and asking again changes nothing.
+            guard status == 401 || status == 403 else { throw kept(error) }
+            let said = error.oauthError.map { ": \($0)" } ?? ""
+            throw VaultError(
+                error.code == .invalidClient ? .invalidClient : .providerError,
+                "\(what): the provider refused this client's revocation request (HTTP \(status)\(said))",
+                oauthError: error.oauthError, remedy: .revocationRefused(grant: name))
+        }
         return .revoked(tokenType: hint)
     }
 
@@ -382,8 +392,39 @@ public struct TokenRefresher {
     /// One refresh_token request; the returned grant keeps the old refresh
     /// token only when the provider did not rotate it.
     func refreshed(_ g: Grant, name: String) throws(VaultError) -> Grant {
-        try TokenRefresher.refreshed(
-            g, name: name, transport: transport, now: vault.time.now, extras: refreshExtras)
+        let refreshed = try TokenRefresher.refreshed(
+            readingErrorsAsItsProviderFileSays(g), name: name, transport: transport, now: vault.time.now,
+            extras: refreshExtras)
+        // The grant keeps the configuration it was added with.
+        var kept = refreshed
+        kept.providerConfiguration?.empty400IsInvalidGrant = g.providerConfiguration?.empty400IsInvalidGrant
+        return kept
+    }
+
+    /// `g` with `empty_400_is_invalid_grant` from its provider's file when
+    /// its own configuration does not say it. Endpoints and client travel
+    /// together from one trusted source, fixed when the grant is added; this
+    /// flag only says how to read the provider's error answers and sends
+    /// nothing anywhere, so a file that says it after the grant was added
+    /// counts too: the provider file named after the grant's provider, when
+    /// it names the grant's own token endpoint (or, naming only an issuer,
+    /// the grant's issuer).
+    func readingErrorsAsItsProviderFileSays(_ g: Grant) -> Grant {
+        guard var config = g.providerConfiguration, config.empty400IsInvalidGrant != true,
+            let endpoint = config.tokenEndpoint
+        else { return g }
+        let catalog = ProviderCatalog.load(configDirectory: vault.location.configDirectory, only: g.provider)
+        guard let provider = catalog.providers[g.provider], provider.errorQuirks.empty400IsInvalidGrant else {
+            return g
+        }
+        let same =
+            provider.tokenEndpoint.map { $0 == endpoint }
+            ?? (provider.issuer != nil && provider.issuer == config.issuer)
+        guard same else { return g }
+        config.empty400IsInvalidGrant = true
+        var read = g
+        read.providerConfiguration = config
+        return read
     }
 
     /// One refresh_token request for `g`, made with `transport`; nothing is

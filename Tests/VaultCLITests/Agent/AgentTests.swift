@@ -114,6 +114,44 @@ struct AgentTests {
         #expect(try home.run("agent", "--status").status == 77)
     }
 
+    @Test("options given to 'vault agent' while one holds the vault are not applied, and it says so")
+    func optionsNotApplied() throws {
+        let a = AgentHome()
+        let pid = try a.startWithGrant()
+        let home = a.home
+        let plain = try home.run("agent")
+        #expect(
+            plain.status == 0 && plain.stderr == "vault: the agent (pid \(pid)) already holds this vault unlocked\n")
+        let r = try home.run("agent", "--keepalive-every", "1m", "--idle-timeout", "1h")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(
+            r.stderr == "vault: the agent (pid \(pid)) already holds this vault unlocked\n"
+                + "vault: warning: --idle-timeout, --keepalive-every not applied: the running agent (pid \(pid)) "
+                + "keeps the settings it was started with; to apply them, run 'vault lock', then this command again\n")
+        _ = try home.run("lock")
+    }
+
+    @Test("a local policy says it binds only the agent; a deny refusal does not suggest asking")
+    func localPolicy() throws {
+        let a = AgentHome()
+        _ = try a.startWithGrant()
+        let home = a.home
+        let set = try home.run("policy", "g", "--local", "deny")
+        #expect(set.status == 0)
+        #expect(
+            set.stderr == "vault: 'g': local deny, forwarded confirm\n"
+                + "vault: local rules bind the agent only: a command that opens the vault itself (with VAULT_KEYFILE, "
+                + "a passphrase file, command or prompt) hands out the token without asking\n")
+        let refused = try home.run("token", "g")
+        #expect(refused.status == 1 && refused.stdout.isEmpty, "\(refused.stderr)")
+        #expect(refused.stderr.contains("the agent's policy refuses 'g' to local requests"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("vault: hint: 'vault policy NAME'"), "\(refused.stderr)")
+        #expect(!refused.stderr.contains("confirm-command"), "\(refused.stderr)")
+        let allow = try home.run("policy", "g", "--local", "allow")
+        #expect(allow.stderr == "vault: 'g': local allow, forwarded confirm\n")
+        _ = try home.run("lock")
+    }
+
     @Test("a token from the agent loads neither libsodium nor SQLite; opening the vault loads both")
     func tokenLoadsNoCrypto() throws {
         let a = AgentHome()

@@ -141,4 +141,23 @@ struct InactivityLimitTests {
         #expect(later.status == 0, "\(later.stderr)")
         #expect(try shown()["state"] as? String == "fresh")
     }
+
+    @Test("an agent with the default (hourly) --keepalive-every wakes by the grant's deadline and keeps it alive")
+    func agentDefaultsKeepAlive() async throws {
+        let runtime = home.path + "/run"
+        mkdir(runtime, 0o700)
+        home.extra["XDG_RUNTIME_DIR"] = runtime
+        let issued = try authorize(fresh: true)
+        let started = try home.run("agent")
+        #expect(started.status == 0, "\(started.stderr)")
+        defer { _ = try? home.run("lock") }
+        // The default lead is a quarter of the limit: the agent refreshes
+        // about 45 s in, with nothing run meanwhile.
+        try await wait(until: Double(Self.limit) + 6, after: issued)
+        let refreshed = try shown()["refreshed_at"] as? Double
+        #expect((refreshed ?? 0) > issued.timeIntervalSince1970 + 10, "the agent refreshed the grant")
+        let later = try home.run("refresh", "work")
+        #expect(later.status == 0, "\(later.stderr)")
+        #expect(try shown()["state"] as? String == "fresh")
+    }
 }

@@ -23,7 +23,9 @@ struct RefreshTests {
 
     /// Tokens from a whole code flow run outside vault, imported as NAME
     /// with refresh going through the proxy. `expiresIn` < 0 makes it expired.
-    func importGrant(_ name: String, confidential: Bool = false, expiresIn: Int = -10) throws -> [String: Any] {
+    func importGrant(
+        _ name: String, confidential: Bool = false, expiresIn: Int = -10, empty400IsInvalidGrant: Bool = true
+    ) throws -> [String: Any] {
         let s = oidc.settings
         let client = confidential ? s.confidential_client : s.public_client
         let r = try VaultProcess.start(
@@ -37,7 +39,7 @@ struct RefreshTests {
             "token_endpoint": proxied + "/token", "userinfo_endpoint": proxied + "/userinfo",
             "revocation_endpoint": proxied + "/revoke", "client_id": client,
             // glewlwyd answers a revoked refresh token with a bare 400.
-            "empty_400_is_invalid_grant": true,
+            "empty_400_is_invalid_grant": empty400IsInvalidGrant,
         ]
         if confidential { config["client_secret"] = s.client_secret }
         let grant: [String: Any] = [
@@ -219,6 +221,30 @@ struct RefreshTests {
         #expect(try home.run("token", "work").status == 2)
     }
 
+    @Test("empty_400_is_invalid_grant set in the provider file after the grant was added counts for it")
+    func empty400FromProviderFile() throws {
+        let tokens = try importGrant("work", confidential: true, empty400IsInvalidGrant: false)
+        try ProviderGrants.revoke(tokens["refresh_token"] as! String, hint: "refresh_token")
+        let before = try home.run("refresh", "work")
+        #expect(before.status == 1, "\(before.stderr)")
+        #expect(before.stderr.contains("\"empty_400_is_invalid_grant\": true in its provider file"), "\(before.stderr)")
+        // A file for another token endpoint of the same name does not say how this one answers.
+        let file: [String: Any] = [
+            "authorization_endpoint": proxied + "/auth", "token_endpoint": proxied + "/token",
+            "client_id": oidc.settings.confidential_client, "empty_400_is_invalid_grant": true,
+        ]
+        var elsewhere = file
+        elsewhere["token_endpoint"] = "https://elsewhere.example/token"
+        try home.providerFile("local", elsewhere)
+        #expect(try home.run("refresh", "work").status == 1)
+        try home.providerFile("local", file)
+        let after = try home.run("refresh", "work")
+        #expect(after.status == 2, "\(after.stderr)")
+        #expect(after.stderr.contains("needs a new authorization"), "\(after.stderr)")
+        #expect(!after.stderr.contains("empty_400_is_invalid_grant"), "\(after.stderr)")
+        #expect(try state("work") == "dead")
+    }
+
     @Test("vault check: a live grant answers 0 and names its state")
     func check() throws {
         _ = try importGrant("live", confidential: true, expiresIn: 3600)
@@ -284,6 +310,24 @@ struct RefreshTests {
         let gone = try home.run("remove", "plain", "--revoke")
         #expect(gone.status == 0)
         #expect(gone.stderr.contains("has no revocation endpoint"))
+    }
+
+    @Test("remove --revoke refused with 401 (glewlwyd, a public client): no 'try again', the way out instead")
+    func removeRevokeRefused() throws {
+        _ = try importGrant("public", confidential: false, expiresIn: 3600)
+        let r = try home.run("remove", "public", "--revoke")
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(
+            r.stderr.hasPrefix(
+                "vault: error: revoking 'public': the provider refused this client's revocation request (HTTP 401)"),
+            "\(r.stderr)")
+        #expect(
+            r.stderr.contains(
+                "vault: hint: the grant was kept: 'vault remove public' without --revoke removes it here, and its "
+                    + "tokens stay valid at the provider until they expire"), "\(r.stderr)")
+        #expect(!r.stderr.contains("try again") && !r.stderr.contains("not an OAuth answer"), "\(r.stderr)")
+        #expect(try home.run("show", "public").status == 0)
+        #expect(try home.run("remove", "public").status == 0)
     }
 
     @Test("expired without a refresh token: exit 2, and the grant stays 'expired'")
