@@ -86,6 +86,9 @@ CURLcode vault_curl_getinfo_long(CURL *handle, CURLINFO info, long *value) {
 CURLcode vault_curl_getinfo_string(CURL *handle, CURLINFO info, const char **value) {
     return api.easy_getinfo(handle, info, value);
 }
+CURLcode vault_curl_getinfo_off_t(CURL *handle, CURLINFO info, curl_off_t *value) {
+    return api.easy_getinfo(handle, info, value);
+}
 struct curl_slist *vault_curl_slist_append(struct curl_slist *list, const char *line) {
     return api.slist_append(list, line);
 }

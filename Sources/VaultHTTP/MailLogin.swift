@@ -75,6 +75,10 @@ package struct MailLoginResult: Sendable {
         case unreachable(String)
         /// The host refused the connection: nothing listens at the port.
         case nothingListening
+        /// The connection was made and the server said nothing until the
+        /// time ran out: a port that wants TLS from the first byte waits
+        /// for a handshake a client expecting a greeting never starts.
+        case silent
         /// TLS failed: the handshake, or STARTTLS not offered.
         case tls(String)
         /// The handshake got as far as the server's certificate, which did
@@ -233,6 +237,13 @@ package enum MailLogin {
             var code = 0
             _ = vault_curl_getinfo_long(easy.handle, CURLINFO_OS_ERRNO, &code)
             if code == Int(ECONNREFUSED) { result = MailLoginResult(outcome: .nothingListening, lines: lines) }
+        }
+        if rc == CURLE_OPERATION_TIMEDOUT && lines.isEmpty {
+            // Connected (libcurl times the connection once it is made),
+            // then nothing: not a host that cannot be reached.
+            var connected: curl_off_t = 0
+            _ = vault_curl_getinfo_off_t(easy.handle, CURLINFO_CONNECT_TIME_T, &connected)
+            if connected > 0 { result = MailLoginResult(outcome: .silent, lines: lines) }
         }
         if rc == CURLE_PEER_FAILED_VERIFICATION {
             var code = 0

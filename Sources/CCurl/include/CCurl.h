@@ -27,6 +27,7 @@ CURLcode vault_curl_setopt_callback(CURL *handle, CURLoption option, vault_curl_
 
 CURLcode vault_curl_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode vault_curl_getinfo_string(CURL *handle, CURLINFO info, const char **value);
+CURLcode vault_curl_getinfo_off_t(CURL *handle, CURLINFO info, curl_off_t *value);
 
 struct curl_slist *vault_curl_slist_append(struct curl_slist *list, const char *line);
 void vault_curl_slist_free_all(struct curl_slist *list);

@@ -245,7 +245,7 @@ struct MailTestReport {
         switch outcome {
         case .loggedIn: "logged_in"
         case .refused: "refused"
-        case .unreachable, .nothingListening: "unreachable"
+        case .unreachable, .nothingListening, .silent: "unreachable"
         case .tls, .untrustedCertificate: "tls_failed"
         case .protocolError, .wrongProtocol: "protocol_error"
         case .failedAfterLogin: "failed_after_login"
@@ -253,6 +253,11 @@ struct MailTestReport {
     }
 
     private var place: String { "\(request.host):\(request.port)" }
+
+    /// What a server's own check of a token may refuse, besides scopes and
+    /// the login: one that asks the provider (introspection) as its own
+    /// client, or checks the audience, takes only the tokens meant for it.
+    private let serverCheck = "the client or audience of tokens it takes"
 
     /// The protocol's own ports, for a hint to check the port.
     private var ports: String {
@@ -275,6 +280,13 @@ struct MailTestReport {
                 ? "the server said nothing: if this port wants TLS from the first byte (IMAP 993, SMTP 465), add --tls"
                 : "try again later"
             return CLIError("cannot reach \(place): \(why)", hint: hint, exitCode: .transient)
+        case .silent:
+            return CLIError(
+                "connected to \(place), and the server said nothing in \(Int(request.timeout)) s",
+                hint: request.security != .tls
+                    ? "if this port wants TLS from the first byte (IMAP 993, SMTP 465), add --tls"
+                    : "check the port (\(ports))",
+                exitCode: .transient)
         case .nothingListening:
             // A refused connection is most often a wrong port, rarely a
             // server that is down for a while.
@@ -384,13 +396,15 @@ struct MailTestReport {
             hints.append(
                 (taken ?? "")
                     + "the server asks for the scope \(wanted), which '\(grantName)' has: the scopes are not the cause"
-                    + (taken == nil ? "" : ", the login is"))
+                    + (taken == nil
+                        ? "" : "; the login is, or the server's own check of the token (" + serverCheck + ")"))
             hints.append(loginHint ?? "see docs/mail.md; --user changes the login")
             return withRevocationHint(message, hints)
         }
         if let status = accepted {
             hints.append(
-                "the provider still accepts the token (its userinfo endpoint answered HTTP \(status)): the server refused it for its scopes or the login"
+                "the provider still accepts the token (its userinfo endpoint answered HTTP \(status)): the server refused it for its scopes, the login, or its own check of the token ("
+                    + serverCheck + ")"
             )
         }
         if let wanted {

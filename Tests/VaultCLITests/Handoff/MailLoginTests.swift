@@ -177,7 +177,7 @@ struct MailLoginTests {
         #expect(r.stderr.contains("refused the XOAUTH2 login of grace"), "\(r.stderr)")
         #expect(
             r.stderr.contains(
-                "vault: hint: the provider still accepts the token (its userinfo endpoint answered HTTP 200): the server refused it for its scopes or the login"
+                "vault: hint: the provider still accepts the token (its userinfo endpoint answered HTTP 200): the server refused it for its scopes, the login, or its own check of the token (the client or audience of tokens it takes)"
             ), "\(r.stderr)")
         #expect(
             r.stderr.contains("vault: hint: the login grace differs from the grant's account (ada)"), "\(r.stderr)")
@@ -188,6 +188,24 @@ struct MailLoginTests {
         let doc = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
         #expect(doc["token_accepted"] as? Bool == true && doc["logged_in"] as? Bool == false)
         expectNoToken(r, try token(), "wrong login")
+    }
+
+    @Test("a token of another client, refused by the server's own check: the hint names that check, not only the login")
+    func otherClientsToken() throws {
+        // Dovecot asks the provider about each token as the confidential
+        // client, and glewlwyd calls the public client's tokens inactive
+        // to it: the login and the scopes are right, the token is not the
+        // server's.
+        try ProviderGrants.importConfidential(
+            "mail", into: home, scopes: ["openid", "email", "mail"], publicClient: true)
+        let r = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imaps), "--user", "ada")
+        #expect(r.status == 1, "\(r.stderr)")
+        #expect(r.stderr.contains("the provider still accepts the token"), "\(r.stderr)")
+        #expect(
+            r.stderr.contains(
+                "the scopes are not the cause; the login is, or the server's own check of the token (the client or audience of tokens it takes)"
+            ), "\(r.stderr)")
+        expectNoToken(r, try token(), "another client's token")
     }
 
     @Test(
@@ -233,7 +251,7 @@ struct MailLoginTests {
         #expect(r.stderr.contains("\"scope\":\"mail\""), "\(r.stderr)")
         #expect(
             r.stderr.contains(
-                "vault: hint: the provider still accepts the token (its userinfo endpoint answered HTTP 200), and the server asks for the scope mail, which 'mail' has: the scopes are not the cause, the login is\n"
+                "vault: hint: the provider still accepts the token (its userinfo endpoint answered HTTP 200), and the server asks for the scope mail, which 'mail' has: the scopes are not the cause; the login is, or the server's own check of the token (the client or audience of tokens it takes)\n"
             ), "\(r.stderr)")
         let hinted =
             "'vault test imap mail --host 127.0.0.1 --port \(mail.info.imaps) --tls --user ada'"
@@ -425,7 +443,12 @@ struct MailLoginTests {
         try ProviderGrants.importConfidential("mail", into: home)
         let silent = try test("smtp", "mail", "--host", "127.0.0.1", "--port", String(mail.info.submissions))
         #expect(silent.status == 75, "\(silent.stderr)")
-        #expect(silent.stderr.contains("vault: hint: the server said nothing"), "\(silent.stderr)")
+        // Connected, then silence: not "cannot reach".
+        #expect(
+            silent.stderr.contains(
+                "vault: error: connected to 127.0.0.1:\(mail.info.submissions), and the server said nothing in")
+                && !silent.stderr.contains("cannot reach"), "\(silent.stderr)")
+        #expect(silent.stderr.contains("vault: hint: if this port wants TLS from the first byte"), "\(silent.stderr)")
         let plain = try test("imap", "mail", "--host", "127.0.0.1", "--port", String(mail.info.imap), "--tls")
         #expect(plain.status == 75, "\(plain.stderr)")
         #expect(plain.stderr.contains("--starttls"), "\(plain.stderr)")

@@ -7,20 +7,22 @@ import VaultTestSupport
 /// Grants made from a real code flow at the shared provider, imported into
 /// a test home, and revocation at that provider.
 enum ProviderGrants {
-    /// Imports tokens of the confidential client as NAME (without a userinfo
-    /// endpoint when `userinfo` is false); returns the token response.
+    /// Imports tokens of the confidential client (or, with `publicClient`,
+    /// of the public one, whose tokens the test servers' introspection
+    /// calls inactive) as NAME (without a userinfo endpoint when `userinfo`
+    /// is false); returns the token response.
     @discardableResult
     static func importConfidential(
         _ name: String, into home: Home, account: String = "ada", expiresIn: Int = 3600, idToken: Bool = false,
-        userinfo: Bool = true, scopes: [String] = []
+        userinfo: Bool = true, scopes: [String] = [], publicClient: Bool = false
     ) throws -> [String: Any] {
         let oidc = try OIDCProvider.shared.get()
         let s = oidc.settings
+        let client = publicClient ? s.public_client : s.confidential_client
         let r = try VaultProcess.start(
             [
                 // The secret comes from the settings file, never argv.
-                "\(FixtureServer.root.path)/Tools/testservers/glewlwyd.py", "tokens", oidc.directory,
-                s.confidential_client,
+                "\(FixtureServer.root.path)/Tools/testservers/glewlwyd.py", "tokens", oidc.directory, client,
             ],
             environment: ["PATH": "/usr/bin:/bin"], executable: "/usr/bin/python3"
         ).wait()
@@ -31,13 +33,18 @@ enum ProviderGrants {
             "expires_at": Int(Date().timeIntervalSince1970) + expiresIn, "provider": "local", "account": account,
             "provider_config": [
                 "token_endpoint": s.issuer + "/token", "userinfo_endpoint": s.issuer + "/userinfo",
-                "revocation_endpoint": s.issuer + "/revoke", "client_id": s.confidential_client,
+                "revocation_endpoint": s.issuer + "/revoke", "client_id": client,
                 "client_secret": s.client_secret,
                 // glewlwyd answers a revoked refresh token with a bare 400.
                 "empty_400_is_invalid_grant": true,
             ],
         ]
         if !scopes.isEmpty { grant["scope"] = scopes.joined(separator: " ") }
+        if publicClient {
+            var config = grant["provider_config"] as! [String: Any]
+            config["client_secret"] = nil
+            grant["provider_config"] = config
+        }
         if !userinfo {
             var config = grant["provider_config"] as! [String: Any]
             config["userinfo_endpoint"] = nil
