@@ -11,8 +11,9 @@ enum Remedies {
         switch remedy {
         case .authorizeAgain, .replaceCredentials, .replaceExisting, .listGrants, .nearGrantNames, .grantNameGrammar,
             .chooseProvider, .giveClient, .configureClient, .giveMachineCredentials, .useFlow, .offeredFlows,
-            .finishSooner, .restartDeviceAuthorization, .waitLongerForDevice, .approveAtProvider,
-            .checkClientAuthentication, .declareEmpty400IsInvalidGrant, .removeWithoutRevoking, .renameProviderFile,
+            .finishSooner, .finishSoonerOrFixRedirect, .restartDeviceAuthorization, .waitLongerForDevice,
+            .approveAtProvider, .checkClientAuthentication, .declareEmpty400IsInvalidGrant, .removeWithoutRevoking,
+            .renameProviderFile,
             .setClock, .revocationRefused:
             words = authorization(remedy)
         case .addProviderConfiguration, .addFromProvider, .nameProviderInJSON, .chooseSection, .sectionsWithTokens,
@@ -67,6 +68,11 @@ enum Remedies {
             }
             return "finish the authorization in the browser sooner, or use "
                 + flows.map { "--flow \($0.rawValue)" }.joined(separator: " or ")
+        case .finishSoonerOrFixRedirect(let flows):
+            return (authorization(.finishSooner(otherFlows: flows)) ?? "")
+                + "; if the provider showed an error about the redirect URI, it takes only the one registered for "
+                + "its client: name it as \"redirect_uri\" (a loopback address with a fixed port) in the "
+                + "provider's file (docs/providers.md)"
         case .restartDeviceAuthorization: return "start the authorization again and enter the new code in time"
         case .waitLongerForDevice(let lifetime):
             return "run it again and approve the code sooner, or wait longer with --timeout SECONDS "

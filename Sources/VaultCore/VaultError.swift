@@ -145,6 +145,10 @@ public struct VaultError: Error, Equatable, CustomStringConvertible, Sendable {
         case useFlow([Provider.Flow])
         /// Finish in the browser sooner, or use another flow.
         case finishSooner(otherFlows: [Provider.Flow])
+        /// As `finishSooner`, for a browser sent back to a port chosen for
+        /// this run: a provider that takes only the redirect URI registered
+        /// for its client shows an error instead, and needs that URI named.
+        case finishSoonerOrFixRedirect(otherFlows: [Provider.Flow])
         /// The grant was kept: try again, or remove it without revoking.
         case removeWithoutRevoking
         /// Store the grant with its provider's endpoints and client, or authorize again.

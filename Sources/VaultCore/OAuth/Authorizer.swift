@@ -193,9 +193,11 @@ public struct Authorizer {
         ui.openBrowser(url, launching: listener?.offer(url, at: "/start/" + (try RandomToken.make())))
         guard let listener else { return nil }
         do { return try listener.waitForRedirect(timeout: request.timeout) } catch {
+            let others = request.provider.flows.filter { $0 != .browser }
             throw VaultError(
                 .timedOut, "no answer from the browser within \(Int(request.timeout)) seconds",
-                remedy: .finishSooner(otherFlows: request.provider.flows.filter { $0 != .browser }))
+                remedy: request.provider.redirectURI == nil
+                    ? .finishSoonerOrFixRedirect(otherFlows: others) : .finishSooner(otherFlows: others))
         }
     }
 

@@ -330,7 +330,19 @@ struct AddFlowTests {
         let r = try add(["local", "x", "--timeout", "1"], browser: "nothing")
         #expect(r.status == 75)
         #expect(r.stderr.contains("no answer from the browser within 1 seconds"))
+        // Its provider file names the redirect URI: nothing to say of it.
+        #expect(!r.stderr.contains("the redirect URI"), "\(r.stderr)")
         try expectNothingStored("x")
+        // Sent back to a port chosen for this run, the browser may be
+        // showing the provider's refusal of that address.
+        let random = try add(
+            ["y", "--issuer", s.issuer, "--client-id", s.public_client, "--timeout", "1"], browser: "nothing")
+        #expect(random.status == 75, "\(random.stderr)")
+        #expect(
+            random.stderr.contains(
+                "if the provider showed an error about the redirect URI, it takes only the one registered for its client: name it as \"redirect_uri\""
+            ), "\(random.stderr)")
+        try expectNothingStored("y")
     }
 
     @Test("a malformed token response is refused and stores nothing")
