@@ -34,6 +34,19 @@ struct GitTests {
         ).wait(timeout: 60)
     }
 
+    /// Runs git once more when Apache cut its answer short. Under load,
+    /// the test Apache now and then resets a connection or ends a 200 from
+    /// git-http-backend early ("Connection reset by peer", "transfer closed
+    /// with outstanding read data remaining"; its access log shows the
+    /// credential check passed): the server's failure, not the credential
+    /// helper's, and git gives up without calling it again.
+    func runTolerantOfCutAnswers(_ args: [String]) throws -> ProcessResult {
+        let first = try run(args)
+        let cut = ["Connection reset by peer", "transfer closed with outstanding read data", "Empty reply from server"]
+        guard first.status != 0, cut.contains(where: first.stderr.contains) else { return first }
+        return try run(args)
+    }
+
     func helper(_ action: String, _ input: String) throws -> ProcessResult {
         try VaultProcess.run(["git-credential", action], environment: home.environment, stdin: input)
     }
@@ -69,13 +82,13 @@ struct GitTests {
         #expect(try home.run("git-credential", "map", "127.0.0.1:\(git.port)", "git").status == 0)
         // The provider stops accepting the stored access token; the grant itself lives on.
         try ProviderGrants.revoke(tokens["access_token"] as! String, hint: "access_token")
-        let first = try run(["ls-remote", git.url])
+        let first = try runTolerantOfCutAnswers(["ls-remote", git.url])
         #expect(first.status != 0, "git accepted a revoked token")
         let stale = try home.run("show", "git", "--json")
         #expect(
             stale.stdout.contains("\"state\" : \"refreshable\""),
             "erase did not mark the token stale; git said: \(first.stderr)\nApache: \(git.errorLogTail())")
-        let second = try run(["ls-remote", git.url])
+        let second = try runTolerantOfCutAnswers(["ls-remote", git.url])
         #expect(second.status == 0, "\(second.stderr)\nApache: \(git.errorLogTail())")
         #expect(try home.run("show", "git", "--json").stdout.contains("\"refreshed_at\""))
         #expect(!(try home.run("show", "git", "--json").stdout.contains("\"dead\"")))
